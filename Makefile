@@ -1,0 +1,80 @@
+# trainstep — run `make help` for the targets.
+
+SHELL := /usr/bin/env bash
+GO ?= go
+BIN := $(CURDIR)/bin
+CLUSTER_BIN := $(BIN)/cluster
+PKGS := ./...
+# Integration packages start a real test cluster; -p 1 keeps one cluster at a time on small machines.
+INTEGRATION_PKGS := ./test/...
+FUZZTIME ?= 5m
+
+.DEFAULT_GOAL := help
+
+##@ General
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make <target>\n"} /^[a-zA-Z_-]+:.*?##/ { printf "  %-16s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+##@ Build
+
+.PHONY: build
+build: ## Build trainstep and the demo trainer into bin/.
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+.PHONY: demo
+demo: build ## Train the demo parameter-server job locally (no cluster needed).
+	$(BIN)/trainstep run --local -f workflows/jobs/demo-ps.yaml --outputs-dir $(BIN)/demo-outputs
+
+.PHONY: image
+image: ## Build the trainstep OCI image archive into bin/trainstep-image.tar (no Docker needed).
+	$(GO) run ./hack/image -o $(BIN)/trainstep-image.tar
+
+##@ Test
+
+.PHONY: test
+test: lint unit cluster-bin integration ## Run every check and test (unit and real-cluster integration).
+
+.PHONY: unit
+unit: ## Run unit tests (no cluster).
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/)
+
+.PHONY: integration
+integration: cluster-bin ## Run integration tests against the real test cluster.
+	TRAINSTEP_CLUSTER_BIN=$(CLUSTER_BIN) $(GO) test -count=1 -p 1 -timeout 25m $(INTEGRATION_PKGS)
+
+.PHONY: fuzz
+fuzz: ## Fuzz parse → default → validate → render for FUZZTIME (default 5m).
+	$(GO) test ./pkg/render/ -run '^$$' -fuzz FuzzRenderPipeline -fuzztime $(FUZZTIME)
+
+.PHONY: bench
+bench: cluster-bin ## Measure launch, detection and teardown against a client-go baseline; writes BENCHMARKS.md.
+	@if [ -d test/bench ]; then TRAINSTEP_CLUSTER_BIN=$(CLUSTER_BIN) $(GO) test -count=1 -timeout 30m -run '^TestBench' -v ./test/bench/; else echo "no benchmarks yet"; fi
+
+.PHONY: lint
+lint: ## gofmt and go vet.
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+.PHONY: verify
+verify: lint ## lint, then fail if go.mod/go.sum are not tidy.
+	$(GO) mod tidy && git diff --exit-code go.mod go.sum
+
+##@ Test cluster
+
+.PHONY: cluster-bin
+cluster-bin: ## Build (or reuse cached) etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kwok into bin/cluster.
+	hack/cluster/build.sh $(CLUSTER_BIN)
+
+.PHONY: cluster-up
+cluster-up: cluster-bin ## Start the test cluster in the background; kubeconfig at bin/cluster/kubeconfig.
+	$(GO) run ./test/cluster/cmd/testcluster up --bin $(CLUSTER_BIN)
+
+.PHONY: cluster-down
+cluster-down: ## Stop the test cluster started by cluster-up.
+	$(GO) run ./test/cluster/cmd/testcluster down --bin $(CLUSTER_BIN)
+
+.PHONY: clean
+clean: ## Remove bin/ (the cached cluster binaries outside the clone stay).
+	rm -rf $(BIN)

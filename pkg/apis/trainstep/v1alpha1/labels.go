@@ -1,0 +1,20 @@
+package v1alpha1
+
+// Label and annotation keys trainstep puts on every object it creates.
+// Argo templates, `argo logs -l`, re-attach and outside checks select on
+// these exact names.
+const (
+	// LabelJobName holds the job name on every object.
+	LabelJobName = "trainstep.dev/job-name"
+	// LabelReplicaType holds the lower-case replica type (worker, ps, …).
+	LabelReplicaType = "trainstep.dev/replica-type"
+	// LabelReplicaIndex holds the replica's index within its type.
+	LabelReplicaIndex = "trainstep.dev/replica-index"
+	// LabelAttempt counts recreations of one replica, starting at 0.
+	LabelAttempt = "trainstep.dev/attempt"
+	// LabelWorkflow is Argo's workflow label, set when the workflow is known.
+	LabelWorkflow = "workflows.argoproj.io/workflow"
+
+	// AnnotationFramework records the framework on every pod, for humans.
+	AnnotationFramework = "trainstep.dev/framework"
+)

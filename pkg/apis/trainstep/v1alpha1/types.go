@@ -1,0 +1,247 @@
+package v1alpha1
+
+import (
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Group, Version and Kind of the TrainJob manifest.
+const (
+	Group      = "trainstep.dev"
+	Version    = "v1alpha1"
+	Kind       = "TrainJob"
+	APIVersion = Group + "/" + Version
+)
+
+// TrainJob is one distributed training job. It is never stored in a cluster:
+// trainstep reads it from a file and creates the objects it describes.
+type TrainJob struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec TrainJobSpec `json:"spec"`
+}
+
+// Framework names the training framework whose conventions (ports, env,
+// success rule, extra objects) the replicas follow.
+type Framework string
+
+// The supported frameworks.
+const (
+	FrameworkTensorFlow Framework = "tensorflow"
+	FrameworkPyTorch    Framework = "pytorch"
+	FrameworkMPI        Framework = "mpi"
+	FrameworkJAX        Framework = "jax"
+	FrameworkXGBoost    Framework = "xgboost"
+)
+
+// Frameworks lists every supported framework, in documentation order.
+var Frameworks = []Framework{FrameworkTensorFlow, FrameworkPyTorch, FrameworkMPI, FrameworkJAX, FrameworkXGBoost}
+
+// ReplicaType is the role of a group of replicas, spelled as Kubeflow spells it.
+type ReplicaType string
+
+// Replica types used by the frameworks (Kubeflow's spelling).
+const (
+	ReplicaTypePS        ReplicaType = "PS"
+	ReplicaTypeWorker    ReplicaType = "Worker"
+	ReplicaTypeChief     ReplicaType = "Chief"
+	ReplicaTypeMaster    ReplicaType = "Master"
+	ReplicaTypeEvaluator ReplicaType = "Evaluator"
+	ReplicaTypeLauncher  ReplicaType = "Launcher"
+)
+
+// TrainJobSpec is the desired shape of a training job.
+type TrainJobSpec struct {
+	// Framework selects the conventions the replicas follow.
+	Framework Framework `json:"framework"`
+
+	// ReplicaSpecs maps each replica type (PS, Worker, Chief, Master,
+	// Evaluator, Launcher) to how many replicas of it run and how.
+	ReplicaSpecs map[ReplicaType]*ReplicaSpec `json:"replicaSpecs"`
+
+	// RunPolicy holds the job-wide policies: restarts, deadline, cleanup, scheduling.
+	RunPolicy RunPolicy `json:"runPolicy,omitempty"`
+
+	// SuccessPolicy decides when the job has succeeded. Default: the
+	// framework's deciding replica; AllWorkers: every worker too (TensorFlow).
+	SuccessPolicy SuccessPolicy `json:"successPolicy,omitempty"`
+
+	// MetricsFrom is "<Type>/<index>", the replica whose JSON termination
+	// message becomes the job's metrics. Default: the replica that decides success.
+	MetricsFrom string `json:"metricsFrom,omitempty"`
+
+	// NprocPerNode is PyTorch's processes per replica: a number, "auto",
+	// "cpu" or "gpu" (Kubeflow PyTorchJob). WORLD_SIZE multiplies by it when numeric.
+	NprocPerNode *string `json:"nprocPerNode,omitempty"`
+
+	// ElasticPolicy makes a PyTorch job elastic (torchrun rendezvous).
+	ElasticPolicy *ElasticPolicy `json:"elasticPolicy,omitempty"`
+
+	// SlotsPerWorker is the number of MPI slots per worker (default 1).
+	SlotsPerWorker *int32 `json:"slotsPerWorker,omitempty"`
+
+	// MPIImplementation is OpenMPI (default), Intel or MPICH.
+	MPIImplementation MPIImplementation `json:"mpiImplementation,omitempty"`
+
+	// SSHAuthMountPath is where the SSH key Secret is mounted in MPI
+	// replicas (default /root/.ssh).
+	SSHAuthMountPath string `json:"sshAuthMountPath,omitempty"`
+
+	// RunLauncherAsWorker makes the MPI launcher also run ranks (MPIJob v2beta1).
+	RunLauncherAsWorker *bool `json:"runLauncherAsWorker,omitempty"`
+}
+
+// RestartPolicy says what happens when a replica's container exits.
+type RestartPolicy string
+
+// Restart policies. ExitCode is decided by trainstep: exit codes 1–127 are
+// permanent, 128–255 and RetryableExitCodes are retried.
+const (
+	RestartPolicyNever     RestartPolicy = "Never"
+	RestartPolicyOnFailure RestartPolicy = "OnFailure"
+	RestartPolicyAlways    RestartPolicy = "Always"
+	RestartPolicyExitCode  RestartPolicy = "ExitCode"
+)
+
+// ReplicaSpec describes one replica type.
+type ReplicaSpec struct {
+	// Replicas is how many pods of this type run (default 1).
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// RestartPolicy is Never, OnFailure, Always or ExitCode.
+	RestartPolicy RestartPolicy `json:"restartPolicy,omitempty"`
+
+	// RetryableExitCodes are exit codes retried under ExitCode, in
+	// addition to 128–255.
+	RetryableExitCodes []int32 `json:"retryableExitCodes,omitempty"`
+
+	// Template is the pod template of every replica of this type.
+	Template corev1.PodTemplateSpec `json:"template"`
+}
+
+// CleanPodPolicy says which pods are deleted when the job ends.
+type CleanPodPolicy string
+
+// Clean pod policies (Kubeflow's names).
+const (
+	CleanPodPolicyNone    CleanPodPolicy = "None"
+	CleanPodPolicyRunning CleanPodPolicy = "Running"
+	CleanPodPolicyAll     CleanPodPolicy = "All"
+)
+
+// RunPolicy holds the job-wide runtime policies (Kubeflow's RunPolicy).
+type RunPolicy struct {
+	// CleanPodPolicy: None, Running (default) or All.
+	CleanPodPolicy *CleanPodPolicy `json:"cleanPodPolicy,omitempty"`
+
+	// BackoffLimit is how many restarts (in place or by recreation) the job
+	// allows before it fails with BackoffLimitExceeded. Nil means no limit.
+	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
+
+	// ActiveDeadlineSeconds bounds the job's running time; past it the job
+	// fails with DeadlineExceeded.
+	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+
+	// TTLSecondsAfterFinished is accepted from Kubeflow manifests and
+	// ignored: trainstep cleans up when the step ends.
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// SchedulingPolicy configures gang scheduling, queue and priority.
+	SchedulingPolicy *SchedulingPolicy `json:"schedulingPolicy,omitempty"`
+
+	// Suspend is accepted from Kubeflow manifests; a suspended job is an error.
+	Suspend *bool `json:"suspend,omitempty"`
+}
+
+// GangKind selects how a job is started all-or-nothing.
+type GangKind string
+
+// Gang kinds.
+const (
+	GangNone             GangKind = "none"
+	GangBuiltin          GangKind = "builtin"
+	GangSchedulerPlugins GangKind = "scheduler-plugins"
+	GangVolcano          GangKind = "volcano"
+	GangKueue            GangKind = "kueue"
+)
+
+// SchedulingPolicy is Kubeflow's SchedulingPolicy plus the gang kind and
+// the built-in gang's attempts.
+type SchedulingPolicy struct {
+	// Gang is none (default), builtin, scheduler-plugins, volcano or kueue.
+	Gang GangKind `json:"gang,omitempty"`
+
+	// MinAvailable is how many pods must be bound together (default: all).
+	MinAvailable *int32 `json:"minAvailable,omitempty"`
+
+	// Queue is the Volcano or Kueue queue.
+	Queue string `json:"queue,omitempty"`
+
+	// MinResources overrides the PodGroup's minResources (default: the sum
+	// of the first MinAvailable replicas' requests).
+	MinResources *corev1.ResourceList `json:"minResources,omitempty"`
+
+	// PriorityClass is set as priorityClassName on every pod.
+	PriorityClass string `json:"priorityClass,omitempty"`
+
+	// ScheduleTimeoutSeconds bounds one attempt to bind MinAvailable pods
+	// (default 300).
+	ScheduleTimeoutSeconds *int32 `json:"scheduleTimeoutSeconds,omitempty"`
+
+	// MaxScheduleAttempts is how many attempts the builtin gang makes
+	// before the job ends Unschedulable (default 3).
+	MaxScheduleAttempts *int32 `json:"maxScheduleAttempts,omitempty"`
+}
+
+// SuccessPolicy decides when a job has succeeded.
+type SuccessPolicy string
+
+// Success policies (Kubeflow TFJob's names; the empty string is Default).
+const (
+	SuccessPolicyDefault    SuccessPolicy = "Default"
+	SuccessPolicyAllWorkers SuccessPolicy = "AllWorkers"
+)
+
+// RDZVBackend is a torchrun rendezvous backend.
+type RDZVBackend string
+
+// Rendezvous backends accepted by Kubeflow PyTorchJob.
+const (
+	BackendC10D   RDZVBackend = "c10d"
+	BackendETCD   RDZVBackend = "etcd"
+	BackendETCDv2 RDZVBackend = "etcd-v2"
+)
+
+// ElasticPolicy is Kubeflow PyTorchJob's elasticPolicy.
+type ElasticPolicy struct {
+	MinReplicas  *int32       `json:"minReplicas,omitempty"`
+	MaxReplicas  *int32       `json:"maxReplicas,omitempty"`
+	RDZVBackend  *RDZVBackend `json:"rdzvBackend,omitempty"`
+	RDZVPort     *int32       `json:"rdzvPort,omitempty"`
+	RDZVHost     *string      `json:"rdzvHost,omitempty"`
+	RDZVID       *string      `json:"rdzvId,omitempty"`
+	RDZVConf     []RDZVConf   `json:"rdzvConf,omitempty"`
+	Standalone   *bool        `json:"standalone,omitempty"`
+	NProcPerNode *int32       `json:"nProcPerNode,omitempty"`
+	MaxRestarts  *int32       `json:"maxRestarts,omitempty"`
+	// Metrics (HPA) are accepted from Kubeflow manifests and ignored.
+	Metrics []autoscalingv2.MetricSpec `json:"metrics,omitempty"`
+}
+
+// RDZVConf is one torchrun rendezvous option.
+type RDZVConf struct {
+	Key   string `json:"key,omitempty"`
+	Value string `json:"value,omitempty"`
+}
+
+// MPIImplementation selects the MPI flavour's hostfile format and env.
+type MPIImplementation string
+
+// MPI implementations (MPI Operator v2's names).
+const (
+	MPIImplementationOpenMPI MPIImplementation = "OpenMPI"
+	MPIImplementationIntel   MPIImplementation = "Intel"
+	MPIImplementationMPICH   MPIImplementation = "MPICH"
+)

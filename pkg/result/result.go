@@ -1,0 +1,127 @@
+// Package result defines how a trainstep run ends: its phase, reason, exit
+// code and the result object written to stdout and the output files.
+//
+// It is the single home of DESIGN's exit-code contract. It must not do I/O.
+package result
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Phase is how a run ended.
+type Phase string
+
+// Phases, as written to the `phase` output file.
+const (
+	PhaseSucceeded  Phase = "Succeeded"
+	PhaseFailed     Phase = "Failed"
+	PhaseInvalid    Phase = "Invalid"
+	PhaseTransient  Phase = "Transient"
+	PhaseTerminated Phase = "Terminated"
+)
+
+// Exit codes of DESIGN's contract. 1 and 2 (Go panics, usage) and 126–165
+// (shell and signals) are avoided on purpose.
+const (
+	ExitSucceeded  = 0
+	ExitFailed     = 10
+	ExitInvalid    = 11
+	ExitTransient  = 12
+	ExitTerminated = 13
+)
+
+// ExitCode maps a phase to the process exit code.
+func (p Phase) ExitCode() int {
+	switch p {
+	case PhaseSucceeded:
+		return ExitSucceeded
+	case PhaseFailed:
+		return ExitFailed
+	case PhaseInvalid:
+		return ExitInvalid
+	case PhaseTransient:
+		return ExitTransient
+	case PhaseTerminated:
+		return ExitTerminated
+	}
+	return ExitFailed
+}
+
+// Reasons written to the `reason` output file.
+const (
+	ReasonSucceeded            = "Succeeded"
+	ReasonReplicaFailed        = "ReplicaFailed"
+	ReasonBackoffLimitExceeded = "BackoffLimitExceeded"
+	ReasonDeadlineExceeded     = "DeadlineExceeded"
+	ReasonInvalidSpec          = "InvalidSpec"
+	ReasonForbidden            = "Forbidden"
+	ReasonUnauthorized         = "Unauthorized"
+	ReasonAPIUnreachable       = "APIServerUnreachable"
+	ReasonUnschedulable        = "Unschedulable"
+	ReasonPendingTimeout       = "PendingTimeout"
+	ReasonTerminated           = "Terminated"
+)
+
+// Error is an error that carries the phase (and so the exit code) a run
+// ends with. Commands return it; main turns it into the exit code.
+type Error struct {
+	Phase  Phase
+	Reason string
+	Err    error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// Invalid wraps err as an Invalid error (exit 11).
+func Invalid(reason string, err error) *Error {
+	return &Error{Phase: PhaseInvalid, Reason: reason, Err: err}
+}
+
+// Transient wraps err as a Transient error (exit 12).
+func Transient(reason string, err error) *Error {
+	return &Error{Phase: PhaseTransient, Reason: reason, Err: err}
+}
+
+// Invalidf builds an Invalid error with reason InvalidSpec.
+func Invalidf(format string, args ...any) *Error {
+	return Invalid(ReasonInvalidSpec, fmt.Errorf(format, args...))
+}
+
+// PhaseOf returns the phase an error ends a run with: the carried phase for
+// an *Error, Failed otherwise.
+func PhaseOf(err error) Phase {
+	if err == nil {
+		return PhaseSucceeded
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Phase
+	}
+	return PhaseFailed
+}
+
+// ReplicaStatus is one replica's line in replicas.json.
+type ReplicaStatus struct {
+	Type     string `json:"type"`
+	Index    int    `json:"index"`
+	Phase    string `json:"phase"`
+	ExitCode *int32 `json:"exitCode,omitempty"`
+	Restarts int32  `json:"restarts"`
+	Node     string `json:"node,omitempty"`
+}
+
+// Result is the outcome of one run: printed as one JSON line on stdout and
+// split into the output files.
+type Result struct {
+	Phase           Phase           `json:"phase"`
+	Reason          string          `json:"reason"`
+	Message         string          `json:"message,omitempty"`
+	JobName         string          `json:"jobName"`
+	Namespace       string          `json:"namespace,omitempty"`
+	DurationSeconds float64         `json:"durationSeconds"`
+	Restarts        int32           `json:"restarts"`
+	Replicas        []ReplicaStatus `json:"replicas"`
+	Metrics         map[string]any  `json:"metrics"`
+}
