@@ -1,13 +1,427 @@
 package v1alpha1
 
-import "k8s.io/apimachinery/pkg/util/validation/field"
+import (
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
 
-// Validate checks a defaulted job and returns every problem with its field path.
-// (Being completed: see the foundation issue.)
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// MaxObjectNameLength is the longest name of any object a job creates: pod
+// names double as hostnames and Service names, both DNS-1035 labels.
+const MaxObjectNameLength = validation.DNS1035LabelMaxLength
+
+// Validate checks a defaulted job and returns every problem with its field
+// path, in a stable order. Replica-type keys are written as
+// spec.replicaSpecs.Worker (Kubeflow's field.Path .Key form would print
+// spec.replicaSpecs[Worker], which no manifest author types).
 func Validate(job *TrainJob) field.ErrorList {
 	var errs field.ErrorList
-	if job.Spec.Framework == "" {
-		errs = append(errs, field.Required(field.NewPath("spec", "framework"), "one of tensorflow, pytorch, mpi, jax, xgboost"))
+	errs = append(errs, validateMetadata(job)...)
+	spec := field.NewPath("spec")
+	if !IsFramework(job.Spec.Framework) {
+		errs = append(errs, field.NotSupported(spec.Child("framework"), job.Spec.Framework, Frameworks))
+		return errs
+	}
+	errs = append(errs, validateReplicaSpecs(job, spec.Child("replicaSpecs"))...)
+	errs = append(errs, validateRunPolicy(job, spec.Child("runPolicy"))...)
+	errs = append(errs, validateSuccessAndMetrics(job, spec)...)
+	errs = append(errs, validatePyTorchFields(job, spec)...)
+	errs = append(errs, validateMPIFields(job, spec)...)
+	return errs
+}
+
+func validateMetadata(job *TrainJob) field.ErrorList {
+	var errs field.ErrorList
+	meta := field.NewPath("metadata")
+	if job.Namespace != "" {
+		for _, msg := range validation.IsDNS1123Label(job.Namespace) {
+			errs = append(errs, field.Invalid(meta.Child("namespace"), job.Namespace, msg))
+		}
+	}
+	name := meta.Child("name")
+	if job.Name == "" {
+		return append(errs, field.Required(name, "the job needs a name (metadata.name or --name)"))
+	}
+	if msgs := validation.IsDNS1035Label(job.Name); len(msgs) > 0 {
+		for _, msg := range msgs {
+			errs = append(errs, field.Invalid(name, job.Name, msg))
+		}
+		return errs
+	}
+	if longest := longestObjectName(job); len(longest) > MaxObjectNameLength {
+		errs = append(errs, field.Invalid(name, job.Name, fmt.Sprintf(
+			"too long: object name %q would be %d characters, the limit is %d; shorten the name to at most %d characters",
+			longest, len(longest), MaxObjectNameLength, len(job.Name)-(len(longest)-MaxObjectNameLength))))
 	}
 	return errs
+}
+
+// longestObjectName is the longest name among the objects the job creates:
+// every replica's pod and Service, and MPI's job-wide Service, hostfile
+// ConfigMap and SSH Secret. Elastic workers count up to maxReplicas.
+func longestObjectName(job *TrainJob) string {
+	names := []string{job.Name}
+	if job.Spec.Framework == FrameworkMPI {
+		names = append(names, MPIConfigMapName(job.Name), MPISSHSecretName(job.Name))
+	}
+	for rt, spec := range job.Spec.ReplicaSpecs {
+		count := spec.ReplicaCount()
+		if rt == ReplicaTypeWorker && IsElastic(job) && job.Spec.ElasticPolicy.MaxReplicas != nil &&
+			*job.Spec.ElasticPolicy.MaxReplicas > count {
+			count = *job.Spec.ElasticPolicy.MaxReplicas
+		}
+		if count < 1 {
+			count = 1
+		}
+		names = append(names, ReplicaName(job.Name, rt, int(count-1)))
+	}
+	longest := ""
+	for _, n := range names {
+		if len(n) > len(longest) {
+			longest = n
+		}
+	}
+	return longest
+}
+
+// singletonTypes may run at most one replica.
+var singletonTypes = map[ReplicaType]bool{ReplicaTypeChief: true, ReplicaTypeMaster: true, ReplicaTypeLauncher: true}
+
+func validateReplicaSpecs(job *TrainJob, specsPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	f := job.Spec.Framework
+	if len(job.Spec.ReplicaSpecs) == 0 {
+		return append(errs, field.Required(specsPath, fmt.Sprintf("%s needs at least one of %s", f, joinTypes(AllowedReplicaTypes(f)))))
+	}
+	allowed := AllowedReplicaTypes(f)
+	for _, rt := range SortedReplicaTypes(job) {
+		p := specsPath.Child(string(rt))
+		if !containsType(allowed, rt) {
+			errs = append(errs, field.NotSupported(p, rt, allowed))
+			continue
+		}
+		spec := job.Spec.ReplicaSpecs[rt]
+		if spec == nil {
+			errs = append(errs, field.Required(p, "replica spec must not be empty"))
+			continue
+		}
+		errs = append(errs, validateReplicaSpec(rt, spec, p)...)
+	}
+	errs = append(errs, validateRequiredTypes(job, specsPath)...)
+	return errs
+}
+
+func validateReplicaSpec(rt ReplicaType, spec *ReplicaSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	replicas := spec.ReplicaCount()
+	switch {
+	case replicas < 0:
+		errs = append(errs, field.Invalid(p.Child("replicas"), replicas, "must be >= 0"))
+	case singletonTypes[rt] && replicas > 1:
+		errs = append(errs, field.Invalid(p.Child("replicas"), replicas, "must be 0 or 1: a job has at most one "+string(rt)))
+	}
+	switch spec.RestartPolicy {
+	case RestartPolicyNever, RestartPolicyOnFailure, RestartPolicyAlways, RestartPolicyExitCode:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("restartPolicy"), spec.RestartPolicy,
+			[]RestartPolicy{RestartPolicyNever, RestartPolicyOnFailure, RestartPolicyAlways, RestartPolicyExitCode}))
+	}
+	codes := p.Child("retryableExitCodes")
+	if len(spec.RetryableExitCodes) > 0 && spec.RestartPolicy != RestartPolicyExitCode {
+		errs = append(errs, field.Forbidden(codes, "only allowed with restartPolicy ExitCode"))
+	}
+	for i, code := range spec.RetryableExitCodes {
+		if code < 1 || code > 255 {
+			errs = append(errs, field.Invalid(codes.Index(i), code, "must be between 1 and 255"))
+		}
+	}
+	errs = append(errs, validateContainers(spec, p.Child("template", "spec"))...)
+	return errs
+}
+
+func validateContainers(spec *ReplicaSpec, podPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	pod := &spec.Template.Spec
+	if len(pod.Containers) == 0 {
+		errs = append(errs, field.Required(podPath.Child("containers"), "at least one container"))
+	}
+	for i := range pod.InitContainers {
+		c := &pod.InitContainers[i]
+		errs = append(errs, validateContainer(c.Name, c.Image, podPath.Child("initContainers").Index(i))...)
+	}
+	for i := range pod.Containers {
+		c := &pod.Containers[i]
+		errs = append(errs, validateContainer(c.Name, c.Image, podPath.Child("containers").Index(i))...)
+	}
+	return errs
+}
+
+func validateContainer(name, image string, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if name == "" {
+		errs = append(errs, field.Required(p.Child("name"), "every container needs a name"))
+	}
+	if strings.TrimSpace(image) == "" {
+		errs = append(errs, field.Required(p.Child("image"), "missing image"))
+	}
+	return errs
+}
+
+// validateRequiredTypes checks the replica types each framework cannot run
+// without, and that the deciding singleton types run exactly one replica.
+func validateRequiredTypes(job *TrainJob, specsPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	specs := job.Spec.ReplicaSpecs
+	exactlyOne := func(rt ReplicaType, why string) {
+		spec, ok := specs[rt]
+		if !ok {
+			errs = append(errs, field.Required(specsPath.Child(string(rt)), why))
+			return
+		}
+		if spec != nil && spec.ReplicaCount() != 1 {
+			errs = append(errs, field.Invalid(specsPath.Child(string(rt), "replicas"), spec.ReplicaCount(), "must be 1"))
+		}
+	}
+	switch job.Spec.Framework {
+	case FrameworkTensorFlow:
+		_, chief := specs[ReplicaTypeChief]
+		_, master := specs[ReplicaTypeMaster]
+		_, worker := specs[ReplicaTypeWorker]
+		if chief && master {
+			errs = append(errs, field.Forbidden(specsPath, "must not have both Chief and Master"))
+		}
+		if !chief && !master && !worker {
+			errs = append(errs, field.Required(specsPath.Child(string(ReplicaTypeWorker)),
+				"tensorflow needs a Chief, Master or Worker to decide success"))
+		}
+	case FrameworkPyTorch:
+		if job.Spec.ElasticPolicy == nil {
+			exactlyOne(ReplicaTypeMaster, "pytorch needs a Master unless elasticPolicy is set")
+		} else if _, ok := specs[ReplicaTypeWorker]; !ok {
+			errs = append(errs, field.Required(specsPath.Child(string(ReplicaTypeWorker)), "must be configured if elastic policy is used"))
+		}
+	case FrameworkMPI:
+		exactlyOne(ReplicaTypeLauncher, "mpi needs a Launcher")
+	case FrameworkJAX:
+		if _, ok := specs[ReplicaTypeWorker]; !ok {
+			errs = append(errs, field.Required(specsPath.Child(string(ReplicaTypeWorker)), "jax needs Worker replicas"))
+		}
+	case FrameworkXGBoost:
+		exactlyOne(ReplicaTypeMaster, "xgboost needs a Master")
+	}
+	return errs
+}
+
+var (
+	cleanPodPolicies = []CleanPodPolicy{CleanPodPolicyNone, CleanPodPolicyRunning, CleanPodPolicyAll}
+	gangKinds        = []GangKind{GangNone, GangBuiltin, GangSchedulerPlugins, GangVolcano, GangKueue}
+)
+
+func validateRunPolicy(job *TrainJob, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	rp := &job.Spec.RunPolicy
+	if rp.BackoffLimit != nil && *rp.BackoffLimit < 0 {
+		errs = append(errs, field.Invalid(p.Child("backoffLimit"), *rp.BackoffLimit, "must be >= 0"))
+	}
+	if rp.ActiveDeadlineSeconds != nil && *rp.ActiveDeadlineSeconds <= 0 {
+		errs = append(errs, field.Invalid(p.Child("activeDeadlineSeconds"), *rp.ActiveDeadlineSeconds, "must be > 0"))
+	}
+	if rp.TTLSecondsAfterFinished != nil && *rp.TTLSecondsAfterFinished < 0 {
+		errs = append(errs, field.Invalid(p.Child("ttlSecondsAfterFinished"), *rp.TTLSecondsAfterFinished, "must be >= 0"))
+	}
+	if rp.CleanPodPolicy != nil && !containsValue(cleanPodPolicies, *rp.CleanPodPolicy) {
+		errs = append(errs, field.NotSupported(p.Child("cleanPodPolicy"), *rp.CleanPodPolicy, cleanPodPolicies))
+	}
+	if rp.Suspend != nil && *rp.Suspend {
+		errs = append(errs, field.Forbidden(p.Child("suspend"), "a suspended job cannot run; remove suspend or set it to false"))
+	}
+	if rp.SchedulingPolicy != nil {
+		errs = append(errs, validateSchedulingPolicy(rp.SchedulingPolicy, TotalReplicas(job), p.Child("schedulingPolicy"))...)
+	}
+	return errs
+}
+
+func validateSchedulingPolicy(sp *SchedulingPolicy, total int32, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if !containsValue(gangKinds, sp.Gang) {
+		errs = append(errs, field.NotSupported(p.Child("gang"), sp.Gang, gangKinds))
+	}
+	if sp.MinAvailable != nil && (*sp.MinAvailable < 1 || *sp.MinAvailable > total) {
+		errs = append(errs, field.Invalid(p.Child("minAvailable"), *sp.MinAvailable,
+			fmt.Sprintf("must be between 1 and %d (the job's total replicas)", total)))
+	}
+	if sp.ScheduleTimeoutSeconds != nil && *sp.ScheduleTimeoutSeconds <= 0 {
+		errs = append(errs, field.Invalid(p.Child("scheduleTimeoutSeconds"), *sp.ScheduleTimeoutSeconds, "must be > 0"))
+	}
+	if sp.MaxScheduleAttempts != nil && *sp.MaxScheduleAttempts < 1 {
+		errs = append(errs, field.Invalid(p.Child("maxScheduleAttempts"), *sp.MaxScheduleAttempts, "must be >= 1"))
+	}
+	if sp.Gang == GangKueue && sp.Queue == "" {
+		errs = append(errs, field.Required(p.Child("queue"), "gang kueue needs the Kueue LocalQueue name"))
+	}
+	return errs
+}
+
+func validateSuccessAndMetrics(job *TrainJob, spec *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch job.Spec.SuccessPolicy {
+	case SuccessPolicyDefault:
+	case SuccessPolicyAllWorkers:
+		if job.Spec.Framework != FrameworkTensorFlow {
+			errs = append(errs, field.Forbidden(spec.Child("successPolicy"), "AllWorkers is only supported for framework tensorflow"))
+		}
+	default:
+		errs = append(errs, field.NotSupported(spec.Child("successPolicy"), job.Spec.SuccessPolicy,
+			[]SuccessPolicy{SuccessPolicyDefault, SuccessPolicyAllWorkers}))
+	}
+	if job.Spec.MetricsFrom == "" {
+		return errs
+	}
+	p := spec.Child("metricsFrom")
+	rt, index, err := ParseMetricsFrom(job.Spec.MetricsFrom)
+	if err != nil {
+		return append(errs, field.Invalid(p, job.Spec.MetricsFrom, err.Error()))
+	}
+	replicaSpec, ok := job.Spec.ReplicaSpecs[rt]
+	switch {
+	case !ok:
+		errs = append(errs, field.Invalid(p, job.Spec.MetricsFrom, fmt.Sprintf("the job has no %s replicas", rt)))
+	case int32(index) >= replicaSpec.ReplicaCount():
+		errs = append(errs, field.Invalid(p, job.Spec.MetricsFrom,
+			fmt.Sprintf("index out of range: %s has %d replicas", rt, replicaSpec.ReplicaCount())))
+	}
+	return errs
+}
+
+var rdzvBackends = []RDZVBackend{BackendC10D, BackendETCD, BackendETCDv2}
+
+func validatePyTorchFields(job *TrainJob, spec *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	s := &job.Spec
+	if s.Framework != FrameworkPyTorch {
+		if s.NprocPerNode != nil {
+			errs = append(errs, field.Forbidden(spec.Child("nprocPerNode"), "only for framework pytorch"))
+		}
+		if s.ElasticPolicy != nil {
+			errs = append(errs, field.Forbidden(spec.Child("elasticPolicy"), "only for framework pytorch"))
+		}
+		return errs
+	}
+	if s.NprocPerNode != nil && !validNprocPerNode(*s.NprocPerNode) {
+		errs = append(errs, field.Invalid(spec.Child("nprocPerNode"), *s.NprocPerNode, "must be a positive number, auto, cpu or gpu"))
+	}
+	if s.ElasticPolicy != nil {
+		errs = append(errs, validateElasticPolicy(job, spec.Child("elasticPolicy"))...)
+	}
+	return errs
+}
+
+func validNprocPerNode(v string) bool {
+	switch v {
+	case "auto", "cpu", "gpu":
+		return true
+	}
+	n, err := strconv.Atoi(v)
+	return err == nil && n > 0
+}
+
+func validateElasticPolicy(job *TrainJob, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	ep := job.Spec.ElasticPolicy
+	if ep.MinReplicas != nil && *ep.MinReplicas < 1 {
+		errs = append(errs, field.Invalid(p.Child("minReplicas"), *ep.MinReplicas, "must be >= 1"))
+	}
+	if ep.MinReplicas != nil && ep.MaxReplicas != nil && *ep.MinReplicas > *ep.MaxReplicas {
+		errs = append(errs, field.Invalid(p.Child("maxReplicas"), *ep.MaxReplicas,
+			fmt.Sprintf("must be >= minReplicas (%d)", *ep.MinReplicas)))
+	}
+	if worker := job.Spec.ReplicaSpecs[ReplicaTypeWorker]; worker != nil {
+		n := worker.ReplicaCount()
+		if (ep.MinReplicas != nil && n < *ep.MinReplicas) || (ep.MaxReplicas != nil && n > *ep.MaxReplicas) {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "replicaSpecs", string(ReplicaTypeWorker), "replicas"), n,
+				fmt.Sprintf("must be within elasticPolicy's [minReplicas, maxReplicas] = [%s, %s]", int32String(ep.MinReplicas), int32String(ep.MaxReplicas))))
+		}
+	}
+	if ep.RDZVBackend != nil && !containsValue(rdzvBackends, *ep.RDZVBackend) {
+		errs = append(errs, field.NotSupported(p.Child("rdzvBackend"), *ep.RDZVBackend, rdzvBackends))
+	}
+	if ep.RDZVPort != nil && (*ep.RDZVPort < 1 || *ep.RDZVPort > 65535) {
+		errs = append(errs, field.Invalid(p.Child("rdzvPort"), *ep.RDZVPort, "must be between 1 and 65535"))
+	}
+	if ep.MaxRestarts != nil && *ep.MaxRestarts < 0 {
+		errs = append(errs, field.Invalid(p.Child("maxRestarts"), *ep.MaxRestarts, "must be >= 0"))
+	}
+	if ep.NProcPerNode != nil {
+		if job.Spec.NprocPerNode != nil {
+			// training-operator v1.9 pytorchjob_webhook.go rejects the pair.
+			errs = append(errs, field.Forbidden(p.Child("nProcPerNode"), "must not be used with spec.nprocPerNode"))
+		} else if *ep.NProcPerNode < 1 {
+			errs = append(errs, field.Invalid(p.Child("nProcPerNode"), *ep.NProcPerNode, "must be >= 1"))
+		}
+	}
+	return errs
+}
+
+var mpiImplementations = []MPIImplementation{MPIImplementationOpenMPI, MPIImplementationIntel, MPIImplementationMPICH}
+
+func validateMPIFields(job *TrainJob, spec *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	s := &job.Spec
+	if s.Framework != FrameworkMPI {
+		mpiOnly := []struct {
+			name string
+			set  bool
+		}{
+			{"mpiImplementation", s.MPIImplementation != ""},
+			{"runLauncherAsWorker", s.RunLauncherAsWorker != nil},
+			{"slotsPerWorker", s.SlotsPerWorker != nil},
+			{"sshAuthMountPath", s.SSHAuthMountPath != ""},
+		}
+		for _, f := range mpiOnly {
+			if f.set {
+				errs = append(errs, field.Forbidden(spec.Child(f.name), "only for framework mpi"))
+			}
+		}
+		return errs
+	}
+	if s.SlotsPerWorker != nil && *s.SlotsPerWorker < 1 {
+		errs = append(errs, field.Invalid(spec.Child("slotsPerWorker"), *s.SlotsPerWorker, "must be >= 1"))
+	}
+	if !containsValue(mpiImplementations, s.MPIImplementation) {
+		errs = append(errs, field.NotSupported(spec.Child("mpiImplementation"), s.MPIImplementation, mpiImplementations))
+	}
+	if !path.IsAbs(s.SSHAuthMountPath) {
+		errs = append(errs, field.Invalid(spec.Child("sshAuthMountPath"), s.SSHAuthMountPath, "must be an absolute path"))
+	}
+	return errs
+}
+
+func containsType(types []ReplicaType, rt ReplicaType) bool { return containsValue(types, rt) }
+
+func containsValue[T comparable](values []T, v T) bool {
+	for _, x := range values {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func joinTypes(types []ReplicaType) string {
+	s := make([]string, len(types))
+	for i, t := range types {
+		s[i] = string(t)
+	}
+	return strings.Join(s, ", ")
+}
+
+func int32String(p *int32) string {
+	if p == nil {
+		return "unset"
+	}
+	return strconv.Itoa(int(*p))
 }

@@ -1,0 +1,247 @@
+package v1alpha1
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Framework conventions of the Kubeflow Training Operator v1.9
+// (pkg/apis/kubeflow.org/v1/*_types.go) and the MPI Operator v2
+// (pkg/apis/kubeflow/v2beta1/constants.go). The main container is the one
+// the operator puts its env and port on.
+const (
+	ContainerNameTensorFlow = "tensorflow"
+	ContainerNamePyTorch    = "pytorch"
+	ContainerNameJAX        = "jax"
+	ContainerNameXGBoost    = "xgboost"
+
+	PortNameTensorFlow = "tfjob-port"
+	PortNamePyTorch    = "pytorchjob-port"
+	PortNameJAX        = "jaxjob-port"
+	PortNameXGBoost    = "xgboostjob-port"
+
+	PortTensorFlow int32 = 2222
+	PortPyTorch    int32 = 23456
+	PortJAX        int32 = 6666
+	PortXGBoost    int32 = 9999
+)
+
+// Defaults that are not tied to one framework's replica specs.
+const (
+	DefaultSlotsPerWorker         int32 = 1
+	DefaultSSHAuthMountPath             = "/root/.ssh"
+	DefaultScheduleTimeoutSeconds int32 = 300
+	DefaultMaxScheduleAttempts    int32 = 3
+	// DefaultNprocPerNode is PyTorchJob's default nprocPerNode (Kubeflow v1.9
+	// pytorch_defaults.go), set when elasticPolicy.nProcPerNode is not.
+	DefaultNprocPerNode = "auto"
+)
+
+// Suffixes of the MPI job-wide objects (MPI Operator v2 names).
+const (
+	MPIConfigMapSuffix = "-config"
+	MPISSHSecretSuffix = "-ssh"
+)
+
+// allowedReplicaTypes lists, per framework, the replica types Kubeflow
+// accepts, in the order documentation lists them.
+var allowedReplicaTypes = map[Framework][]ReplicaType{
+	FrameworkTensorFlow: {ReplicaTypeChief, ReplicaTypeMaster, ReplicaTypePS, ReplicaTypeWorker, ReplicaTypeEvaluator},
+	FrameworkPyTorch:    {ReplicaTypeMaster, ReplicaTypeWorker},
+	FrameworkMPI:        {ReplicaTypeLauncher, ReplicaTypeWorker},
+	FrameworkJAX:        {ReplicaTypeWorker},
+	FrameworkXGBoost:    {ReplicaTypeMaster, ReplicaTypeWorker},
+}
+
+// knownReplicaTypes are every replica type trainstep spells, for key normalisation.
+var knownReplicaTypes = []ReplicaType{
+	ReplicaTypePS, ReplicaTypeWorker, ReplicaTypeChief,
+	ReplicaTypeMaster, ReplicaTypeEvaluator, ReplicaTypeLauncher,
+}
+
+// IsFramework reports whether f is a supported framework.
+func IsFramework(f Framework) bool {
+	_, ok := allowedReplicaTypes[f]
+	return ok
+}
+
+// AllowedReplicaTypes returns the replica types framework f accepts (nil for
+// an unknown framework). The caller must not modify the slice.
+func AllowedReplicaTypes(f Framework) []ReplicaType {
+	return allowedReplicaTypes[f]
+}
+
+// CanonicalReplicaType returns Kubeflow's CamelCase spelling of a replica
+// type written in any case ("worker" → Worker, "ps" → PS), and whether it is
+// a type trainstep knows.
+func CanonicalReplicaType(s string) (ReplicaType, bool) {
+	for _, t := range knownReplicaTypes {
+		if strings.EqualFold(s, string(t)) {
+			return t, true
+		}
+	}
+	return ReplicaType(s), false
+}
+
+// DefaultContainerName is the name of the container the framework's env and
+// port go on; empty for MPI, whose main container is the first one.
+func DefaultContainerName(f Framework) string {
+	switch f {
+	case FrameworkTensorFlow:
+		return ContainerNameTensorFlow
+	case FrameworkPyTorch:
+		return ContainerNamePyTorch
+	case FrameworkJAX:
+		return ContainerNameJAX
+	case FrameworkXGBoost:
+		return ContainerNameXGBoost
+	}
+	return ""
+}
+
+// DefaultPort is the framework's named port on the main container; MPI has
+// none (ranks talk over SSH) and returns "", 0.
+func DefaultPort(f Framework) (name string, port int32) {
+	switch f {
+	case FrameworkTensorFlow:
+		return PortNameTensorFlow, PortTensorFlow
+	case FrameworkPyTorch:
+		return PortNamePyTorch, PortPyTorch
+	case FrameworkJAX:
+		return PortNameJAX, PortJAX
+	case FrameworkXGBoost:
+		return PortNameXGBoost, PortXGBoost
+	}
+	return "", 0
+}
+
+// DefaultRestartPolicy is the restart policy Kubeflow gives a replica type
+// that declares none: TFJob, JAXJob and XGBoostJob Never, PyTorchJob
+// OnFailure (training-operator v1.9 *_types.go); MPIJob launcher OnFailure,
+// workers Never (mpi-operator v2beta1 constants.go).
+func DefaultRestartPolicy(f Framework, rt ReplicaType) RestartPolicy {
+	switch f {
+	case FrameworkPyTorch:
+		return RestartPolicyOnFailure
+	case FrameworkMPI:
+		if rt == ReplicaTypeLauncher {
+			return RestartPolicyOnFailure
+		}
+	}
+	return RestartPolicyNever
+}
+
+// MainContainerIndex is the index of the main container in a pod spec: the
+// one named defaultName, else the first; -1 when there are no containers.
+func MainContainerIndex(spec *corev1.PodSpec, defaultName string) int {
+	if len(spec.Containers) == 0 {
+		return -1
+	}
+	if defaultName != "" {
+		for i := range spec.Containers {
+			if spec.Containers[i].Name == defaultName {
+				return i
+			}
+		}
+	}
+	return 0
+}
+
+// MainContainer returns the main container of replica type rt, pointing
+// into the job's template (changes to it change the job), or nil when the
+// type is absent or has no container.
+func MainContainer(job *TrainJob, rt ReplicaType) *corev1.Container {
+	spec := job.Spec.ReplicaSpecs[rt]
+	if spec == nil {
+		return nil
+	}
+	pod := &spec.Template.Spec
+	i := MainContainerIndex(pod, DefaultContainerName(job.Spec.Framework))
+	if i < 0 {
+		return nil
+	}
+	return &pod.Containers[i]
+}
+
+// ReplicaCount is how many pods of this type run: Replicas, 1 when unset
+// (the default), 0 for a nil spec.
+func (s *ReplicaSpec) ReplicaCount() int32 {
+	if s == nil {
+		return 0
+	}
+	if s.Replicas == nil {
+		return 1
+	}
+	return *s.Replicas
+}
+
+// TotalReplicas is the number of pods of every type together.
+func TotalReplicas(job *TrainJob) int32 {
+	var total int32
+	for _, s := range job.Spec.ReplicaSpecs {
+		total += s.ReplicaCount()
+	}
+	return total
+}
+
+// ReplicaName is the name of one replica's pod (and, outside MPI, its
+// Service): <job>-<lower-case type>-<index>, Training Operator style.
+func ReplicaName(jobName string, rt ReplicaType, index int) string {
+	return fmt.Sprintf("%s-%s-%d", jobName, strings.ToLower(string(rt)), index)
+}
+
+// MPIConfigMapName is the name of an MPI job's hostfile ConfigMap.
+func MPIConfigMapName(jobName string) string { return jobName + MPIConfigMapSuffix }
+
+// MPISSHSecretName is the name of an MPI job's SSH auth Secret.
+func MPISSHSecretName(jobName string) string { return jobName + MPISSHSecretSuffix }
+
+// ParseMetricsFrom splits a metricsFrom value "<Type>/<index>"; the type is
+// returned in Kubeflow's spelling.
+func ParseMetricsFrom(s string) (ReplicaType, int, error) {
+	typ, idx, ok := strings.Cut(s, "/")
+	if !ok || typ == "" {
+		return "", 0, fmt.Errorf("must be <Type>/<index>, e.g. Worker/0")
+	}
+	index, err := strconv.Atoi(idx)
+	if err != nil || index < 0 {
+		return "", 0, fmt.Errorf("must be <Type>/<index> with a non-negative index, e.g. Worker/0")
+	}
+	rt, _ := CanonicalReplicaType(typ)
+	return rt, index, nil
+}
+
+// CleanPodPolicyOrDefault returns the job's clean pod policy, Running when unset.
+func (p *RunPolicy) CleanPodPolicyOrDefault() CleanPodPolicy {
+	if p.CleanPodPolicy == nil {
+		return CleanPodPolicyRunning
+	}
+	return *p.CleanPodPolicy
+}
+
+// IsElastic reports whether the job is an elastic PyTorch job.
+func IsElastic(job *TrainJob) bool {
+	return job.Spec.Framework == FrameworkPyTorch && job.Spec.ElasticPolicy != nil
+}
+
+// DeepCopy returns an independent copy of the job, so a caller can default
+// or override it without touching the original. Every field of a TrainJob
+// round-trips through JSON, which keeps this free of generated code.
+func (j *TrainJob) DeepCopy() *TrainJob {
+	if j == nil {
+		return nil
+	}
+	data, err := json.Marshal(j)
+	if err != nil {
+		panic(fmt.Sprintf("copying TrainJob: %v", err)) // cannot happen: plain data types
+	}
+	out := &TrainJob{}
+	if err := json.Unmarshal(data, out); err != nil {
+		panic(fmt.Sprintf("copying TrainJob: %v", err))
+	}
+	return out
+}

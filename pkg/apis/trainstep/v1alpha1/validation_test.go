@@ -1,0 +1,256 @@
+package v1alpha1
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// validJob returns a defaulted, valid job of each framework for the cases
+// below to break one field at a time.
+func validJob(f Framework) *TrainJob {
+	types := map[Framework][]ReplicaType{
+		FrameworkTensorFlow: {ReplicaTypePS, ReplicaTypeWorker},
+		FrameworkPyTorch:    {ReplicaTypeMaster, ReplicaTypeWorker},
+		FrameworkMPI:        {ReplicaTypeLauncher, ReplicaTypeWorker},
+		FrameworkJAX:        {ReplicaTypeWorker},
+		FrameworkXGBoost:    {ReplicaTypeMaster, ReplicaTypeWorker},
+	}[f]
+	specs := map[ReplicaType]*ReplicaSpec{}
+	for _, rt := range types {
+		replicas := int32(2)
+		if singletonTypes[rt] {
+			replicas = 1
+		}
+		specs[rt] = &ReplicaSpec{Replicas: &replicas, Template: podWith(container(DefaultContainerName(f)))}
+		if f == FrameworkMPI {
+			specs[rt].Template = podWith(container("mpi"))
+		}
+	}
+	job := newJob(f, specs)
+	SetDefaults(job)
+	return job
+}
+
+func TestValidateAcceptsValidJobs(t *testing.T) {
+	for _, f := range Frameworks {
+		t.Run(string(f), func(t *testing.T) {
+			if errs := Validate(validJob(f)); len(errs) != 0 {
+				t.Errorf("valid %s job rejected:\n%s", f, errs.ToAggregate())
+			}
+		})
+	}
+}
+
+func TestValidateErrors(t *testing.T) {
+	cases := []struct {
+		name      string
+		framework Framework
+		mutate    func(j *TrainJob)
+		want      []string
+	}{
+		// metadata
+		{"missing name", FrameworkJAX, func(j *TrainJob) { j.Name = "" },
+			[]string{"metadata.name: Required value: the job needs a name (metadata.name or --name)"}},
+		{"name not DNS-1035", FrameworkJAX, func(j *TrainJob) { j.Name = "1mnist" },
+			[]string{`metadata.name: Invalid value: "1mnist": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')`}},
+		{"name too long for the replica names", FrameworkTensorFlow, func(j *TrainJob) {
+			j.Name = strings.Repeat("a", 54) // "-worker-1" makes 63 + 0; "-evaluator-0" makes 66
+			j.Spec.ReplicaSpecs[ReplicaTypeEvaluator] = &ReplicaSpec{Replicas: ptrTo[int32](1), RestartPolicy: "Never", Template: podWith(container("tensorflow"))}
+		}, []string{`metadata.name: Invalid value: "` + strings.Repeat("a", 54) + `": too long: object name "` + strings.Repeat("a", 54) +
+			`-evaluator-0" would be 66 characters, the limit is 63; shorten the name to at most 51 characters`}},
+		{"replica index widens the name", FrameworkJAX, func(j *TrainJob) {
+			j.Name = strings.Repeat("b", 54) // "-worker-9" fits 63, "-worker-10" does not
+			j.Spec.ReplicaSpecs[ReplicaTypeWorker].Replicas = ptrTo[int32](11)
+		}, []string{`metadata.name: Invalid value: "` + strings.Repeat("b", 54) + `": too long: object name "` + strings.Repeat("b", 54) +
+			`-worker-10" would be 64 characters, the limit is 63; shorten the name to at most 53 characters`}},
+		{"namespace not DNS-1123", FrameworkJAX, func(j *TrainJob) { j.Namespace = "Team_A" },
+			[]string{`metadata.namespace: Invalid value: "Team_A": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`}},
+		// framework and replica types
+		{"unknown framework", FrameworkJAX, func(j *TrainJob) { j.Spec.Framework = "paddle" },
+			[]string{`spec.framework: Unsupported value: "paddle": supported values: "tensorflow", "pytorch", "mpi", "jax", "xgboost"`}},
+		{"no replica specs", FrameworkJAX, func(j *TrainJob) { j.Spec.ReplicaSpecs = nil },
+			[]string{"spec.replicaSpecs: Required value: jax needs at least one of Worker"}},
+		{"type not allowed for framework", FrameworkPyTorch, func(j *TrainJob) {
+			j.Spec.ReplicaSpecs[ReplicaTypePS] = j.Spec.ReplicaSpecs[ReplicaTypeWorker]
+		}, []string{`spec.replicaSpecs.PS: Unsupported value: "PS": supported values: "Master", "Worker"`}},
+		{"empty replica spec", FrameworkTensorFlow, func(j *TrainJob) { j.Spec.ReplicaSpecs[ReplicaTypePS] = nil },
+			[]string{"spec.replicaSpecs.PS: Required value: replica spec must not be empty"}},
+		{"negative replicas", FrameworkTensorFlow, func(j *TrainJob) { j.Spec.ReplicaSpecs[ReplicaTypeWorker].Replicas = ptrTo[int32](-1) },
+			[]string{"spec.replicaSpecs.Worker.replicas: Invalid value: -1: must be >= 0"}},
+		{"two chiefs", FrameworkTensorFlow, func(j *TrainJob) {
+			j.Spec.ReplicaSpecs[ReplicaTypeChief] = &ReplicaSpec{Replicas: ptrTo[int32](2), RestartPolicy: "Never", Template: podWith(container("tensorflow"))}
+		}, []string{"spec.replicaSpecs.Chief.replicas: Invalid value: 2: must be 0 or 1: a job has at most one Chief"}},
+		{"chief and master", FrameworkTensorFlow, func(j *TrainJob) {
+			for _, rt := range []ReplicaType{ReplicaTypeChief, ReplicaTypeMaster} {
+				j.Spec.ReplicaSpecs[rt] = &ReplicaSpec{Replicas: ptrTo[int32](1), RestartPolicy: "Never", Template: podWith(container("tensorflow"))}
+			}
+		}, []string{"spec.replicaSpecs: Forbidden: must not have both Chief and Master"}},
+		{"tensorflow with only PS", FrameworkTensorFlow, func(j *TrainJob) { delete(j.Spec.ReplicaSpecs, ReplicaTypeWorker) },
+			[]string{"spec.replicaSpecs.Worker: Required value: tensorflow needs a Chief, Master or Worker to decide success"}},
+		{"pytorch without master", FrameworkPyTorch, func(j *TrainJob) { delete(j.Spec.ReplicaSpecs, ReplicaTypeMaster) },
+			[]string{"spec.replicaSpecs.Master: Required value: pytorch needs a Master unless elasticPolicy is set"}},
+		{"pytorch master of 0", FrameworkPyTorch, func(j *TrainJob) { j.Spec.ReplicaSpecs[ReplicaTypeMaster].Replicas = ptrTo[int32](0) },
+			[]string{"spec.replicaSpecs.Master.replicas: Invalid value: 0: must be 1"}},
+		{"elastic pytorch without workers", FrameworkPyTorch, func(j *TrainJob) {
+			delete(j.Spec.ReplicaSpecs, ReplicaTypeWorker)
+			j.Spec.ElasticPolicy = &ElasticPolicy{}
+		}, []string{"spec.replicaSpecs.Worker: Required value: must be configured if elastic policy is used"}},
+		{"mpi without launcher", FrameworkMPI, func(j *TrainJob) { delete(j.Spec.ReplicaSpecs, ReplicaTypeLauncher) },
+			[]string{"spec.replicaSpecs.Launcher: Required value: mpi needs a Launcher"}},
+		{"mpi with two launchers", FrameworkMPI, func(j *TrainJob) { j.Spec.ReplicaSpecs[ReplicaTypeLauncher].Replicas = ptrTo[int32](2) },
+			[]string{
+				"spec.replicaSpecs.Launcher.replicas: Invalid value: 2: must be 0 or 1: a job has at most one Launcher",
+				"spec.replicaSpecs.Launcher.replicas: Invalid value: 2: must be 1",
+			}},
+		{"jax without workers", FrameworkJAX, func(j *TrainJob) {
+			j.Spec.ReplicaSpecs = map[ReplicaType]*ReplicaSpec{ReplicaTypeMaster: j.Spec.ReplicaSpecs[ReplicaTypeWorker]}
+		}, []string{
+			`spec.replicaSpecs.Master: Unsupported value: "Master": supported values: "Worker"`,
+			"spec.replicaSpecs.Worker: Required value: jax needs Worker replicas",
+		}},
+		{"xgboost without master", FrameworkXGBoost, func(j *TrainJob) { delete(j.Spec.ReplicaSpecs, ReplicaTypeMaster) },
+			[]string{"spec.replicaSpecs.Master: Required value: xgboost needs a Master"}},
+		// replica spec fields
+		{"bad restart policy", FrameworkJAX, func(j *TrainJob) { j.Spec.ReplicaSpecs[ReplicaTypeWorker].RestartPolicy = "Sometimes" },
+			[]string{`spec.replicaSpecs.Worker.restartPolicy: Unsupported value: "Sometimes": supported values: "Never", "OnFailure", "Always", "ExitCode"`}},
+		{"retryable codes without ExitCode", FrameworkJAX, func(j *TrainJob) { j.Spec.ReplicaSpecs[ReplicaTypeWorker].RetryableExitCodes = []int32{75} },
+			[]string{"spec.replicaSpecs.Worker.retryableExitCodes: Forbidden: only allowed with restartPolicy ExitCode"}},
+		{"retryable code out of range", FrameworkJAX, func(j *TrainJob) {
+			w := j.Spec.ReplicaSpecs[ReplicaTypeWorker]
+			w.RestartPolicy = RestartPolicyExitCode
+			w.RetryableExitCodes = []int32{75, 0, 256}
+		}, []string{
+			"spec.replicaSpecs.Worker.retryableExitCodes[1]: Invalid value: 0: must be between 1 and 255",
+			"spec.replicaSpecs.Worker.retryableExitCodes[2]: Invalid value: 256: must be between 1 and 255",
+		}},
+		{"no containers", FrameworkJAX, func(j *TrainJob) { j.Spec.ReplicaSpecs[ReplicaTypeWorker].Template.Spec.Containers = nil },
+			[]string{"spec.replicaSpecs.Worker.template.spec.containers: Required value: at least one container"}},
+		{"missing images", FrameworkJAX, func(j *TrainJob) {
+			pod := &j.Spec.ReplicaSpecs[ReplicaTypeWorker].Template.Spec
+			pod.Containers = append(pod.Containers, corev1.Container{Name: "sidecar"})
+			pod.InitContainers = []corev1.Container{{Name: "fetch"}}
+			pod.Containers[0].Image = ""
+		}, []string{
+			"spec.replicaSpecs.Worker.template.spec.initContainers[0].image: Required value: missing image",
+			"spec.replicaSpecs.Worker.template.spec.containers[0].image: Required value: missing image",
+			"spec.replicaSpecs.Worker.template.spec.containers[1].image: Required value: missing image",
+		}},
+		{"unnamed container", FrameworkJAX, func(j *TrainJob) {
+			pod := &j.Spec.ReplicaSpecs[ReplicaTypeWorker].Template.Spec
+			pod.Containers = append(pod.Containers, corev1.Container{Image: "x"})
+		}, []string{"spec.replicaSpecs.Worker.template.spec.containers[1].name: Required value: every container needs a name"}},
+		// runPolicy
+		{"negative backoffLimit", FrameworkJAX, func(j *TrainJob) { j.Spec.RunPolicy.BackoffLimit = ptrTo[int32](-1) },
+			[]string{"spec.runPolicy.backoffLimit: Invalid value: -1: must be >= 0"}},
+		{"zero activeDeadlineSeconds", FrameworkJAX, func(j *TrainJob) { j.Spec.RunPolicy.ActiveDeadlineSeconds = ptrTo[int64](0) },
+			[]string{"spec.runPolicy.activeDeadlineSeconds: Invalid value: 0: must be > 0"}},
+		{"negative ttl", FrameworkJAX, func(j *TrainJob) { j.Spec.RunPolicy.TTLSecondsAfterFinished = ptrTo[int32](-5) },
+			[]string{"spec.runPolicy.ttlSecondsAfterFinished: Invalid value: -5: must be >= 0"}},
+		{"bad cleanPodPolicy", FrameworkJAX, func(j *TrainJob) { j.Spec.RunPolicy.CleanPodPolicy = ptrTo[CleanPodPolicy]("Some") },
+			[]string{`spec.runPolicy.cleanPodPolicy: Unsupported value: "Some": supported values: "None", "Running", "All"`}},
+		{"suspended", FrameworkJAX, func(j *TrainJob) { j.Spec.RunPolicy.Suspend = ptrTo(true) },
+			[]string{"spec.runPolicy.suspend: Forbidden: a suspended job cannot run; remove suspend or set it to false"}},
+		{"bad gang", FrameworkJAX, func(j *TrainJob) { j.Spec.RunPolicy.SchedulingPolicy.Gang = "yunikorn" },
+			[]string{`spec.runPolicy.schedulingPolicy.gang: Unsupported value: "yunikorn": supported values: "none", "builtin", "scheduler-plugins", "volcano", "kueue"`}},
+		{"minAvailable above total", FrameworkJAX, func(j *TrainJob) { j.Spec.RunPolicy.SchedulingPolicy.MinAvailable = ptrTo[int32](3) },
+			[]string{"spec.runPolicy.schedulingPolicy.minAvailable: Invalid value: 3: must be between 1 and 2 (the job's total replicas)"}},
+		{"minAvailable zero", FrameworkJAX, func(j *TrainJob) { j.Spec.RunPolicy.SchedulingPolicy.MinAvailable = ptrTo[int32](0) },
+			[]string{"spec.runPolicy.schedulingPolicy.minAvailable: Invalid value: 0: must be between 1 and 2 (the job's total replicas)"}},
+		{"zero scheduleTimeoutSeconds", FrameworkJAX, func(j *TrainJob) { j.Spec.RunPolicy.SchedulingPolicy.ScheduleTimeoutSeconds = ptrTo[int32](0) },
+			[]string{"spec.runPolicy.schedulingPolicy.scheduleTimeoutSeconds: Invalid value: 0: must be > 0"}},
+		{"zero maxScheduleAttempts", FrameworkJAX, func(j *TrainJob) { j.Spec.RunPolicy.SchedulingPolicy.MaxScheduleAttempts = ptrTo[int32](0) },
+			[]string{"spec.runPolicy.schedulingPolicy.maxScheduleAttempts: Invalid value: 0: must be >= 1"}},
+		{"kueue without queue", FrameworkJAX, func(j *TrainJob) { j.Spec.RunPolicy.SchedulingPolicy.Gang = GangKueue },
+			[]string{"spec.runPolicy.schedulingPolicy.queue: Required value: gang kueue needs the Kueue LocalQueue name"}},
+		// success policy and metrics
+		{"bad successPolicy", FrameworkTensorFlow, func(j *TrainJob) { j.Spec.SuccessPolicy = "Majority" },
+			[]string{`spec.successPolicy: Unsupported value: "Majority": supported values: "Default", "AllWorkers"`}},
+		{"AllWorkers outside tensorflow", FrameworkPyTorch, func(j *TrainJob) { j.Spec.SuccessPolicy = SuccessPolicyAllWorkers },
+			[]string{"spec.successPolicy: Forbidden: AllWorkers is only supported for framework tensorflow"}},
+		{"metricsFrom malformed", FrameworkJAX, func(j *TrainJob) { j.Spec.MetricsFrom = "Worker" },
+			[]string{`spec.metricsFrom: Invalid value: "Worker": must be <Type>/<index>, e.g. Worker/0`}},
+		{"metricsFrom missing type", FrameworkJAX, func(j *TrainJob) { j.Spec.MetricsFrom = "Chief/0" },
+			[]string{`spec.metricsFrom: Invalid value: "Chief/0": the job has no Chief replicas`}},
+		{"metricsFrom index out of range", FrameworkJAX, func(j *TrainJob) { j.Spec.MetricsFrom = "Worker/2" },
+			[]string{`spec.metricsFrom: Invalid value: "Worker/2": index out of range: Worker has 2 replicas`}},
+		// pytorch fields
+		{"bad nprocPerNode", FrameworkPyTorch, func(j *TrainJob) { j.Spec.NprocPerNode = ptrTo("many") },
+			[]string{`spec.nprocPerNode: Invalid value: "many": must be a positive number, auto, cpu or gpu`}},
+		{"nprocPerNode outside pytorch", FrameworkJAX, func(j *TrainJob) { j.Spec.NprocPerNode = ptrTo("2") },
+			[]string{"spec.nprocPerNode: Forbidden: only for framework pytorch"}},
+		{"elasticPolicy outside pytorch", FrameworkJAX, func(j *TrainJob) { j.Spec.ElasticPolicy = &ElasticPolicy{} },
+			[]string{"spec.elasticPolicy: Forbidden: only for framework pytorch"}},
+		{"elastic min above max", FrameworkPyTorch, func(j *TrainJob) {
+			j.Spec.ElasticPolicy = &ElasticPolicy{MinReplicas: ptrTo[int32](3), MaxReplicas: ptrTo[int32](2)}
+		}, []string{
+			"spec.elasticPolicy.maxReplicas: Invalid value: 2: must be >= minReplicas (3)",
+			"spec.replicaSpecs.Worker.replicas: Invalid value: 2: must be within elasticPolicy's [minReplicas, maxReplicas] = [3, 2]",
+		}},
+		{"workers outside elastic bounds", FrameworkPyTorch, func(j *TrainJob) {
+			j.Spec.ElasticPolicy = &ElasticPolicy{MinReplicas: ptrTo[int32](3), MaxReplicas: ptrTo[int32](5)}
+		}, []string{"spec.replicaSpecs.Worker.replicas: Invalid value: 2: must be within elasticPolicy's [minReplicas, maxReplicas] = [3, 5]"}},
+		{"elastic minReplicas zero", FrameworkPyTorch, func(j *TrainJob) {
+			j.Spec.ElasticPolicy = &ElasticPolicy{MinReplicas: ptrTo[int32](0), MaxReplicas: ptrTo[int32](2)}
+		}, []string{"spec.elasticPolicy.minReplicas: Invalid value: 0: must be >= 1"}},
+		{"bad rdzvBackend", FrameworkPyTorch, func(j *TrainJob) {
+			j.Spec.ElasticPolicy = &ElasticPolicy{RDZVBackend: ptrTo[RDZVBackend]("zookeeper")}
+		}, []string{`spec.elasticPolicy.rdzvBackend: Unsupported value: "zookeeper": supported values: "c10d", "etcd", "etcd-v2"`}},
+		{"bad rdzvPort", FrameworkPyTorch, func(j *TrainJob) { j.Spec.ElasticPolicy = &ElasticPolicy{RDZVPort: ptrTo[int32](70000)} },
+			[]string{"spec.elasticPolicy.rdzvPort: Invalid value: 70000: must be between 1 and 65535"}},
+		{"negative maxRestarts", FrameworkPyTorch, func(j *TrainJob) { j.Spec.ElasticPolicy = &ElasticPolicy{MaxRestarts: ptrTo[int32](-1)} },
+			[]string{"spec.elasticPolicy.maxRestarts: Invalid value: -1: must be >= 0"}},
+		// training-operator v1.9 pytorchjob_webhook.go: both nproc fields set.
+		{"nProcPerNode with nprocPerNode", FrameworkPyTorch, func(j *TrainJob) {
+			j.Spec.ElasticPolicy = &ElasticPolicy{NProcPerNode: ptrTo[int32](2)}
+		}, []string{"spec.elasticPolicy.nProcPerNode: Forbidden: must not be used with spec.nprocPerNode"}},
+		// mpi fields
+		{"mpi fields outside mpi", FrameworkTensorFlow, func(j *TrainJob) {
+			j.Spec.SlotsPerWorker = ptrTo[int32](2)
+			j.Spec.MPIImplementation = MPIImplementationIntel
+			j.Spec.SSHAuthMountPath = "/home/mpiuser/.ssh"
+			j.Spec.RunLauncherAsWorker = ptrTo(true)
+		}, []string{
+			"spec.mpiImplementation: Forbidden: only for framework mpi",
+			"spec.runLauncherAsWorker: Forbidden: only for framework mpi",
+			"spec.slotsPerWorker: Forbidden: only for framework mpi",
+			"spec.sshAuthMountPath: Forbidden: only for framework mpi",
+		}},
+		{"zero slots", FrameworkMPI, func(j *TrainJob) { j.Spec.SlotsPerWorker = ptrTo[int32](0) },
+			[]string{"spec.slotsPerWorker: Invalid value: 0: must be >= 1"}},
+		{"bad mpiImplementation", FrameworkMPI, func(j *TrainJob) { j.Spec.MPIImplementation = "MVAPICH" },
+			[]string{`spec.mpiImplementation: Unsupported value: "MVAPICH": supported values: "OpenMPI", "Intel", "MPICH"`}},
+		{"relative sshAuthMountPath", FrameworkMPI, func(j *TrainJob) { j.Spec.SSHAuthMountPath = ".ssh" },
+			[]string{`spec.sshAuthMountPath: Invalid value: ".ssh": must be an absolute path`}},
+		{"mpi name leaves room for -config", FrameworkMPI, func(j *TrainJob) {
+			j.Name = strings.Repeat("c", 56) // "-worker-1" makes 65
+		}, []string{`metadata.name: Invalid value: "` + strings.Repeat("c", 56) + `": too long: object name "` + strings.Repeat("c", 56) +
+			`-launcher-0" would be 67 characters, the limit is 63; shorten the name to at most 52 characters`}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			job := validJob(tc.framework)
+			tc.mutate(job)
+			var got []string
+			for _, err := range Validate(job) {
+				got = append(got, err.Error())
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("errors (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestValidateElasticNameUsesMaxReplicas(t *testing.T) {
+	job := validJob(FrameworkPyTorch)
+	delete(job.Spec.ReplicaSpecs, ReplicaTypeMaster)
+	job.Name = strings.Repeat("d", 54) // worker-1 fits; worker-10 (max 11) does not
+	job.Spec.ElasticPolicy = &ElasticPolicy{MinReplicas: ptrTo[int32](1), MaxReplicas: ptrTo[int32](11)}
+	errs := Validate(job)
+	if len(errs) != 1 || errs[0].Field != "metadata.name" || !strings.Contains(errs[0].Detail, "-worker-10") {
+		t.Fatalf("errors = %v, want one metadata.name error naming worker-10", errs)
+	}
+}
