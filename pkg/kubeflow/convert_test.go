@@ -1,0 +1,263 @@
+package kubeflow
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	kjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+)
+
+// decodeFile reads a testdata manifest strictly into the object its
+// apiVersion/kind names.
+func decodeFile(t *testing.T, name string) Object {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var header Header
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(data, &header); err != nil {
+		t.Fatal(err)
+	}
+	obj, ok := New(header.APIVersion, header.Kind)
+	if !ok {
+		t.Fatalf("%s: %s %s not supported", name, header.APIVersion, header.Kind)
+	}
+	strict, err := kjson.UnmarshalStrict(data, obj, kjson.DisallowUnknownFields)
+	if err != nil || len(strict) > 0 {
+		t.Fatalf("%s: decoding: %v %v", name, err, strict)
+	}
+	return obj
+}
+
+// replicaSummary is what a conversion must carry over for one replica type.
+type replicaSummary struct {
+	Replicas      *int32
+	RestartPolicy v1alpha1.RestartPolicy
+	Containers    []string // name=image
+}
+
+type jobSummary struct {
+	Name, Namespace string
+	Framework       v1alpha1.Framework
+	Replicas        map[v1alpha1.ReplicaType]replicaSummary
+	CleanPodPolicy  v1alpha1.CleanPodPolicy
+	TTL             *int32
+	SuccessPolicy   v1alpha1.SuccessPolicy
+	Elastic         *v1alpha1.ElasticPolicy
+	NprocPerNode    *string
+	SlotsPerWorker  *int32
+	SSHAuthPath     string
+	MPIImpl         v1alpha1.MPIImplementation
+}
+
+func summarise(job *v1alpha1.TrainJob) jobSummary {
+	s := jobSummary{
+		Name: job.Name, Namespace: job.Namespace, Framework: job.Spec.Framework,
+		Replicas:      map[v1alpha1.ReplicaType]replicaSummary{},
+		TTL:           job.Spec.RunPolicy.TTLSecondsAfterFinished,
+		SuccessPolicy: job.Spec.SuccessPolicy, Elastic: job.Spec.ElasticPolicy, NprocPerNode: job.Spec.NprocPerNode,
+		SlotsPerWorker: job.Spec.SlotsPerWorker, SSHAuthPath: job.Spec.SSHAuthMountPath, MPIImpl: job.Spec.MPIImplementation,
+	}
+	if p := job.Spec.RunPolicy.CleanPodPolicy; p != nil {
+		s.CleanPodPolicy = *p
+	}
+	for rt, spec := range job.Spec.ReplicaSpecs {
+		var containers []string
+		for _, c := range spec.Template.Spec.Containers {
+			containers = append(containers, c.Name+"="+c.Image)
+		}
+		s.Replicas[rt] = replicaSummary{Replicas: spec.Replicas, RestartPolicy: spec.RestartPolicy, Containers: containers}
+	}
+	return s
+}
+
+func i32(v int32) *int32 { return &v }
+
+// Expected values are read off the manifests in testdata (each cites its
+// source) plus Kubeflow's cleanPodPolicy default None (training-operator
+// v1.9 *_defaults.go, mpi-operator v2beta1 default.go) and the MPI
+// Operator's Worker replicas default 0.
+func TestToTrainJob(t *testing.T) {
+	tfImage := "tensorflow=kubeflow/tf-dist-mnist-test:latest"
+	ptImage := "pytorch=docker.io/kubeflowkatib/pytorch-mnist:v1beta1-45c5727"
+	xgbImage := "xgboost=docker.io/kubeflow/xgboost-dist-iris:latest"
+	cases := []struct {
+		file         string
+		want         jobSummary
+		wantWarnings []string
+	}{
+		{file: "tfjob_dist_mnist.yaml", want: jobSummary{
+			Name: "dist-mnist-for-e2e-test", Framework: v1alpha1.FrameworkTensorFlow,
+			Replicas: map[v1alpha1.ReplicaType]replicaSummary{
+				"Chief":  {i32(1), "Never", []string{tfImage}},
+				"PS":     {i32(1), "Never", []string{tfImage}},
+				"Worker": {i32(2), "Never", []string{tfImage}},
+			},
+			CleanPodPolicy: "None", SuccessPolicy: "Default",
+		}},
+		{file: "tfjob_multi_worker.yaml", want: jobSummary{
+			Name: "multi-worker", Framework: v1alpha1.FrameworkTensorFlow,
+			Replicas: map[v1alpha1.ReplicaType]replicaSummary{
+				"Worker": {i32(2), "Never", []string{"tensorflow=kubeflow/tf-multi-worker-strategy:latest"}},
+			},
+			CleanPodPolicy: "None", SuccessPolicy: "Default",
+		}},
+		{file: "pytorchjob_simple.yaml", want: jobSummary{
+			Name: "pytorch-simple", Namespace: "kubeflow", Framework: v1alpha1.FrameworkPyTorch,
+			Replicas: map[v1alpha1.ReplicaType]replicaSummary{
+				"Master": {i32(1), "OnFailure", []string{ptImage}},
+				"Worker": {i32(1), "OnFailure", []string{ptImage}},
+			},
+			CleanPodPolicy: "None",
+		}},
+		{file: "pytorchjob_elastic_echo.yaml", want: jobSummary{
+			Name: "elastic-example-echo", Framework: v1alpha1.FrameworkPyTorch,
+			Replicas: map[v1alpha1.ReplicaType]replicaSummary{
+				"Worker": {i32(2), "", []string{"pytorch=kubeflow/pytorch-elastic-example-echo:latest"}},
+			},
+			CleanPodPolicy: "None",
+			Elastic: &v1alpha1.ElasticPolicy{
+				RDZVBackend: ptr(v1alpha1.BackendC10D), MinReplicas: i32(1), MaxReplicas: i32(2), MaxRestarts: i32(100),
+			},
+		}},
+		{file: "jaxjob_cpu_demo.yaml", want: jobSummary{
+			Name: "jaxjob-simple", Namespace: "kubeflow", Framework: v1alpha1.FrameworkJAX,
+			Replicas: map[v1alpha1.ReplicaType]replicaSummary{
+				"Worker": {i32(2), "OnFailure", []string{"jax=docker.io/kubeflow/jaxjob-simple:latest"}},
+			},
+			CleanPodPolicy: "None",
+		}},
+		{file: "xgboostjob_iris.yaml", want: jobSummary{
+			Name: "xgboost-dist-iris-test-train", Framework: v1alpha1.FrameworkXGBoost,
+			Replicas: map[v1alpha1.ReplicaType]replicaSummary{
+				"Master": {i32(1), "Never", []string{xgbImage}},
+				"Worker": {i32(2), "ExitCode", []string{xgbImage}},
+			},
+			CleanPodPolicy: "None",
+		}},
+		{file: "mpijob_pi.yaml", want: jobSummary{
+			Name: "pi", Framework: v1alpha1.FrameworkMPI,
+			Replicas: map[v1alpha1.ReplicaType]replicaSummary{
+				"Launcher": {i32(1), "", []string{"mpi-launcher=mpioperator/mpi-pi:openmpi"}},
+				"Worker":   {i32(2), "", []string{"mpi-worker=mpioperator/mpi-pi:openmpi"}},
+			},
+			CleanPodPolicy: "Running", TTL: i32(60), SlotsPerWorker: i32(1), SSHAuthPath: "/home/mpiuser/.ssh",
+		}, wantWarnings: []string{
+			"spec.runPolicy.ttlSecondsAfterFinished is ignored: trainstep cleans up when the step ends, as cleanPodPolicy says",
+		}},
+		{file: "mpijob_pi_intel.yaml", want: jobSummary{
+			Name: "pi", Framework: v1alpha1.FrameworkMPI,
+			Replicas: map[v1alpha1.ReplicaType]replicaSummary{
+				"Launcher": {i32(1), "", []string{"mpi-launcher=mpioperator/mpi-pi:intel"}},
+				"Worker":   {i32(2), "", []string{"mpi-worker=mpioperator/mpi-pi:intel"}},
+			},
+			CleanPodPolicy: "Running", SlotsPerWorker: i32(1), SSHAuthPath: "/home/mpiuser/.ssh", MPIImpl: "Intel",
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.file, func(t *testing.T) {
+			job, warnings := decodeFile(t, tc.file).ToTrainJob()
+			if job.APIVersion != v1alpha1.APIVersion || job.Kind != v1alpha1.Kind {
+				t.Errorf("type = %s %s, want a TrainJob", job.APIVersion, job.Kind)
+			}
+			if diff := cmp.Diff(tc.want, summarise(job)); diff != "" {
+				t.Errorf("converted job (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantWarnings, warnings); diff != "" {
+				t.Errorf("warnings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestToTrainJobKubeflowSpecifics(t *testing.T) {
+	t.Run("MPI worker replicas default to 0 as the MPI Operator does", func(t *testing.T) {
+		job, _ := (&MPIJob{Spec: MPIJobSpec{MPIReplicaSpecs: map[string]*ReplicaSpec{"Launcher": {}, "Worker": {}}}}).ToTrainJob()
+		if got := job.Spec.ReplicaSpecs["Worker"].Replicas; got == nil || *got != 0 {
+			t.Errorf("worker replicas = %v, want 0", got)
+		}
+		if got := job.Spec.ReplicaSpecs["Launcher"].Replicas; got != nil {
+			t.Errorf("launcher replicas = %v, want unset (defaulted to 1 later)", *got)
+		}
+	})
+	t.Run("declared cleanPodPolicy is kept", func(t *testing.T) {
+		all := "All"
+		job, _ := (&PyTorchJob{Spec: PyTorchJobSpec{RunPolicy: RunPolicy{CleanPodPolicy: &all}}}).ToTrainJob()
+		if got := *job.Spec.RunPolicy.CleanPodPolicy; got != v1alpha1.CleanPodPolicyAll {
+			t.Errorf("cleanPodPolicy = %s, want All", got)
+		}
+	})
+	t.Run("TF AllWorkers success policy", func(t *testing.T) {
+		all := "AllWorkers"
+		job, _ := (&TFJob{Spec: TFJobSpec{SuccessPolicy: &all}}).ToTrainJob()
+		if job.Spec.SuccessPolicy != v1alpha1.SuccessPolicyAllWorkers {
+			t.Errorf("successPolicy = %s", job.Spec.SuccessPolicy)
+		}
+	})
+	t.Run("warnings for accepted but ignored fields", func(t *testing.T) {
+		_, tfWarnings := (&TFJob{Spec: TFJobSpec{EnableDynamicWorker: true,
+			RunPolicy: RunPolicy{ManagedBy: ptr("kubeflow.org/training-operator"), SchedulingPolicy: &SchedulingPolicy{Queue: "q"}}}}).ToTrainJob()
+		_, ptWarnings := (&PyTorchJob{Spec: PyTorchJobSpec{ElasticPolicy: &v1alpha1.ElasticPolicy{NProcPerNode: i32(2)}}}).ToTrainJob()
+		_, mpiWarnings := (&MPIJob{Spec: MPIJobSpec{LauncherCreationPolicy: "WaitForWorkersReady"}}).ToTrainJob()
+		got := append(append(tfWarnings, ptWarnings...), mpiWarnings...)
+		want := []string{
+			"spec.runPolicy.managedBy is ignored: trainstep runs the job itself",
+			"spec.runPolicy.schedulingPolicy: Kubeflow turns gang scheduling on operator-wide; trainstep keeps it off (gang: none) for Kubeflow manifests — write a TrainJob with schedulingPolicy.gang to use it",
+			"spec.enableDynamicWorker is ignored: trainstep runs a fixed set of TensorFlow workers",
+			// training-operator v1.9 pytorchjob_webhook.go's deprecation warning.
+			"spec.elasticPolicy.nProcPerNode is deprecated, use spec.nprocPerNode instead",
+			"spec.launcherCreationPolicy WaitForWorkersReady is ignored: trainstep creates the launcher with the workers",
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("warnings (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("missing default container name is a warning", func(t *testing.T) {
+		obj := decodeFile(t, "pytorchjob_simple.yaml").(*PyTorchJob)
+		obj.Spec.PyTorchReplicaSpecs["Worker"].Template.Spec.Containers[0].Name = "trainer"
+		_, warnings := obj.ToTrainJob()
+		want := []string{`spec.pytorchReplicaSpecs.Worker.template.spec.containers: no container named "pytorch" (the Training Operator requires one); trainstep uses the first container, "trainer"`}
+		if diff := cmp.Diff(want, warnings); diff != "" {
+			t.Errorf("warnings (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestUnsupported(t *testing.T) {
+	cases := []struct {
+		apiVersion, kind string
+		want             string // substring; "" means not a known look-alike
+	}{
+		{"trainer.kubeflow.org/v1alpha1", "TrainJob", "Kubeflow Trainer v2"},
+		{"kubeflow.org/v1", "MPIJob", "older MPIJob version; trainstep reads MPIJob kubeflow.org/v2beta1"},
+		{"kubeflow.org/v1alpha2", "MPIJob", "older MPIJob version"},
+		{"kubeflow.org/v1", "PaddleJob", "no Paddle framework"},
+		{"kubeflow.org/v1", "MXJob", "no MX framework"},
+		{"kubeflow.org/v1beta2", "TFJob", "older version; trainstep reads kubeflow.org/v1 TFJob"},
+		{"batch/v1", "Job", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.apiVersion+" "+tc.kind, func(t *testing.T) {
+			got := Unsupported(tc.apiVersion, tc.kind)
+			if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+				t.Errorf("Unsupported = %q, want it to contain %q", got, tc.want)
+			}
+			if _, ok := New(tc.apiVersion, tc.kind); ok {
+				t.Errorf("New accepted an unsupported kind")
+			}
+		})
+	}
+}
