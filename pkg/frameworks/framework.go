@@ -1,0 +1,171 @@
+// Package frameworks holds the conventions of each supported training
+// framework, one file each: the environment its processes read, the ports
+// they listen on, how its replicas find each other (Service layout, extra
+// ConfigMaps and Secrets) and which replicas decide that the job succeeded.
+//
+// The values follow the Kubeflow Training Operator v1.9 and MPI Operator v2
+// so that a job moved from Kubeflow sees the same environment.
+//
+// This package only fills in pod specs and object bodies. It must not set
+// object metadata (names, labels, owners: pkg/render does that), talk to a
+// cluster, read the environment, or use randomness or the clock.
+package frameworks
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+)
+
+// ReplicaRef names one replica: its type and index.
+type ReplicaRef struct {
+	Type  v1alpha1.ReplicaType
+	Index int
+}
+
+// String spells the replica as metricsFrom does: "Worker/0".
+func (r ReplicaRef) String() string { return fmt.Sprintf("%s/%d", r.Type, r.Index) }
+
+// Placement is where a job's replicas run: the names they reach each other by.
+type Placement struct {
+	JobName   string
+	Namespace string
+}
+
+// SSHKeyPair is the key pair MPI replicas log in to each other with: the
+// private key in PEM and the public key in authorized_keys format.
+type SSHKeyPair struct {
+	Private []byte
+	Public  []byte
+}
+
+// ServiceLayout says how a framework's replicas are given DNS names.
+type ServiceLayout int
+
+const (
+	// ServicePerReplica gives every replica a headless Service named like its
+	// pod (Training Operator style): "<job>-<type>-<index>.<ns>.svc".
+	ServicePerReplica ServiceLayout = iota
+	// ServicePerJob gives the job one headless Service named after the job
+	// and every pod a hostname and subdomain (MPI Operator style):
+	// "<pod>.<job>.<ns>.svc".
+	ServicePerJob
+)
+
+// Framework is one training framework's conventions.
+type Framework interface {
+	// ConfigurePod adds the framework's environment, volumes and DNS settings
+	// to spec, a deep copy of the replica's pod template owned by the caller.
+	ConfigurePod(job *v1alpha1.TrainJob, at Placement, replica ReplicaRef, spec *corev1.PodSpec) error
+	// ServiceLayout says how replicas are given DNS names.
+	ServiceLayout() ServiceLayout
+	// ConfigMaps returns the ConfigMaps the framework's pods mount, with
+	// only their name and data set.
+	ConfigMaps(job *v1alpha1.TrainJob, at Placement) []*corev1.ConfigMap
+	// Secrets returns the Secrets the framework's pods mount, with only
+	// their name, type and data set.
+	Secrets(job *v1alpha1.TrainJob, at Placement, keys SSHKeyPair) ([]*corev1.Secret, error)
+	// SuccessRule says which replicas' success ends the job.
+	SuccessRule(job *v1alpha1.TrainJob) SuccessRule
+}
+
+// For returns the conventions of framework fw.
+func For(fw v1alpha1.Framework) (Framework, error) {
+	switch fw {
+	case v1alpha1.FrameworkTensorFlow:
+		return tensorflow{}, nil
+	case v1alpha1.FrameworkPyTorch:
+		return pytorch{}, nil
+	case v1alpha1.FrameworkMPI:
+		return mpi{}, nil
+	case v1alpha1.FrameworkJAX:
+		return jax{}, nil
+	case v1alpha1.FrameworkXGBoost:
+		return xgboost{}, nil
+	}
+	return nil, fmt.Errorf("unsupported framework %q: supported are %s", fw, supportedFrameworks())
+}
+
+func supportedFrameworks() string {
+	names := make([]string, len(v1alpha1.Frameworks))
+	for i, fw := range v1alpha1.Frameworks {
+		names[i] = string(fw)
+	}
+	return strings.Join(names, ", ")
+}
+
+// noExtraObjects is embedded by frameworks whose replicas need nothing but
+// pods and Services.
+type noExtraObjects struct{}
+
+func (noExtraObjects) ConfigMaps(*v1alpha1.TrainJob, Placement) []*corev1.ConfigMap { return nil }
+
+func (noExtraObjects) Secrets(*v1alpha1.TrainJob, Placement, SSHKeyPair) ([]*corev1.Secret, error) {
+	return nil, nil
+}
+
+// servicePerReplica is embedded by the Training Operator frameworks.
+type servicePerReplica struct{}
+
+func (servicePerReplica) ServiceLayout() ServiceLayout { return ServicePerReplica }
+
+// Replicas returns how many replicas of type rt the job runs: 0 when the
+// type is absent, 1 when unset (the API's default), never negative.
+func Replicas(job *v1alpha1.TrainJob, rt v1alpha1.ReplicaType) int {
+	return max(0, int(job.Spec.ReplicaSpecs[rt].ReplicaCount()))
+}
+
+// TotalReplicas returns how many replicas of every type the job runs.
+func TotalReplicas(job *v1alpha1.TrainJob) int {
+	total := 0
+	for rt := range job.Spec.ReplicaSpecs {
+		total += Replicas(job, rt)
+	}
+	return total
+}
+
+// Port returns the port replicas of type rt listen on: the main container's
+// port named as the framework names it (tfjob-port, pytorchjob-port, …),
+// else the framework's default port.
+func Port(job *v1alpha1.TrainJob, rt v1alpha1.ReplicaType) int32 {
+	name, port := v1alpha1.DefaultPort(job.Spec.Framework)
+	if job.Spec.ReplicaSpecs[rt] == nil {
+		return port
+	}
+	if c := v1alpha1.MainContainer(job, rt); c != nil {
+		for _, p := range c.Ports {
+			if p.Name == name {
+				return p.ContainerPort
+			}
+		}
+	}
+	return port
+}
+
+// MainContainer returns the container of spec (a copy of a replica's pod
+// template) that the framework's env and port go on, or nil when spec has
+// no container. It picks the same container v1alpha1.MainContainer picks
+// in the job's template.
+func MainContainer(fw v1alpha1.Framework, spec *corev1.PodSpec) *corev1.Container {
+	i := v1alpha1.MainContainerIndex(spec, v1alpha1.DefaultContainerName(fw))
+	if i < 0 {
+		return nil
+	}
+	return &spec.Containers[i]
+}
+
+// appendToEveryContainer appends env to every (non-init) container, as the
+// Training Operator does for PyTorch, JAX and XGBoost.
+func appendToEveryContainer(spec *corev1.PodSpec, env []corev1.EnvVar) {
+	for i := range spec.Containers {
+		spec.Containers[i].Env = append(spec.Containers[i].Env, env...)
+	}
+}
+
+func envVar(name, value string) corev1.EnvVar { return corev1.EnvVar{Name: name, Value: value} }
+
+func itoa(n int) string { return strconv.Itoa(n) }

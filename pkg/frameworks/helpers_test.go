@@ -1,0 +1,85 @@
+package frameworks_test
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
+)
+
+// replicas is a job's shape: how many replicas of each type.
+type replicas map[v1alpha1.ReplicaType]int32
+
+// newJob builds a defaulted job whose replicas each run one container named
+// as the framework's main container (MPI: "main"), changed by edits.
+func newJob(fw v1alpha1.Framework, name, namespace string, shape replicas, edits ...func(*v1alpha1.TrainJob)) *v1alpha1.TrainJob {
+	job := &v1alpha1.TrainJob{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.APIVersion, Kind: v1alpha1.Kind},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec:       v1alpha1.TrainJobSpec{Framework: fw, ReplicaSpecs: map[v1alpha1.ReplicaType]*v1alpha1.ReplicaSpec{}},
+	}
+	container := v1alpha1.DefaultContainerName(fw)
+	if container == "" {
+		container = "main"
+	}
+	for rt, n := range shape {
+		n := n
+		job.Spec.ReplicaSpecs[rt] = &v1alpha1.ReplicaSpec{
+			Replicas: &n,
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: container, Image: "example.com/train:1"}},
+			}},
+		}
+	}
+	for _, edit := range edits {
+		edit(job)
+	}
+	v1alpha1.SetDefaults(job)
+	return job
+}
+
+// withPort sets the framework's named port of rt's main container.
+func withPort(rt v1alpha1.ReplicaType, port int32) func(*v1alpha1.TrainJob) {
+	return func(job *v1alpha1.TrainJob) {
+		name, _ := v1alpha1.DefaultPort(job.Spec.Framework)
+		c := &job.Spec.ReplicaSpecs[rt].Template.Spec.Containers[0]
+		c.Ports = append(c.Ports, corev1.ContainerPort{Name: name, ContainerPort: port})
+	}
+}
+
+// withSidecar adds a second container to rt's pods.
+func withSidecar(rt v1alpha1.ReplicaType) func(*v1alpha1.TrainJob) {
+	return func(job *v1alpha1.TrainJob) {
+		spec := &job.Spec.ReplicaSpecs[rt].Template.Spec
+		spec.Containers = append(spec.Containers, corev1.Container{Name: "sidecar", Image: "example.com/sidecar:1"})
+	}
+}
+
+// configured returns the pod spec of one replica after the framework
+// configured a copy of its template.
+func configured(t *testing.T, job *v1alpha1.TrainJob, rt v1alpha1.ReplicaType, index int) *corev1.PodSpec {
+	t.Helper()
+	fw, err := frameworks.For(job.Spec.Framework)
+	if err != nil {
+		t.Fatalf("For(%q): %v", job.Spec.Framework, err)
+	}
+	spec := job.Spec.ReplicaSpecs[rt].Template.Spec.DeepCopy()
+	at := frameworks.Placement{JobName: job.Name, Namespace: job.Namespace}
+	if err := fw.ConfigurePod(job, at, frameworks.ReplicaRef{Type: rt, Index: index}, spec); err != nil {
+		t.Fatalf("ConfigurePod(%s/%d): %v", rt, index, err)
+	}
+	return spec
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func env(pairs ...string) []corev1.EnvVar {
+	out := make([]corev1.EnvVar, 0, len(pairs)/2)
+	for i := 0; i+1 < len(pairs); i += 2 {
+		out = append(out, corev1.EnvVar{Name: pairs[i], Value: pairs[i+1]})
+	}
+	return out
+}

@@ -1,0 +1,274 @@
+package frameworks
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+)
+
+// Names and paths of MPI Operator v2 (pkg/controller/mpi_job_controller.go),
+// kept so that MPIJob images built for it find what they expect.
+const (
+	// MPIHostfileKey and MPIDiscoverHostsKey are the ConfigMap's keys.
+	MPIHostfileKey      = "hostfile"
+	MPIDiscoverHostsKey = "discover_hosts.sh"
+	// MPIConfigMountPath is where the launcher mounts the ConfigMap.
+	MPIConfigMountPath = "/etc/mpi"
+	// MPISSHPublicKeyKey is the Secret key of the public key; the private
+	// key is corev1.SSHAuthPrivateKey ("ssh-privatekey").
+	MPISSHPublicKeyKey = "ssh-publickey"
+
+	mpiConfigVolume     = "mpi-job-config"
+	mpiSSHAuthVolume    = "ssh-auth"
+	mpiClusterDNSSuffix = "svc.cluster.local"
+)
+
+// MPI environment (MPI Operator v2).
+const (
+	EnvMPIJobRole                = "K_MPI_JOB_ROLE"
+	EnvOMPIKeepFQDNHostnames     = "OMPI_MCA_orte_keep_fqdn_hostnames"
+	EnvOMPIDefaultHostfile       = "OMPI_MCA_orte_default_hostfile"
+	EnvOMPIRSHArgs               = "OMPI_MCA_plm_rsh_args"
+	EnvOMPIDefaultSlots          = "OMPI_MCA_orte_set_default_slots"
+	EnvIntelHydraHostFile        = "I_MPI_HYDRA_HOST_FILE"
+	EnvIntelHydraBootstrapArgs   = "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS"
+	EnvIntelPerHost              = "I_MPI_PERHOST"
+	EnvHydraHostFile             = "HYDRA_HOST_FILE"
+	EnvHydraLaunchExtraArgs      = "HYDRA_LAUNCH_EXTRA_ARGS"
+	EnvNvidiaVisibleDevices      = "NVIDIA_VISIBLE_DEVICES"
+	EnvNvidiaDriverCapabilities  = "NVIDIA_DRIVER_CAPABILITIES"
+	mpiSSHConnectionAttemptsArgs = "-o ConnectionAttempts=10"
+)
+
+// mpi follows MPI Operator v2's MPIJob: a launcher that reaches the workers
+// over SSH, one job-wide headless Service, a hostfile ConfigMap and an SSH
+// auth Secret.
+type mpi struct{}
+
+func (mpi) ServiceLayout() ServiceLayout { return ServicePerJob }
+
+func (mpi) ConfigurePod(job *v1alpha1.TrainJob, at Placement, replica ReplicaRef, spec *corev1.PodSpec) error {
+	main := MainContainer(job.Spec.Framework, spec)
+	if main == nil {
+		return fmt.Errorf("configuring MPI %s: the pod template has no main container", replica)
+	}
+	// hostname + subdomain = the job's Service make "<pod>.<job>.<ns>.svc"
+	// resolve, the names the hostfile lists.
+	spec.Hostname = v1alpha1.ReplicaName(at.JobName, replica.Type, replica.Index)
+	spec.Subdomain = at.JobName
+	if spec.HostNetwork {
+		spec.DNSPolicy = corev1.DNSClusterFirstWithHostNet
+	}
+	switch replica.Type {
+	case v1alpha1.ReplicaTypeLauncher:
+		configureLauncher(job, at, spec, main)
+	case v1alpha1.ReplicaTypeWorker:
+		configureWorker(job, at, spec, main)
+	default:
+		return fmt.Errorf("configuring MPI %s: MPI replicas are Launcher and Worker", replica)
+	}
+	return nil
+}
+
+func configureLauncher(job *v1alpha1.TrainJob, at Placement, spec *corev1.PodSpec, main *corev1.Container) {
+	main.Env = append(main.Env, envVar(EnvMPIJobRole, "launcher"))
+	main.Env = append(main.Env, mpiImplementationEnv(job)...)
+	if !runLauncherAsWorker(job) {
+		// Keep a launcher that runs no ranks off the GPUs.
+		main.Env = append(main.Env, corev1.EnvVar{Name: EnvNvidiaVisibleDevices}, corev1.EnvVar{Name: EnvNvidiaDriverCapabilities})
+	}
+	mountSSHAuth(job, at, spec, main)
+	spec.Volumes = append(spec.Volumes, corev1.Volume{
+		Name: mpiConfigVolume,
+		VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: v1alpha1.MPIConfigMapName(at.JobName)},
+			Items: []corev1.KeyToPath{
+				{Key: MPIHostfileKey, Path: MPIHostfileKey, Mode: int32Ptr(0o444)},
+				{Key: MPIDiscoverHostsKey, Path: MPIDiscoverHostsKey, Mode: int32Ptr(0o555)},
+			},
+		}},
+	})
+	main.VolumeMounts = append(main.VolumeMounts, corev1.VolumeMount{Name: mpiConfigVolume, MountPath: MPIConfigMountPath})
+}
+
+// mpiImplementationEnv points the MPI flavour at the hostfile and makes its
+// SSH retry while workers start.
+func mpiImplementationEnv(job *v1alpha1.TrainJob) []corev1.EnvVar {
+	hostfile := MPIConfigMountPath + "/" + MPIHostfileKey
+	slots := itoa(slotsPerWorker(job))
+	switch mpiImplementation(job) {
+	case v1alpha1.MPIImplementationIntel:
+		return []corev1.EnvVar{
+			envVar(EnvIntelHydraHostFile, hostfile),
+			envVar(EnvIntelHydraBootstrapArgs, mpiSSHConnectionAttemptsArgs),
+			envVar(EnvIntelPerHost, slots),
+		}
+	case v1alpha1.MPIImplementationMPICH:
+		return []corev1.EnvVar{
+			envVar(EnvHydraHostFile, hostfile),
+			envVar(EnvHydraLaunchExtraArgs, mpiSSHConnectionAttemptsArgs),
+		}
+	}
+	return []corev1.EnvVar{
+		envVar(EnvOMPIKeepFQDNHostnames, "true"),
+		envVar(EnvOMPIDefaultHostfile, hostfile),
+		envVar(EnvOMPIRSHArgs, mpiSSHConnectionAttemptsArgs),
+		envVar(EnvOMPIDefaultSlots, slots),
+	}
+}
+
+func configureWorker(job *v1alpha1.TrainJob, at Placement, spec *corev1.PodSpec, main *corev1.Container) {
+	// Intel MPI and MPICH reach the launcher by its bare hostname. MPI
+	// Operator v2 writes this search domain with the default cluster domain.
+	search := fmt.Sprintf("%s.%s.%s", at.JobName, at.Namespace, mpiClusterDNSSuffix)
+	if spec.DNSConfig == nil {
+		spec.DNSConfig = &corev1.PodDNSConfig{}
+	}
+	spec.DNSConfig.Searches = append(spec.DNSConfig.Searches, search)
+	if len(main.Command) == 0 && len(main.Args) == 0 {
+		main.Command = []string{"/usr/sbin/sshd", "-De"}
+	}
+	main.Env = append(main.Env, envVar(EnvMPIJobRole, "worker"))
+	mountSSHAuth(job, at, spec, main)
+}
+
+// mountSSHAuth mounts the key pair as id_rsa, id_rsa.pub and
+// authorized_keys. sshd refuses keys others can read, hence 0600 under
+// /root/.ssh.
+func mountSSHAuth(job *v1alpha1.TrainJob, at Placement, spec *corev1.PodSpec, main *corev1.Container) {
+	mountPath := sshAuthMountPath(job)
+	var mode *int32
+	if mountPath == v1alpha1.DefaultSSHAuthMountPath {
+		mode = int32Ptr(0o600)
+	}
+	spec.Volumes = append(spec.Volumes, corev1.Volume{
+		Name: mpiSSHAuthVolume,
+		VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName:  v1alpha1.MPISSHSecretName(at.JobName),
+			DefaultMode: mode,
+			Items: []corev1.KeyToPath{
+				{Key: corev1.SSHAuthPrivateKey, Path: "id_rsa"},
+				{Key: MPISSHPublicKeyKey, Path: "id_rsa.pub"},
+				{Key: MPISSHPublicKeyKey, Path: "authorized_keys"},
+			},
+		}},
+	})
+	main.VolumeMounts = append(main.VolumeMounts, corev1.VolumeMount{Name: mpiSSHAuthVolume, MountPath: mountPath})
+}
+
+// ConfigMaps returns the hostfile ConfigMap "<job>-config".
+func (mpi) ConfigMaps(job *v1alpha1.TrainJob, at Placement) []*corev1.ConfigMap {
+	hosts := mpiHosts(job, at)
+	slots := slotsPerWorker(job)
+	var hostfile strings.Builder
+	for _, host := range hosts {
+		if mpiImplementation(job) == v1alpha1.MPIImplementationOpenMPI {
+			fmt.Fprintf(&hostfile, "%s slots=%d\n", host, slots)
+		} else {
+			fmt.Fprintf(&hostfile, "%s:%d\n", host, slots)
+		}
+	}
+	return []*corev1.ConfigMap{{
+		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.MPIConfigMapName(at.JobName)},
+		Data: map[string]string{
+			MPIHostfileKey:      hostfile.String(),
+			MPIDiscoverHostsKey: discoverHostsScript(job, at),
+		},
+	}}
+}
+
+// mpiHosts lists the hosts that run ranks: the launcher when it runs as a
+// worker, then every worker, as "<pod>.<job>.<ns>.svc".
+func mpiHosts(job *v1alpha1.TrainJob, at Placement) []string {
+	var hosts []string
+	if runLauncherAsWorker(job) {
+		hosts = append(hosts, mpiHost(at, v1alpha1.ReplicaTypeLauncher, 0))
+	}
+	for i := 0; i < Replicas(job, v1alpha1.ReplicaTypeWorker); i++ {
+		hosts = append(hosts, mpiHost(at, v1alpha1.ReplicaTypeWorker, i))
+	}
+	return hosts
+}
+
+func mpiHost(at Placement, rt v1alpha1.ReplicaType, index int) string {
+	return fmt.Sprintf("%s.%s.%s.svc", v1alpha1.ReplicaName(at.JobName, rt, index), at.JobName, at.Namespace)
+}
+
+// discoverHostsScript is Horovod's host discovery script. MPI Operator v2
+// lists the running workers sorted by pod name; trainstep starts every
+// worker at once, so it lists them all, sorted the same way.
+func discoverHostsScript(job *v1alpha1.TrainJob, at Placement) string {
+	var script strings.Builder
+	script.WriteString("#!/bin/sh\n")
+	if runLauncherAsWorker(job) {
+		fmt.Fprintf(&script, "echo %s\n", mpiHost(at, v1alpha1.ReplicaTypeLauncher, 0))
+	}
+	workers := make([]string, Replicas(job, v1alpha1.ReplicaTypeWorker))
+	for i := range workers {
+		workers[i] = v1alpha1.ReplicaName(at.JobName, v1alpha1.ReplicaTypeWorker, i)
+	}
+	sort.Strings(workers)
+	for _, pod := range workers {
+		fmt.Fprintf(&script, "echo %s.%s.%s.svc\n", pod, at.JobName, at.Namespace)
+	}
+	return script.String()
+}
+
+// errMissingSSHKeys is returned when an MPI job is rendered without keys.
+var errMissingSSHKeys = errors.New("an MPI job needs an SSH key pair (private and public key)")
+
+// Secrets returns the SSH auth Secret "<job>-ssh" holding keys.
+func (mpi) Secrets(_ *v1alpha1.TrainJob, at Placement, keys SSHKeyPair) ([]*corev1.Secret, error) {
+	if len(keys.Private) == 0 || len(keys.Public) == 0 {
+		return nil, errMissingSSHKeys
+	}
+	return []*corev1.Secret{{
+		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.MPISSHSecretName(at.JobName)},
+		Type:       corev1.SecretTypeSSHAuth,
+		Data: map[string][]byte{
+			corev1.SSHAuthPrivateKey: append([]byte(nil), keys.Private...),
+			MPISSHPublicKeyKey:       append([]byte(nil), keys.Public...),
+		},
+	}}, nil
+}
+
+// SuccessRule: the launcher runs mpirun, so its success is the job's.
+func (mpi) SuccessRule(job *v1alpha1.TrainJob) SuccessRule {
+	if rule, ok := leaderIfPresent(job, v1alpha1.ReplicaTypeLauncher); ok {
+		return rule
+	}
+	return allOfEveryType(job)
+}
+
+func mpiImplementation(job *v1alpha1.TrainJob) v1alpha1.MPIImplementation {
+	if job.Spec.MPIImplementation == "" {
+		return v1alpha1.MPIImplementationOpenMPI
+	}
+	return job.Spec.MPIImplementation
+}
+
+func slotsPerWorker(job *v1alpha1.TrainJob) int {
+	if job.Spec.SlotsPerWorker == nil {
+		return 1
+	}
+	return int(*job.Spec.SlotsPerWorker)
+}
+
+func sshAuthMountPath(job *v1alpha1.TrainJob) string {
+	if job.Spec.SSHAuthMountPath == "" {
+		return v1alpha1.DefaultSSHAuthMountPath
+	}
+	return job.Spec.SSHAuthMountPath
+}
+
+func runLauncherAsWorker(job *v1alpha1.TrainJob) bool {
+	return job.Spec.RunLauncherAsWorker != nil && *job.Spec.RunLauncherAsWorker
+}
+
+func int32Ptr(v int32) *int32 { return &v }

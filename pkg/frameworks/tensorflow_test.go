@@ -1,0 +1,151 @@
+package frameworks_test
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
+)
+
+const (
+	ps        = v1alpha1.ReplicaTypePS
+	worker    = v1alpha1.ReplicaTypeWorker
+	chief     = v1alpha1.ReplicaTypeChief
+	master    = v1alpha1.ReplicaTypeMaster
+	evaluator = v1alpha1.ReplicaTypeEvaluator
+	launcher  = v1alpha1.ReplicaTypeLauncher
+)
+
+func TestTFConfig(t *testing.T) {
+	cases := []struct {
+		name  string
+		job   *v1alpha1.TrainJob
+		rt    v1alpha1.ReplicaType
+		index int
+		// want is the TF_CONFIG value; "" means no TF_CONFIG at all.
+		want string
+	}{
+		{
+			// kubeflow/training-operator v1.9.0 pkg/controller.v1/tensorflow/pod_test.go
+			// "should generate desired cluster spec": NewTFJobWithNamespace(1, 0, "ns0") has no TF_CONFIG.
+			name: "single worker trains locally",
+			job:  newJob(v1alpha1.FrameworkTensorFlow, "test-tfjob", "ns0", replicas{worker: 1}),
+			rt:   worker,
+		},
+		{
+			// Same Kubeflow test, NewTFJobWithNamespace(1, 1, "ns2"), without
+			// the custom cluster domain the operator appends from its own env.
+			name: "ps and worker",
+			job:  newJob(v1alpha1.FrameworkTensorFlow, "test-tfjob", "ns2", replicas{worker: 1, ps: 1}),
+			rt:   worker,
+			want: `{"cluster":{"ps":["test-tfjob-ps-0.ns2.svc:2222"],"worker":["test-tfjob-worker-0.ns2.svc:2222"]},"task":{"type":"worker","index":0},"environment":"cloud"}`,
+		},
+		{
+			// Same Kubeflow test, NewTFJobWithEvaluatorAndNamespace(1, 1, 1, "ns3"),
+			// customClusterDomain "": transcribed verbatim.
+			name: "evaluator is part of the cluster",
+			job:  newJob(v1alpha1.FrameworkTensorFlow, "test-tfjob", "ns3", replicas{worker: 1, ps: 1, evaluator: 1}),
+			rt:   worker,
+			want: `{"cluster":{"evaluator":["test-tfjob-evaluator-0.ns3.svc:2222"],"ps":["test-tfjob-ps-0.ns3.svc:2222"],"worker":["test-tfjob-worker-0.ns3.svc:2222"]},"task":{"type":"worker","index":0},"environment":"cloud"}`,
+		},
+		{
+			name:  "chief and workers, task of the second worker",
+			job:   newJob(v1alpha1.FrameworkTensorFlow, "mnist", "team-a", replicas{chief: 1, worker: 2}),
+			rt:    worker,
+			index: 1,
+			want:  `{"cluster":{"chief":["mnist-chief-0.team-a.svc:2222"],"worker":["mnist-worker-0.team-a.svc:2222","mnist-worker-1.team-a.svc:2222"]},"task":{"type":"worker","index":1},"environment":"cloud"}`,
+		},
+		{
+			name: "chief's own task",
+			job:  newJob(v1alpha1.FrameworkTensorFlow, "mnist", "team-a", replicas{chief: 1, worker: 1}),
+			rt:   chief,
+			want: `{"cluster":{"chief":["mnist-chief-0.team-a.svc:2222"],"worker":["mnist-worker-0.team-a.svc:2222"]},"task":{"type":"chief","index":0},"environment":"cloud"}`,
+		},
+		{
+			// GetPortFromTFJob (tensorflow/util.go) reads tfjob-port per replica type.
+			name: "custom port per replica type",
+			job: newJob(v1alpha1.FrameworkTensorFlow, "mnist", "default", replicas{ps: 1, worker: 2},
+				withPort(worker, 3333)),
+			rt:   ps,
+			want: `{"cluster":{"ps":["mnist-ps-0.default.svc:2222"],"worker":["mnist-worker-0.default.svc:3333","mnist-worker-1.default.svc:3333"]},"task":{"type":"ps","index":0},"environment":"cloud"}`,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := configured(t, tc.job, tc.rt, tc.index)
+			var want []corev1.EnvVar
+			if tc.want != "" {
+				want = env("TF_CONFIG", tc.want)
+			}
+			if diff := cmp.Diff(want, spec.Containers[0].Env); diff != "" {
+				t.Errorf("env of the tensorflow container (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// SetClusterSpec (tfjob_controller.go) adds TF_CONFIG to the container
+// named "tensorflow" only.
+func TestTFConfigOnlyOnTensorflowContainer(t *testing.T) {
+	job := newJob(v1alpha1.FrameworkTensorFlow, "mnist", "default", replicas{worker: 2},
+		func(j *v1alpha1.TrainJob) {
+			// The sidecar comes first: the main container is found by name.
+			spec := &j.Spec.ReplicaSpecs[worker].Template.Spec
+			spec.Containers = append([]corev1.Container{{Name: "sidecar", Image: "example.com/sidecar:1"}}, spec.Containers...)
+		})
+	spec := configured(t, job, worker, 0)
+	if len(spec.Containers[0].Env) != 0 {
+		t.Errorf("sidecar got env %v, want none", spec.Containers[0].Env)
+	}
+	if got := spec.Containers[1].Env; len(got) != 1 || got[0].Name != "TF_CONFIG" {
+		t.Errorf("tensorflow container env = %v, want only TF_CONFIG", got)
+	}
+}
+
+func TestTensorFlowSuccessRule(t *testing.T) {
+	cases := []struct {
+		name        string
+		job         *v1alpha1.TrainJob
+		want        frameworks.SuccessRule
+		wantLeaders []frameworks.ReplicaRef
+	}{
+		{
+			name:        "chief decides",
+			job:         newJob(v1alpha1.FrameworkTensorFlow, "j", "ns", replicas{chief: 1, worker: 2, ps: 1}),
+			want:        frameworks.SuccessRule{Leader: &frameworks.ReplicaRef{Type: chief}},
+			wantLeaders: []frameworks.ReplicaRef{{Type: chief}},
+		},
+		{
+			name:        "master decides",
+			job:         newJob(v1alpha1.FrameworkTensorFlow, "j", "ns", replicas{master: 1, worker: 2}),
+			want:        frameworks.SuccessRule{Leader: &frameworks.ReplicaRef{Type: master}},
+			wantLeaders: []frameworks.ReplicaRef{{Type: master}},
+		},
+		{
+			name:        "without chief worker 0 decides",
+			job:         newJob(v1alpha1.FrameworkTensorFlow, "j", "ns", replicas{ps: 2, worker: 3, evaluator: 1}),
+			want:        frameworks.SuccessRule{Leader: &frameworks.ReplicaRef{Type: worker}},
+			wantLeaders: []frameworks.ReplicaRef{{Type: worker}},
+		},
+		{
+			name: "AllWorkers waits for every worker",
+			job: newJob(v1alpha1.FrameworkTensorFlow, "j", "ns", replicas{ps: 1, worker: 3},
+				func(j *v1alpha1.TrainJob) { j.Spec.SuccessPolicy = v1alpha1.SuccessPolicyAllWorkers }),
+			want:        frameworks.SuccessRule{AllOf: []v1alpha1.ReplicaType{worker}},
+			wantLeaders: []frameworks.ReplicaRef{{Type: worker}},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, frameworks.SuccessRuleFor(tc.job)); diff != "" {
+				t.Errorf("SuccessRuleFor (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantLeaders, frameworks.Leaders(tc.job)); diff != "" {
+				t.Errorf("Leaders (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
