@@ -1,0 +1,67 @@
+package policy
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/trainstep/trainstep/pkg/frameworks"
+	"github.com/trainstep/trainstep/pkg/result"
+)
+
+// Outcome is the job's state after a decision.
+type Outcome string
+
+// Outcomes. Running means the job goes on.
+const (
+	OutcomeRunning   Outcome = "Running"
+	OutcomeSucceeded Outcome = "Succeeded"
+	OutcomeFailed    Outcome = "Failed"
+	OutcomeTransient Outcome = "Transient"
+)
+
+// Decision is what the job should do next.
+type Decision struct {
+	Outcome Outcome
+	Reason  string
+	Message string
+	// Recreate lists replicas to replace (only while Running).
+	Recreate []ReplicaID
+	// RecheckAfter asks the caller to decide again after this long even if
+	// nothing changes (a deadline or a stuck bound is coming); 0 for never.
+	RecheckAfter time.Duration
+}
+
+// Decide reads the job's replicas and returns what happens next, checking in
+// order: success, deadline, failures and restarts against backoffLimit, then
+// replicas stuck past their bounds.
+func Decide(v *View, rule frameworks.SuccessRule, t Timeouts) Decision {
+	if Succeeded(v, rule) {
+		return Decision{Outcome: OutcomeSucceeded, Reason: result.ReasonSucceeded, Message: "the job succeeded"}
+	}
+	left, hasDeadline := DeadlineLeft(v)
+	if hasDeadline && left <= 0 {
+		return Decision{Outcome: OutcomeFailed, Reason: result.ReasonDeadlineExceeded,
+			Message: fmt.Sprintf("the job ran longer than activeDeadlineSeconds=%d", *v.Job.Spec.RunPolicy.ActiveDeadlineSeconds)}
+	}
+	failures := CheckFailures(v)
+	if failures.Permanent != nil {
+		return Decision{Outcome: OutcomeFailed, Reason: result.ReasonReplicaFailed, Message: failureMessage(failures.Permanent)}
+	}
+	limit := v.Job.Spec.RunPolicy.BackoffLimit
+	if BackoffExceeded(limit, v.Restarts+int32(len(failures.Recreate))) {
+		return Decision{Outcome: OutcomeFailed, Reason: result.ReasonBackoffLimitExceeded,
+			Message: fmt.Sprintf("the job needed %d restarts, more than backoffLimit=%d", v.Restarts+int32(len(failures.Recreate)), *limit)}
+	}
+	stuck := CheckStuck(v, t)
+	switch {
+	case stuck.Failed:
+		return Decision{Outcome: OutcomeFailed, Reason: stuck.Reason, Message: stuck.Message}
+	case stuck.Transient:
+		return Decision{Outcome: OutcomeTransient, Reason: stuck.Reason, Message: stuck.Message}
+	}
+	d := Decision{Outcome: OutcomeRunning, Recreate: failures.Recreate, RecheckAfter: stuck.RecheckAfter}
+	if hasDeadline && (d.RecheckAfter == 0 || left < d.RecheckAfter) {
+		d.RecheckAfter = left
+	}
+	return d
+}

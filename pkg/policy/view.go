@@ -1,0 +1,107 @@
+package policy
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+)
+
+// Phase is where one replica's current instance stands.
+type Phase string
+
+// Replica phases. Missing means no instance exists: not created yet, or
+// removed (by trainstep for a recreation, or from outside by preemption or
+// eviction).
+const (
+	PhaseMissing   Phase = "Missing"
+	PhasePending   Phase = "Pending"
+	PhaseRunning   Phase = "Running"
+	PhaseSucceeded Phase = "Succeeded"
+	PhaseFailed    Phase = "Failed"
+)
+
+// ReplicaID names one replica: its type and index.
+type ReplicaID struct {
+	Type  v1alpha1.ReplicaType
+	Index int
+}
+
+func (id ReplicaID) String() string { return fmt.Sprintf("%s/%d", id.Type, id.Index) }
+
+// Replica is what a backend observed of one replica's current instance.
+type Replica struct {
+	ReplicaID
+	// Attempt counts recreations of this replica (0 for the first instance).
+	Attempt int
+	Phase   Phase
+	// ExitCode of the main container's last termination, when known.
+	ExitCode *int32
+	// Restarts counts in-place restarts of the current instance.
+	Restarts int32
+	// WaitingReason is the main container's waiting reason (e.g.
+	// ImagePullBackOff) and WaitingSince when it was first seen.
+	WaitingReason string
+	WaitingSince  time.Time
+	// Unschedulable is true while the scheduler cannot place the replica;
+	// PendingSince is when the instance was created.
+	Unschedulable bool
+	PendingSince  time.Time
+	// Lost is true when the instance disappeared while not finished and
+	// trainstep did not remove it (preemption, eviction, deletion from outside).
+	Lost bool
+	// TerminationMessage of the main container, when it terminated.
+	TerminationMessage string
+	// Node is where the instance runs, when known.
+	Node string
+}
+
+// View is the whole job as a backend sees it at one moment.
+type View struct {
+	Job      *v1alpha1.TrainJob
+	Replicas []Replica
+	// Restarts counts every restart so far: in-place restarts of current and
+	// earlier instances plus recreations. It is what backoffLimit bounds.
+	Restarts int32
+	// StartTime is when the job started running (deadline origin).
+	StartTime time.Time
+	Now       time.Time
+}
+
+// Replica returns the replica with id, or nil.
+func (v *View) Replica(id ReplicaID) *Replica {
+	for i := range v.Replicas {
+		if v.Replicas[i].ReplicaID == id {
+			return &v.Replicas[i]
+		}
+	}
+	return nil
+}
+
+// OfType returns the replicas of one type, in index order as listed.
+func (v *View) OfType(t v1alpha1.ReplicaType) []Replica {
+	var out []Replica
+	for _, r := range v.Replicas {
+		if r.Type == t {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Desired lists every replica a job should have, types sorted as
+// v1alpha1.SortedReplicaTypes orders them.
+func Desired(job *v1alpha1.TrainJob) []ReplicaID {
+	var ids []ReplicaID
+	for _, t := range v1alpha1.SortedReplicaTypes(job) {
+		spec := job.Spec.ReplicaSpecs[t]
+		n := 1
+		if spec.Replicas != nil {
+			n = int(*spec.Replicas)
+		}
+		for i := 0; i < n; i++ {
+			ids = append(ids, ReplicaID{Type: t, Index: i})
+		}
+	}
+	return ids
+}
