@@ -1,0 +1,162 @@
+package render_test
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/render"
+)
+
+func metaOf(obj runtime.Object) (metav1.Object, error) { return meta.Accessor(obj) }
+
+// Kubeflow's ExitCode is decided by trainstep, so the kubelet must never
+// restart such a pod; the other policies are the kubelet's own.
+func TestPodRestartPolicy(t *testing.T) {
+	cases := []struct {
+		replica v1alpha1.RestartPolicy
+		want    corev1.RestartPolicy
+	}{
+		{v1alpha1.RestartPolicyExitCode, corev1.RestartPolicyNever},
+		{v1alpha1.RestartPolicyNever, corev1.RestartPolicyNever},
+		{v1alpha1.RestartPolicyOnFailure, corev1.RestartPolicyOnFailure},
+		{v1alpha1.RestartPolicyAlways, corev1.RestartPolicyAlways},
+	}
+	for _, tc := range cases {
+		t.Run(string(tc.replica), func(t *testing.T) {
+			job := newJob(v1alpha1.FrameworkPyTorch, "pt", replicas{worker: 1}, func(j *v1alpha1.TrainJob) {
+				j.Spec.ReplicaSpecs[worker].RestartPolicy = tc.replica
+				j.Spec.ReplicaSpecs[worker].Template.Spec.RestartPolicy = corev1.RestartPolicyAlways
+			})
+			pod, err := render.Pod(job, identity("ns", "pt"), worker, 0, 0)
+			if err != nil {
+				t.Fatalf("Pod: %v", err)
+			}
+			if pod.Spec.RestartPolicy != tc.want {
+				t.Errorf("restartPolicy = %q, want %q", pod.Spec.RestartPolicy, tc.want)
+			}
+		})
+	}
+}
+
+func TestPodPriorityClass(t *testing.T) {
+	job := newJob(v1alpha1.FrameworkJAX, "jx", replicas{worker: 2}, func(j *v1alpha1.TrainJob) {
+		j.Spec.RunPolicy.SchedulingPolicy = &v1alpha1.SchedulingPolicy{PriorityClass: "high"}
+	})
+	objs, err := render.Render(job, identity("ns", "jx"), render.Inputs{})
+	if err != nil {
+		t.Fatalf("Render: %v", err)
+	}
+	for _, pod := range objs.Pods {
+		if pod.Spec.PriorityClassName != "high" {
+			t.Errorf("%s: priorityClassName = %q, want high", pod.Name, pod.Spec.PriorityClassName)
+		}
+	}
+}
+
+// A recreated replica keeps its name and counts its attempt.
+func TestPodRecreation(t *testing.T) {
+	job := newJob(v1alpha1.FrameworkTensorFlow, "mnist", replicas{ps: 1, worker: 2})
+	id := identity("team-a", "mnist")
+	first, err := render.Pod(job, id, worker, 1, 0)
+	if err != nil {
+		t.Fatalf("Pod attempt 0: %v", err)
+	}
+	again, err := render.Pod(job, id, worker, 1, 3)
+	if err != nil {
+		t.Fatalf("Pod attempt 3: %v", err)
+	}
+	if again.Name != "mnist-worker-1" || again.Name != first.Name {
+		t.Errorf("names %q and %q, want mnist-worker-1 for both", first.Name, again.Name)
+	}
+	if got := again.Labels[v1alpha1.LabelAttempt]; got != "3" {
+		t.Errorf("attempt label = %q, want 3", got)
+	}
+	again.Labels[v1alpha1.LabelAttempt] = "0"
+	if diff := cmp.Diff(first, again); diff != "" {
+		t.Errorf("recreated pod differs beyond its attempt (-first +again):\n%s", diff)
+	}
+}
+
+func TestPodErrors(t *testing.T) {
+	job := newJob(v1alpha1.FrameworkTensorFlow, "mnist", replicas{worker: 2})
+	id := identity("ns", "mnist")
+	cases := []struct {
+		name  string
+		rt    v1alpha1.ReplicaType
+		index int
+	}{
+		{"index past the replicas", worker, 2},
+		{"negative index", worker, -1},
+		{"type the job lacks", ps, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if pod, err := render.Pod(job, id, tc.rt, tc.index, 0); err == nil {
+				t.Errorf("Pod(%s, %d) = %s, want an error", tc.rt, tc.index, pod.Name)
+			}
+		})
+	}
+}
+
+// Every framework's main container tells the script who it is; sidecars
+// get nothing from trainstep.
+func TestTrainstepEnvOnMainContainer(t *testing.T) {
+	job := newJob(v1alpha1.FrameworkTensorFlow, "mnist", replicas{ps: 1}, func(j *v1alpha1.TrainJob) {
+		spec := &j.Spec.ReplicaSpecs[ps].Template.Spec
+		spec.Containers = append([]corev1.Container{{Name: "proxy", Image: "example.com/proxy:1"}}, spec.Containers...)
+	})
+	pod, err := render.Pod(job, identity("ns", "mnist"), ps, 0, 0)
+	if err != nil {
+		t.Fatalf("Pod: %v", err)
+	}
+	if len(pod.Spec.Containers[0].Env) != 0 {
+		t.Errorf("sidecar env = %v, want none", pod.Spec.Containers[0].Env)
+	}
+	want := []corev1.EnvVar{
+		{Name: "TRAINSTEP_JOB_NAME", Value: "mnist"},
+		{Name: "TRAINSTEP_REPLICA_TYPE", Value: "ps"},
+		{Name: "TRAINSTEP_REPLICA_INDEX", Value: "0"},
+	}
+	if diff := cmp.Diff(want, pod.Spec.Containers[1].Env); diff != "" {
+		t.Errorf("main container env of a single-replica job (-want +got):\n%s", diff)
+	}
+}
+
+// Rendering must not change the job it was given.
+func TestRenderLeavesJobUnchanged(t *testing.T) {
+	for _, job := range everyFramework() {
+		t.Run(string(job.Spec.Framework), func(t *testing.T) {
+			before := job.DeepCopy()
+			if _, err := render.Render(job, identity("ns", job.Name), testKeys); err != nil {
+				t.Fatalf("Render: %v", err)
+			}
+			if diff := cmp.Diff(before, job); diff != "" {
+				t.Errorf("job changed by Render (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestNamesAndSelectors(t *testing.T) {
+	if got := render.PodName("mnist", evaluator, 0); got != "mnist-evaluator-0" {
+		t.Errorf("PodName = %q, want mnist-evaluator-0", got)
+	}
+	want := map[string]string{"trainstep.dev/job-name": "mnist", "trainstep.dev/replica-type": "ps", "trainstep.dev/replica-index": "4"}
+	if diff := cmp.Diff(want, render.ReplicaLabels("mnist", ps, 4)); diff != "" {
+		t.Errorf("ReplicaLabels (-want +got):\n%s", diff)
+	}
+	sel := render.JobSelector("mnist")
+	if !sel.Matches(labels.Set{"trainstep.dev/job-name": "mnist", "trainstep.dev/replica-type": "worker"}) {
+		t.Error("JobSelector does not match a replica of the job")
+	}
+	if sel.Matches(labels.Set{"trainstep.dev/job-name": "other"}) {
+		t.Error("JobSelector matches another job")
+	}
+}

@@ -1,0 +1,80 @@
+package render
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
+)
+
+// services renders the job's headless Services.
+//
+// TensorFlow, PyTorch, JAX and XGBoost (frameworks.ServicePerReplica) get one
+// Service per replica, named like its pod and selecting only that pod, as
+// the Training Operator v1.9 creates them. Their env names peers
+// "<job>-worker-0" or "<job>-worker-0.<ns>.svc": that is the Service's own
+// DNS name, and for a headless Service with a selector the cluster DNS
+// answers it with the selected pod's IP. So the pod needs no hostname or
+// subdomain, and none is set (a subdomain would only add a second name).
+// publishNotReadyAddresses makes the name resolve as soon as the pod has an
+// IP, before any readiness probe passes, so replicas can rendezvous while
+// they start.
+//
+// MPI (frameworks.ServicePerJob) gets one Service named after the job that
+// selects all its pods; each pod's hostname and subdomain (set by the
+// framework) make "<pod>.<job>.<ns>.svc" resolve, the names in the hostfile.
+func services(job *v1alpha1.TrainJob, id Identity, fw frameworks.Framework) []*corev1.Service {
+	if fw.ServiceLayout() == frameworks.ServicePerJob {
+		return []*corev1.Service{headlessService(id, id.JobName, JobLabels(id.JobName), JobLabels(id.JobName), nil)}
+	}
+	var out []*corev1.Service
+	for _, rt := range v1alpha1.SortedReplicaTypes(job) {
+		ports := servicePorts(job, rt)
+		for i := 0; i < frameworks.Replicas(job, rt); i++ {
+			own := ReplicaLabels(id.JobName, rt, i)
+			out = append(out, headlessService(id, PodName(id.JobName, rt, i), own, ReplicaLabels(id.JobName, rt, i), ports))
+		}
+	}
+	return out
+}
+
+func headlessService(id Identity, name string, own, selector map[string]string, ports []corev1.ServicePort) *corev1.Service {
+	return &corev1.Service{
+		TypeMeta: typeMeta("Service"),
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            name,
+			Namespace:       id.Namespace,
+			Labels:          withExtraLabels(id, own),
+			OwnerReferences: ownerReferences(id),
+		},
+		Spec: corev1.ServiceSpec{
+			ClusterIP:                corev1.ClusterIPNone,
+			Selector:                 selector,
+			Ports:                    append([]corev1.ServicePort(nil), ports...),
+			PublishNotReadyAddresses: true,
+		},
+	}
+}
+
+// servicePorts exposes the named ports of the main container of rt, as the
+// Training Operator does, and the framework's port even when the container
+// does not declare it (the env points peers at it either way). Unnamed
+// ports are left out: a Service with several ports needs every one named.
+func servicePorts(job *v1alpha1.TrainJob, rt v1alpha1.ReplicaType) []corev1.ServicePort {
+	var ports []corev1.ServicePort
+	seen := map[string]bool{}
+	if main := v1alpha1.MainContainer(job, rt); main != nil {
+		for _, p := range main.Ports {
+			if p.Name == "" || seen[p.Name] {
+				continue
+			}
+			seen[p.Name] = true
+			ports = append(ports, corev1.ServicePort{Name: p.Name, Port: p.ContainerPort})
+		}
+	}
+	if name, _ := v1alpha1.DefaultPort(job.Spec.Framework); name != "" && !seen[name] {
+		ports = append(ports, corev1.ServicePort{Name: name, Port: frameworks.Port(job, rt)})
+	}
+	return ports
+}
