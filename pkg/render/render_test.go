@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/render"
@@ -91,7 +92,7 @@ func TestRenderTensorFlowServices(t *testing.T) {
 				"trainstep.dev/replica-type":  "worker",
 				"trainstep.dev/replica-index": "1",
 			},
-			Ports:                    []corev1.ServicePort{{Name: "tfjob-port", Port: 2222}},
+			Ports:                    []corev1.ServicePort{{Name: "tfjob-port", Port: 2222, TargetPort: intstr.FromInt32(2222)}},
 			PublishNotReadyAddresses: true,
 		},
 	}
@@ -122,25 +123,25 @@ func TestRenderServicePorts(t *testing.T) {
 			name:      "pytorch defaults",
 			job:       newJob(v1alpha1.FrameworkPyTorch, "pt", replicas{master: 1, worker: 1}),
 			wantNames: []string{"pt-master-0", "pt-worker-0"},
-			wantPorts: [][]corev1.ServicePort{{{Name: "pytorchjob-port", Port: 23456}}, {{Name: "pytorchjob-port", Port: 23456}}},
+			wantPorts: [][]corev1.ServicePort{{{Name: "pytorchjob-port", Port: 23456, TargetPort: intstr.FromInt32(23456)}}, {{Name: "pytorchjob-port", Port: 23456, TargetPort: intstr.FromInt32(23456)}}},
 		},
 		{
 			name:      "jax custom port plus a metrics port",
 			job:       newJob(v1alpha1.FrameworkJAX, "jx", replicas{worker: 1}, withPort(worker, "metrics", 9090), withPort(worker, "jaxjob-port", 1234)),
 			wantNames: []string{"jx-worker-0"},
-			wantPorts: [][]corev1.ServicePort{{{Name: "metrics", Port: 9090}, {Name: "jaxjob-port", Port: 1234}}},
+			wantPorts: [][]corev1.ServicePort{{{Name: "metrics", Port: 9090, TargetPort: intstr.FromInt32(9090)}, {Name: "jaxjob-port", Port: 1234, TargetPort: intstr.FromInt32(1234)}}},
 		},
 		{
 			name:      "xgboost",
 			job:       newJob(v1alpha1.FrameworkXGBoost, "xg", replicas{master: 1, worker: 1}),
 			wantNames: []string{"xg-master-0", "xg-worker-0"},
-			wantPorts: [][]corev1.ServicePort{{{Name: "xgboostjob-port", Port: 9999}}, {{Name: "xgboostjob-port", Port: 9999}}},
+			wantPorts: [][]corev1.ServicePort{{{Name: "xgboostjob-port", Port: 9999, TargetPort: intstr.FromInt32(9999)}}, {{Name: "xgboostjob-port", Port: 9999, TargetPort: intstr.FromInt32(9999)}}},
 		},
 		{
 			name:      "tensorflow chief, evaluator",
 			job:       newJob(v1alpha1.FrameworkTensorFlow, "tf", replicas{chief: 1, evaluator: 1}),
 			wantNames: []string{"tf-chief-0", "tf-evaluator-0"},
-			wantPorts: [][]corev1.ServicePort{{{Name: "tfjob-port", Port: 2222}}, {{Name: "tfjob-port", Port: 2222}}},
+			wantPorts: [][]corev1.ServicePort{{{Name: "tfjob-port", Port: 2222, TargetPort: intstr.FromInt32(2222)}}, {{Name: "tfjob-port", Port: 2222, TargetPort: intstr.FromInt32(2222)}}},
 		},
 	}
 	for _, tc := range cases {

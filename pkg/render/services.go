@@ -3,6 +3,7 @@ package render
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/frameworks"
@@ -70,11 +71,18 @@ func servicePorts(job *v1alpha1.TrainJob, rt v1alpha1.ReplicaType) []corev1.Serv
 				continue
 			}
 			seen[p.Name] = true
-			ports = append(ports, corev1.ServicePort{Name: p.Name, Port: p.ContainerPort})
+			ports = append(ports, servicePort(p.Name, p.ContainerPort))
 		}
 	}
 	if name, _ := v1alpha1.DefaultPort(job.Spec.Framework); name != "" && !seen[name] {
-		ports = append(ports, corev1.ServicePort{Name: name, Port: frameworks.Port(job, rt)})
+		ports = append(ports, servicePort(name, frameworks.Port(job, rt)))
 	}
 	return ports
+}
+
+// servicePort targets the same port on the pod. The API server would
+// default targetPort to port anyway; spelling it out keeps printed
+// manifests free of "targetPort: 0".
+func servicePort(name string, port int32) corev1.ServicePort {
+	return corev1.ServicePort{Name: name, Port: port, TargetPort: intstr.FromInt32(port)}
 }
