@@ -1,0 +1,216 @@
+// Package spec turns the bytes of a job file into a defaulted, validated
+// TrainJob: it reads YAML or JSON, applies --set overrides to the document,
+// decodes strictly, converts Kubeflow manifests, applies the --image,
+// --env and --arg overrides, then defaults and validates.
+//
+// Every error it returns is an Invalid result error (exit 11) that names
+// the offending field or flag. It must not read files or flags itself, nor
+// talk to a cluster: callers pass the bytes and an Options value.
+package spec
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	kjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/kubeflow"
+	"github.com/trainstep/trainstep/pkg/result"
+)
+
+// Options are the command-line inputs that shape a job besides its file.
+type Options struct {
+	// Name and Namespace replace metadata.name and metadata.namespace when set.
+	Name, Namespace string
+	// Lenient turns unknown fields into warnings instead of errors.
+	Lenient bool
+	// Sets are PATH=VALUE overrides applied to the document before it is
+	// decoded, so PATH is the manifest's own (spec.replicaSpecs.Worker.replicas
+	// in a TrainJob, spec.tfReplicaSpecs.Worker.replicas in a TFJob). Segments
+	// are separated by dots (write \. for a dot inside a key) and list items
+	// are addressed as name[0]. VALUE is parsed as YAML: 8 is a number,
+	// "8" (quoted) a string, [a, b] a list; an empty VALUE is the empty string.
+	Sets []string
+	// Images are [TYPE=]IMAGE: the main container's image of every replica
+	// type, or of TYPE only.
+	Images []string
+	// Envs are [TYPE:]KEY=VALUE: an env var set (replaced if present) on the
+	// main container of every replica type, or of TYPE only.
+	Envs []string
+	// Args are [TYPE:]VALUE: an argument appended to the main container's
+	// args of every replica type, or of TYPE only.
+	Args []string
+}
+
+// ValidationError lists every field error of an invalid job, one per line.
+type ValidationError struct {
+	Errors field.ErrorList
+}
+
+func (e *ValidationError) Error() string {
+	lines := make([]string, len(e.Errors))
+	for i, err := range e.Errors {
+		lines[i] = err.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Load reads one job manifest and returns it defaulted and validated, with
+// warnings about fields that were accepted but change nothing. Any error is
+// a *result.Error with phase Invalid and reason InvalidSpec.
+func Load(data []byte, opts Options) (*v1alpha1.TrainJob, []string, error) {
+	job, warnings, err := load(data, opts)
+	if err != nil {
+		return nil, warnings, result.Invalid(result.ReasonInvalidSpec, err)
+	}
+	return job, warnings, nil
+}
+
+func load(data []byte, opts Options) (*v1alpha1.TrainJob, []string, error) {
+	doc, err := singleDocument(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, set := range opts.Sets {
+		if err := applySet(doc, set); err != nil {
+			return nil, nil, err
+		}
+	}
+	job, warnings, err := decode(doc, opts.Lenient)
+	if err != nil {
+		return nil, warnings, err
+	}
+	if opts.Name != "" {
+		job.Name = opts.Name
+	}
+	if opts.Namespace != "" {
+		job.Namespace = opts.Namespace
+	}
+	v1alpha1.SetDefaults(job)
+	if err := applyOverrides(job, opts); err != nil {
+		return nil, warnings, err
+	}
+	if errs := v1alpha1.Validate(job); len(errs) > 0 {
+		return nil, warnings, &ValidationError{Errors: errs}
+	}
+	return job, warnings, nil
+}
+
+// singleDocument parses the input (YAML or JSON) into a JSON object tree.
+// A stream with more than one non-empty document is an error: one file is
+// one job.
+func singleDocument(data []byte) (map[string]any, error) {
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var found []map[string]any
+	for {
+		chunk, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading the manifest: %w", err)
+		}
+		jsonDoc, err := yaml.YAMLToJSON(chunk)
+		if err != nil {
+			return nil, fmt.Errorf("parsing the manifest: %w", err)
+		}
+		var tree any
+		if err := kjson.UnmarshalCaseSensitivePreserveInts(jsonDoc, &tree); err != nil {
+			return nil, fmt.Errorf("parsing the manifest: %w", err)
+		}
+		if tree == nil {
+			continue // empty document or comments only
+		}
+		obj, ok := tree.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("the manifest must be a YAML or JSON object, not %s", describe(tree))
+		}
+		found = append(found, obj)
+	}
+	switch len(found) {
+	case 0:
+		return nil, fmt.Errorf("the manifest is empty")
+	case 1:
+		return found[0], nil
+	}
+	return nil, fmt.Errorf("the file holds %d documents; one job file holds exactly one manifest", len(found))
+}
+
+func supportedKinds() string {
+	kinds := append([]string{v1alpha1.APIVersion + " " + v1alpha1.Kind}, kubeflow.Supported()...)
+	return strings.Join(kinds, ", ")
+}
+
+// decode picks the type from apiVersion and kind, decodes the document
+// strictly into it and converts it to a TrainJob.
+func decode(doc map[string]any, lenient bool) (*v1alpha1.TrainJob, []string, error) {
+	apiVersion, _ := doc["apiVersion"].(string)
+	kind, _ := doc["kind"].(string)
+	if apiVersion == "" || kind == "" {
+		return nil, nil, fmt.Errorf("apiVersion and kind are required; supported: %s", supportedKinds())
+	}
+	data, err := json.Marshal(doc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encoding the manifest: %w", err)
+	}
+	if apiVersion == v1alpha1.APIVersion && kind == v1alpha1.Kind {
+		job := &v1alpha1.TrainJob{}
+		warnings, err := decodeStrict(data, job, kind, lenient)
+		return job, warnings, err
+	}
+	obj, ok := kubeflow.New(apiVersion, kind)
+	if !ok {
+		reason := kubeflow.Unsupported(apiVersion, kind)
+		if reason == "" {
+			reason = fmt.Sprintf("apiVersion %q kind %q is not supported", apiVersion, kind)
+		}
+		return nil, nil, fmt.Errorf("%s; supported: %s", reason, supportedKinds())
+	}
+	warnings, err := decodeStrict(data, obj, kind, lenient)
+	if err != nil {
+		return nil, warnings, err
+	}
+	job, convertWarnings := obj.ToTrainJob()
+	return job, append(warnings, convertWarnings...), nil
+}
+
+// strictErrorPattern matches sigs.k8s.io/json's strict errors, which carry
+// the full field path: unknown field "spec.x[0].y".
+var strictErrorPattern = regexp.MustCompile(`^(unknown|duplicate) field "(.*)"$`)
+
+// decodeStrict decodes data into out, case-sensitively, rejecting unknown
+// and duplicate fields (or returning them as warnings when lenient).
+func decodeStrict(data []byte, out any, kind string, lenient bool) ([]string, error) {
+	strictErrs, err := kjson.UnmarshalStrict(data, out, kjson.DisallowUnknownFields, kjson.DisallowDuplicateFields)
+	if err != nil {
+		return nil, fmt.Errorf("decoding %s: %w", kind, err)
+	}
+	problems := make([]string, len(strictErrs))
+	for i, e := range strictErrs {
+		msg := e.Error()
+		if m := strictErrorPattern.FindStringSubmatch(msg); m != nil {
+			msg = fmt.Sprintf("%s: %s field", m[2], m[1])
+		}
+		problems[i] = msg
+	}
+	if len(problems) == 0 {
+		return nil, nil
+	}
+	if lenient {
+		for i := range problems {
+			problems[i] += " (ignored: --lenient)"
+		}
+		return problems, nil
+	}
+	return nil, errors.New(strings.Join(problems, "\n"))
+}
