@@ -33,7 +33,10 @@ const (
 )
 
 // pytorch follows the Training Operator v1.9's PyTorchJob: the same
-// variables on every container of every replica.
+// variables on every container of every replica. The operator's
+// "init-pytorch" init container, which polls DNS for the master before a
+// worker starts, is not added: it needs an extra image from the operator's
+// configuration, and torch.distributed retries the master's address itself.
 type pytorch struct {
 	servicePerReplica
 	noExtraObjects

@@ -52,7 +52,9 @@ func (tensorflow) ConfigurePod(job *v1alpha1.TrainJob, at Placement, replica Rep
 
 // TFConfig returns the TF_CONFIG JSON of one replica: every replica of every
 // type (evaluator included) as "<job>-<type>-<i>.<ns>.svc:<port>", the
-// replica's own type and index, and environment "cloud".
+// replica's own type and index, and environment "cloud". (The operator's
+// CUSTOM_CLUSTER_DOMAIN suffix is not offered: "<svc>.<ns>.svc" resolves
+// in every cluster through the pods' DNS search path.)
 func TFConfig(job *v1alpha1.TrainJob, at Placement, replica ReplicaRef) (string, error) {
 	cluster := make(map[string][]string, len(job.Spec.ReplicaSpecs))
 	for rt := range job.Spec.ReplicaSpecs {
