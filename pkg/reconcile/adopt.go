@@ -1,0 +1,142 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/policy"
+	"github.com/trainstep/trainstep/pkg/render"
+)
+
+// adopt re-attaches the children an earlier attempt of the same job left
+// behind (the step was killed, or ended Transient and Argo retried it):
+// live replica pods and the other children get the new owner; finished,
+// failed or surplus pods are replaced rather than adopted.
+func (c *Controller) adopt(ctx context.Context) error {
+	pods, err := c.pods.Pods(c.opts.Identity.Namespace).List(labels.Everything())
+	if err != nil {
+		return fmt.Errorf("listing the job's pods: %w", err)
+	}
+	desired := map[string]policy.ReplicaID{}
+	for _, id := range policy.Desired(c.opts.Job) {
+		desired[render.PodName(c.opts.Identity.JobName, id.Type, id.Index)] = id
+	}
+	var stale []*corev1.Pod
+	var owned []metav1.Object
+	adopted := 0
+	for _, pod := range pods {
+		id, ok := desired[pod.Name]
+		switch {
+		case !ok:
+			stale = append(stale, pod) // not part of the job as it is now specified
+		case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || pod.DeletionTimestamp != nil:
+			st := c.replicas[id]
+			st.attempt, st.removing = attemptOf(pod, 0), true
+			if pod.DeletionTimestamp == nil {
+				stale = append(stale, pod)
+			}
+		default:
+			st := c.replicas[id]
+			st.attempt, st.created, st.uid = attemptOf(pod, 0), true, pod.UID
+			owned = append(owned, pod)
+			adopted++
+		}
+	}
+	for _, s := range c.listServices() {
+		owned = append(owned, s)
+	}
+	for _, cm := range c.listConfigMaps() {
+		owned = append(owned, cm)
+	}
+	for _, s := range c.listSecrets() {
+		owned = append(owned, s)
+	}
+
+	errs := c.parallel(ctx, len(stale), func(i int) error { return deletePod(ctx, c.opts.Client, stale[i]) })
+	if err := joinErrors(errs); err != nil {
+		return c.apiError(fmt.Errorf("deleting replicas of an earlier attempt: %w", err))
+	}
+	errs = c.parallel(ctx, len(owned), func(i int) error { return c.setOwner(ctx, owned[i]) })
+	if err := joinErrors(errs); err != nil {
+		return c.apiError(fmt.Errorf("re-attaching the job's objects: %w", err))
+	}
+	if adopted > 0 || len(stale) > 0 {
+		c.opts.Logger.Info("re-attached to an earlier attempt of the job",
+			zap.Int("adoptedPods", adopted), zap.Int("replacedPods", len(stale)), zap.Int("objects", len(owned)))
+		c.event(corev1.EventTypeNormal, EventAdopted, "re-attached %d running replicas of an earlier attempt; replacing %d", adopted, len(stale))
+	}
+	return nil
+}
+
+// setOwner points obj's owner references at this run's owner (or at none,
+// so the garbage collector does not remove adopted objects with the dead
+// owner of an earlier attempt).
+func (c *Controller) setOwner(ctx context.Context, obj metav1.Object) error {
+	var want []metav1.OwnerReference
+	if c.opts.Identity.Owner != nil {
+		want = []metav1.OwnerReference{*c.opts.Identity.Owner}
+	}
+	if equality.Semantic.DeepEqual(obj.GetOwnerReferences(), want) || len(obj.GetOwnerReferences()) == 0 && len(want) == 0 {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"ownerReferences": want}})
+	if err != nil {
+		return err
+	}
+	core := c.opts.Client.CoreV1()
+	ns, name := obj.GetNamespace(), obj.GetName()
+	switch obj.(type) {
+	case *corev1.Pod:
+		_, err = core.Pods(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	case *corev1.Service:
+		_, err = core.Services(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	case *corev1.ConfigMap:
+		_, err = core.ConfigMaps(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	case *corev1.Secret:
+		_, err = core.Secrets(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	}
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// attemptOf reads the attempt label of a replica pod.
+func attemptOf(pod *corev1.Pod, fallback int) int {
+	if n, err := strconv.Atoi(pod.Labels[v1alpha1.LabelAttempt]); err == nil && n >= 0 {
+		return n
+	}
+	return fallback
+}
+
+func (c *Controller) listServices() []*corev1.Service {
+	list, _ := c.services.Services(c.opts.Identity.Namespace).List(labels.Everything())
+	return list
+}
+
+func (c *Controller) listConfigMaps() []*corev1.ConfigMap {
+	if c.configMaps == nil {
+		return nil
+	}
+	list, _ := c.configMaps.ConfigMaps(c.opts.Identity.Namespace).List(labels.Everything())
+	return list
+}
+
+func (c *Controller) listSecrets() []*corev1.Secret {
+	if c.secrets == nil {
+		return nil
+	}
+	list, _ := c.secrets.Secrets(c.opts.Identity.Namespace).List(labels.Everything())
+	return list
+}

@@ -1,0 +1,95 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/trainstep/trainstep/pkg/result"
+)
+
+// createObject creates one rendered child with the typed client and
+// returns the UID the API server gave it.
+func createObject(ctx context.Context, client kubernetes.Interface, obj runtime.Object) (types.UID, error) {
+	var created metav1.Object
+	var err error
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		created, err = client.CoreV1().Pods(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+	case *corev1.Service:
+		created, err = client.CoreV1().Services(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+	case *corev1.ConfigMap:
+		created, err = client.CoreV1().ConfigMaps(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+	case *corev1.Secret:
+		created, err = client.CoreV1().Secrets(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+	default:
+		return "", fmt.Errorf("creating %T: not a kind trainstep creates", obj)
+	}
+	if err != nil {
+		return "", err
+	}
+	return created.GetUID(), nil
+}
+
+// deletePod deletes exactly the instance given (UID precondition), so a
+// replacement with the same name is never deleted by mistake.
+func deletePod(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod) error {
+	uid := pod.UID
+	err := client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
+// parallel runs n pieces of work with the controller's parallelism and
+// returns each piece's error at its index.
+func (c *Controller) parallel(ctx context.Context, n int, work func(i int) error) []error {
+	errs := make([]error, n)
+	workqueue.ParallelizeUntil(ctx, c.opts.Parallelism, n, func(i int) { errs[i] = work(i) })
+	return errs
+}
+
+func joinErrors(errs []error) error {
+	var first []error
+	for _, err := range errs {
+		if err != nil {
+			first = append(first, err)
+			if len(first) == 5 { // enough to see the cause; the rest repeat it
+				break
+			}
+		}
+	}
+	return errors.Join(first...)
+}
+
+// apiError classifies an error from the API server. Rights and spec
+// problems end the run as Invalid at once; anything else is retried until it
+// has persisted for APITimeout, then the run ends Transient.
+func (c *Controller) apiError(err error) error {
+	switch {
+	case apierrors.IsForbidden(err):
+		return result.Invalid(result.ReasonForbidden, err)
+	case apierrors.IsUnauthorized(err):
+		return result.Invalid(result.ReasonUnauthorized, err)
+	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
+		return result.Invalid(result.ReasonInvalidSpec, err)
+	}
+	now := c.opts.Clock.Now()
+	if c.apiErrorsSince.IsZero() {
+		c.apiErrorsSince = now
+	}
+	if c.opts.APITimeout > 0 && now.Sub(c.apiErrorsSince) > c.opts.APITimeout {
+		return result.Transient(result.ReasonAPIUnreachable, fmt.Errorf("API errors for %s: %w", now.Sub(c.apiErrorsSince).Round(time.Second), err))
+	}
+	return err
+}

@@ -1,0 +1,186 @@
+package reconcile
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
+	"github.com/trainstep/trainstep/pkg/policy"
+	"github.com/trainstep/trainstep/pkg/render"
+)
+
+const ns = "team"
+
+func tfJob(policyName v1alpha1.RestartPolicy) *v1alpha1.TrainJob {
+	two, one := int32(2), int32(1)
+	container := corev1.PodSpec{Containers: []corev1.Container{{Name: "tensorflow", Image: "train:1"}}}
+	job := &v1alpha1.TrainJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "mnist", Namespace: ns},
+		Spec: v1alpha1.TrainJobSpec{Framework: v1alpha1.FrameworkTensorFlow, ReplicaSpecs: map[v1alpha1.ReplicaType]*v1alpha1.ReplicaSpec{
+			v1alpha1.ReplicaTypePS:     {Replicas: &one, RestartPolicy: policyName, Template: corev1.PodTemplateSpec{Spec: container}},
+			v1alpha1.ReplicaTypeWorker: {Replicas: &two, RestartPolicy: policyName, Template: corev1.PodTemplateSpec{Spec: container}},
+		}},
+	}
+	v1alpha1.SetDefaults(job)
+	return job
+}
+
+// harness runs a controller against the fake clientset; the test plays kubelet.
+type harness struct {
+	t      *testing.T
+	client *fake.Clientset
+	ctrl   *Controller
+	done   chan policy.Decision
+}
+
+func start(t *testing.T, job *v1alpha1.TrainJob) *harness {
+	t.Helper()
+	id := render.Identity{Namespace: ns, JobName: job.Name}
+	desired, err := render.Render(job, id, render.Inputs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, client: fake.NewClientset(), done: make(chan policy.Decision, 1)}
+	// The fake tracker sets no UIDs; an API server does, and the controller relies on them.
+	h.client.PrependReactor("create", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if obj, ok := action.(k8stesting.CreateAction).GetObject().(metav1.Object); ok {
+			obj.SetUID(uuid.NewUUID())
+		}
+		return false, nil, nil
+	})
+	h.ctrl = New(Options{Client: h.client, Job: job, Identity: id, Desired: desired,
+		Rule: frameworks.SuccessRuleFor(job), Timeouts: policy.Timeouts{Stuck: time.Hour, Pending: time.Hour}, Logger: zaptest.NewLogger(t)})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := h.ctrl.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		d, err := h.ctrl.Run(ctx)
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		h.done <- d
+	}()
+	return h
+}
+
+func (h *harness) pod(name string) *corev1.Pod {
+	h.t.Helper()
+	var pod *corev1.Pod
+	h.eventually("pod "+name+" to exist", func() bool {
+		p, err := h.client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		pod = p
+		return err == nil
+	})
+	return pod
+}
+
+// setStatus plays the kubelet: the pod's main container runs or exits.
+func (h *harness) setStatus(name string, phase corev1.PodPhase, exitCode int32) {
+	h.t.Helper()
+	pod := h.pod(name).DeepCopy()
+	pod.Status.Phase = phase
+	cs := corev1.ContainerStatus{Name: "tensorflow"}
+	if phase == corev1.PodRunning {
+		cs.State.Running = &corev1.ContainerStateRunning{}
+	} else {
+		cs.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: exitCode, Message: `{"loss":0.1}`}
+	}
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
+	if _, err := h.client.CoreV1().Pods(ns).UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) eventually(what string, cond func() bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	h.t.Fatalf("timed out waiting for %s", what)
+}
+
+func (h *harness) decision() policy.Decision {
+	h.t.Helper()
+	select {
+	case d := <-h.done:
+		return d
+	case <-time.After(10 * time.Second):
+		h.t.Fatal("the controller reached no decision")
+		return policy.Decision{}
+	}
+}
+
+func TestControllerCreatesEveryChildAndSucceedsOnWorker0(t *testing.T) {
+	h := start(t, tfJob(v1alpha1.RestartPolicyNever))
+	for _, name := range []string{"mnist-ps-0", "mnist-worker-0", "mnist-worker-1"} {
+		h.setStatus(name, corev1.PodRunning, 0)
+	}
+	svcs, _ := h.client.CoreV1().Services(ns).List(context.Background(), metav1.ListOptions{})
+	if len(svcs.Items) != 3 {
+		t.Errorf("services = %d, want one per replica", len(svcs.Items))
+	}
+	h.setStatus("mnist-worker-0", corev1.PodSucceeded, 0)
+	if d := h.decision(); d.Outcome != policy.OutcomeSucceeded {
+		t.Fatalf("decision %+v, want Succeeded", d)
+	}
+	if got := policy.MetricsReplica(ptrView(h.ctrl.View()), frameworks.SuccessRuleFor(h.ctrl.opts.Job)); got == nil || got.TerminationMessage != `{"loss":0.1}` {
+		t.Errorf("metrics replica %+v, want worker-0 with its termination message", got)
+	}
+}
+
+func TestControllerRecreatesARetryableFailureWithTheNextAttempt(t *testing.T) {
+	h := start(t, tfJob(v1alpha1.RestartPolicyExitCode))
+	first := h.pod("mnist-worker-1")
+	h.setStatus("mnist-worker-1", corev1.PodFailed, 137)
+	h.eventually("worker-1 recreated with attempt 1", func() bool {
+		p, err := h.client.CoreV1().Pods(ns).Get(context.Background(), "mnist-worker-1", metav1.GetOptions{})
+		return err == nil && p.UID != first.UID && p.Labels[v1alpha1.LabelAttempt] == "1"
+	})
+	h.setStatus("mnist-worker-0", corev1.PodSucceeded, 0)
+	if d := h.decision(); d.Outcome != policy.OutcomeSucceeded {
+		t.Fatalf("decision %+v, want Succeeded", d)
+	}
+	if r := h.ctrl.View().Restarts; r != 1 {
+		t.Errorf("restarts = %d, want 1", r)
+	}
+}
+
+func TestControllerFailsOnAPermanentExit(t *testing.T) {
+	h := start(t, tfJob(v1alpha1.RestartPolicyExitCode))
+	h.setStatus("mnist-ps-0", corev1.PodFailed, 1)
+	if d := h.decision(); d.Outcome != policy.OutcomeFailed || d.Reason != "ReplicaFailed" {
+		t.Fatalf("decision %+v, want Failed/ReplicaFailed", d)
+	}
+}
+
+func TestControllerReplacesALostReplica(t *testing.T) {
+	h := start(t, tfJob(v1alpha1.RestartPolicyNever))
+	first := h.pod("mnist-ps-0")
+	h.setStatus("mnist-ps-0", corev1.PodRunning, 0)
+	h.eventually("the controller to see ps-0", func() bool { return h.ctrl.seen(first.UID) })
+	if err := h.client.CoreV1().Pods(ns).Delete(context.Background(), "mnist-ps-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("ps-0 recreated with attempt 1", func() bool {
+		p, err := h.client.CoreV1().Pods(ns).Get(context.Background(), "mnist-ps-0", metav1.GetOptions{})
+		return err == nil && p.Labels[v1alpha1.LabelAttempt] == "1"
+	})
+}
+
+func ptrView(v policy.View) *policy.View { return &v }

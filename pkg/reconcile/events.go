@@ -1,0 +1,17 @@
+package reconcile
+
+// Event reasons recorded on the job's owner (the step pod or the Workflow).
+const (
+	// EventCreated: the job's objects were created.
+	EventCreated = "Created"
+	// EventAdopted: objects of an earlier attempt of the same job were re-attached.
+	EventAdopted = "Adopted"
+	// EventRestarted: a replica was recreated after it failed or was lost.
+	EventRestarted = "Restarted"
+	// EventSucceeded: the job succeeded.
+	EventSucceeded = "Succeeded"
+	// EventFailed: the job failed.
+	EventFailed = "Failed"
+	// EventTerminated: the step was stopped and the job's objects deleted.
+	EventTerminated = "Terminated"
+)

@@ -1,0 +1,107 @@
+package reconcile
+
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/policy"
+	"github.com/trainstep/trainstep/pkg/render"
+)
+
+// observe builds the policy's view of the job from the pod cache.
+func (c *Controller) observe() policy.View {
+	now := c.opts.Clock.Now()
+	v := policy.View{Job: c.opts.Job, StartTime: c.startTime, Now: now, Restarts: c.restarts}
+	for _, id := range policy.Desired(c.opts.Job) {
+		st := c.replicas[id]
+		name := render.PodName(c.opts.Identity.JobName, id.Type, id.Index)
+		r := policy.Replica{ReplicaID: id, Attempt: st.attempt, Phase: policy.PhaseMissing}
+		pod, err := c.pods.Pods(c.opts.Identity.Namespace).Get(name)
+		exists := err == nil
+		switch {
+		case st.removing:
+			// Being replaced: neither a new failure nor a loss.
+		case !exists:
+			// Gone without trainstep removing it, after it was seen: lost.
+			r.Lost = st.created && c.seen(st.uid)
+		default:
+			r = c.replicaFromPod(id, st, pod)
+			st.last = r
+			v.Restarts += r.Restarts
+		}
+		v.Restarts += st.restartsBefore
+		v.Replicas = append(v.Replicas, r)
+	}
+	return v
+}
+
+// replicaFromPod reads one replica's state from its pod.
+func (c *Controller) replicaFromPod(id policy.ReplicaID, st *replicaState, pod *corev1.Pod) policy.Replica {
+	r := policy.Replica{ReplicaID: id, Attempt: attemptOf(pod, st.attempt), Node: pod.Spec.NodeName}
+	main := c.mainContainerStatus(id.Type, pod)
+	for _, cs := range pod.Status.ContainerStatuses {
+		r.Restarts += cs.RestartCount
+	}
+	switch pod.Status.Phase {
+	case corev1.PodRunning:
+		r.Phase = policy.PhaseRunning
+	case corev1.PodSucceeded:
+		r.Phase = policy.PhaseSucceeded
+	case corev1.PodFailed:
+		r.Phase = policy.PhaseFailed
+		// Evicted or preempted: no container exit to blame.
+		if main == nil || main.State.Terminated == nil {
+			r.Phase, r.Lost = policy.PhaseMissing, true
+		}
+	default:
+		r.Phase = policy.PhasePending
+		r.PendingSince = pod.CreationTimestamp.Time
+		r.Unschedulable = unschedulable(pod)
+	}
+	if main != nil {
+		if t := main.State.Terminated; t != nil {
+			code := t.ExitCode
+			r.ExitCode = &code
+			r.TerminationMessage = t.Message
+		} else if t := main.LastTerminationState.Terminated; t != nil {
+			code := t.ExitCode
+			r.ExitCode = &code
+		}
+		if w := main.State.Waiting; w != nil {
+			r.WaitingReason = w.Reason
+		}
+	}
+	if r.WaitingReason != st.waitingFor {
+		st.waitingFor, st.waitingSince = r.WaitingReason, c.opts.Clock.Now()
+	}
+	if r.WaitingReason != "" {
+		r.WaitingSince = st.waitingSince
+	}
+	return r
+}
+
+// mainContainerStatus finds the status of the replica's main container.
+func (c *Controller) mainContainerStatus(t v1alpha1.ReplicaType, pod *corev1.Pod) *corev1.ContainerStatus {
+	name := ""
+	if main := v1alpha1.MainContainer(c.opts.Job, t); main != nil {
+		name = main.Name
+	}
+	for i := range pod.Status.ContainerStatuses {
+		if pod.Status.ContainerStatuses[i].Name == name {
+			return &pod.Status.ContainerStatuses[i]
+		}
+	}
+	if len(pod.Status.ContainerStatuses) > 0 {
+		return &pod.Status.ContainerStatuses[0]
+	}
+	return nil
+}
+
+func unschedulable(pod *corev1.Pod) bool {
+	for _, cond := range pod.Status.Conditions {
+		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,64 @@
+package reconcile
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/policy"
+)
+
+// Progress counts the job's replicas for the progress line and Argo's
+// progress file.
+type Progress struct {
+	Types []TypeProgress
+	// Active is how many replicas are running or done; Total how many there are.
+	Active, Total int
+	Restarts      int32
+}
+
+// TypeProgress counts one replica type.
+type TypeProgress struct {
+	Type                      v1alpha1.ReplicaType
+	Running, Succeeded, Total int
+}
+
+// ProgressOf counts a view.
+func ProgressOf(v *policy.View) Progress {
+	p := Progress{Restarts: v.Restarts}
+	index := map[v1alpha1.ReplicaType]int{}
+	for _, r := range v.Replicas {
+		i, ok := index[r.Type]
+		if !ok {
+			i = len(p.Types)
+			index[r.Type] = i
+			p.Types = append(p.Types, TypeProgress{Type: r.Type})
+		}
+		tp := &p.Types[i]
+		tp.Total++
+		p.Total++
+		switch r.Phase {
+		case policy.PhaseRunning:
+			tp.Running++
+			p.Active++
+		case policy.PhaseSucceeded:
+			tp.Succeeded++
+			p.Active++
+		}
+	}
+	return p
+}
+
+// String renders "worker 3/4 running, ps 1/1 running, restarts 1".
+func (p Progress) String() string {
+	parts := make([]string, 0, len(p.Types)+1)
+	for _, t := range p.Types {
+		s := fmt.Sprintf("%s %d/%d running", strings.ToLower(string(t.Type)), t.Running, t.Total)
+		if t.Succeeded > 0 {
+			s += fmt.Sprintf(" (%d succeeded)", t.Succeeded)
+		}
+		parts = append(parts, s)
+	}
+	parts = append(parts, fmt.Sprintf("restarts %d", p.Restarts))
+	return strings.Join(parts, ", ")
+}
