@@ -229,7 +229,4 @@ func TestMetricsReplica(t *testing.T) {
 	if got := MetricsReplica(viewOf(job), worker0Leads); got == nil || got.ReplicaID != (ReplicaID{worker, 1}) {
 		t.Errorf("metricsFrom Worker/1 gave %v", got)
 	}
-	if _, err := ParseReplicaID("Worker"); err == nil {
-		t.Error("ParseReplicaID(\"Worker\") accepted a value without an index")
-	}
 }

@@ -1,10 +1,6 @@
 package policy
 
 import (
-	"fmt"
-	"strconv"
-	"strings"
-
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/frameworks"
 )
@@ -50,30 +46,17 @@ func firstSucceeded(v *View, types []v1alpha1.ReplicaType) *Replica {
 	return nil
 }
 
-// ParseReplicaID reads "<Type>/<index>" as metricsFrom spells it.
-func ParseReplicaID(s string) (ReplicaID, error) {
-	typ, idx, ok := strings.Cut(s, "/")
-	if !ok || typ == "" {
-		return ReplicaID{}, fmt.Errorf("%q: want <Type>/<index>, e.g. Worker/0", s)
-	}
-	i, err := strconv.Atoi(idx)
-	if err != nil || i < 0 {
-		return ReplicaID{}, fmt.Errorf("%q: index %q is not a non-negative integer", s, idx)
-	}
-	return ReplicaID{Type: v1alpha1.ReplicaType(typ), Index: i}, nil
-}
-
 // MetricsReplica picks the replica whose termination message becomes the
 // job's metrics: spec.metricsFrom when set, else the replica that decides
 // success (the leader, the first of the AllOf types, or the AnyOf replica
 // that succeeded).
 func MetricsReplica(v *View, rule frameworks.SuccessRule) *Replica {
 	if from := v.Job.Spec.MetricsFrom; from != "" {
-		id, err := ParseReplicaID(from)
+		t, index, err := v1alpha1.ParseMetricsFrom(from)
 		if err != nil {
 			return nil
 		}
-		return v.Replica(id)
+		return v.Replica(ReplicaID{Type: t, Index: index})
 	}
 	switch {
 	case rule.Leader != nil:

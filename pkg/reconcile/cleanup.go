@@ -17,12 +17,12 @@ import (
 
 // Cleanup applies the end-of-job deletions: cleanPodPolicy when the job
 // ended by itself, everything when the step was terminated. With wait, it
-// returns only once the deleted objects are gone (or ctx ends). Call it
+// returns only once the deleted objects are gone (or ctx ends), so the
+// outputs describe a namespace that is already clean. Call it
 // after Run returned, on a context the termination signal does not cancel.
 func (c *Controller) Cleanup(ctx context.Context, terminated, waitGone bool) error {
 	c.view = c.observe()
-	cleanPodPolicy := c.opts.Job.Spec.RunPolicy.CleanPodPolicy
-	plan := policy.Cleanup(derefPolicy(cleanPodPolicy), terminated, c.view.Replicas)
+	plan := policy.Cleanup(c.opts.Job.Spec.RunPolicy.CleanPodPolicyOrDefault(), terminated, c.view.Replicas)
 	ns := c.opts.Identity.Namespace
 	core := c.opts.Client.CoreV1()
 
@@ -85,11 +85,4 @@ func (c *Controller) Cleanup(ctx context.Context, terminated, waitGone bool) err
 		}
 		return true, nil
 	})
-}
-
-func derefPolicy[T ~string](p *T) T {
-	if p == nil {
-		return ""
-	}
-	return *p
 }
