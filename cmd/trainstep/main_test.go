@@ -1,0 +1,276 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/crypto/ssh"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+const tfJob = `apiVersion: trainstep.dev/v1alpha1
+kind: TrainJob
+metadata:
+  name: mnist
+  namespace: team-a
+spec:
+  framework: tensorflow
+  replicaSpecs:
+    PS:
+      replicas: 1
+      template:
+        spec:
+          containers: [{name: tensorflow, image: example.com/mnist:1}]
+    Worker:
+      replicas: 2
+      template:
+        spec:
+          containers: [{name: tensorflow, image: example.com/mnist:1}]
+`
+
+const mpiJob = `apiVersion: trainstep.dev/v1alpha1
+kind: TrainJob
+metadata: {name: pi}
+spec:
+  framework: mpi
+  replicaSpecs:
+    Launcher:
+      template: {spec: {containers: [{name: launcher, image: example.com/pi:1}]}}
+    Worker:
+      replicas: 2
+      template: {spec: {containers: [{name: worker, image: example.com/pi:1}]}}
+`
+
+// invalidJob has two errors: a negative replica count and a missing image.
+const invalidJob = `apiVersion: trainstep.dev/v1alpha1
+kind: TrainJob
+metadata: {name: broken}
+spec:
+  framework: jax
+  replicaSpecs:
+    Worker:
+      replicas: -1
+      template: {spec: {containers: [{name: jax}]}}
+`
+
+const unknownFieldJob = `apiVersion: trainstep.dev/v1alpha1
+kind: TrainJob
+metadata: {name: spmd}
+spec:
+  framework: jax
+  colour: blue
+  replicaSpecs:
+    Worker:
+      template: {spec: {containers: [{name: jax, image: example.com/spmd:1}]}}
+`
+
+type cliResult struct {
+	code           int
+	stdout, stderr string
+}
+
+// runCLI runs trainstep in-process with args, stdin and files written to a
+// temporary directory ("@name" in args is replaced by that file's path).
+func runCLI(t *testing.T, stdin string, files map[string]string, args ...string) cliResult {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, a := range args {
+		if strings.HasPrefix(a, "@") {
+			args[i] = filepath.Join(dir, a[1:])
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	code := execute(args, strings.NewReader(stdin), &stdout, &stderr)
+	return cliResult{code: code, stdout: stdout.String(), stderr: stderr.String()}
+}
+
+func TestExitCodesAndStreams(t *testing.T) {
+	files := map[string]string{"tf.yaml": tfJob, "bad.yaml": invalidJob, "unknown.yaml": unknownFieldJob}
+	cases := []struct {
+		name       string
+		stdin      string
+		args       []string
+		wantCode   int
+		wantStdout string   // exact, when not empty
+		stdoutHas  []string // substrings of stdout
+		stderrHas  []string // substrings of stderr
+		quietErr   bool     // stderr must be empty
+	}{
+		{name: "validate a valid job", args: []string{"validate", "-f", "@tf.yaml"}, wantCode: 0, wantStdout: "valid\n", quietErr: true},
+		{name: "validate from stdin", stdin: tfJob, args: []string{"validate", "-f", "-"}, wantCode: 0, wantStdout: "valid\n", quietErr: true},
+		{
+			name: "validate lists every error with its field path", args: []string{"validate", "-f", "@bad.yaml"}, wantCode: 11,
+			stderrHas: []string{
+				"  spec.replicaSpecs.Worker.replicas: Invalid value: -1: must be >= 0\n",
+				"  spec.replicaSpecs.Worker.template.spec.containers[0].image: Required value",
+			},
+		},
+		{name: "render an invalid job", args: []string{"render", "-f", "@bad.yaml"}, wantCode: 11, stderrHas: []string{"spec.replicaSpecs.Worker.replicas"}},
+		{name: "unknown field is an error", args: []string{"validate", "-f", "@unknown.yaml"}, wantCode: 11, stderrHas: []string{"spec.colour"}},
+		{name: "lenient turns it into a warning", args: []string{"validate", "--lenient", "-f", "@unknown.yaml"}, wantCode: 0, wantStdout: "valid\n", stderrHas: []string{"Warning:", "spec.colour"}},
+		{name: "--name too long for the replica names", args: []string{"validate", "-f", "@tf.yaml", "--name", strings.Repeat("a", 60)}, wantCode: 11, stderrHas: []string{"metadata.name"}},
+		{name: "missing file", args: []string{"validate", "-f", "@nope.yaml"}, wantCode: 11, stderrHas: []string{"reading the job file"}},
+		{name: "missing -f", args: []string{"render"}, wantCode: 11, stderrHas: []string{`"file" not set`, "trainstep render --help"}},
+		{name: "unknown flag", args: []string{"render", "-f", "@tf.yaml", "--colour"}, wantCode: 11, stderrHas: []string{"unknown flag: --colour"}},
+		{name: "unknown command", args: []string{"train"}, wantCode: 11, stderrHas: []string{`unknown command "train"`}},
+		{name: "stray argument", args: []string{"validate", "-f", "@tf.yaml", "extra"}, wantCode: 11, stderrHas: []string{"extra"}},
+		{name: "bad output format", args: []string{"render", "-f", "@tf.yaml", "-o", "xml"}, wantCode: 11, stderrHas: []string{`"xml" is not yaml or json`}},
+		{name: "version", args: []string{"version"}, wantCode: 0, stdoutHas: []string{"trainstep "}, quietErr: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := runCLI(t, tc.stdin, files, tc.args...)
+			if got.code != tc.wantCode {
+				t.Errorf("exit code = %d, want %d (stderr %q)", got.code, tc.wantCode, got.stderr)
+			}
+			if tc.wantStdout != "" && got.stdout != tc.wantStdout {
+				t.Errorf("stdout = %q, want %q", got.stdout, tc.wantStdout)
+			}
+			if tc.wantCode != 0 && got.stdout != "" {
+				t.Errorf("stdout = %q, want nothing on failure", got.stdout)
+			}
+			for _, s := range tc.stdoutHas {
+				if !strings.Contains(got.stdout, s) {
+					t.Errorf("stdout %q does not contain %q", got.stdout, s)
+				}
+			}
+			for _, s := range tc.stderrHas {
+				if !strings.Contains(got.stderr, s) {
+					t.Errorf("stderr %q does not contain %q", got.stderr, s)
+				}
+			}
+			if tc.quietErr && got.stderr != "" {
+				t.Errorf("stderr = %q, want nothing", got.stderr)
+			}
+		})
+	}
+}
+
+// kindsAndNames reads "Kind/name" of each object.
+type object struct {
+	Kind     string `json:"kind"`
+	Metadata struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+	} `json:"metadata"`
+}
+
+func (o object) String() string { return o.Kind + "/" + o.Metadata.Namespace + "/" + o.Metadata.Name }
+
+func TestRenderYAMLStream(t *testing.T) {
+	got := runCLI(t, "", map[string]string{"tf.yaml": tfJob}, "render", "-f", "@tf.yaml")
+	if got.code != 0 || got.stderr != "" {
+		t.Fatalf("exit %d, stderr %q", got.code, got.stderr)
+	}
+	var names []string
+	for _, doc := range strings.Split(got.stdout, "---\n") {
+		var o object
+		if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
+			t.Fatalf("document does not parse: %v\n%s", err, doc)
+		}
+		names = append(names, o.String())
+	}
+	want := []string{
+		"Service/team-a/mnist-ps-0", "Service/team-a/mnist-worker-0", "Service/team-a/mnist-worker-1",
+		"Pod/team-a/mnist-ps-0", "Pod/team-a/mnist-worker-0", "Pod/team-a/mnist-worker-1",
+	}
+	if diff := cmp.Diff(want, names); diff != "" {
+		t.Errorf("objects (-want +got):\n%s", diff)
+	}
+	again := runCLI(t, "", map[string]string{"tf.yaml": tfJob}, "render", "-f", "@tf.yaml")
+	if again.stdout != got.stdout {
+		t.Error("two renders of the same file differ")
+	}
+}
+
+func TestRenderJSONListWithOverrides(t *testing.T) {
+	got := runCLI(t, tfJob, nil, "render", "-f", "-", "-o", "json", "-n", "prod", "--name", "nightly",
+		"--set", "spec.replicaSpecs.Worker.replicas=1", "--image", "Worker=example.com/mnist:2", "--env", "LR=0.1")
+	if got.code != 0 || got.stderr != "" {
+		t.Fatalf("exit %d, stderr %q", got.code, got.stderr)
+	}
+	var list struct {
+		APIVersion string            `json:"apiVersion"`
+		Kind       string            `json:"kind"`
+		Items      []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(got.stdout), &list); err != nil {
+		t.Fatalf("stdout is not JSON: %v", err)
+	}
+	if list.APIVersion != "v1" || list.Kind != "List" {
+		t.Errorf("apiVersion/kind = %s/%s, want v1/List", list.APIVersion, list.Kind)
+	}
+	var names []string
+	var worker corev1.Pod
+	for _, raw := range list.Items {
+		var o object
+		_ = json.Unmarshal(raw, &o)
+		names = append(names, o.String())
+		if o.String() == "Pod/prod/nightly-worker-0" {
+			_ = json.Unmarshal(raw, &worker)
+		}
+	}
+	want := []string{"Service/prod/nightly-ps-0", "Service/prod/nightly-worker-0", "Pod/prod/nightly-ps-0", "Pod/prod/nightly-worker-0"}
+	if diff := cmp.Diff(want, names); diff != "" {
+		t.Errorf("objects (-want +got):\n%s", diff)
+	}
+	if len(worker.Spec.Containers) != 1 {
+		t.Fatalf("worker pod has %d containers, want 1", len(worker.Spec.Containers))
+	}
+	c := worker.Spec.Containers[0]
+	if c.Image != "example.com/mnist:2" {
+		t.Errorf("worker image = %q, want example.com/mnist:2", c.Image)
+	}
+	if !hasEnv(c.Env, "LR", "0.1") {
+		t.Errorf("worker env %v lacks LR=0.1", c.Env)
+	}
+}
+
+// An MPI render carries a real, matching key pair in its Secret.
+func TestRenderMPIGeneratesKeys(t *testing.T) {
+	got := runCLI(t, mpiJob, nil, "render", "-f", "-", "-o", "json")
+	if got.code != 0 {
+		t.Fatalf("exit %d, stderr %q", got.code, got.stderr)
+	}
+	var list struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(got.stdout), &list); err != nil {
+		t.Fatal(err)
+	}
+	var secret corev1.Secret
+	if err := json.Unmarshal(list.Items[0], &secret); err != nil || secret.Kind != "Secret" {
+		t.Fatalf("first object is %q (%v), want the SSH Secret", secret.Kind, err)
+	}
+	signer, err := ssh.ParsePrivateKey(secret.Data["ssh-privatekey"])
+	if err != nil {
+		t.Fatalf("private key does not parse: %v", err)
+	}
+	public, _, _, _, err := ssh.ParseAuthorizedKey(secret.Data["ssh-publickey"])
+	if err != nil {
+		t.Fatalf("public key does not parse: %v", err)
+	}
+	if !bytes.Equal(signer.PublicKey().Marshal(), public.Marshal()) {
+		t.Error("the public key does not belong to the private key")
+	}
+}
+
+func hasEnv(env []corev1.EnvVar, name, value string) bool {
+	for _, e := range env {
+		if e.Name == name && e.Value == value {
+			return true
+		}
+	}
+	return false
+}
