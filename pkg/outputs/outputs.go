@@ -1,0 +1,202 @@
+// Package outputs hands a finished run's result to Argo Workflows: one file
+// per output parameter under the outputs directory, the result as one JSON
+// line on stdout, and the "N/M" progress file.
+//
+// File format, chosen so each file is usable as an Argo output parameter as
+// it is: one value per file and no trailing newline. duration-seconds is a
+// plain decimal number of seconds with one decimal place ("12.3"), restarts
+// an integer, replicas.json a JSON array ("[]" when there are none) and
+// metrics.json a JSON object ("{}" when there are none). Every file is
+// written through a temporary file and a rename, so a reader sees either the
+// old content or the new one, never half a file.
+//
+// The package only formats and writes what it is given: it decides nothing
+// about the run and must not read flags or the environment (callers pass
+// the directory and the progress file path).
+package outputs
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/trainstep/trainstep/pkg/result"
+)
+
+// Output file names under the outputs directory; each is also the name of
+// the Argo output parameter that reads it.
+const (
+	FilePhase           = "phase"
+	FileReason          = "reason"
+	FileJobName         = "job-name"
+	FileDurationSeconds = "duration-seconds"
+	FileRestarts        = "restarts"
+	FileReplicas        = "replicas.json"
+	FileMetrics         = "metrics.json"
+)
+
+// Write writes every output file for r under dir, creating dir if needed.
+// All files are always written, even when some of them fail; the errors
+// are joined.
+func Write(dir string, r result.Result) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating outputs directory: %w", err)
+	}
+	r = normalize(r)
+	replicas, err := marshalCompact(r.Replicas)
+	if err != nil {
+		return fmt.Errorf("encoding replicas: %w", err)
+	}
+	metrics, err := marshalCompact(r.Metrics)
+	if err != nil {
+		return fmt.Errorf("encoding metrics: %w", err)
+	}
+	files := []struct {
+		name    string
+		content []byte
+	}{
+		{FilePhase, []byte(r.Phase)},
+		{FileReason, []byte(r.Reason)},
+		{FileJobName, []byte(r.JobName)},
+		{FileDurationSeconds, []byte(formatSeconds(r.DurationSeconds))},
+		{FileRestarts, []byte(strconv.FormatInt(int64(r.Restarts), 10))},
+		{FileReplicas, replicas},
+		{FileMetrics, metrics},
+	}
+	var errs []error
+	for _, f := range files {
+		if err := writeAtomic(filepath.Join(dir, f.name), f.content); err != nil {
+			errs = append(errs, fmt.Errorf("writing output %s: %w", f.name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// PrintResult writes r to w as exactly one line of JSON followed by "\n",
+// in a single Write call. It carries the same values as the output files.
+func PrintResult(w io.Writer, r result.Result) error {
+	line, err := marshalCompact(normalize(r))
+	if err != nil {
+		return fmt.Errorf("encoding result: %w", err)
+	}
+	if _, err := w.Write(append(line, '\n')); err != nil {
+		return fmt.Errorf("printing result: %w", err)
+	}
+	return nil
+}
+
+// WriteProgress replaces the content of the progress file at path with
+// "done/total" (no trailing newline), the format Argo reads from
+// $ARGO_PROGRESS_FILE. An empty path means progress is not wanted and is a
+// no-op. Values Argo would reject (total < 1, done outside 0..total) are an
+// error.
+func WriteProgress(path string, done, total int) error {
+	if path == "" {
+		return nil
+	}
+	if total < 1 || done < 0 || done > total {
+		return fmt.Errorf("writing progress: invalid progress %d/%d", done, total)
+	}
+	if err := writeAtomic(path, []byte(fmt.Sprintf("%d/%d", done, total))); err != nil {
+		return fmt.Errorf("writing progress: %w", err)
+	}
+	return nil
+}
+
+// ParseMetrics turns a replica's termination message into the metrics map.
+// Only a single JSON object counts; anything else (plain text, an array,
+// null, a truncated message) gives an empty map. The result is never nil.
+// Numbers keep their exact text (json.Number) so re-encoding them does not
+// change them.
+func ParseMetrics(terminationMessage string) map[string]any {
+	dec := json.NewDecoder(strings.NewReader(terminationMessage))
+	dec.UseNumber()
+	var metrics map[string]any
+	if err := dec.Decode(&metrics); err != nil || metrics == nil {
+		return map[string]any{}
+	}
+	// Trailing content after the object means the message is not one object.
+	if _, err := dec.Token(); err != io.EOF {
+		return map[string]any{}
+	}
+	return metrics
+}
+
+// normalize gives r the shape written everywhere: replicas sorted by type
+// and index and never nil, metrics never nil. r's slices are not modified.
+func normalize(r result.Result) result.Result {
+	replicas := make([]result.ReplicaStatus, len(r.Replicas))
+	copy(replicas, r.Replicas)
+	sort.SliceStable(replicas, func(i, j int) bool {
+		if replicas[i].Type != replicas[j].Type {
+			return replicas[i].Type < replicas[j].Type
+		}
+		return replicas[i].Index < replicas[j].Index
+	})
+	r.Replicas = replicas
+	if r.Metrics == nil {
+		r.Metrics = map[string]any{}
+	}
+	r.DurationSeconds = roundSeconds(r.DurationSeconds)
+	return r
+}
+
+// roundSeconds keeps one decimal place and maps values that are not a
+// duration (negative, NaN, infinite) to 0 so the outputs stay valid numbers.
+func roundSeconds(s float64) float64 {
+	if math.IsNaN(s) || math.IsInf(s, 0) || s < 0 {
+		return 0
+	}
+	return math.Round(s*10) / 10
+}
+
+func formatSeconds(s float64) string {
+	return strconv.FormatFloat(roundSeconds(s), 'f', 1, 64)
+}
+
+// marshalCompact encodes v as JSON without HTML escaping (the files are read
+// by people and by Argo expressions, not embedded in HTML) and without the
+// encoder's trailing newline.
+func marshalCompact(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// writeAtomic writes content to a temporary file next to path and renames it
+// over path, so readers never observe a partly written file. There is no
+// fsync: the files only need to survive the process, not a machine crash.
+func writeAtomic(path string, content []byte) (err error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	if _, err = tmp.Write(content); err != nil {
+		return err
+	}
+	if err = tmp.Chmod(0o644); err != nil {
+		return err
+	}
+	if err = tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
