@@ -1,0 +1,156 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/trainstep/trainstep/executor"
+	"github.com/trainstep/trainstep/pkg/logs"
+	"github.com/trainstep/trainstep/pkg/result"
+)
+
+// serviceAccountNamespaceFile holds the step pod's namespace inside a cluster.
+const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// Default client rate limits; see the README's "Run a job" for why.
+const (
+	defaultKubeAPIQPS   = 200
+	defaultKubeAPIBurst = 400
+)
+
+type runFlags struct {
+	spec       specFlags
+	local      bool
+	kubeconfig string
+	context    string
+	cfg        executor.Config
+	logs       string
+	logFormat  string
+}
+
+func newRunCommand() *cobra.Command {
+	f := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "run -f JOB.yaml",
+		Short: "Run a training job to its end: create its replicas, keep them healthy, clean up, write outputs",
+		Long: `Run a training job to its end.
+
+trainstep creates the job's replica Pods and headless Services, reconciles them
+until the job succeeds or fails, deletes them per cleanPodPolicy, and writes the
+outputs: one JSON line on stdout and one file per value under --outputs-dir.
+All logs go to stderr. Exit codes: 0 Succeeded, 10 Failed, 11 Invalid,
+12 Transient (worth a retry), 13 Terminated by SIGTERM/SIGINT.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd) },
+	}
+	fl := cmd.Flags()
+	f.spec.register(cmd)
+	fl.BoolVar(&f.local, "local", false, "run the replicas as local processes (no cluster needed)")
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else the in-cluster config)")
+	fl.StringVar(&f.context, "context", "", "kubeconfig context to use")
+	fl.StringVar(&f.cfg.OwnerPod, "owner-pod", "", "name of the step pod that owns the job's objects (downward API metadata.name)")
+	fl.StringVar(&f.cfg.OwnerUID, "owner-uid", "", "UID of the owner pod (downward API metadata.uid)")
+	fl.StringVar(&f.cfg.OwnerWorkflow, "owner-workflow", "", "name of the Workflow that owns the job's objects, instead of the pod")
+	fl.StringVar(&f.cfg.OwnerWorkflowUID, "owner-workflow-uid", "", "UID of the owner Workflow")
+	fl.StringVar(&f.cfg.WorkflowName, "workflow-name", "", "Argo workflow name, set as the workflows.argoproj.io/workflow label")
+	fl.StringVar(&f.cfg.OutputsDir, "outputs-dir", executor.DefaultOutputsDir, "directory for the output parameter files")
+	fl.StringVar(&f.cfg.ProgressFile, "progress-file", os.Getenv("ARGO_PROGRESS_FILE"), "file for Argo's N/M progress (default: $ARGO_PROGRESS_FILE)")
+	fl.DurationVar(&f.cfg.APITimeout, "api-timeout", executor.DefaultAPITimeout, "how long an unreachable API server is retried before the run ends Transient (exit 12)")
+	fl.DurationVar(&f.cfg.StuckTimeout, "stuck-timeout", executor.DefaultStuckTimeout, "how long a replica may wait in ImagePullBackOff, ErrImagePull, CreateContainerConfigError or InvalidImageName before the job fails")
+	fl.DurationVar(&f.cfg.PendingTimeout, "pending-timeout", executor.DefaultPendingTimeout, "how long a replica may stay unschedulable before the run ends Transient")
+	fl.DurationVar(&f.cfg.TerminationGrace, "termination-grace", executor.DefaultTerminationGrace, "time allowed for teardown after SIGTERM/SIGINT")
+	fl.Float32Var(&f.cfg.QPS, "kube-api-qps", defaultKubeAPIQPS, "client-side queries per second to the API server")
+	fl.IntVar(&f.cfg.Burst, "kube-api-burst", defaultKubeAPIBurst, "client-side burst of queries to the API server (also bounds parallel creates)")
+	fl.StringVar(&f.cfg.APIStatsFile, "api-stats-file", "", "write this run's API requests, counted by verb and resource, to this JSON file (for benchmarks)")
+	fl.StringVar(&f.logs, "logs", string(logs.ModeLeaders), "replica logs to stream to stderr: leaders (chief/master/worker-0/launcher), all or none")
+	fl.StringVar(&f.logFormat, "log-format", "json", "trainstep's own log format on stderr: json or console")
+	return cmd
+}
+
+func (f *runFlags) run(cmd *cobra.Command) error {
+	logger, err := newLogger(f.logFormat)
+	if err != nil {
+		return result.Invalid(result.ReasonInvalidSpec, err)
+	}
+	defer func() { _ = logger.Sync() }()
+	mode, err := logs.ParseMode(f.logs)
+	if err != nil {
+		return result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("--logs: %w", err))
+	}
+	data, err := f.spec.read(cmd.InOrStdin())
+	if err != nil {
+		return err
+	}
+	cfg := f.cfg
+	cfg.Spec, cfg.SpecOptions, cfg.Local, cfg.Logs = data, f.spec.options(), f.local, mode
+	cfg.Kubeconfig = firstNonEmpty(f.kubeconfig, os.Getenv("KUBECONFIG"))
+	cfg.KubeContext = f.context
+	cfg.PodNamespace = podNamespace()
+	cfg.Logger, cfg.Stdout, cfg.Stderr = logger, cmd.OutOrStdout(), cmd.ErrOrStderr()
+	cfg.Signals = terminationSignals(cmd)
+
+	_, err = executor.Run(cmd.Context(), cfg)
+	return err
+}
+
+// terminationSignals delivers the first SIGTERM/SIGINT to the executor; a
+// second one exits at once.
+func terminationSignals(cmd *cobra.Command) <-chan os.Signal {
+	incoming := make(chan os.Signal, 2)
+	signal.Notify(incoming, syscall.SIGTERM, syscall.SIGINT)
+	first := make(chan os.Signal, 1)
+	go func() {
+		first <- <-incoming
+		<-incoming
+		fmt.Fprintln(cmd.ErrOrStderr(), "trainstep: second signal, exiting without waiting for teardown")
+		os.Exit(result.ExitTerminated)
+	}()
+	return first
+}
+
+// podNamespace is the step pod's namespace: $POD_NAMESPACE (downward API),
+// else the service account's namespace file.
+func podNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	if b, err := os.ReadFile(serviceAccountNamespaceFile); err == nil {
+		return strings.TrimSpace(string(b))
+	}
+	return ""
+}
+
+func newLogger(format string) (*zap.Logger, error) {
+	var cfg zap.Config
+	switch format {
+	case "json":
+		cfg = zap.NewProductionConfig()
+		cfg.EncoderConfig.EncodeTime = zapcore.RFC3339NanoTimeEncoder
+	case "console":
+		cfg = zap.NewDevelopmentConfig()
+		cfg.EncoderConfig.EncodeTime = zapcore.TimeEncoderOfLayout(time.TimeOnly)
+		cfg.DisableStacktrace = true
+	default:
+		return nil, fmt.Errorf("--log-format: %q is not json or console", format)
+	}
+	cfg.OutputPaths, cfg.ErrorOutputPaths = []string{"stderr"}, []string{"stderr"}
+	cfg.Sampling = nil
+	return cfg.Build()
+}
+
+func firstNonEmpty(values ...string) string {
+	for _, v := range values {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,112 @@
+package executor
+
+import (
+	"io"
+	"os"
+	"time"
+
+	"go.uber.org/zap"
+	"k8s.io/utils/clock"
+
+	"github.com/trainstep/trainstep/pkg/logs"
+	"github.com/trainstep/trainstep/pkg/spec"
+)
+
+// Config is everything one run needs, filled by cmd/trainstep.
+type Config struct {
+	// Spec is the job manifest's bytes; SpecOptions the overrides and flags that shape it.
+	Spec        []byte
+	SpecOptions spec.Options
+
+	// Local runs the replicas as local processes instead of on a cluster.
+	Local bool
+
+	// Kubeconfig is the kubeconfig file to use; empty means in-cluster config.
+	Kubeconfig string
+	// KubeContext selects a context of Kubeconfig.
+	KubeContext string
+	// PodNamespace is the step pod's own namespace, when known.
+	PodNamespace string
+	// QPS and Burst bound the client's request rate.
+	QPS   float32
+	Burst int
+
+	// Owner: the step pod (OwnerPod + OwnerUID) or the Workflow
+	// (OwnerWorkflow + OwnerWorkflowUID); both live in PodNamespace.
+	OwnerPod, OwnerUID                string
+	OwnerWorkflow, OwnerWorkflowUID   string
+	// WorkflowName, when known, labels every object for `argo logs -l`.
+	WorkflowName string
+
+	// OutputsDir receives the output parameter files; ProgressFile the
+	// "N/M" progress (Argo's $ARGO_PROGRESS_FILE), when set.
+	OutputsDir   string
+	ProgressFile string
+
+	// APITimeout bounds retries while the API server is unreachable.
+	APITimeout time.Duration
+	// StuckTimeout bounds a replica waiting in ImagePullBackOff and alike;
+	// PendingTimeout a replica the scheduler cannot place.
+	StuckTimeout   time.Duration
+	PendingTimeout time.Duration
+	// TerminationGrace bounds the teardown after SIGTERM.
+	TerminationGrace time.Duration
+
+	// APIStatsFile, when set, receives the run's API requests counted by
+	// verb and resource (JSON), for benchmarks.
+	APIStatsFile string
+
+	// Logs selects which replicas' logs are streamed to Stderr.
+	Logs logs.Mode
+
+	Logger *zap.Logger
+	// Stdout receives exactly one line: the result JSON.
+	Stdout io.Writer
+	// Stderr receives the replicas' prefixed logs.
+	Stderr io.Writer
+	// Signals delivers SIGTERM/SIGINT; the first one terminates the job.
+	Signals <-chan os.Signal
+	Clock   clock.WithTicker
+}
+
+// Defaults used when a Config field is left zero.
+const (
+	DefaultAPITimeout       = 2 * time.Minute
+	DefaultStuckTimeout     = 10 * time.Minute
+	DefaultPendingTimeout   = 30 * time.Minute
+	DefaultTerminationGrace = 25 * time.Second
+	DefaultOutputsDir       = "/tmp/outputs"
+)
+
+func (c *Config) setDefaults() {
+	if c.APITimeout <= 0 {
+		c.APITimeout = DefaultAPITimeout
+	}
+	if c.StuckTimeout <= 0 {
+		c.StuckTimeout = DefaultStuckTimeout
+	}
+	if c.PendingTimeout <= 0 {
+		c.PendingTimeout = DefaultPendingTimeout
+	}
+	if c.TerminationGrace <= 0 {
+		c.TerminationGrace = DefaultTerminationGrace
+	}
+	if c.OutputsDir == "" {
+		c.OutputsDir = DefaultOutputsDir
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	if c.Stdout == nil {
+		c.Stdout = io.Discard
+	}
+	if c.Stderr == nil {
+		c.Stderr = io.Discard
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	if c.Logs == "" {
+		c.Logs = logs.ModeLeaders
+	}
+}

@@ -1,0 +1,184 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/trainstep/trainstep/pkg/apistats"
+	"github.com/trainstep/trainstep/pkg/result"
+)
+
+// connection is a client for the cluster and the namespace the job runs in.
+type connection struct {
+	config    *rest.Config
+	client    kubernetes.Interface
+	namespace string
+	// requests counts the run's API requests when Config.APIStatsFile is set.
+	requests *apistats.Counter
+}
+
+// connect builds the client: --kubeconfig (or KUBECONFIG, resolved by the
+// caller), else the in-cluster config. The namespace follows DESIGN's order:
+// -n or metadata.namespace (already in jobNamespace), the step pod's own,
+// then the kubeconfig's.
+func connect(cfg *Config, jobNamespace string) (*connection, error) {
+	var restConfig *rest.Config
+	kubeNamespace := ""
+	if cfg.Kubeconfig != "" {
+		loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+			&clientcmd.ClientConfigLoadingRules{ExplicitPath: cfg.Kubeconfig},
+			&clientcmd.ConfigOverrides{CurrentContext: cfg.KubeContext})
+		var err error
+		if restConfig, err = loader.ClientConfig(); err != nil {
+			return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("loading kubeconfig %s: %w", cfg.Kubeconfig, err))
+		}
+		kubeNamespace, _, _ = loader.Namespace()
+	} else {
+		var err error
+		if restConfig, err = rest.InClusterConfig(); err != nil {
+			return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("no --kubeconfig, no KUBECONFIG and not in a cluster: %w", err))
+		}
+	}
+	restConfig.QPS, restConfig.Burst = cfg.QPS, cfg.Burst
+	restConfig.UserAgent = "trainstep"
+	var requests *apistats.Counter
+	if cfg.APIStatsFile != "" {
+		requests = apistats.New()
+		restConfig.Wrap(requests.Wrap)
+	}
+	client, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("building the Kubernetes client: %w", err))
+	}
+	ns := firstNonEmpty(jobNamespace, cfg.PodNamespace, kubeNamespace, metav1.NamespaceDefault)
+	return &connection{config: restConfig, client: client, namespace: ns, requests: requests}, nil
+}
+
+func firstNonEmpty(values ...string) string {
+	for _, v := range values {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// permission is one verb on one resource the job needs.
+type permission struct {
+	verb, resource, subresource string
+}
+
+func (p permission) String() string {
+	r := p.resource
+	if p.subresource != "" {
+		r += "/" + p.subresource
+	}
+	return p.verb + " " + r
+}
+
+// requiredPermissions lists what the run needs in its namespace.
+func requiredPermissions(configMaps, secrets, events bool) []permission {
+	var perms []permission
+	add := func(resource string, verbs ...string) {
+		for _, v := range verbs {
+			perms = append(perms, permission{verb: v, resource: resource})
+		}
+	}
+	add("pods", "create", "get", "list", "watch", "delete", "patch")
+	perms = append(perms, permission{verb: "get", resource: "pods", subresource: "log"})
+	add("services", "create", "list", "watch", "delete", "patch")
+	if configMaps {
+		add("configmaps", "create", "list", "watch", "delete", "patch")
+	}
+	if secrets {
+		add("secrets", "create", "get", "list", "watch", "delete", "patch")
+	}
+	if events {
+		add("events", "create", "patch")
+	}
+	return perms
+}
+
+// preflight checks, before anything is created, that the API server answers
+// and that the identity holds every permission the job needs. An unreachable
+// server is retried until apiTimeout (then Transient); 401 and a missing
+// permission are Invalid at once.
+func (c *connection) preflight(ctx context.Context, apiTimeout time.Duration, perms []permission) error {
+	var denied []string
+	check := func() error {
+		denied = denied[:0]
+		for _, p := range perms {
+			review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+				ResourceAttributes: &authorizationv1.ResourceAttributes{
+					Namespace: c.namespace, Verb: p.verb, Resource: p.resource, Subresource: p.subresource,
+				},
+			}}
+			reqCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			got, err := c.client.AuthorizationV1().SelfSubjectAccessReviews().Create(reqCtx, review, metav1.CreateOptions{})
+			cancel()
+			if err != nil {
+				return classify(err)
+			}
+			if !got.Status.Allowed {
+				denied = append(denied, p.String())
+			}
+		}
+		return nil
+	}
+	if err := retryTransient(ctx, apiTimeout, check); err != nil {
+		return err
+	}
+	if len(denied) > 0 {
+		return result.Invalid(result.ReasonForbidden, fmt.Errorf("missing permission in namespace %q: cannot %s (grant them with the Role in deploy/)",
+			c.namespace, strings.Join(denied, ", cannot ")))
+	}
+	return nil
+}
+
+// classify marks errors that retrying cannot fix as permanent.
+func classify(err error) error {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		code := int(status.Status().Code)
+		switch {
+		case code == http.StatusUnauthorized:
+			return backoff.Permanent(result.Invalid(result.ReasonUnauthorized, fmt.Errorf("the API server rejected the credentials: %w", err)))
+		case code == http.StatusForbidden:
+			return backoff.Permanent(result.Invalid(result.ReasonForbidden, err))
+		case code >= 400 && code < 500 && code != http.StatusTooManyRequests && code != http.StatusRequestTimeout:
+			return backoff.Permanent(result.Invalid(result.ReasonInvalidSpec, err))
+		}
+	}
+	return err
+}
+
+// retryTransient runs op with exponential backoff while it fails with
+// transient errors, for at most timeout; then the last error is Transient.
+func retryTransient(ctx context.Context, timeout time.Duration, op func() error) error {
+	policy := backoff.NewExponentialBackOff(backoff.WithInitialInterval(200*time.Millisecond),
+		backoff.WithMaxInterval(10*time.Second), backoff.WithMaxElapsedTime(timeout))
+	err := backoff.Retry(op, backoff.WithContext(policy, ctx))
+	if err == nil {
+		return nil
+	}
+	var re *result.Error
+	if errors.As(err, &re) {
+		return err
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return result.Transient(result.ReasonAPIUnreachable, fmt.Errorf("the API server did not answer for %s: %w", timeout, err))
+}

@@ -1,0 +1,49 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
+	"github.com/trainstep/trainstep/pkg/render"
+	"github.com/trainstep/trainstep/pkg/sshkey"
+)
+
+// renderInputs gathers what the renderer needs besides the job: for MPI, the
+// SSH key pair — the one an earlier attempt already stored (its replicas
+// trust it), else a new one.
+func renderInputs(ctx context.Context, conn *connection, job *v1alpha1.TrainJob, apiTimeout time.Duration) (render.Inputs, error) {
+	if job.Spec.Framework != v1alpha1.FrameworkMPI {
+		return render.Inputs{}, nil
+	}
+	name := v1alpha1.MPISSHSecretName(job.Name)
+	var existing *corev1.Secret
+	err := retryTransient(ctx, apiTimeout, func() error {
+		s, err := conn.client.CoreV1().Secrets(conn.namespace).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			return classify(err)
+		}
+		existing = s
+		return nil
+	})
+	if err != nil {
+		return render.Inputs{}, fmt.Errorf("reading the SSH secret %s: %w", name, err)
+	}
+	if existing != nil && len(existing.Data[corev1.SSHAuthPrivateKey]) > 0 {
+		return render.Inputs{SSHPrivateKey: existing.Data[corev1.SSHAuthPrivateKey], SSHPublicKey: existing.Data[frameworks.MPISSHPublicKeyKey]}, nil
+	}
+	private, public, err := sshkey.Generate()
+	if err != nil {
+		return render.Inputs{}, err
+	}
+	return render.Inputs{SSHPrivateKey: private, SSHPublicKey: public}, nil
+}

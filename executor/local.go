@@ -1,0 +1,55 @@
+package executor
+
+import (
+	"context"
+	"errors"
+
+	"go.uber.org/zap"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/backend/local"
+	"github.com/trainstep/trainstep/pkg/policy"
+	"github.com/trainstep/trainstep/pkg/reconcile"
+	"github.com/trainstep/trainstep/pkg/result"
+)
+
+// runLocal runs the job as local processes with the same policies, log
+// prefixes, progress line and result as on a cluster. The first signal
+// stops every process group and the run ends Terminated.
+func runLocal(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, res *result.Result) error {
+	runCtx, cancelRun := context.WithCancel(ctx)
+	defer cancelRun()
+	terminated := watchSignals(runCtx, cfg.Signals, cancelRun)
+	log := cfg.Logger.With(zap.String("job", job.Name))
+
+	report := progressReporter(cfg, log)
+	lastProgress := ""
+	outcome, err := local.Run(runCtx, local.Options{
+		Job:          job,
+		Timeouts:     policy.Timeouts{Stuck: cfg.StuckTimeout, Pending: cfg.PendingTimeout},
+		Logs:         cfg.Logs,
+		LogOutput:    cfg.Stderr,
+		Logger:       log,
+		Clock:        cfg.Clock,
+		MaxStopGrace: cfg.TerminationGrace,
+		OnView: func(v *policy.View) {
+			p := reconcile.ProgressOf(v)
+			if line := p.String(); line != lastProgress {
+				lastProgress = line
+				report(p)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	fillResult(res, job, &outcome.View, outcome.Decision)
+	if terminated() || outcome.Terminated {
+		res.Phase, res.Reason, res.Message = result.PhaseTerminated, result.ReasonTerminated, "the run was stopped; every local process of the job was stopped"
+	}
+	log.Info("job ended", zap.String("phase", string(res.Phase)), zap.String("reason", res.Reason), zap.String("message", res.Message))
+	if res.Phase != result.PhaseSucceeded {
+		return &result.Error{Phase: res.Phase, Reason: res.Reason, Err: errors.New(res.Message)}
+	}
+	return nil
+}

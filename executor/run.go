@@ -1,0 +1,213 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
+	"github.com/trainstep/trainstep/pkg/outputs"
+	"github.com/trainstep/trainstep/pkg/policy"
+	"github.com/trainstep/trainstep/pkg/reconcile"
+	"github.com/trainstep/trainstep/pkg/render"
+	"github.com/trainstep/trainstep/pkg/result"
+	"github.com/trainstep/trainstep/pkg/spec"
+)
+
+// Run executes one job to its end and always writes the outputs: the files
+// under OutputsDir and one JSON line on Stdout. The returned Result's phase
+// gives the exit code; the error, when not nil, explains a run that did not
+// succeed for a reason other than the training itself.
+func Run(ctx context.Context, cfg Config) (result.Result, error) {
+	cfg.setDefaults()
+	start := cfg.Clock.Now()
+	res := result.Result{Replicas: []result.ReplicaStatus{}, Metrics: map[string]any{}}
+	err := run(ctx, &cfg, &res)
+	if err != nil && res.Phase == "" {
+		var re *result.Error
+		res.Phase = result.PhaseOf(err)
+		if errors.As(err, &re) {
+			res.Reason = re.Reason
+		}
+		if res.Reason == "" {
+			res.Reason = string(res.Phase)
+		}
+		res.Message = err.Error()
+	}
+	res.DurationSeconds = cfg.Clock.Since(start).Seconds()
+	finish(&cfg, res)
+	return res, err
+}
+
+// finish writes the outputs; it never fails the run, it only logs.
+func finish(cfg *Config, res result.Result) {
+	if err := outputs.Write(cfg.OutputsDir, res); err != nil {
+		cfg.Logger.Error("writing output files", zap.String("dir", cfg.OutputsDir), zap.Error(err))
+	}
+	if err := outputs.PrintResult(cfg.Stdout, res); err != nil {
+		cfg.Logger.Error("printing the result", zap.Error(err))
+	}
+}
+
+// run is the step lifecycle as a script: load → connect and check rights →
+// render → reconcile → clean up → fill the result.
+func run(ctx context.Context, cfg *Config, res *result.Result) error {
+	job, warnings, err := spec.Load(cfg.Spec, cfg.SpecOptions)
+	if err != nil {
+		return err
+	}
+	res.JobName = job.Name
+	for _, w := range warnings {
+		cfg.Logger.Warn(w)
+	}
+	if cfg.Local {
+		return runLocal(ctx, cfg, job, res)
+	}
+
+	// The first signal cancels the run; teardown then runs on its own context.
+	runCtx, cancelRun := context.WithCancel(ctx)
+	defer cancelRun()
+	terminated := watchSignals(runCtx, cfg.Signals, cancelRun)
+
+	conn, err := connect(cfg, job.Namespace)
+	if err != nil {
+		return err
+	}
+	job.Namespace, res.Namespace = conn.namespace, conn.namespace
+	if conn.requests != nil {
+		defer func() {
+			if err := conn.requests.WriteFile(cfg.APIStatsFile); err != nil {
+				cfg.Logger.Warn("writing API request counts", zap.Error(err))
+			}
+		}()
+	}
+	owner, eventObject, err := ownerOf(cfg, conn.namespace)
+	if err != nil {
+		return err
+	}
+	log := cfg.Logger.With(zap.String("job", job.Name), zap.String("namespace", conn.namespace))
+	isMPI := job.Spec.Framework == v1alpha1.FrameworkMPI
+	if err := conn.preflight(runCtx, cfg.APITimeout, requiredPermissions(isMPI, isMPI, eventObject != nil)); err != nil {
+		return err
+	}
+
+	id := render.Identity{Namespace: conn.namespace, JobName: job.Name, Owner: owner, Labels: map[string]string{}}
+	if cfg.WorkflowName != "" {
+		id.Labels[v1alpha1.LabelWorkflow] = cfg.WorkflowName
+	}
+	inputs, err := renderInputs(runCtx, conn, job, cfg.APITimeout)
+	if err != nil {
+		return err
+	}
+	desired, err := render.Render(job, id, inputs)
+	if err != nil {
+		return result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
+	}
+
+	events := newEventRecorder(conn.client, conn.namespace)
+	defer events.flush(cfg.Logger)
+	streamer := newLogStreamer(cfg, conn, job, log)
+	ctrl := reconcile.New(reconcile.Options{
+		Client: conn.client, Job: job, Identity: id, Desired: desired,
+		Rule:        frameworks.SuccessRuleFor(job),
+		Timeouts:    policy.Timeouts{Stuck: cfg.StuckTimeout, Pending: cfg.PendingTimeout},
+		APITimeout:  cfg.APITimeout,
+		Parallelism: parallelism(cfg.Burst),
+		Recorder:    events.recorder, EventObject: eventObject,
+		Logger: log, Clock: cfg.Clock,
+		OnPod:      streamer.observe,
+		OnProgress: progressReporter(cfg, log),
+	})
+
+	// Informers live until teardown is over, so cleanup can watch deletions.
+	informerCtx, stopInformers := context.WithCancel(context.Background())
+	defer stopInformers()
+	if err := startWithin(runCtx, informerCtx, cfg.APITimeout, ctrl); err != nil {
+		return err
+	}
+	log.Info("job started", zap.Int("replicas", len(desired.Pods)), zap.Int("services", len(desired.Services)))
+	decision, runErr := ctrl.Run(runCtx)
+
+	teardownCtx, cancelTeardown := context.WithTimeout(context.Background(), cfg.TerminationGrace)
+	defer cancelTeardown()
+	streamer.stop(teardownCtx)
+	wasTerminated := terminated()
+	view := ctrl.View()
+	fillResult(res, job, &view, decision)
+	switch {
+	case wasTerminated:
+		res.Phase, res.Reason, res.Message = result.PhaseTerminated, result.ReasonTerminated, "the step was stopped; every object of the job was deleted"
+	case runErr != nil:
+		res.Phase, res.Message = result.PhaseOf(runErr), runErr.Error()
+		var re *result.Error
+		if errors.As(runErr, &re) {
+			res.Reason = re.Reason
+		}
+	}
+	if cleanupErr := ctrl.Cleanup(teardownCtx, wasTerminated || runErr != nil, true); cleanupErr != nil {
+		log.Error("cleaning up", zap.Error(cleanupErr))
+	}
+	events.final(eventObject, *res)
+	log.Info("job ended", zap.String("phase", string(res.Phase)), zap.String("reason", res.Reason), zap.String("message", res.Message))
+	if res.Phase != result.PhaseSucceeded {
+		return &result.Error{Phase: res.Phase, Reason: res.Reason, Err: errors.New(res.Message)}
+	}
+	return nil
+}
+
+// fillResult turns the final decision and view into the result.
+func fillResult(res *result.Result, job *v1alpha1.TrainJob, view *policy.View, d policy.Decision) {
+	switch d.Outcome {
+	case policy.OutcomeSucceeded:
+		res.Phase = result.PhaseSucceeded
+	case policy.OutcomeTransient:
+		res.Phase = result.PhaseTransient
+	default:
+		res.Phase = result.PhaseFailed
+	}
+	res.Reason, res.Message, res.Restarts = d.Reason, d.Message, view.Restarts
+	res.Replicas = replicaStatuses(view)
+	if r := policy.MetricsReplica(view, frameworks.SuccessRuleFor(job)); r != nil {
+		res.Metrics = outputs.ParseMetrics(r.TerminationMessage)
+	}
+}
+
+func replicaStatuses(view *policy.View) []result.ReplicaStatus {
+	out := make([]result.ReplicaStatus, 0, len(view.Replicas))
+	for _, r := range view.Replicas {
+		out = append(out, result.ReplicaStatus{
+			Type: string(r.Type), Index: r.Index, Phase: string(r.Phase),
+			ExitCode: r.ExitCode, Restarts: r.Restarts, Node: r.Node,
+		})
+	}
+	return out
+}
+
+// parallelism matches concurrent creates to the client's burst.
+func parallelism(burst int) int {
+	if burst <= 0 {
+		return 16
+	}
+	return min(burst, 128)
+}
+
+// startWithin starts the controller. The caches cannot sync while the API
+// server is away, so it gives up after the API timeout.
+func startWithin(runCtx, informerCtx context.Context, timeout time.Duration, ctrl *reconcile.Controller) error {
+	errc := make(chan error, 1)
+	go func() { errc <- ctrl.Start(informerCtx) }()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case err := <-errc:
+		return err
+	case <-timer.C:
+		return result.Transient(result.ReasonAPIUnreachable, fmt.Errorf("the job's informers did not sync within %s", timeout))
+	case <-runCtx.Done():
+		return runCtx.Err()
+	}
+}

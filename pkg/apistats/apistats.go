@@ -1,0 +1,143 @@
+// Package apistats counts the requests a client sends to the API server, by
+// verb and resource, on the client side. The benchmarks use it to show what
+// trainstep itself costs the API server (the server's own metrics also count
+// the scheduler's and the nodes' writes). It never changes a request.
+package apistats
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Counter is an http.RoundTripper wrapper that counts requests.
+type Counter struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+// New returns an empty counter.
+func New() *Counter { return &Counter{counts: map[string]int{}} }
+
+// Wrap returns rt counting through c; it fits rest.Config.Wrap.
+func (c *Counter) Wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper{counter: c, next: rt}
+}
+
+type roundTripper struct {
+	counter *Counter
+	next    http.RoundTripper
+}
+
+func (r roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	r.counter.add(Key(req))
+	return r.next.RoundTrip(req)
+}
+
+func (c *Counter) add(key string) {
+	c.mu.Lock()
+	c.counts[key]++
+	c.mu.Unlock()
+}
+
+// Counts returns a copy of the counts, keyed "verb resource".
+func (c *Counter) Counts() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int, len(c.counts))
+	for k, v := range c.counts {
+		out[k] = v
+	}
+	return out
+}
+
+// WriteFile writes the counts as a JSON object with sorted keys.
+func (c *Counter) WriteFile(path string) error {
+	b, err := json.MarshalIndent(c.Counts(), "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// Key names a request as Kubernetes' audit log would: a verb (get, list,
+// watch, create, update, patch, delete, deletecollection) and the resource
+// with its subresource ("pods", "pods/log", "selfsubjectaccessreviews").
+func Key(req *http.Request) string {
+	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	// /api/v1/... or /apis/<group>/<version>/...
+	switch {
+	case len(parts) >= 2 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 3 && parts[0] == "apis":
+		parts = parts[3:]
+	default:
+		return strings.ToLower(req.Method) + " " + req.URL.Path
+	}
+	if len(parts) >= 2 && parts[0] == "namespaces" && len(parts) > 2 {
+		parts = parts[2:]
+	}
+	resource, named := "", false
+	if len(parts) > 0 {
+		resource = parts[0]
+	}
+	if len(parts) > 1 {
+		named = true
+	}
+	if len(parts) > 2 {
+		resource += "/" + parts[2]
+	}
+	return verb(req, named) + " " + resource
+}
+
+func verb(req *http.Request, named bool) string {
+	switch req.Method {
+	case http.MethodGet:
+		switch {
+		case req.URL.Query().Get("watch") == "true" || req.URL.Query().Get("watch") == "1":
+			return "watch"
+		case named:
+			return "get"
+		}
+		return "list"
+	case http.MethodPost:
+		return "create"
+	case http.MethodPut:
+		return "update"
+	case http.MethodPatch:
+		return "patch"
+	case http.MethodDelete:
+		if named {
+			return "delete"
+		}
+		return "deletecollection"
+	}
+	return strings.ToLower(req.Method)
+}
+
+// Total sums the counts whose verb is one of verbs.
+func Total(counts map[string]int, verbs ...string) int {
+	total := 0
+	for key, n := range counts {
+		v, _, _ := strings.Cut(key, " ")
+		for _, want := range verbs {
+			if v == want {
+				total += n
+			}
+		}
+	}
+	return total
+}
+
+// Sorted returns the keys in order, for printing.
+func Sorted(counts map[string]int) []string {
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

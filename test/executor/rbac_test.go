@@ -1,0 +1,103 @@
+package executor_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/trainstep/trainstep/executor"
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/result"
+	"github.com/trainstep/trainstep/test/cluster"
+)
+
+// applyDeploy creates deploy/'s ServiceAccount, Role and RoleBinding in ns.
+func applyDeploy(t *testing.T, c *cluster.Cluster, ns string) {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	dir := filepath.Join(filepath.Dir(file), "..", "..", "deploy")
+	read := func(name string, into any) {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.UnmarshalStrict(b, into); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	var sa corev1.ServiceAccount
+	var role rbacv1.Role
+	var binding rbacv1.RoleBinding
+	read("serviceaccount.yaml", &sa)
+	read("role.yaml", &role)
+	read("rolebinding.yaml", &binding)
+	ctx := context.Background()
+	if _, err := c.Client.CoreV1().ServiceAccounts(ns).Create(ctx, &sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Client.RbacV1().Roles(ns).Create(ctx, &role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding.Subjects[0].Namespace = ns
+	if _, err := c.Client.RbacV1().RoleBindings(ns).Create(ctx, &binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTheDeployedRoleIsEnoughAndOnlyInItsNamespace(t *testing.T) {
+	t.Parallel()
+	c := cluster.Get(t)
+	ns, other := c.Namespace(t), c.Namespace(t)
+	applyDeploy(t, c, ns)
+	kubeconfig := c.KubeconfigForToken(t, c.ServiceAccountToken(t, ns, "trainstep"), ns)
+	owner := ownerPod(t, c, ns, "step")
+	job := newJob("rbac", v1alpha1.FrameworkMPI).replicas(launcher, 1, exitsAfter("3s", 0)).replicas(worker, 2, nil)
+
+	ok := runJob(t, c, ns, job.yaml(t), func(cfg *executor.Config) {
+		cfg.Kubeconfig = kubeconfig
+		cfg.OwnerPod, cfg.OwnerUID = owner.Name, string(owner.UID)
+	})
+	if ok.res.Phase != result.PhaseSucceeded {
+		t.Fatalf("as the deployed ServiceAccount: phase %s (%s)", ok.res.Phase, ok.res.Message)
+	}
+
+	denied := runJob(t, c, ns, job.yaml(t), func(cfg *executor.Config) {
+		cfg.Kubeconfig = kubeconfig
+		cfg.SpecOptions.Namespace = other
+		cfg.PodNamespace = other
+	})
+	if denied.res.Phase != result.PhaseInvalid || !strings.Contains(denied.res.Message, "cannot create pods") {
+		t.Fatalf("in another namespace: phase %s message %q, want Invalid naming the missing permission", denied.res.Phase, denied.res.Message)
+	}
+	if pods := listPods(t, c, other, "rbac"); len(pods) != 0 {
+		t.Errorf("the denied run created %d pods", len(pods))
+	}
+}
+
+func TestATokenWithoutRightsIsInvalidAndCreatesNothing(t *testing.T) {
+	t.Parallel()
+	c := cluster.Get(t)
+	ns := c.Namespace(t)
+	kubeconfig := c.KubeconfigForToken(t, c.ServiceAccountToken(t, ns, "nobody"), ns)
+	job := newJob("norights", v1alpha1.FrameworkTensorFlow).replicas(worker, 1, nil)
+
+	p := startBinary(t, "run", "-f", writeFile(t, job.yaml(t)), "--kubeconfig", kubeconfig)
+	if code := p.wait(t, time.Minute); code != result.ExitInvalid {
+		t.Errorf("exit code %d, want %d; stderr:\n%s", code, result.ExitInvalid, p.stderr)
+	}
+	if !strings.Contains(p.stderr.String(), "missing permission") {
+		t.Errorf("stderr does not name the missing permission:\n%s", p.stderr)
+	}
+	if pods := listPods(t, c, ns, "norights"); len(pods) != 0 {
+		t.Errorf("created %d pods without rights", len(pods))
+	}
+}
