@@ -33,8 +33,8 @@ type Config struct {
 
 	// Owner: the step pod (OwnerPod + OwnerUID) or the Workflow
 	// (OwnerWorkflow + OwnerWorkflowUID); both live in PodNamespace.
-	OwnerPod, OwnerUID                string
-	OwnerWorkflow, OwnerWorkflowUID   string
+	OwnerPod, OwnerUID              string
+	OwnerWorkflow, OwnerWorkflowUID string
 	// WorkflowName, when known, labels every object for `argo logs -l`.
 	WorkflowName string
 
