@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/trainstep/trainstep/pkg/result"
@@ -14,7 +15,7 @@ import (
 // events are recorded on, from the owner flags: the step pod, else the
 // Workflow, else none. Both live in the step's namespace, and an owner
 // reference cannot cross namespaces.
-func ownerOf(cfg *Config, jobNamespace string) (*metav1.OwnerReference, *corev1.ObjectReference, error) {
+func ownerOf(cfg *Config, jobNamespace string) (*metav1.OwnerReference, runtime.Object, error) {
 	var ref metav1.OwnerReference
 	switch {
 	case cfg.OwnerPod != "" || cfg.OwnerUID != "":
@@ -37,7 +38,7 @@ func ownerOf(cfg *Config, jobNamespace string) (*metav1.OwnerReference, *corev1.
 	}
 	controller := true
 	ref.Controller = &controller
-	event := &corev1.ObjectReference{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, Namespace: ownerNamespace, UID: ref.UID}
+	var event runtime.Object = &corev1.ObjectReference{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, Namespace: ownerNamespace, UID: ref.UID}
 	if ref.Kind == "" {
 		return nil, nil, fmt.Errorf("building the owner reference: no kind")
 	}
