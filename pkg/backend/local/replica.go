@@ -1,0 +1,188 @@
+package local
+
+import (
+	"io"
+	"os"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/policy"
+)
+
+// maxTerminationMessage is how much of a termination message is read, as
+// the kubelet reads at most 4096 bytes of /dev/termination-log.
+const maxTerminationMessage = 4096
+
+// replica is one replica's plan and the state of its current instance:
+// what a pod's status says on a cluster.
+type replica struct {
+	*plan
+	spec *v1alpha1.ReplicaSpec
+
+	attempt  int
+	phase    policy.Phase
+	exitCode *int32
+	message  string
+	// restarts counts in-place restarts of the current instance;
+	// restartsBefore those of the instances it replaced.
+	restarts, restartsBefore int32
+
+	proc       *process
+	generation int
+	startedAt  time.Time
+	// startAt, when set, is when the process is due to (re)start.
+	startAt time.Time
+	// delay is the wait before the next restart.
+	delay time.Duration
+}
+
+// startDue starts every replica whose start time has come.
+func (b *backend) startDue() {
+	now := b.opts.Clock.Now()
+	for _, r := range b.replicas {
+		if !r.startAt.IsZero() && !now.Before(r.startAt) {
+			r.startAt = time.Time{}
+			b.launch(r)
+		}
+	}
+}
+
+// launch starts a new process for r, with an empty termination log as a
+// new container has.
+func (b *backend) launch(r *replica) {
+	r.generation++
+	log := b.log.With(zap.Stringer("replica", r.id), zap.Int("attempt", r.attempt), zap.Int32("restarts", r.restarts))
+	if err := os.WriteFile(r.terminationLog, nil, 0o644); err != nil {
+		log.Warn("clearing the termination message file", zap.Error(err))
+	}
+	var out io.WriteCloser
+	if r.prefix != "" {
+		out = b.prefixer.Writer(r.prefix)
+	}
+	p, err := startProcess(r.argv, r.env, out)
+	if err != nil {
+		log.Error("starting replica", zap.String("command", describeCommand(r.argv)), zap.Error(err))
+		b.pending = append(b.pending, exit{replica: r, generation: r.generation, code: exitCodeStartError})
+		return
+	}
+	r.proc, r.phase, r.startedAt = p, policy.PhaseRunning, b.opts.Clock.Now()
+	log.Info("replica started", zap.Int("pid", p.cmd.Process.Pid), zap.Int("pgid", p.pgid), zap.String("command", describeCommand(r.argv)))
+	generation := r.generation
+	go func() {
+		<-p.exited
+		select {
+		case b.exits <- exit{replica: r, generation: generation, code: p.exitCode}:
+		case <-b.done:
+		}
+	}()
+}
+
+// exited records the end of a replica's process. A restart policy that
+// restarts in place (OnFailure, Always) schedules the restart, as a
+// kubelet does; otherwise the replica has ended and the policy decides.
+func (b *backend) exited(e exit) {
+	r := e.replica
+	if e.generation != r.generation {
+		return
+	}
+	now := b.opts.Clock.Now()
+	r.proc = nil
+	code := e.code
+	r.exitCode = &code
+	if !r.startedAt.IsZero() && now.Sub(r.startedAt) >= backoffResetAfter {
+		r.delay = 0
+	}
+	log := b.log.With(zap.Stringer("replica", r.id), zap.Int32("exitCode", code))
+	if policy.RestartsInPlace(r.spec.RestartPolicy, code) {
+		r.restarts++
+		r.message = ""
+		r.startAt = now.Add(b.nextDelay(r))
+		log.Info("replica exited; restarting it in place", zap.Int32("restarts", r.restarts), zap.Duration("after", r.startAt.Sub(now)))
+		return
+	}
+	r.message = readTerminationMessage(r.terminationLog)
+	r.phase = policy.PhaseFailed
+	if code == 0 {
+		r.phase = policy.PhaseSucceeded
+	}
+	log.Info("replica exited", zap.String("phase", string(r.phase)))
+}
+
+// recreate replaces each replica with a new instance (attempt + 1), as
+// the controller replaces a pod; each counts as one restart of the job.
+func (b *backend) recreate(ids []policy.ReplicaID) {
+	now := b.opts.Clock.Now()
+	for _, id := range ids {
+		r := b.byID[id]
+		if r == nil || r.slot {
+			continue
+		}
+		if r.proc != nil {
+			b.stop([]*replica{r})
+			r.proc = nil
+		}
+		r.generation++ // the old instance's exit is stale now
+		b.recreations++
+		r.restartsBefore += r.restarts
+		r.restarts, r.attempt = 0, r.attempt+1
+		r.phase, r.exitCode, r.message = policy.PhasePending, nil, ""
+		r.startAt = now.Add(b.nextDelay(r))
+		b.log.Info("recreating replica", zap.Stringer("replica", id), zap.Int("attempt", r.attempt), zap.Duration("after", r.startAt.Sub(now)))
+	}
+}
+
+// nextDelay returns the wait before r's next start and doubles it.
+func (b *backend) nextDelay(r *replica) time.Duration {
+	if r.delay == 0 {
+		r.delay = b.opts.RestartDelay
+	}
+	d := r.delay
+	r.delay = min(2*r.delay, max(maxRestartDelay, b.opts.RestartDelay))
+	return d
+}
+
+// view is the job as the policy sees it.
+func (b *backend) view() policy.View {
+	v := policy.View{Job: b.job, StartTime: b.start, Now: b.opts.Clock.Now(), Restarts: b.recreations}
+	launcher := b.byID[policy.ReplicaID{Type: v1alpha1.ReplicaTypeLauncher, Index: 0}]
+	for _, r := range b.replicas {
+		replica := policy.Replica{
+			ReplicaID: r.id, Attempt: r.attempt, Phase: r.phase, ExitCode: r.exitCode,
+			Restarts: r.restarts, TerminationMessage: r.message, Node: b.hostname,
+		}
+		if r.slot {
+			replica = policy.Replica{ReplicaID: r.id, Phase: slotPhase(launcher), Node: b.hostname}
+		}
+		v.Restarts += r.restarts + r.restartsBefore
+		v.Replicas = append(v.Replicas, replica)
+	}
+	return v
+}
+
+// slotPhase is an MPI worker's phase: its slots are busy while the
+// launcher's mpirun runs and done when it succeeded. A failed launcher
+// leaves the slots unused, not failed: the launcher's failure is the job's.
+func slotPhase(launcher *replica) policy.Phase {
+	if launcher == nil {
+		return policy.PhaseMissing
+	}
+	switch launcher.phase {
+	case policy.PhaseRunning, policy.PhaseSucceeded, policy.PhasePending:
+		return launcher.phase
+	}
+	return policy.PhaseMissing
+}
+
+// readTerminationMessage reads what the process left as its termination
+// message, at most maxTerminationMessage bytes.
+func readTerminationMessage(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	data, _ := io.ReadAll(io.LimitReader(f, maxTerminationMessage))
+	return string(data)
+}
