@@ -1,0 +1,166 @@
+package gang
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+)
+
+// Stage is where the built-in gang stands in one scheduling attempt.
+type Stage string
+
+// Stages of an attempt: pods are created gated (Creating), the gates are
+// lifted and the scheduler has ScheduleTimeout to bind MinAvailable pods
+// (Waiting); then the job runs (Admitted), or its pods are given back and it
+// waits a randomised backoff before the next attempt (BackingOff).
+const (
+	StageCreating   Stage = "Creating"
+	StageWaiting    Stage = "Waiting"
+	StageAdmitted   Stage = "Admitted"
+	StageBackingOff Stage = "BackingOff"
+)
+
+// Action is what the caller must do after a step.
+type Action string
+
+// Actions.
+const (
+	// ActionNone: nothing to do now.
+	ActionNone Action = ""
+	// ActionUngate: lift every pod's gate, together.
+	ActionUngate Action = "Ungate"
+	// ActionReleaseAll: delete every pod of the job; the attempt failed.
+	ActionReleaseAll Action = "ReleaseAll"
+	// ActionRetry: create the pods again, gated, for the next attempt.
+	ActionRetry Action = "Retry"
+	// ActionGiveUp: the last attempt failed; the job ends Unschedulable.
+	ActionGiveUp Action = "GiveUp"
+)
+
+// Admission is the built-in gang's state between looks at the job.
+type Admission struct {
+	// Attempt counts scheduling attempts, from 1.
+	Attempt int
+	Stage   Stage
+	// UngatedAt is when the current attempt's gates were lifted.
+	UngatedAt time.Time
+	// RetryAt is when the next attempt may start (BackingOff).
+	RetryAt time.Time
+}
+
+// Start is the state of a job before its first pod exists.
+func Start() Admission { return Admission{Attempt: 1, Stage: StageCreating} }
+
+// Pods counts the job's live pods (not being deleted) at one moment.
+type Pods struct {
+	// Desired is how many replica pods the job has; Existing how many exist.
+	Desired, Existing int
+	// Gated carry the gang's gate; Bound have a node.
+	Gated, Bound int
+}
+
+// Params are the built-in gang's bounds, from schedulingPolicy.
+type Params struct {
+	MinAvailable int
+	Timeout      time.Duration
+	MaxAttempts  int
+	// BaseBackoff is the mean wait before the second attempt, doubled for
+	// each later one up to MaxBackoff.
+	BaseBackoff, MaxBackoff time.Duration
+}
+
+// Backoff bounds used when a job's own timeout does not suggest shorter ones.
+const (
+	DefaultBaseBackoff = 2 * time.Second
+	DefaultMaxBackoff  = 2 * time.Minute
+)
+
+// ParamsFor reads a defaulted job's scheduling policy.
+func ParamsFor(job *v1alpha1.TrainJob) Params {
+	p := Params{MinAvailable: int(MinMember(job)), Timeout: 300 * time.Second, MaxAttempts: 3,
+		BaseBackoff: DefaultBaseBackoff, MaxBackoff: DefaultMaxBackoff}
+	if sp := job.Spec.RunPolicy.SchedulingPolicy; sp != nil {
+		if sp.ScheduleTimeoutSeconds != nil {
+			p.Timeout = time.Duration(*sp.ScheduleTimeoutSeconds) * time.Second
+		}
+		if sp.MaxScheduleAttempts != nil {
+			p.MaxAttempts = int(*sp.MaxScheduleAttempts)
+		}
+	}
+	// Waiting much longer than an attempt itself only delays the job.
+	p.MaxBackoff = min(p.MaxBackoff, max(p.Timeout, p.BaseBackoff))
+	return p
+}
+
+// Step is the outcome of one look at the job.
+type Step struct {
+	Action Action
+	Next   Admission
+	// RecheckAfter asks for another look after this long even if no pod
+	// changes (0: no need).
+	RecheckAfter time.Duration
+	// Message explains ReleaseAll and GiveUp.
+	Message string
+}
+
+// recheckWhileReleasing is how often to look while released pods are still
+// going away (their deletions also trigger a look).
+const recheckWhileReleasing = time.Second
+
+// Next decides the built-in gang's step. jitter is a random number in
+// [0, 1) drawn by the caller; it spreads the backoff of jobs that failed
+// together so that they do not collide again.
+func (p Params) Next(a Admission, pods Pods, now time.Time, jitter float64) Step {
+	switch a.Stage {
+	case StageCreating:
+		if pods.Existing < pods.Desired {
+			return Step{Next: a}
+		}
+		next := a
+		next.Stage, next.UngatedAt = StageWaiting, now
+		step := Step{Next: next, RecheckAfter: p.Timeout}
+		if pods.Gated > 0 {
+			step.Action = ActionUngate
+		}
+		return step
+	case StageWaiting:
+		if pods.Bound >= p.MinAvailable {
+			next := a
+			next.Stage = StageAdmitted
+			return Step{Next: next}
+		}
+		waited := now.Sub(a.UngatedAt)
+		if waited < p.Timeout {
+			return Step{Next: a, RecheckAfter: p.Timeout - waited}
+		}
+		msg := fmt.Sprintf("attempt %d of %d: %d of %d pods bound within %s, %d needed",
+			a.Attempt, p.MaxAttempts, pods.Bound, pods.Desired, p.Timeout, p.MinAvailable)
+		if a.Attempt >= p.MaxAttempts {
+			return Step{Action: ActionGiveUp, Next: a, Message: msg}
+		}
+		wait := p.Backoff(a.Attempt, jitter)
+		next := Admission{Attempt: a.Attempt, Stage: StageBackingOff, RetryAt: now.Add(wait)}
+		return Step{Action: ActionReleaseAll, Next: next, RecheckAfter: wait,
+			Message: fmt.Sprintf("%s; released every pod, next attempt in %s", msg, wait.Round(time.Millisecond))}
+	case StageBackingOff:
+		if left := a.RetryAt.Sub(now); left > 0 {
+			return Step{Next: a, RecheckAfter: left}
+		}
+		if pods.Existing > 0 {
+			return Step{Next: a, RecheckAfter: recheckWhileReleasing}
+		}
+		return Step{Action: ActionRetry, Next: Admission{Attempt: a.Attempt + 1, Stage: StageCreating}}
+	}
+	return Step{Next: a}
+}
+
+// Backoff is the wait after failed attempt n (from 1): BaseBackoff·2^(n-1),
+// capped at MaxBackoff, scaled by a factor in [0.5, 1.5) from jitter.
+func (p Params) Backoff(attempt int, jitter float64) time.Duration {
+	mean := float64(p.BaseBackoff) * math.Pow(2, float64(max(attempt-1, 0)))
+	mean = min(mean, float64(p.MaxBackoff))
+	jitter = min(max(jitter, 0), 1)
+	return time.Duration(mean * (0.5 + jitter))
+}

@@ -1,0 +1,70 @@
+package gang
+
+import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+)
+
+// GateName is the scheduling gate the built-in gang puts on every replica
+// pod until all of them exist.
+const GateName = "trainstep.dev/gang"
+
+// scheduler-plugins (sigs.k8s.io/scheduler-plugins, coscheduling).
+const (
+	// SchedulerPluginsLabel names the PodGroup a pod belongs to
+	// (apis/scheduling/v1alpha1 PodGroupLabel).
+	SchedulerPluginsLabel = "scheduling.x-k8s.io/pod-group"
+	// SchedulerPluginsSchedulerName is the profile name of scheduler-plugins
+	// installed as a second scheduler with its own chart
+	// (manifests/install/charts/as-a-second-scheduler, scheduler.name).
+	SchedulerPluginsSchedulerName = "scheduler-plugins-scheduler"
+)
+
+// Volcano (volcano.sh/apis pkg/apis/scheduling/v1beta1).
+const (
+	// VolcanoGroupAnnotation names the PodGroup a pod belongs to
+	// (KubeGroupNameAnnotationKey).
+	VolcanoGroupAnnotation = "scheduling.k8s.io/group-name"
+	// VolcanoSchedulerName is Volcano's scheduler.
+	VolcanoSchedulerName = "volcano"
+)
+
+// Kueue plain-pod groups (sigs.k8s.io/kueue, pkg/controller/jobs/pod).
+const (
+	KueueQueueLabel           = "kueue.x-k8s.io/queue-name"
+	KueuePodGroupLabel        = "kueue.x-k8s.io/pod-group-name"
+	KueueTotalCountAnnotation = "kueue.x-k8s.io/pod-group-total-count"
+)
+
+// PodGroup resources created with the dynamic client.
+var (
+	SchedulerPluginsPodGroups = schema.GroupVersionResource{Group: "scheduling.x-k8s.io", Version: "v1alpha1", Resource: "podgroups"}
+	VolcanoPodGroups          = schema.GroupVersionResource{Group: "scheduling.volcano.sh", Version: "v1beta1", Resource: "podgroups"}
+)
+
+// PodGroupResource returns the PodGroup resource a gang kind creates, and
+// false for kinds without one (none, builtin, kueue).
+func PodGroupResource(kind v1alpha1.GangKind) (schema.GroupVersionResource, bool) {
+	switch kind {
+	case v1alpha1.GangSchedulerPlugins:
+		return SchedulerPluginsPodGroups, true
+	case v1alpha1.GangVolcano:
+		return VolcanoPodGroups, true
+	}
+	return schema.GroupVersionResource{}, false
+}
+
+// CRDName is the CustomResourceDefinition that serves gvr, e.g.
+// "podgroups.scheduling.x-k8s.io": what an error names when it is missing.
+func CRDName(gvr schema.GroupVersionResource) string {
+	return gvr.Resource + "." + gvr.Group
+}
+
+// Kind returns the job's gang kind, none when it has no scheduling policy.
+func Kind(job *v1alpha1.TrainJob) v1alpha1.GangKind {
+	if sp := job.Spec.RunPolicy.SchedulingPolicy; sp != nil && sp.Gang != "" {
+		return sp.Gang
+	}
+	return v1alpha1.GangNone
+}

@@ -1,0 +1,78 @@
+package gang
+
+import (
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+)
+
+// PodSettings is what a gang kind adds to every replica pod.
+type PodSettings struct {
+	Labels      map[string]string
+	Annotations map[string]string
+	// SchedulerName is set on pods whose template names no scheduler.
+	SchedulerName string
+	// Gates are added to spec.schedulingGates.
+	Gates []corev1.PodSchedulingGate
+}
+
+// ForPods returns the pod settings of the job's gang kind; jobName names
+// the job's PodGroup (scheduler-plugins, Volcano) or Kueue pod group.
+func ForPods(job *v1alpha1.TrainJob, jobName string) PodSettings {
+	switch Kind(job) {
+	case v1alpha1.GangBuiltin:
+		return PodSettings{Gates: []corev1.PodSchedulingGate{{Name: GateName}}}
+	case v1alpha1.GangSchedulerPlugins:
+		return PodSettings{
+			Labels:        map[string]string{SchedulerPluginsLabel: jobName},
+			SchedulerName: SchedulerPluginsSchedulerName,
+		}
+	case v1alpha1.GangVolcano:
+		return PodSettings{
+			Annotations:   map[string]string{VolcanoGroupAnnotation: jobName},
+			SchedulerName: VolcanoSchedulerName,
+		}
+	case v1alpha1.GangKueue:
+		return PodSettings{
+			Labels: map[string]string{
+				KueueQueueLabel:    job.Spec.RunPolicy.SchedulingPolicy.Queue,
+				KueuePodGroupLabel: jobName,
+			},
+			// Kueue admits the group once this many pods exist: every replica.
+			Annotations: map[string]string{KueueTotalCountAnnotation: strconv.Itoa(int(v1alpha1.TotalReplicas(job)))},
+		}
+	}
+	return PodSettings{}
+}
+
+// MinMember is how many pods must be placed together: minAvailable, or every
+// replica when it is not set.
+func MinMember(job *v1alpha1.TrainJob) int32 {
+	if sp := job.Spec.RunPolicy.SchedulingPolicy; sp != nil && sp.MinAvailable != nil {
+		return *sp.MinAvailable
+	}
+	return v1alpha1.TotalReplicas(job)
+}
+
+// HasGate reports whether pod carries the built-in gang's scheduling gate.
+func HasGate(pod *corev1.Pod) bool {
+	for _, g := range pod.Spec.SchedulingGates {
+		if g.Name == GateName {
+			return true
+		}
+	}
+	return false
+}
+
+// WithoutGate returns gates minus the built-in gang's gate (nil when none is left).
+func WithoutGate(gates []corev1.PodSchedulingGate) []corev1.PodSchedulingGate {
+	var out []corev1.PodSchedulingGate
+	for _, g := range gates {
+		if g.Name != GateName {
+			out = append(out, g)
+		}
+	}
+	return out
+}

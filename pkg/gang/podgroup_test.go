@@ -1,0 +1,152 @@
+package gang
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+)
+
+// testJob has 1 Chief (2 cpu) and 3 Workers (1 cpu, 1 GPU given as a limit only).
+func testJob(sp *v1alpha1.SchedulingPolicy) *v1alpha1.TrainJob {
+	container := func(cpu string, gpu bool) corev1.Container {
+		c := corev1.Container{Name: "tensorflow", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)},
+		}}
+		if gpu {
+			c.Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
+		}
+		return c
+	}
+	return &v1alpha1.TrainJob{Spec: v1alpha1.TrainJobSpec{
+		Framework: v1alpha1.FrameworkTensorFlow,
+		ReplicaSpecs: map[v1alpha1.ReplicaType]*v1alpha1.ReplicaSpec{
+			"Chief":  {Replicas: ptr.To[int32](1), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{container("2", false)}}}},
+			"Worker": {Replicas: ptr.To[int32](3), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{container("1", true)}}}},
+		},
+		RunPolicy: v1alpha1.RunPolicy{SchedulingPolicy: sp},
+	}}
+}
+
+func TestForPodsGivesEachKindItsSchedulersKeys(t *testing.T) {
+	cases := []struct {
+		name string
+		sp   *v1alpha1.SchedulingPolicy
+		want PodSettings
+	}{
+		{"no policy", nil, PodSettings{}},
+		{"none", &v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangNone}, PodSettings{}},
+		{"builtin gates every pod", &v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangBuiltin},
+			PodSettings{Gates: []corev1.PodSchedulingGate{{Name: "trainstep.dev/gang"}}}},
+		{"scheduler-plugins", &v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangSchedulerPlugins},
+			PodSettings{Labels: map[string]string{"scheduling.x-k8s.io/pod-group": "job"}, SchedulerName: "scheduler-plugins-scheduler"}},
+		{"volcano", &v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangVolcano, Queue: "q"},
+			PodSettings{Annotations: map[string]string{"scheduling.k8s.io/group-name": "job"}, SchedulerName: "volcano"}},
+		// Kueue's keys: sigs.k8s.io/kueue pkg/controller/jobs/pod constants (GroupNameLabel, GroupTotalCountAnnotation).
+		{"kueue", &v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangKueue, Queue: "team-a"},
+			PodSettings{
+				Labels:      map[string]string{"kueue.x-k8s.io/queue-name": "team-a", "kueue.x-k8s.io/pod-group-name": "job"},
+				Annotations: map[string]string{"kueue.x-k8s.io/pod-group-total-count": "4"},
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, ForPods(testJob(tc.sp), "job")); diff != "" {
+				t.Errorf("ForPods (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestMinResourcesSumsTheFirstMinAvailableReplicas(t *testing.T) {
+	cases := []struct {
+		name string
+		sp   *v1alpha1.SchedulingPolicy
+		want corev1.ResourceList
+	}{
+		{"all replicas", &v1alpha1.SchedulingPolicy{}, corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("5"), "nvidia.com/gpu": resource.MustParse("3")}},
+		{"chief and one worker", &v1alpha1.SchedulingPolicy{MinAvailable: ptr.To[int32](2)}, corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("3"), "nvidia.com/gpu": resource.MustParse("1")}},
+		{"explicit minResources win", &v1alpha1.SchedulingPolicy{MinResources: &corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}},
+			corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := MinResources(testJob(tc.sp))
+			if len(got) != len(tc.want) {
+				t.Fatalf("MinResources = %v, want %v", got, tc.want)
+			}
+			for name, q := range tc.want {
+				if g := got[name]; g.Cmp(q) != 0 {
+					t.Errorf("MinResources[%s] = %s, want %s", name, g.String(), q.String())
+				}
+			}
+		})
+	}
+}
+
+func TestPodRequestsTakesTheLargestInitContainerAndOverhead(t *testing.T) {
+	spec := &corev1.PodSpec{
+		Containers: []corev1.Container{
+			{Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}},
+			{Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}}},
+		},
+		InitContainers: []corev1.Container{
+			{Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}}},
+		},
+		Overhead: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
+	}
+	got := PodRequests(spec)
+	if q := got[corev1.ResourceCPU]; q.Cmp(resource.MustParse("3100m")) != 0 {
+		t.Errorf("cpu = %s, want 3100m", q.String())
+	}
+}
+
+func TestPodGroupCarriesEachProjectsFields(t *testing.T) {
+	owner := metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: "step", UID: "u1", Controller: ptr.To(true)}
+	meta := metav1.ObjectMeta{Name: "job", Namespace: "ns", Labels: map[string]string{"trainstep.dev/job-name": "job"},
+		OwnerReferences: []metav1.OwnerReference{owner}}
+	cases := []struct {
+		name       string
+		sp         *v1alpha1.SchedulingPolicy
+		apiVersion string
+		spec       map[string]any
+	}{
+		{"scheduler-plugins", &v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangSchedulerPlugins, ScheduleTimeoutSeconds: ptr.To[int32](60), Queue: "ignored"},
+			"scheduling.x-k8s.io/v1alpha1", map[string]any{
+				"minMember": int64(4), "scheduleTimeoutSeconds": int64(60),
+				"minResources": map[string]any{"cpu": "5", "nvidia.com/gpu": "3"}}},
+		{"volcano", &v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangVolcano, MinAvailable: ptr.To[int32](2), Queue: "research", PriorityClass: "high", ScheduleTimeoutSeconds: ptr.To[int32](60)},
+			"scheduling.volcano.sh/v1beta1", map[string]any{
+				"minMember": int64(2), "queue": "research", "priorityClassName": "high",
+				"minResources": map[string]any{"cpu": "3", "nvidia.com/gpu": "1"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pg := PodGroup(testJob(tc.sp), meta)
+			if pg == nil {
+				t.Fatal("no PodGroup")
+			}
+			if pg.GetAPIVersion() != tc.apiVersion || pg.GetKind() != "PodGroup" || pg.GetName() != "job" || pg.GetNamespace() != "ns" {
+				t.Errorf("PodGroup is %s %s %s/%s", pg.GetAPIVersion(), pg.GetKind(), pg.GetNamespace(), pg.GetName())
+			}
+			if diff := cmp.Diff(tc.spec, pg.Object["spec"]); diff != "" {
+				t.Errorf("spec (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]metav1.OwnerReference{owner}, pg.GetOwnerReferences()); diff != "" {
+				t.Errorf("owners (-want +got):\n%s", diff)
+			}
+		})
+	}
+	for _, kind := range []v1alpha1.GangKind{v1alpha1.GangNone, v1alpha1.GangBuiltin, v1alpha1.GangKueue} {
+		if pg := PodGroup(testJob(&v1alpha1.SchedulingPolicy{Gang: kind, Queue: "q"}), meta); pg != nil {
+			t.Errorf("gang %s made a PodGroup", kind)
+		}
+	}
+}
