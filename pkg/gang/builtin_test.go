@@ -20,60 +20,60 @@ func TestNextWalksAnAttemptFromGatedToAdmittedOrBackoff(t *testing.T) {
 		want   Step
 	}{
 		{
-			name: "some pods not created yet: keep the gates",
+			name:  "some pods not created yet: keep the gates",
 			state: Start(), pods: Pods{Desired: 4, Existing: 3, Gated: 3}, now: t0,
 			want: Step{Next: Start()},
 		},
 		{
-			name: "all pods exist: lift every gate together and start the clock",
+			name:  "all pods exist: lift every gate together and start the clock",
 			state: Start(), pods: Pods{Desired: 4, Existing: 4, Gated: 4}, now: t0,
 			want: Step{Action: ActionUngate, Next: waiting, RecheckAfter: 10 * time.Second},
 		},
 		{
-			name: "adopted pods already ungated: only start the clock",
+			name:  "adopted pods already ungated: only start the clock",
 			state: Start(), pods: Pods{Desired: 4, Existing: 4}, now: t0,
 			want: Step{Next: waiting, RecheckAfter: 10 * time.Second},
 		},
 		{
-			name: "enough pods bound: admitted",
+			name:  "enough pods bound: admitted",
 			state: waiting, pods: Pods{Desired: 4, Existing: 4, Bound: 4}, now: t0.Add(3 * time.Second),
 			want: Step{Next: Admission{Attempt: 1, Stage: StageAdmitted, UngatedAt: t0}},
 		},
 		{
-			name: "partly bound within the timeout: look again when it ends",
+			name:  "partly bound within the timeout: look again when it ends",
 			state: waiting, pods: Pods{Desired: 4, Existing: 4, Bound: 3}, now: t0.Add(4 * time.Second),
 			want: Step{Next: waiting, RecheckAfter: 6 * time.Second},
 		},
 		{
-			name: "partly bound at the timeout: release everything and back off",
+			name:  "partly bound at the timeout: release everything and back off",
 			state: waiting, pods: Pods{Desired: 4, Existing: 4, Bound: 3}, now: t0.Add(10 * time.Second), jitter: 0.5,
 			want: Step{Action: ActionReleaseAll, RecheckAfter: 2 * time.Second,
 				Next:    Admission{Attempt: 1, Stage: StageBackingOff, RetryAt: t0.Add(12 * time.Second)},
 				Message: "attempt 1 of 3: 3 of 4 pods bound within 10s, 4 needed; released every pod, next attempt in 2s"},
 		},
 		{
-			name: "last attempt times out: give up",
+			name:  "last attempt times out: give up",
 			state: Admission{Attempt: 3, Stage: StageWaiting, UngatedAt: t0}, pods: Pods{Desired: 4, Existing: 4, Bound: 2}, now: t0.Add(11 * time.Second),
 			want: Step{Action: ActionGiveUp, Next: Admission{Attempt: 3, Stage: StageWaiting, UngatedAt: t0},
 				Message: "attempt 3 of 3: 2 of 4 pods bound within 10s, 4 needed"},
 		},
 		{
-			name: "backoff not over: wait for it",
+			name:  "backoff not over: wait for it",
 			state: Admission{Attempt: 1, Stage: StageBackingOff, RetryAt: t0.Add(5 * time.Second)}, pods: Pods{Desired: 4}, now: t0.Add(2 * time.Second),
 			want: Step{Next: Admission{Attempt: 1, Stage: StageBackingOff, RetryAt: t0.Add(5 * time.Second)}, RecheckAfter: 3 * time.Second},
 		},
 		{
-			name: "backoff over but released pods still terminating: wait for them",
+			name:  "backoff over but released pods still terminating: wait for them",
 			state: Admission{Attempt: 1, Stage: StageBackingOff, RetryAt: t0}, pods: Pods{Desired: 4, Existing: 1}, now: t0.Add(time.Second),
 			want: Step{Next: Admission{Attempt: 1, Stage: StageBackingOff, RetryAt: t0}, RecheckAfter: time.Second},
 		},
 		{
-			name: "backoff over and nothing left: next attempt",
+			name:  "backoff over and nothing left: next attempt",
 			state: Admission{Attempt: 1, Stage: StageBackingOff, RetryAt: t0}, pods: Pods{Desired: 4}, now: t0.Add(time.Second),
 			want: Step{Action: ActionRetry, Next: Admission{Attempt: 2, Stage: StageCreating}},
 		},
 		{
-			name: "admitted: a replica lost later is none of the gang's business",
+			name:  "admitted: a replica lost later is none of the gang's business",
 			state: Admission{Attempt: 2, Stage: StageAdmitted}, pods: Pods{Desired: 4, Existing: 3, Bound: 3}, now: t0,
 			want: Step{Next: Admission{Attempt: 2, Stage: StageAdmitted}},
 		},
