@@ -25,7 +25,7 @@ build: ## Build trainstep and the demo trainer into bin/.
 
 .PHONY: demo
 demo: build ## Train the demo parameter-server job locally (no cluster needed).
-	$(BIN)/trainstep run --local -f workflows/jobs/demo-ps.yaml --outputs-dir $(BIN)/demo-outputs
+	PATH="$(BIN):$$PATH" $(BIN)/trainstep run --local -f workflows/jobs/demo-ps.yaml --outputs-dir $(BIN)/demo-outputs --log-format console
 
 .PHONY: image
 image: ## Build the trainstep OCI image archive into bin/trainstep-image.tar (no Docker needed).
