@@ -10,6 +10,7 @@ import (
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/frameworks"
+	"github.com/trainstep/trainstep/pkg/gang"
 )
 
 // Environment trainstep adds to every replica's main container, so a
@@ -61,7 +62,7 @@ func Pod(job *v1alpha1.TrainJob, id Identity, rt v1alpha1.ReplicaType, index int
 	// Per-replica frameworks need no hostname or subdomain: peers dial the
 	// replica's own headless Service (see services.go).
 
-	return &corev1.Pod{
+	pod := &corev1.Pod{
 		TypeMeta: typeMeta("Pod"),
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            PodName(id.JobName, rt, index),
@@ -71,7 +72,26 @@ func Pod(job *v1alpha1.TrainJob, id Identity, rt v1alpha1.ReplicaType, index int
 			OwnerReferences: ownerReferences(id),
 		},
 		Spec: podSpec,
-	}, nil
+	}
+	applyGang(pod, gang.ForPods(job, id.JobName))
+	return pod, nil
+}
+
+// applyGang adds the gang kind's keys to a rendered pod. The gang's own
+// labels and annotations win over the template's (the scheduler must find
+// the group), but a schedulerName set in the template is kept: the
+// scheduler-plugins profile name is chosen by whoever installs it.
+func applyGang(pod *corev1.Pod, s gang.PodSettings) {
+	for k, v := range s.Labels {
+		pod.Labels[k] = v
+	}
+	for k, v := range s.Annotations {
+		pod.Annotations[k] = v
+	}
+	if s.SchedulerName != "" && (pod.Spec.SchedulerName == "" || pod.Spec.SchedulerName == corev1.DefaultSchedulerName) {
+		pod.Spec.SchedulerName = s.SchedulerName
+	}
+	pod.Spec.SchedulingGates = append(pod.Spec.SchedulingGates, s.Gates...)
 }
 
 // podRestartPolicy maps a replica's restart policy onto the pod. Under

@@ -1,6 +1,6 @@
 // Package render turns a defaulted, validated TrainJob into the Kubernetes
 // objects that run it: one Pod per replica, headless Services, and the
-// ConfigMaps and Secrets the framework needs.
+// ConfigMaps and Secrets the framework needs, and the PodGroup of a gang job.
 //
 // Rendering is pure: no client calls, no randomness, no clock. The same job,
 // identity and inputs always give the same objects, byte for byte, so a
@@ -13,10 +13,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/frameworks"
+	"github.com/trainstep/trainstep/pkg/gang"
 )
 
 // Identity says where the objects go and who owns them.
@@ -45,12 +47,18 @@ type Objects struct {
 	Services   []*corev1.Service
 	ConfigMaps []*corev1.ConfigMap
 	Secrets    []*corev1.Secret
+	// PodGroup is the scheduler-plugins or Volcano PodGroup of a gang job
+	// (nil for other gang kinds); it is created before the pods.
+	PodGroup *unstructured.Unstructured
 }
 
 // List returns the objects in creation order: Secrets and ConfigMaps before
 // the pods that mount them, Services before the pods that look them up.
 func (o *Objects) List() []runtime.Object {
-	list := make([]runtime.Object, 0, len(o.Secrets)+len(o.ConfigMaps)+len(o.Services)+len(o.Pods))
+	list := make([]runtime.Object, 0, len(o.Secrets)+len(o.ConfigMaps)+len(o.Services)+len(o.Pods)+1)
+	if o.PodGroup != nil {
+		list = append(list, o.PodGroup)
+	}
 	for _, s := range o.Secrets {
 		list = append(list, s)
 	}
@@ -104,6 +112,7 @@ func Render(job *v1alpha1.TrainJob, id Identity, in Inputs) (*Objects, error) {
 		s.ObjectMeta = jobObjectMeta(id, s.Name)
 		objs.Secrets = append(objs.Secrets, s)
 	}
+	objs.PodGroup = gang.PodGroup(job, jobObjectMeta(id, id.JobName))
 	return objs, nil
 }
 
