@@ -12,6 +12,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -24,6 +25,7 @@ import (
 type connection struct {
 	config    *rest.Config
 	client    kubernetes.Interface
+	dynamic   dynamic.Interface
 	namespace string
 	// requests counts the run's API requests when Config.APIStatsFile is set.
 	requests *apistats.Counter
@@ -62,8 +64,12 @@ func connect(cfg *Config, jobNamespace string) (*connection, error) {
 	if err != nil {
 		return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("building the Kubernetes client: %w", err))
 	}
+	dyn, err := dynamic.NewForConfig(restConfig)
+	if err != nil {
+		return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("building the dynamic client: %w", err))
+	}
 	ns := firstNonEmpty(jobNamespace, cfg.PodNamespace, kubeNamespace, metav1.NamespaceDefault)
-	return &connection{config: restConfig, client: client, namespace: ns, requests: requests}, nil
+	return &connection{config: restConfig, client: client, dynamic: dyn, namespace: ns, requests: requests}, nil
 }
 
 func firstNonEmpty(values ...string) string {
@@ -77,19 +83,23 @@ func firstNonEmpty(values ...string) string {
 
 // permission is one verb on one resource the job needs.
 type permission struct {
-	verb, resource, subresource string
+	verb, group, resource, subresource string
 }
 
 func (p permission) String() string {
 	r := p.resource
+	if p.group != "" {
+		r += "." + p.group
+	}
 	if p.subresource != "" {
 		r += "/" + p.subresource
 	}
 	return p.verb + " " + r
 }
 
-// requiredPermissions lists what the run needs in its namespace.
-func requiredPermissions(configMaps, secrets, events bool) []permission {
+// requiredPermissions lists what the run needs in its namespace;
+// podGroupAPI is the API group of the job's PodGroup ("" for none).
+func requiredPermissions(configMaps, secrets, events bool, podGroupAPI string) []permission {
 	var perms []permission
 	add := func(resource string, verbs ...string) {
 		for _, v := range verbs {
@@ -108,6 +118,11 @@ func requiredPermissions(configMaps, secrets, events bool) []permission {
 	if events {
 		add("events", "create", "patch")
 	}
+	if podGroupAPI != "" {
+		for _, v := range []string{"create", "patch", "delete"} {
+			perms = append(perms, permission{verb: v, group: podGroupAPI, resource: "podgroups"})
+		}
+	}
 	return perms
 }
 
@@ -122,7 +137,7 @@ func (c *connection) preflight(ctx context.Context, apiTimeout time.Duration, pe
 		for _, p := range perms {
 			review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
 				ResourceAttributes: &authorizationv1.ResourceAttributes{
-					Namespace: c.namespace, Verb: p.verb, Resource: p.resource, Subresource: p.subresource,
+					Namespace: c.namespace, Verb: p.verb, Group: p.group, Resource: p.resource, Subresource: p.subresource,
 				},
 			}}
 			reqCtx, cancel := context.WithTimeout(ctx, 15*time.Second)

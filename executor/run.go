@@ -10,6 +10,7 @@ import (
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/frameworks"
+	"github.com/trainstep/trainstep/pkg/gang"
 	"github.com/trainstep/trainstep/pkg/outputs"
 	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/reconcile"
@@ -91,8 +92,14 @@ func run(ctx context.Context, cfg *Config, res *result.Result) error {
 	}
 	log := cfg.Logger.With(zap.String("job", job.Name), zap.String("namespace", conn.namespace))
 	isMPI := job.Spec.Framework == v1alpha1.FrameworkMPI
-	if err := conn.preflight(runCtx, cfg.APITimeout, requiredPermissions(isMPI, isMPI, eventObject != nil)); err != nil {
+	podGroups, hasPodGroup := gang.PodGroupResource(gang.Kind(job))
+	if err := conn.preflight(runCtx, cfg.APITimeout, requiredPermissions(isMPI, isMPI, eventObject != nil, podGroups.Group)); err != nil {
 		return err
+	}
+	if hasPodGroup {
+		if err := conn.checkCRD(runCtx, cfg.APITimeout, podGroups); err != nil {
+			return err
+		}
 	}
 
 	id := render.Identity{Namespace: conn.namespace, JobName: job.Name, Owner: owner, Labels: map[string]string{}}
@@ -112,7 +119,7 @@ func run(ctx context.Context, cfg *Config, res *result.Result) error {
 	defer events.flush(cfg.Logger)
 	streamer := newLogStreamer(cfg, conn, job, log)
 	ctrl := reconcile.New(reconcile.Options{
-		Client: conn.client, Job: job, Identity: id, Desired: desired,
+		Client: conn.client, Dynamic: conn.dynamic, Job: job, Identity: id, Desired: desired,
 		Rule:        frameworks.SuccessRuleFor(job),
 		Timeouts:    policy.Timeouts{Stuck: cfg.StuckTimeout, Pending: cfg.PendingTimeout},
 		APITimeout:  cfg.APITimeout,

@@ -48,6 +48,9 @@ func (c *Controller) Cleanup(ctx context.Context, terminated, waitGone bool) err
 		}
 	}
 	if plan.Shared {
+		if c.opts.Desired.PodGroup != nil {
+			deletes = append(deletes, func() error { return c.deletePodGroup(ctx) })
+		}
 		for _, cm := range c.listConfigMaps() {
 			name := cm.Name
 			deletes = append(deletes, func() error { return core.ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{}) })

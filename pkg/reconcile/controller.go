@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -33,7 +34,9 @@ const syncKey = "job"
 
 // Options configures a Controller.
 type Options struct {
-	Client   kubernetes.Interface
+	Client kubernetes.Interface
+	// Dynamic creates the job's PodGroup; needed only when Desired has one.
+	Dynamic  dynamic.Interface
 	Job      *v1alpha1.TrainJob
 	Identity render.Identity
 	// Desired holds the rendered objects (pods included, at attempt 0).
@@ -53,6 +56,9 @@ type Options struct {
 	OnPod func(pod *corev1.Pod)
 	// OnProgress is called when the replica counts change.
 	OnProgress func(Progress)
+	// Jitter draws the built-in gang's backoff jitter in [0, 1); nil uses
+	// math/rand.
+	Jitter func() float64
 }
 
 // Controller reconciles one job's children until the job ends.
@@ -82,6 +88,9 @@ type Controller struct {
 	lastProgress   string
 	createdEvent   bool
 	apiErrorsSince time.Time
+	// gang is the built-in gang's state (nil unless gang: builtin).
+	gang            *builtinGang
+	podGroupCreated bool
 }
 
 // replicaState is what the controller remembers about one replica.
@@ -119,6 +128,7 @@ func New(opts Options) *Controller {
 		queue:    workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: "trainstep", Clock: opts.Clock}),
 		observed: map[types.UID]bool{},
 		replicas: map[policy.ReplicaID]*replicaState{},
+		gang:     newBuiltinGang(opts.Job, opts.Jitter),
 	}
 	for _, id := range policy.Desired(opts.Job) {
 		c.replicas[id] = &replicaState{last: policy.Replica{ReplicaID: id, Phase: policy.PhaseMissing}}

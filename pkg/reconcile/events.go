@@ -12,6 +12,12 @@ const (
 	EventSucceeded = "Succeeded"
 	// EventFailed: the job failed.
 	EventFailed = "Failed"
+	// EventGangAdmitted: the built-in gang saw enough pods bound together.
+	EventGangAdmitted = "GangAdmitted"
+	// EventGangRetry: an attempt of the built-in gang timed out; its pods were released.
+	EventGangRetry = "GangRetry"
+	// EventUnschedulable: the built-in gang's last attempt timed out.
+	EventUnschedulable = "Unschedulable"
 	// EventTerminated: the step was stopped and the job's objects deleted.
 	EventTerminated = "Terminated"
 )

@@ -20,17 +20,28 @@ import (
 // newBucket is the overall rate limit of re-syncs after errors: 10 per second, bursts of 100.
 func newBucket() *rate.Limiter { return rate.NewLimiter(rate.Limit(10), 100) }
 
-// sync looks at the whole job once: create what is missing, observe the
-// replicas, ask the policy, then carry out recreations.
+// sync looks at the whole job once: create what is missing, let the
+// built-in gang admit the job, observe the replicas, ask the policy, then
+// carry out recreations.
 func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
+	if err := c.ensurePodGroup(ctx); err != nil {
+		return policy.Decision{}, c.apiError(err)
+	}
 	if err := c.createMissing(ctx); err != nil {
 		return policy.Decision{}, c.apiError(err)
+	}
+	gangRecheck, err := c.admitGang(ctx)
+	if err != nil {
+		return policy.Decision{}, err
 	}
 	c.view = c.observe()
 	decision := policy.Decide(&c.view, c.opts.Rule, c.opts.Timeouts)
 	c.reportProgress()
 	if decision.Outcome != policy.OutcomeRunning {
 		return decision, nil
+	}
+	if gangRecheck > 0 && (decision.RecheckAfter == 0 || gangRecheck < decision.RecheckAfter) {
+		decision.RecheckAfter = gangRecheck
 	}
 	if err := c.recreate(ctx, decision.Recreate); err != nil {
 		return policy.Decision{}, c.apiError(err)
@@ -98,6 +109,9 @@ func (c *Controller) createMissing(ctx context.Context) error {
 func (c *Controller) podsToCreate() ([]*corev1.Pod, []policy.ReplicaID, error) {
 	var pods []*corev1.Pod
 	var ids []policy.ReplicaID
+	if c.gang.holdsCreates() {
+		return nil, nil, nil
+	}
 	for _, id := range policy.Desired(c.opts.Job) {
 		st := c.replicas[id]
 		name := render.PodName(c.opts.Identity.JobName, id.Type, id.Index)
@@ -115,6 +129,7 @@ func (c *Controller) podsToCreate() ([]*corev1.Pod, []policy.ReplicaID, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("rendering pod %s: %w", name, err)
 		}
+		c.gangGate(pod)
 		pods = append(pods, pod)
 		ids = append(ids, id)
 	}

@@ -1,0 +1,152 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/gang"
+	"github.com/trainstep/trainstep/pkg/policy"
+	"github.com/trainstep/trainstep/pkg/render"
+	"github.com/trainstep/trainstep/pkg/result"
+)
+
+// builtinGang carries the built-in gang's state for one job: pods are
+// created gated, ungated together once all exist, and given back when the
+// scheduler cannot bind enough of them within the timeout.
+type builtinGang struct {
+	params gang.Params
+	state  gang.Admission
+	jitter func() float64
+}
+
+func newBuiltinGang(job *v1alpha1.TrainJob, jitter func() float64) *builtinGang {
+	if gang.Kind(job) != v1alpha1.GangBuiltin {
+		return nil
+	}
+	if jitter == nil {
+		jitter = rand.Float64
+	}
+	return &builtinGang{params: gang.ParamsFor(job), state: gang.Start(), jitter: jitter}
+}
+
+// holdsCreates reports whether no pod may be created now: the pods of a
+// failed attempt are being given back, or the backoff is not over.
+func (g *builtinGang) holdsCreates() bool {
+	return g != nil && g.state.Stage == gang.StageBackingOff
+}
+
+// gatesNewPods reports whether pods created now keep the gang's gate. Only
+// an attempt's first creates do; a replica replaced later is not gated.
+func (g *builtinGang) gatesNewPods() bool {
+	return g != nil && g.state.Stage == gang.StageCreating
+}
+
+// admitGang advances the built-in gang and returns when to look again. At
+// the end of the last attempt it returns a Transient Unschedulable error.
+func (c *Controller) admitGang(ctx context.Context) (time.Duration, error) {
+	g := c.gang
+	if g == nil || g.state.Stage == gang.StageAdmitted {
+		return 0, nil
+	}
+	pods, count := c.gangPods()
+	step := g.params.Next(g.state, count, c.opts.Clock.Now(), g.jitter())
+	g.state = step.Next
+	switch step.Action {
+	case gang.ActionUngate:
+		if err := c.ungate(ctx, pods); err != nil {
+			return 0, c.apiError(fmt.Errorf("lifting the gang's scheduling gates: %w", err))
+		}
+		c.opts.Logger.Info("all pods exist; lifted the gang's scheduling gates", zap.Int("attempt", g.state.Attempt), zap.Int("pods", len(pods)))
+	case gang.ActionReleaseAll:
+		c.event(corev1.EventTypeWarning, EventGangRetry, "%s", step.Message)
+		c.opts.Logger.Info("gang not schedulable; released its pods", zap.String("detail", step.Message))
+		if err := c.releaseAll(ctx, pods); err != nil {
+			return 0, c.apiError(fmt.Errorf("releasing the gang's pods: %w", err))
+		}
+	case gang.ActionRetry:
+		c.opts.Logger.Info("starting the next gang attempt", zap.Int("attempt", g.state.Attempt))
+		if err := c.createMissing(ctx); err != nil {
+			return 0, c.apiError(err)
+		}
+	case gang.ActionGiveUp:
+		c.event(corev1.EventTypeWarning, EventUnschedulable, "%s", step.Message)
+		return 0, result.Transient(result.ReasonUnschedulable,
+			fmt.Errorf("the job could not be scheduled all together: %s", step.Message))
+	}
+	if g.state.Stage == gang.StageAdmitted {
+		c.event(corev1.EventTypeNormal, EventGangAdmitted, "%d pods bound together at attempt %d", count.Bound, g.state.Attempt)
+		c.opts.Logger.Info("gang admitted", zap.Int("attempt", g.state.Attempt), zap.Int("bound", count.Bound))
+	}
+	return step.RecheckAfter, nil
+}
+
+// gangPods returns the job's live replica pods and counts them.
+func (c *Controller) gangPods() ([]*corev1.Pod, gang.Pods) {
+	ids := policy.Desired(c.opts.Job)
+	count := gang.Pods{Desired: len(ids)}
+	var pods []*corev1.Pod
+	for _, id := range ids {
+		pod, err := c.pods.Pods(c.opts.Identity.Namespace).Get(render.PodName(c.opts.Identity.JobName, id.Type, id.Index))
+		if err != nil || pod.DeletionTimestamp != nil {
+			continue
+		}
+		pods = append(pods, pod)
+		count.Existing++
+		if gang.HasGate(pod) {
+			count.Gated++
+		}
+		if pod.Spec.NodeName != "" {
+			count.Bound++
+		}
+	}
+	return pods, count
+}
+
+// ungate removes the gang's gate from every pod, in parallel, so that the
+// scheduler sees the whole job at once.
+func (c *Controller) ungate(ctx context.Context, pods []*corev1.Pod) error {
+	var gated []*corev1.Pod
+	for _, p := range pods {
+		if gang.HasGate(p) {
+			gated = append(gated, p)
+		}
+	}
+	errs := c.parallel(ctx, len(gated), func(i int) error {
+		pod := gated[i]
+		// A merge patch replaces the list: keep other controllers' gates.
+		patch, err := json.Marshal(map[string]any{"spec": map[string]any{"schedulingGates": gang.WithoutGate(pod.Spec.SchedulingGates)}})
+		if err != nil {
+			return err
+		}
+		_, err = c.opts.Client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
+	})
+	return joinErrors(errs)
+}
+
+// releaseAll deletes every pod of a failed attempt. The replicas are
+// forgotten, not counted as lost: a gang retry is no restart.
+func (c *Controller) releaseAll(ctx context.Context, pods []*corev1.Pod) error {
+	for _, st := range c.replicas {
+		st.created, st.uid, st.removing = false, "", false
+	}
+	errs := c.parallel(ctx, len(pods), func(i int) error { return deletePod(ctx, c.opts.Client, pods[i]) })
+	return joinErrors(errs)
+}
+
+// gangGate drops the gang's gate from a pod about to be created when the
+// gang no longer gates new pods.
+func (c *Controller) gangGate(pod *corev1.Pod) {
+	if !c.gang.gatesNewPods() {
+		pod.Spec.SchedulingGates = gang.WithoutGate(pod.Spec.SchedulingGates)
+	}
+}
