@@ -50,6 +50,7 @@ type Options struct {
 	// Args are [TYPE:]VALUE: an argument appended to the main container's
 	// args of every replica type, or of TYPE only.
 	Args []string
+	// In Sets, Images, Envs and Args an empty value is skipped.
 }
 
 // ValidationError lists every field error of an invalid job, one per line.
@@ -77,6 +78,7 @@ func Load(data []byte, opts Options) (*v1alpha1.TrainJob, []string, error) {
 }
 
 func load(data []byte, opts Options) (*v1alpha1.TrainJob, []string, error) {
+	opts = withoutEmptyOverrides(opts)
 	doc, err := singleDocument(data)
 	if err != nil {
 		return nil, nil, err
@@ -104,6 +106,23 @@ func load(data []byte, opts Options) (*v1alpha1.TrainJob, []string, error) {
 		return nil, warnings, &ValidationError{Errors: errs}
 	}
 	return job, warnings, nil
+}
+
+// withoutEmptyOverrides drops empty --set, --image, --env and --arg values:
+// a WorkflowTemplate passes every override flag on every run, with an empty
+// value when the caller leaves that parameter unset.
+func withoutEmptyOverrides(opts Options) Options {
+	drop := func(values []string) []string {
+		var kept []string
+		for _, v := range values {
+			if v != "" {
+				kept = append(kept, v)
+			}
+		}
+		return kept
+	}
+	opts.Sets, opts.Images, opts.Envs, opts.Args = drop(opts.Sets), drop(opts.Images), drop(opts.Envs), drop(opts.Args)
+	return opts
 }
 
 // singleDocument parses the input (YAML or JSON) into a JSON object tree.

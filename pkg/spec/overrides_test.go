@@ -195,3 +195,31 @@ func TestLoadOverridesOnKubeflowManifest(t *testing.T) {
 		t.Errorf("worker image changed to %s", w.Image)
 	}
 }
+
+// A WorkflowTemplate passes --set=, --image=, --env= and --arg= on every run;
+// the empty ones must change nothing.
+func TestLoadSkipsEmptyOverrides(t *testing.T) {
+	plain, _, err := Load([]byte(psJob), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := Options{Sets: []string{""}, Images: []string{""}, Envs: []string{""}, Args: []string{""}}
+	withEmpty, _, err := Load([]byte(psJob), empty)
+	if err != nil {
+		t.Fatalf("empty overrides: %v", err)
+	}
+	if diff := cmp.Diff(plain, withEmpty); diff != "" {
+		t.Errorf("empty overrides changed the job (-without +with):\n%s", diff)
+	}
+	mixed := Options{Sets: []string{"", "spec.replicaSpecs.Worker.replicas=5"}, Args: []string{"", "--lr=0.1"}}
+	job, _, err := Load([]byte(psJob), mixed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := job.Spec.ReplicaSpecs["Worker"].ReplicaCount(); n != 5 {
+		t.Errorf("replicas = %d, want 5 (the non-empty --set)", n)
+	}
+	if args := v1alpha1.MainContainer(job, "Worker").Args; len(args) == 0 || args[len(args)-1] != "--lr=0.1" {
+		t.Errorf("worker args = %q, want --lr=0.1 last", args)
+	}
+}

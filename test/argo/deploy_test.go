@@ -1,0 +1,145 @@
+package argo_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/trainstep/trainstep/test/cluster"
+)
+
+// serviceAccountName is the identity templates/ run steps as and deploy/ creates.
+const serviceAccountName = "trainstep"
+
+// applyDeploy creates every object deploy/kustomization.yaml lists in ns,
+// as they are in the files: what `kubectl apply -k deploy/ -n ns` does.
+func applyDeploy(t *testing.T, c *cluster.Cluster, ns string) {
+	t.Helper()
+	dir := filepath.Join(repoRoot(t), "deploy")
+	var kust kustomization
+	readYAML(t, filepath.Join(dir, "kustomization.yaml"), &kust, true)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, file := range kust.Resources {
+		path := filepath.Join(dir, file)
+		var meta metav1.TypeMeta
+		readYAML(t, path, &meta, false)
+		var err error
+		switch meta.Kind {
+		case "ServiceAccount":
+			var sa corev1.ServiceAccount
+			readYAML(t, path, &sa, true)
+			_, err = c.Client.CoreV1().ServiceAccounts(ns).Create(ctx, &sa, metav1.CreateOptions{})
+		case "Role":
+			var role rbacv1.Role
+			readYAML(t, path, &role, true)
+			_, err = c.Client.RbacV1().Roles(ns).Create(ctx, &role, metav1.CreateOptions{})
+		case "RoleBinding":
+			var binding rbacv1.RoleBinding
+			readYAML(t, path, &binding, true)
+			_, err = c.Client.RbacV1().RoleBindings(ns).Create(ctx, &binding, metav1.CreateOptions{})
+		default:
+			t.Fatalf("deploy/%s: kind %q: teach applyDeploy to create it", file, meta.Kind)
+		}
+		if err != nil {
+			t.Fatalf("applying deploy/%s: %v", file, err)
+		}
+	}
+}
+
+// readYAML decodes a YAML file into obj; strict rejects unknown fields.
+func readYAML(t *testing.T, path string, obj any, strict bool) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strict {
+		err = yaml.UnmarshalStrict(data, obj)
+	} else {
+		err = yaml.Unmarshal(data, obj)
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+// access is one request a step makes of the API server.
+type access struct {
+	group, resource, subresource, verb string
+}
+
+// stepNeeds is every request a trainstep step makes in its namespace, by
+// who makes it: trainstep itself (replicas, their services, the MPI
+// hostfile and SSH key, events on the step pod, re-attaching after a
+// retry, gang PodGroups) and Argo's wait container in the same pod (the
+// WorkflowTaskResult that carries the output parameters to the DAG).
+var stepNeeds = func() []access {
+	var out []access
+	add := func(group, resource, subresource string, verbs ...string) {
+		for _, v := range verbs {
+			out = append(out, access{group, resource, subresource, v})
+		}
+	}
+	crud := []string{"create", "get", "list", "watch", "delete", "patch"}
+	for _, r := range []string{"pods", "services", "configmaps", "secrets"} {
+		add("", r, "", crud...)
+	}
+	add("", "pods", "log", "get")
+	add("", "events", "", "create", "patch")
+	add("scheduling.x-k8s.io", "podgroups", "", crud...)
+	add("scheduling.volcano.sh", "podgroups", "", crud...)
+	add("argoproj.io", "workflowtaskresults", "", "create", "patch")
+	return out
+}()
+
+// canI asks the API server, as the client's identity, whether it may do a
+// in namespace ns (empty: cluster-wide).
+func canI(t *testing.T, client kubernetes.Interface, ns string, a access) bool {
+	t.Helper()
+	review, err := client.AuthorizationV1().SelfSubjectAccessReviews().Create(context.Background(), &authorizationv1.SelfSubjectAccessReview{
+		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: ns, Group: a.group, Resource: a.resource, Subresource: a.subresource, Verb: a.verb,
+		}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("SelfSubjectAccessReview %+v: %v", a, err)
+	}
+	return review.Status.Allowed
+}
+
+// checkStepAccess proves, as the deployed ServiceAccount, that it may do
+// everything a step does in ns, and nothing outside ns.
+func checkStepAccess(t *testing.T, client kubernetes.Interface, ns string) {
+	t.Helper()
+	for _, a := range stepNeeds {
+		if !canI(t, client, ns, a) {
+			t.Errorf("the %s ServiceAccount cannot %s %s/%s %s in its namespace", serviceAccountName, a.verb, a.group, a.resource, a.subresource)
+		}
+	}
+	denied := []struct {
+		ns string
+		a  access
+	}{
+		{"default", access{"", "pods", "", "create"}},
+		{"kube-system", access{"", "secrets", "", "get"}},
+		{"", access{"", "nodes", "", "list"}},
+		{"", access{"", "namespaces", "", "get"}},
+		{ns, access{"argoproj.io", "workflows", "", "delete"}},
+		{ns, access{"rbac.authorization.k8s.io", "roles", "", "create"}},
+	}
+	for _, d := range denied {
+		if canI(t, client, d.ns, d.a) {
+			t.Errorf("the %s ServiceAccount may %s %s/%s in %q: the Role grants more than a step needs", serviceAccountName, d.a.verb, d.a.group, d.a.resource, d.ns)
+		}
+	}
+}
