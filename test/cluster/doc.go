@@ -1,0 +1,11 @@
+// Package cluster runs a real Kubernetes control plane for integration tests: etcd,
+// kube-apiserver (RBAC on), kube-controller-manager, kube-scheduler and kwok, built by
+// `make cluster-bin` into bin/cluster and started on free loopback ports in a temporary
+// directory. KWOK nodes stand in for kubelets; trainstep's own KWOK Stages (stages.yaml)
+// play containers that run, exit with a chosen code, restart in place or stay Waiting, as
+// annotations on the live pod ask (see the Annotation constants).
+//
+// A test package calls Main from TestMain and Get from each test. The package must not be
+// imported by product code, and it never fakes an API: behaviour asserted against it is
+// Kubernetes' own.
+package cluster

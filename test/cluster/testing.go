@@ -1,0 +1,178 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+)
+
+// startTimeout bounds the shared cluster's start-up, generous for two busy cores.
+const startTimeout = 3 * time.Minute
+
+var (
+	shared     *Cluster
+	skipReason string // set when the binaries are missing outside CI
+)
+
+// Main is a package's TestMain: it starts one cluster with DefaultNodes, shared by the
+// package's tests through Get, runs them, stops the cluster and exits.
+//
+// Without the binaries it fails under CI=true and otherwise prints one message naming
+// `make cluster-bin` and lets every test that calls Get skip. A cluster that does not start
+// fails the run either way.
+func Main(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	binDir := DefaultBinDir()
+	if missing := MissingBinaries(binDir); len(missing) > 0 {
+		msg := fmt.Sprintf("test cluster binaries missing in %s (%s); build them with `make cluster-bin`",
+			binDir, strings.Join(missing, ", "))
+		if os.Getenv("CI") == "true" {
+			fmt.Fprintln(os.Stderr, "FAIL: "+msg)
+			return 1
+		}
+		fmt.Fprintln(os.Stderr, "SKIP: "+msg)
+		skipReason = msg
+		return m.Run()
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	started := time.Now()
+	c, err := Start(ctx, Options{BinDir: binDir, Nodes: DefaultNodes()})
+	cancel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: starting the test cluster: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "test cluster ready in %s (%s)\n", time.Since(started).Round(10*time.Millisecond), c.StartupSummary())
+	shared = c
+	defer c.Stop()
+
+	// An interrupted `go test` still stops the cluster (a killed one relies on Pdeathsig).
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-signals
+		c.Stop()
+		os.Exit(1)
+	}()
+
+	code := m.Run()
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "tests failed; test cluster component logs:\n%s", c.LogTails(60))
+	}
+	return code
+}
+
+// Get returns the cluster Main started. When a test using it fails, the end of every
+// component's log is added to the test's output.
+func Get(t testing.TB) *Cluster {
+	t.Helper()
+	if skipReason != "" {
+		t.Skip(skipReason)
+	}
+	if shared == nil {
+		t.Fatal("no test cluster: call cluster.Main(m) from the package's TestMain")
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("test cluster component logs:\n%s", shared.LogTails(40))
+		}
+	})
+	return shared
+}
+
+var nonNameChars = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// Namespace creates a namespace named after the test (GenerateName) and deletes it when
+// the test ends. It returns once the namespace's default ServiceAccount exists, so pods
+// can be created right away.
+func (c *Cluster) Namespace(t testing.TB) string {
+	t.Helper()
+	prefix := strings.Trim(nonNameChars.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
+	if len(prefix) > 40 {
+		prefix = strings.TrimRight(prefix[:40], "-")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ns, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		// The namespace controller finishes the deletion; nothing here waits for it.
+		if err := c.Client.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting namespace %s: %v", ns.Name, err)
+		}
+	})
+	defaultAccount := func(ctx context.Context) (bool, error) {
+		_, err := c.Client.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	if err := waitFor(ctx, "the default ServiceAccount of "+ns.Name, c.components, defaultAccount); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// ServiceAccountToken returns a one-hour token for ServiceAccount ns/sa, minted with the
+// TokenRequest API; the ServiceAccount is created if it does not exist. The token carries
+// only what RBAC grants that account.
+func (c *Cluster) ServiceAccountToken(t testing.TB, ns, sa string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := c.Client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{
+		ObjectMeta: metav1.ObjectMeta{Name: sa},
+	}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("creating ServiceAccount %s/%s: %v", ns, sa, err)
+	}
+	expiry := int64(time.Hour / time.Second)
+	req, err := c.Client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("requesting a token for ServiceAccount %s/%s: %v", ns, sa, err)
+	}
+	return req.Status.Token
+}
+
+// KubeconfigForToken writes a kubeconfig that acts with token against this cluster, with
+// namespace as its context's namespace (empty: none), and returns its path. The file is
+// removed when the test ends.
+func (c *Cluster) KubeconfigForToken(t testing.TB, token, namespace string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := writeKubeconfig(path, c.Server, c.caPEM, credentials{token: token}, namespace); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// ConfigForToken is the rest.Config equivalent of KubeconfigForToken.
+func (c *Cluster) ConfigForToken(token string) *rest.Config {
+	return restConfigFor(c.Server, c.caPEM, credentials{token: token})
+}
