@@ -279,7 +279,8 @@ func (c *Cluster) writeConfiguration(p ports) (clusterFiles, error) {
 	}
 	c.caPEM = ca.certPEM
 	f := clusterFiles{ca: filepath.Join(pki, "ca.crt"), kwokConfig: filepath.Join(c.Dir, "kwok.yaml")}
-	if err := writeFiles(map[string][]byte{f.ca: ca.certPEM, f.kwokConfig: stagesYAML}); err != nil {
+	kwokConfig := append(append([]byte{}, stagesYAML...), clusterLogsYAML(c.noOutputLog())...)
+	if err := writeFiles(map[string][]byte{f.ca: ca.certPEM, f.kwokConfig: kwokConfig, c.noOutputLog(): nil}); err != nil {
 		return clusterFiles{}, err
 	}
 	apiserver, err := ca.issue(pki, "kube-apiserver", pkix.Name{CommonName: "kube-apiserver"}, true,

@@ -23,20 +23,41 @@ func TestContainerLogsThroughAPIServer(t *testing.T) {
 	c := cluster.Get(t)
 	ns := c.Namespace(t)
 	c.SetLogs(t, ns, "trainer", "main", "epoch 1 loss 0.9\nepoch 2 loss 0.5\n")
-	pod := createPod(t, c, ns, newPod("trainer", corev1.RestartPolicyNever, nil))
-	watchPod(t, c, pod, running)
+	withSidecar := newPod("trainer", corev1.RestartPolicyNever, nil)
+	withSidecar.Spec.Containers = append(withSidecar.Spec.Containers, corev1.Container{Name: "sidecar", Image: "registry.example/sidecar:1"})
+	watchPod(t, c, createPod(t, c, ns, withSidecar), running)
+	watchPod(t, c, createPod(t, c, ns, newPod("quiet", corev1.RestartPolicyNever, nil)), running)
+
+	tests := []struct {
+		name, pod, container, want string
+	}{
+		{name: "the container SetLogs wrote for", pod: "trainer", container: "main", want: "epoch 1 loss 0.9\nepoch 2 loss 0.5\n"},
+		{name: "another container of that pod printed nothing", pod: "trainer", container: "sidecar", want: ""},
+		{name: "a pod without SetLogs printed nothing", pod: "quiet", container: "main", want: ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), podTimeout)
+			defer cancel()
+			logs, err := c.Client.CoreV1().Pods(ns).GetLogs(tc.pod, &corev1.PodLogOptions{Container: tc.container}).DoRaw(ctx)
+			if err != nil {
+				t.Fatalf("getting logs: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, string(logs)); diff != "" {
+				t.Errorf("logs (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFollowedLogsSeeAppendedLines(t *testing.T) {
+	c := cluster.Get(t)
+	ns := c.Namespace(t)
+	c.SetLogs(t, ns, "trainer", "main", "epoch 1 loss 0.9\nepoch 2 loss 0.5")
+	watchPod(t, c, createPod(t, c, ns, newPod("trainer", corev1.RestartPolicyNever, nil)), running)
 
 	ctx, cancel := context.WithTimeout(context.Background(), podTimeout)
 	defer cancel()
-	logs, err := c.Client.CoreV1().Pods(ns).GetLogs("trainer", &corev1.PodLogOptions{Container: "main"}).DoRaw(ctx)
-	if err != nil {
-		t.Fatalf("getting logs: %v", err)
-	}
-	if diff := cmp.Diff("epoch 1 loss 0.9\nepoch 2 loss 0.5\n", string(logs)); diff != "" {
-		t.Errorf("logs (-want +got):\n%s", diff)
-	}
-
-	// A follower sees lines appended later, as `kubectl logs -f` would.
 	stream, err := c.Client.CoreV1().Pods(ns).GetLogs("trainer", &corev1.PodLogOptions{Container: "main", Follow: true}).Stream(ctx)
 	if err != nil {
 		t.Fatalf("following logs: %v", err)

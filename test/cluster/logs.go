@@ -25,6 +25,26 @@ var (
 	logsResource = schema.GroupVersionResource{Group: "kwok.x-k8s.io", Version: "v1alpha1", Resource: "logs"}
 )
 
+// noOutputLog is the empty log file of every container SetLogs was not called for: like a
+// container that printed nothing, `kubectl logs` returns no lines rather than an error.
+func (c *Cluster) noOutputLog() string {
+	return filepath.Join(c.Dir, "container-logs", "no-output.log")
+}
+
+// clusterLogsYAML is the kwok configuration that serves noOutputLog for every container of
+// every pod that has no Logs object of its own.
+func clusterLogsYAML(noOutputLog string) []byte {
+	return []byte(fmt.Sprintf(`---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterLogs
+metadata:
+  name: no-output
+spec:
+  logs:
+  - logsFile: %q
+`, noOutputLog))
+}
+
 // installLogsCRD registers the Logs kind kwok watches (--enable-crds=Logs). The schema
 // accepts any object: kwok itself interprets spec.logs.
 func (c *Cluster) installLogsCRD(ctx context.Context) error {
@@ -116,11 +136,14 @@ func (c *Cluster) pointLogsAt(ctx context.Context, ns, pod, container, path stri
 	entry := map[string]any{"containers": []any{container}, "logsFile": path, "follow": true}
 	existing, err := client.Get(ctx, pod, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
+		// A Logs object hides ClusterLogs for its pod: its other containers keep the
+		// empty log through an entry without container names (kwok's default entry).
+		noOutput := map[string]any{"logsFile": c.noOutputLog(), "follow": true}
 		obj := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": logsResource.GroupVersion().String(),
 			"kind":       "Logs",
 			"metadata":   map[string]any{"name": pod, "namespace": ns},
-			"spec":       map[string]any{"logs": []any{entry}},
+			"spec":       map[string]any{"logs": []any{entry, noOutput}},
 		}}
 		_, err = client.Create(ctx, obj, metav1.CreateOptions{})
 		return err
