@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -34,6 +36,8 @@ type runFlags struct {
 	cfg        executor.Config
 	logs       string
 	logFormat  string
+	cpuProfile string
+	memProfile string
 }
 
 func newRunCommand() *cobra.Command {
@@ -72,6 +76,11 @@ All logs go to stderr. Exit codes: 0 Succeeded, 10 Failed, 11 Invalid,
 	fl.StringVar(&f.cfg.APIStatsFile, "api-stats-file", "", "write this run's API requests, counted by verb and resource, to this JSON file (for benchmarks)")
 	fl.StringVar(&f.logs, "logs", string(logs.ModeLeaders), "replica logs to stream to stderr: leaders (chief/master/worker-0/launcher), all or none")
 	fl.StringVar(&f.logFormat, "log-format", "json", "trainstep's own log format on stderr: json or console")
+	// For the benchmarks' profiles; not part of the step's interface.
+	fl.StringVar(&f.cpuProfile, "cpu-profile", "", "write a CPU profile of the run to this file")
+	fl.StringVar(&f.memProfile, "mem-profile", "", "write a heap profile to this file when the run ends")
+	_ = fl.MarkHidden("cpu-profile")
+	_ = fl.MarkHidden("mem-profile")
 	return cmd
 }
 
@@ -97,8 +106,49 @@ func (f *runFlags) run(cmd *cobra.Command) error {
 	cfg.Logger, cfg.Stdout, cfg.Stderr = logger, cmd.OutOrStdout(), cmd.ErrOrStderr()
 	cfg.Signals = terminationSignals(cmd)
 
+	if f.cpuProfile != "" {
+		stop, err := startCPUProfile(f.cpuProfile)
+		if err != nil {
+			return result.Invalid(result.ReasonInvalidSpec, err)
+		}
+		defer stop()
+	}
+	if f.memProfile != "" {
+		defer writeHeapProfile(f.memProfile, logger)
+	}
 	_, err = executor.Run(cmd.Context(), cfg)
 	return err
+}
+
+// writeHeapProfile writes the heap profile: what is still in use after a
+// final collection, and every allocation since the start.
+func writeHeapProfile(path string, logger *zap.Logger) {
+	file, err := os.Create(path)
+	if err != nil {
+		logger.Warn("writing the heap profile", zap.Error(err))
+		return
+	}
+	defer func() { _ = file.Close() }()
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(file); err != nil {
+		logger.Warn("writing the heap profile", zap.Error(err))
+	}
+}
+
+// startCPUProfile profiles the process into path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	file, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(file); err != nil {
+		_ = file.Close()
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = file.Close()
+	}, nil
 }
 
 // terminationSignals delivers the first SIGTERM/SIGINT to the executor; a

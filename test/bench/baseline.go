@@ -1,0 +1,157 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// BaselineWorkers is how many goroutines the baseline creates objects with.
+const BaselineWorkers = 64
+
+// Objects are what `trainstep render -o json` prints for a job, in its order
+// (Services first, then Pods).
+type Objects struct {
+	Services []*corev1.Service
+	Pods     []*corev1.Pod
+}
+
+// Render runs `trainstep render -o json` for the job in namespace ns.
+func Render(ctx context.Context, binary, jobFile, ns string) (Objects, error) {
+	out, err := exec.CommandContext(ctx, binary, "render", "-f", jobFile, "-n", ns, "-o", "json").Output()
+	if err != nil {
+		var exitErr *exec.ExitError
+		if errors.As(err, &exitErr) {
+			return Objects{}, fmt.Errorf("rendering %s: %w\n%s", jobFile, err, exitErr.Stderr)
+		}
+		return Objects{}, fmt.Errorf("rendering %s: %w", jobFile, err)
+	}
+	var list struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(out, &list); err != nil {
+		return Objects{}, fmt.Errorf("decoding the rendered list: %w", err)
+	}
+	var objs Objects
+	for i, raw := range list.Items {
+		var meta metav1.TypeMeta
+		if err := json.Unmarshal(raw, &meta); err != nil {
+			return Objects{}, fmt.Errorf("decoding rendered item %d: %w", i, err)
+		}
+		switch meta.Kind {
+		case "Service":
+			svc := &corev1.Service{}
+			if err := json.Unmarshal(raw, svc); err != nil {
+				return Objects{}, fmt.Errorf("decoding rendered Service %d: %w", i, err)
+			}
+			objs.Services = append(objs.Services, svc)
+		case "Pod":
+			pod := &corev1.Pod{}
+			if err := json.Unmarshal(raw, pod); err != nil {
+				return Objects{}, fmt.Errorf("decoding rendered Pod %d: %w", i, err)
+			}
+			objs.Pods = append(objs.Pods, pod)
+		default:
+			return Objects{}, fmt.Errorf("rendered item %d is a %s; the baseline creates only Services and Pods", i, meta.Kind)
+		}
+	}
+	return objs, nil
+}
+
+// UnlimitedClient is a clientset without client-side rate limiting (a
+// negative QPS leaves client-go without a rate limiter), otherwise built like
+// any client-go program's.
+func UnlimitedClient(cfg *rest.Config) (kubernetes.Interface, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst, cfg.RateLimiter = -1, 0, nil
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the baseline client: %w", err)
+	}
+	return client, nil
+}
+
+// CreateBaseline creates every object once, in order, from BaselineWorkers
+// goroutines: the plainest fast client-go program.
+func CreateBaseline(ctx context.Context, client kubernetes.Interface, objs Objects) error {
+	create := make([]func() error, 0, len(objs.Services)+len(objs.Pods))
+	for _, svc := range objs.Services {
+		create = append(create, func() error {
+			_, err := client.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{})
+			return err
+		})
+	}
+	for _, pod := range objs.Pods {
+		create = append(create, func() error {
+			_, err := client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+			return err
+		})
+	}
+	return forEach(len(create), func(i int) error { return create[i]() })
+}
+
+// DeleteAll deletes every pod and Service of namespace ns, from
+// BaselineWorkers goroutines, so the next measurement starts on an idle
+// cluster.
+func DeleteAll(ctx context.Context, client kubernetes.Interface, ns string) error {
+	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing pods to delete: %w", err)
+	}
+	services, err := client.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing services to delete: %w", err)
+	}
+	var remove []func() error
+	for _, pod := range pods.Items {
+		remove = append(remove, func() error { return client.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{}) })
+	}
+	for _, svc := range services.Items {
+		remove = append(remove, func() error { return client.CoreV1().Services(ns).Delete(ctx, svc.Name, metav1.DeleteOptions{}) })
+	}
+	return forEach(len(remove), func(i int) error {
+		if err := remove[i](); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		return nil
+	})
+}
+
+// forEach runs work(0..n-1) on BaselineWorkers goroutines and returns the
+// first errors joined.
+func forEach(n int, work func(i int) error) error {
+	next := make(chan int)
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for range min(BaselineWorkers, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := work(i); err != nil {
+					mu.Lock()
+					if len(errs) < 5 {
+						errs = append(errs, err)
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return errors.Join(errs...)
+}

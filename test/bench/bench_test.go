@@ -1,0 +1,376 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/apistats"
+	"github.com/trainstep/trainstep/test/cluster"
+)
+
+// Environment knobs for shorter runs while working on the bench itself; `make
+// bench` uses the defaults.
+const (
+	runsEnv  = "TRAINSTEP_BENCH_RUNS"  // runs per figure (default 5, and 3 from 256 workers)
+	sizesEnv = "TRAINSTEP_BENCH_SIZES" // comma-separated worker counts (default 8,64,512)
+)
+
+// Extra KWOK nodes so the largest job fits beside the cluster's default 4×110 pod slots.
+const (
+	extraNodes       = 2
+	extraNodePodSlot = 300
+)
+
+// pollingJob is the pair of job lengths compared for polling, at pollingReplicas workers.
+var (
+	pollingShort, pollingLong = 10 * time.Second, 60 * time.Second
+	pollingReplicas           = 8
+)
+
+// rateLimits are the --kube-api-qps/--kube-api-burst settings compared at the
+// largest size with the default, which the launch rounds measure: one that
+// binds below the API server's own pace and one that never binds.
+var rateLimits = []struct {
+	qps   float32
+	burst int
+}{{100, 200}, {1000, 2000}}
+
+func TestBench(t *testing.T) {
+	if os.Getenv(benchEnv) == "" {
+		t.Skipf("the benchmarks run with %s=1 (`make bench`)", benchEnv)
+	}
+	began := time.Now()
+	sizes, runs := benchSizes(t), benchRuns(t)
+	c := cluster.Get(t)
+	h := newHarness(t, c)
+	root := repoRoot(t)
+	report := Report{Generated: began, Machine: machine(), Cluster: clusterVersions(root)}
+	report.DefaultQPS, report.DefaultBurst = trainstepDefaults(t, h.binary)
+	if info, err := os.Stat(h.binary); err == nil {
+		report.BinaryBytes = info.Size()
+	}
+	largest := sizes[len(sizes)-1]
+
+	h.warmUp(t)
+	for _, n := range sizes {
+		report.Sizes = append(report.Sizes, h.measureSize(t, n, runs.forSize(n)))
+	}
+	report.Teardown = h.measureTeardown(t, largest, runs.forSize(largest))
+	// The two small polling jobs mostly sit idle for a minute: they run beside
+	// the rate-limit and profile runs instead of adding that minute.
+	polling := make(chan PollingResult, 1)
+	go func() { polling <- h.measurePolling(t) }()
+	report.RateLimits = h.measureRateLimits(t, report.Sizes[len(report.Sizes)-1], min(runs.forSize(largest), 2),
+		report.DefaultQPS, report.DefaultBurst)
+	h.measureProfile(t, largest, &report)
+	report.Polling = <-polling
+	report.Took = time.Since(began)
+
+	t.Logf("results:\n%s", report.Table())
+	if t.Failed() {
+		t.Fatal("some measurements failed; BENCHMARKS.md is left as it was")
+	}
+	if err := report.WriteFiles(root); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %s and %s in %s", BenchmarksFile, PlotFile, time.Since(began).Round(time.Second))
+}
+
+func newHarness(t *testing.T, c *cluster.Cluster) *harness {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for i := range extraNodes {
+		name := fmt.Sprintf("bench-node-%d", i)
+		if err := c.AddNode(ctx, name, cluster.NodeCapacity("64", "256Gi", extraNodePodSlot, 0)); err != nil {
+			t.Fatalf("adding node %s: %v", name, err)
+		}
+	}
+	admin, err := UnlimitedClient(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary, err := BuildTrainstep(repoRoot(t), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &harness{c: c, binary: binary, admin: admin}
+}
+
+// warmUp runs each side once at a small size, unrecorded, so connection
+// set-up and the API server's first-use caches are not in the figures.
+func (h *harness) warmUp(t *testing.T) {
+	t.Run("warm-up", func(t *testing.T) {
+		spec := jobSpec(64, v1alpha1.CleanPodPolicyNone, "")
+		j := h.prepare(t, spec)
+		_, err := h.runTrainstep(context.Background(), j, 0, 0, nil)
+		check(t, "trainstep", err)
+		j = h.prepare(t, spec)
+		_, err = h.runBaseline(context.Background(), j)
+		check(t, "baseline", err)
+	})
+}
+
+// measureSize alternates trainstep and baseline runs at n workers, in fresh
+// namespaces, swapping which goes first each round so drift hits both; each
+// round ends with a clean run (cleanPodPolicy Running) for the API cost.
+func (h *harness) measureSize(t *testing.T, n, runs int) SizeResult {
+	res := SizeResult{Replicas: n}
+	for round := 1; round <= runs; round++ {
+		trainstep := func(t *testing.T) {
+			j := h.prepare(t, jobSpec(n, v1alpha1.CleanPodPolicyNone, ""))
+			run, err := h.runTrainstep(context.Background(), j, 0, 0, nil)
+			check(t, "trainstep", err)
+			res.Trainstep.Created = append(res.Trainstep.Created, run.created)
+			res.Trainstep.Running = append(res.Trainstep.Running, run.running)
+			res.Detection = append(res.Detection, run.detection)
+			res.PeakRSSBytes = append(res.PeakRSSBytes, float64(run.exit.PeakRSS))
+			res.PeakAnonBytes = append(res.PeakAnonBytes, float64(run.exit.PeakAnon))
+			res.PeakFileBytes = append(res.PeakFileBytes, float64(run.exit.PeakFile))
+			res.CPU = append(res.CPU, run.exit.CPU)
+			t.Logf("trainstep: created %s, running %s, detection %s, peak RSS %.1f MiB, CPU %s",
+				ms(run.created), ms(run.running), ms(run.detection), float64(run.exit.PeakRSS)/(1<<20), ms(run.exit.CPU))
+		}
+		baseline := func(t *testing.T) {
+			j := h.prepare(t, jobSpec(n, v1alpha1.CleanPodPolicyNone, ""))
+			run, err := h.runBaseline(context.Background(), j)
+			check(t, "baseline", err)
+			res.Baseline.Created = append(res.Baseline.Created, run.created)
+			res.Baseline.Running = append(res.Baseline.Running, run.running)
+			res.BaselineDelete = append(res.BaselineDelete, run.deleted)
+			t.Logf("baseline: created %s, running %s, deleted %s", ms(run.created), ms(run.running), ms(run.deleted))
+		}
+		first, second := trainstep, baseline
+		firstName, secondName := "trainstep", "baseline"
+		if round%2 == 0 {
+			first, second, firstName, secondName = baseline, trainstep, secondName, firstName
+		}
+		t.Run(fmt.Sprintf("%d/run-%d/%s", n, round, firstName), first)
+		t.Run(fmt.Sprintf("%d/run-%d/%s", n, round, secondName), second)
+		t.Run(fmt.Sprintf("%d/run-%d/clean", n, round), func(t *testing.T) {
+			j := h.prepare(t, jobSpec(n, "", ""))
+			run, err := h.runTrainstep(context.Background(), j, 0, 0, nil)
+			check(t, "trainstep", err)
+			res.EndToOutputs = append(res.EndToOutputs, run.detection)
+			res.Requests = run.requests
+			t.Logf("clean run: end → outputs %s, creates %d, deletes %d", ms(run.detection),
+				apistats.Total(run.requests, "create"), apistats.Total(run.requests, "delete"))
+		})
+	}
+	return res
+}
+
+// measureTeardown sends SIGTERM to running jobs of n workers.
+func (h *harness) measureTeardown(t *testing.T, n, runs int) TeardownResult {
+	res := TeardownResult{Replicas: n}
+	for round := 1; round <= runs; round++ {
+		t.Run(fmt.Sprintf("teardown/%d/run-%d", n, round), func(t *testing.T) {
+			j := h.prepare(t, jobSpec(n, "", ""))
+			run, err := h.runTeardown(context.Background(), j)
+			check(t, "teardown", err)
+			res.Gone = append(res.Gone, run.gone)
+			res.Exited = append(res.Exited, run.exited)
+			res.Requests = run.requests
+			t.Logf("teardown: gone %s, exited %s", ms(run.gone), ms(run.exited))
+		})
+	}
+	return res
+}
+
+// measurePolling runs a short and a long job side by side and compares their requests.
+func (h *harness) measurePolling(t *testing.T) PollingResult {
+	res := PollingResult{Replicas: pollingReplicas, Short: pollingShort, Long: pollingLong}
+	t.Run("polling", func(t *testing.T) {
+		var wg sync.WaitGroup
+		var errs [2]error
+		for i, length := range []time.Duration{pollingShort, pollingLong} {
+			// cleanPodPolicy None: which workers are still running when worker-0
+			// ends (and would be deleted) depends on timing, not on the length.
+			j := h.prepare(t, jobSpec(pollingReplicas, v1alpha1.CleanPodPolicyNone, length.String()))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				requests, err := h.runToEnd(context.Background(), j, length)
+				errs[i] = err
+				if i == 0 {
+					res.ShortRequests = requests
+				} else {
+					res.LongRequests = requests
+				}
+			}()
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Logf("requests: %s job %d, %s job %d", pollingShort, sum(res.ShortRequests), pollingLong, sum(res.LongRequests))
+	})
+	return res
+}
+
+// measureRateLimits launches the largest job at each client rate limit, the
+// settings interleaved round by round; the default setting's figures are the
+// launch rounds' of that size.
+func (h *harness) measureRateLimits(t *testing.T, largest SizeResult, runs int, defaultQPS float32, defaultBurst int) []RateLimitResult {
+	n := largest.Replicas
+	results := []RateLimitResult{{Replicas: n, QPS: defaultQPS, Burst: defaultBurst, Launch: largest.Trainstep}}
+	for _, rl := range rateLimits {
+		if rl.qps != defaultQPS {
+			results = append(results, RateLimitResult{Replicas: n, QPS: rl.qps, Burst: rl.burst})
+		}
+	}
+	for round := 1; round <= runs; round++ {
+		for i := 1; i < len(results); i++ {
+			r := &results[i]
+			t.Run(fmt.Sprintf("rate-limit/%d/%s/run-%d", n, r.Label(), round), func(t *testing.T) {
+				j := h.prepare(t, jobSpec(n, v1alpha1.CleanPodPolicyNone, ""))
+				run, err := h.runTrainstep(context.Background(), j, r.QPS, r.Burst, nil)
+				check(t, "trainstep", err)
+				r.Launch.Created = append(r.Launch.Created, run.created)
+				r.Launch.Running = append(r.Launch.Running, run.running)
+				t.Logf("created %s, running %s", ms(run.created), ms(run.running))
+			})
+		}
+	}
+	sort.Slice(results, func(i, j int) bool { return results[i].QPS < results[j].QPS })
+	return results
+}
+
+// measureProfile runs the largest job once more under --cpu-profile and
+// --mem-profile with the runtime's GC trace, and keeps pprof's top functions.
+func (h *harness) measureProfile(t *testing.T, n int, report *Report) {
+	t.Run(fmt.Sprintf("profile/%d", n), func(t *testing.T) {
+		j := h.prepare(t, jobSpec(n, v1alpha1.CleanPodPolicyNone, ""))
+		cpuProfile, memProfile := filepath.Join(j.dir, "cpu.pprof"), filepath.Join(j.dir, "heap.pprof")
+		run, err := h.runTrainstep(context.Background(), j, 0, 0, []string{"GODEBUG=gctrace=1"},
+			"--cpu-profile", cpuProfile, "--mem-profile", memProfile)
+		check(t, "trainstep", err)
+		p := &report.Profile
+		p.CPUTop = pprofTop(t, h.binary, cpuProfile)
+		p.AllocTop = pprofTop(t, h.binary, memProfile, "-sample_index=alloc_space")
+		p.CPU, p.Wall, p.GC = run.exit.CPU, run.wall, ParseGCTrace(run.exit.Stderr)
+		p.PeakRSS, p.PeakAnon, p.PeakFile = run.exit.PeakRSS, run.exit.PeakAnon, run.exit.PeakFile
+		t.Logf("profile: CPU %s over %s; GC %+v", ms(run.exit.CPU), ms(run.wall), p.GC)
+	})
+}
+
+// pprofTop is `go tool pprof -top` of a profile, its top 15 entries.
+func pprofTop(t *testing.T, binary, profile string, options ...string) string {
+	args := append([]string{"tool", "pprof", "-top", "-nodecount=15"}, options...)
+	out, err := exec.Command("go", append(args, binary, profile)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof %s: %v\n%s", profile, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func ms(d time.Duration) string { return d.Round(time.Millisecond).String() }
+
+func benchSizes(t *testing.T) []int {
+	value := os.Getenv(sizesEnv)
+	if value == "" {
+		return []int{8, 64, 512}
+	}
+	var sizes []int
+	for _, field := range strings.Split(value, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(field))
+		if err != nil || n < 1 {
+			t.Fatalf("%s: %q is not a list of worker counts", sizesEnv, value)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes
+}
+
+// runCounts says how many runs each figure gets.
+type runCounts struct {
+	small, large int // below and from largeJob workers
+}
+
+// largeJob is the size from which a run takes tens of seconds, so it gets
+// fewer runs to keep `make bench` within its time budget.
+const largeJob = 256
+
+func (r runCounts) forSize(n int) int {
+	if n >= largeJob {
+		return r.large
+	}
+	return r.small
+}
+
+func benchRuns(t *testing.T) runCounts {
+	value := os.Getenv(runsEnv)
+	if value == "" {
+		return runCounts{small: 5, large: 3}
+	}
+	n, err := strconv.Atoi(value)
+	if err != nil || n < 1 {
+		t.Fatalf("%s: %q is not a positive number", runsEnv, value)
+	}
+	return runCounts{small: n, large: n}
+}
+
+// repoRoot is the module root, two directories above this package.
+func repoRoot(t testing.TB) string {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatal("cannot locate the bench package")
+	}
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// trainstepDefaults reads the --kube-api-qps/--kube-api-burst defaults from
+// the binary's help, so the report names what the measured binary does.
+func trainstepDefaults(t testing.TB, binary string) (float32, int) {
+	out, err := exec.Command(binary, "run", "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("trainstep run --help: %v\n%s", err, out)
+	}
+	qps := regexp.MustCompile(`--kube-api-qps float32 .*\(default ([0-9.]+)\)`).FindSubmatch(out)
+	burst := regexp.MustCompile(`--kube-api-burst int .*\(default ([0-9]+)\)`).FindSubmatch(out)
+	if qps == nil || burst == nil {
+		t.Fatalf("trainstep run --help names no --kube-api-qps/--kube-api-burst defaults:\n%s", out)
+	}
+	q, _ := strconv.ParseFloat(string(qps[1]), 32)
+	b, _ := strconv.Atoi(string(burst[1]))
+	return float32(q), b
+}
+
+// machine describes the host: CPU model, cores, OS and Go version.
+func machine() string {
+	model := "unknown CPU"
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		if m := regexp.MustCompile(`(?m)^model name\s*:\s*(.+)$`).FindSubmatch(data); m != nil {
+			model = strings.TrimSpace(string(m[1]))
+		}
+	}
+	return fmt.Sprintf("%s, %d cores, %s/%s, %s", model, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+}
+
+// clusterVersions names the test cluster's component versions from hack/cluster/versions.env.
+func clusterVersions(root string) string {
+	data, err := os.ReadFile(filepath.Join(root, "hack", "cluster", "versions.env"))
+	if err != nil {
+		return "unknown versions"
+	}
+	versions := map[string]string{}
+	for _, line := range strings.Split(string(data), "\n") {
+		if key, value, ok := strings.Cut(strings.TrimSpace(line), "="); ok && !strings.HasPrefix(key, "#") {
+			versions[key] = value
+		}
+	}
+	return fmt.Sprintf("Kubernetes %s, etcd %s, KWOK %s", versions["KUBERNETES_VERSION"], versions["ETCD_VERSION"], versions["KWOK_VERSION"])
+}

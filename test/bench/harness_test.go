@@ -1,0 +1,288 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/result"
+	"github.com/trainstep/trainstep/test/cluster"
+)
+
+// runTimeout bounds one measured run, generous for 512 replicas on two busy cores.
+const runTimeout = 4 * time.Minute
+
+// harness runs the measurements against one test cluster.
+type harness struct {
+	c      *cluster.Cluster
+	binary string
+	// admin deletes and patches for the bench; it has no client-side rate limit.
+	admin kubernetes.Interface
+}
+
+// namespacedJob is a fresh namespace and a job file for one run.
+type namespacedJob struct {
+	ns   string
+	spec JobSpec
+	file string
+	dir  string
+}
+
+func (h *harness) prepare(t testing.TB, spec JobSpec) namespacedJob {
+	t.Helper()
+	j := namespacedJob{ns: h.c.Namespace(t), spec: spec, dir: t.TempDir()}
+	manifest, err := spec.Manifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.file = filepath.Join(j.dir, "job.yaml")
+	if err := os.WriteFile(j.file, manifest, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// trainstepRun is what one measured `trainstep run` produced.
+type trainstepRun struct {
+	created, running time.Duration // from the process start
+	detection        time.Duration // deciding pod seen ended → outputs written
+	wall             time.Duration // process start → exit
+	exit             Exit
+	requests         map[string]int
+}
+
+// runTrainstep launches a job of n workers, waits for all of them to run,
+// ends worker-0 and measures how soon the outputs follow. With
+// cleanPodPolicy None the outputs are written as soon as the end is
+// noticed; with the default (Running) trainstep first deletes the other
+// workers and waits until they are gone.
+func (h *harness) runTrainstep(ctx context.Context, j namespacedJob, qps float32, burst int, env []string, extraArgs ...string) (trainstepRun, error) {
+	var run trainstepRun
+	n := j.spec.Workers
+	ctx, cancel := context.WithTimeout(ctx, runTimeout)
+	defer cancel()
+	tracker, err := Track(ctx, h.c.Config, j.ns)
+	if err != nil {
+		return run, err
+	}
+	p, err := StartTrainstep(RunOptions{Binary: h.binary, Kubeconfig: h.c.Kubeconfig, Namespace: j.ns,
+		JobFile: j.file, QPS: qps, Burst: burst, Dir: j.dir, Env: env, ExtraArgs: extraArgs})
+	if err != nil {
+		return run, err
+	}
+	fail := func(err error) (trainstepRun, error) {
+		p.Kill()
+		return run, fmt.Errorf("%w; trainstep stderr:\n%s", err, tail(p.stderr.String(), 4000))
+	}
+	if err := waitLaunched(ctx, tracker, n); err != nil {
+		return fail(err)
+	}
+	run.created, run.running = tracker.CreatedAt(n).Sub(p.Started), tracker.RunningAt(n).Sub(p.Started)
+
+	written := make(chan timeOrError, 1)
+	go func() {
+		at, err := p.OutputsWrittenAt(ctx)
+		written <- timeOrError{at, err}
+	}()
+	if err := h.patchExitAfter(ctx, j.ns, j.spec.DecidingPod(), "1s"); err != nil {
+		return fail(err)
+	}
+	ended, err := tracker.WaitPodEnded(ctx, j.spec.DecidingPod())
+	if err != nil {
+		return fail(err)
+	}
+	w := <-written
+	if w.err != nil {
+		return fail(w.err)
+	}
+	run.detection = w.at.Sub(ended)
+	if run.exit, err = p.Wait(ctx); err != nil {
+		return run, err
+	}
+	run.wall = p.Exited.Sub(p.Started)
+	if run.exit.Code != result.ExitSucceeded {
+		return run, fmt.Errorf("trainstep exited %d, want %d; stderr:\n%s", run.exit.Code, result.ExitSucceeded, tail(run.exit.Stderr, 4000))
+	}
+	if counts := tracker.Counts(); counts.PodsSeen != n || counts.ServicesSeen != n {
+		return run, fmt.Errorf("trainstep made %d pods and %d services for %d workers", counts.PodsSeen, counts.ServicesSeen, n)
+	}
+	if run.requests, err = p.APIRequests(); err != nil {
+		return run, err
+	}
+	return run, h.clear(ctx, tracker, j.ns)
+}
+
+type timeOrError struct {
+	at  time.Time
+	err error
+}
+
+func waitLaunched(ctx context.Context, tracker *Tracker, n int) error {
+	if err := tracker.WaitFor(ctx, fmt.Sprintf("%d pods and %d services", n, n), func(c Counts) bool {
+		return c.PodsSeen >= n && c.ServicesSeen >= n
+	}); err != nil {
+		return err
+	}
+	return tracker.WaitFor(ctx, fmt.Sprintf("%d running pods", n), func(c Counts) bool { return c.Running >= n })
+}
+
+// patchExitAfter makes one live pod's containers exit 0 (KWOK reads the
+// annotation from the live pod).
+func (h *harness) patchExitAfter(ctx context.Context, ns, pod, after string) error {
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, AnnotationExitAfter, after)
+	if _, err := h.admin.CoreV1().Pods(ns).Patch(ctx, pod, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("patching %s/%s: %w", ns, pod, err)
+	}
+	return nil
+}
+
+// clear deletes what is left in the namespace and waits until it is gone, so
+// the next run starts on an idle cluster.
+func (h *harness) clear(ctx context.Context, tracker *Tracker, ns string) error {
+	if err := DeleteAll(ctx, h.admin, ns); err != nil {
+		return err
+	}
+	return tracker.WaitFor(ctx, "the namespace to empty", func(c Counts) bool { return c.LivePods == 0 && c.LiveServices == 0 })
+}
+
+// baselineRun is what one run of the client-go loop produced.
+type baselineRun struct {
+	created, running time.Duration // from the first create
+	deleted          time.Duration // the same loop deleting everything, until gone
+}
+
+// runBaseline creates the objects `trainstep render` prints with the plain
+// client-go loop, waits for every pod to run, then deletes them all with the
+// same loop.
+func (h *harness) runBaseline(ctx context.Context, j namespacedJob) (baselineRun, error) {
+	var run baselineRun
+	n := j.spec.Workers
+	ctx, cancel := context.WithTimeout(ctx, runTimeout)
+	defer cancel()
+	objs, err := Render(ctx, h.binary, j.file, j.ns)
+	if err != nil {
+		return run, err
+	}
+	if len(objs.Pods) != n || len(objs.Services) != n {
+		return run, fmt.Errorf("render printed %d pods and %d services for %d workers", len(objs.Pods), len(objs.Services), n)
+	}
+	tracker, err := Track(ctx, h.c.Config, j.ns)
+	if err != nil {
+		return run, err
+	}
+	start := time.Now()
+	client, err := UnlimitedClient(h.c.Config)
+	if err != nil {
+		return run, err
+	}
+	if err := CreateBaseline(ctx, client, objs); err != nil {
+		return run, fmt.Errorf("baseline creates: %w", err)
+	}
+	if err := waitLaunched(ctx, tracker, n); err != nil {
+		return run, err
+	}
+	run.created, run.running = tracker.CreatedAt(n).Sub(start), tracker.RunningAt(n).Sub(start)
+	deleteStart := time.Now()
+	if err := h.clear(ctx, tracker, j.ns); err != nil {
+		return run, err
+	}
+	run.deleted = tracker.LastGoneAt().Sub(deleteStart)
+	return run, nil
+}
+
+// teardownRun is one SIGTERM of a running job.
+type teardownRun struct {
+	gone     time.Duration // SIGTERM → no pod or Service of the job left
+	exited   time.Duration // SIGTERM → trainstep exited
+	requests map[string]int
+}
+
+// runTeardown launches a job, waits for every worker to run, sends SIGTERM
+// and measures until the namespace holds none of the job's objects.
+func (h *harness) runTeardown(ctx context.Context, j namespacedJob) (teardownRun, error) {
+	var run teardownRun
+	n := j.spec.Workers
+	ctx, cancel := context.WithTimeout(ctx, runTimeout)
+	defer cancel()
+	tracker, err := Track(ctx, h.c.Config, j.ns)
+	if err != nil {
+		return run, err
+	}
+	p, err := StartTrainstep(RunOptions{Binary: h.binary, Kubeconfig: h.c.Kubeconfig, Namespace: j.ns, JobFile: j.file, Dir: j.dir})
+	if err != nil {
+		return run, err
+	}
+	if err := waitLaunched(ctx, tracker, n); err != nil {
+		p.Kill()
+		return run, err
+	}
+	signalled := time.Now()
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		p.Kill()
+		return run, fmt.Errorf("sending SIGTERM: %w", err)
+	}
+	if err := tracker.WaitFor(ctx, "teardown", func(c Counts) bool { return c.LivePods == 0 && c.LiveServices == 0 }); err != nil {
+		p.Kill()
+		return run, err
+	}
+	run.gone = tracker.LastGoneAt().Sub(signalled)
+	exit, err := p.Wait(ctx)
+	if err != nil {
+		return run, err
+	}
+	run.exited = p.Exited.Sub(signalled)
+	if exit.Code != result.ExitTerminated {
+		return run, fmt.Errorf("trainstep exited %d after SIGTERM, want %d; stderr:\n%s", exit.Code, result.ExitTerminated, tail(exit.Stderr, 4000))
+	}
+	run.requests, err = p.APIRequests()
+	return run, err
+}
+
+// runToEnd runs a job whose workers all exit by themselves and returns the
+// run's API requests (for comparing jobs of different lengths).
+func (h *harness) runToEnd(ctx context.Context, j namespacedJob, length time.Duration) (map[string]int, error) {
+	ctx, cancel := context.WithTimeout(ctx, runTimeout+length)
+	defer cancel()
+	tracker, err := Track(ctx, h.c.Config, j.ns)
+	if err != nil {
+		return nil, err
+	}
+	p, err := StartTrainstep(RunOptions{Binary: h.binary, Kubeconfig: h.c.Kubeconfig, Namespace: j.ns, JobFile: j.file, Dir: j.dir})
+	if err != nil {
+		return nil, err
+	}
+	exit, err := p.Wait(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if exit.Code != result.ExitSucceeded {
+		return nil, fmt.Errorf("trainstep exited %d, want %d; stderr:\n%s", exit.Code, result.ExitSucceeded, tail(exit.Stderr, 4000))
+	}
+	requests, err := p.APIRequests()
+	if err != nil {
+		return nil, err
+	}
+	return requests, h.clear(ctx, tracker, j.ns)
+}
+
+// check ends the test on a failed run.
+func check(t testing.TB, what string, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// jobSpec is the benchmark's job of n workers.
+func jobSpec(n int, policy v1alpha1.CleanPodPolicy, exitAfter string) JobSpec {
+	return JobSpec{Name: "bench", Workers: n, CleanPodPolicy: policy, ExitAfter: exitAfter}
+}

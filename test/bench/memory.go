@@ -1,0 +1,81 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// memorySampleInterval is how often a running trainstep's resident set is read.
+const memorySampleInterval = 20 * time.Millisecond
+
+// residentPeaks are the largest parts of a process's resident set seen.
+type residentPeaks struct{ anon, file int64 }
+
+// sampleResident reads /proc/<pid>/status until done is closed and returns the
+// largest RssAnon and RssFile seen (zero where /proc is not available).
+func sampleResident(pid int, done <-chan struct{}) residentPeaks {
+	var peaks residentPeaks
+	path := fmt.Sprintf("/proc/%d/status", pid)
+	ticker := time.NewTicker(memorySampleInterval)
+	defer ticker.Stop()
+	for {
+		if data, err := os.ReadFile(path); err == nil {
+			peaks.anon = max(peaks.anon, statusKiB(data, "RssAnon")*1024)
+			peaks.file = max(peaks.file, statusKiB(data, "RssFile")*1024)
+		}
+		select {
+		case <-done:
+			return peaks
+		case <-ticker.C:
+		}
+	}
+}
+
+// statusKiB reads a "Name:   123 kB" line of /proc/<pid>/status.
+func statusKiB(status []byte, name string) int64 {
+	scanner := bufio.NewScanner(bytes.NewReader(status))
+	for scanner.Scan() {
+		key, value, ok := strings.Cut(scanner.Text(), ":")
+		if !ok || key != name {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
+		if err != nil {
+			return 0
+		}
+		return n
+	}
+	return 0
+}
+
+// GCTrace summarises the Go runtime's GODEBUG=gctrace=1 lines of one run.
+type GCTrace struct {
+	Collections int
+	// PeakHeapMB is the largest heap at the start of a collection, PeakLiveMB
+	// the largest heap marked live by one, PeakGoalMB the largest heap goal.
+	PeakHeapMB, PeakLiveMB, PeakGoalMB int
+}
+
+// gcLine matches "gc 7 @1.234s 3%: … , 41->45->22 MB, 44 MB goal, …".
+var gcLine = regexp.MustCompile(`(?m)^gc \d+ @.*?, (\d+)->(\d+)->(\d+) MB, (\d+) MB goal`)
+
+// ParseGCTrace reads gctrace lines out of a process's stderr.
+func ParseGCTrace(stderr string) GCTrace {
+	var trace GCTrace
+	for _, m := range gcLine.FindAllStringSubmatch(stderr, -1) {
+		start, _ := strconv.Atoi(m[1])
+		live, _ := strconv.Atoi(m[3])
+		goal, _ := strconv.Atoi(m[4])
+		trace.Collections++
+		trace.PeakHeapMB = max(trace.PeakHeapMB, start)
+		trace.PeakLiveMB = max(trace.PeakLiveMB, live)
+		trace.PeakGoalMB = max(trace.PeakGoalMB, goal)
+	}
+	return trace
+}

@@ -1,0 +1,32 @@
+package bench
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseGCTraceKeepsPeaks(t *testing.T) {
+	stderr := `{"level":"info","msg":"job started"}
+gc 1 @0.010s 1%: 0.011+1.1+0.002 ms clock, 0.022+0.3/0.9/0+0.005 ms cpu, 3->4->2 MB, 4 MB goal, 0 MB stacks, 0 MB globals, 2 P
+gc 2 @1.500s 4%: 0.02+12+0.01 ms clock, 0.04+2/10/0+0.02 ms cpu, 61->70->38 MB, 66 MB goal, 0 MB stacks, 0 MB globals, 2 P
+gc 3 @2.100s 5%: 0.02+9+0.01 ms clock, 0.04+2/8/0+0.02 ms cpu, 75->76->30 MB, 77 MB goal, 0 MB stacks, 0 MB globals, 2 P (forced)
+not a gc 4 line, 1->2->3 MB, 4 MB goal`
+	want := GCTrace{Collections: 3, PeakHeapMB: 75, PeakLiveMB: 38, PeakGoalMB: 77}
+	if diff := cmp.Diff(want, ParseGCTrace(stderr)); diff != "" {
+		t.Errorf("ParseGCTrace (-want +got):\n%s", diff)
+	}
+}
+
+func TestStatusKiBReadsOneField(t *testing.T) {
+	status := []byte("Name:\ttrainstep\nVmHWM:\t  160000 kB\nRssAnon:\t  120000 kB\nRssFile:\t   30000 kB\n")
+	tests := []struct {
+		field string
+		want  int64
+	}{{"RssAnon", 120000}, {"RssFile", 30000}, {"VmHWM", 160000}, {"RssShmem", 0}, {"Name", 0}}
+	for _, tc := range tests {
+		if got := statusKiB(status, tc.field); got != tc.want {
+			t.Errorf("statusKiB(%s) = %d, want %d", tc.field, got, tc.want)
+		}
+	}
+}

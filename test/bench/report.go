@@ -1,0 +1,159 @@
+package bench
+
+import (
+	"bytes"
+	_ "embed"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"text/template"
+	"time"
+
+	"github.com/trainstep/trainstep/pkg/apistats"
+)
+
+// BenchmarksFile is the report's path relative to the repository root.
+const BenchmarksFile = "BENCHMARKS.md"
+
+//go:embed benchmarks.md.tmpl
+var benchmarksTemplate string
+
+// WriteFiles regenerates BENCHMARKS.md and the plots under root.
+func (r Report) WriteFiles(root string) error {
+	launch, err := LaunchPlot(r)
+	if err != nil {
+		return err
+	}
+	if err := savePlot(launch, filepath.Join(root, PlotFile)); err != nil {
+		return err
+	}
+	limits, err := RateLimitPlot(r)
+	if err != nil {
+		return err
+	}
+	if limits != nil {
+		if err := savePlot(limits, filepath.Join(root, RateLimitPlotFile)); err != nil {
+			return err
+		}
+	}
+	doc, err := r.Markdown()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(root, BenchmarksFile), doc, 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", BenchmarksFile, err)
+	}
+	return nil
+}
+
+// Markdown renders BENCHMARKS.md.
+func (r Report) Markdown() ([]byte, error) {
+	tmpl, err := template.New("benchmarks").Funcs(templateFuncs).Parse(benchmarksTemplate)
+	if err != nil {
+		return nil, fmt.Errorf("parsing the report template: %w", err)
+	}
+	var out bytes.Buffer
+	if err := tmpl.Execute(&out, r); err != nil {
+		return nil, fmt.Errorf("rendering the report: %w", err)
+	}
+	return out.Bytes(), nil
+}
+
+var templateFuncs = template.FuncMap{
+	"seconds": formatSeconds,
+	"millis":  formatMillis,
+	"mib":     formatMiB,
+	"ratio":   func(s Spread) string { return s.Format("%.2f") },
+	"median":  func(ds []time.Duration) float64 { return Summarize(Seconds(ds)).Median },
+	"total":   func(counts map[string]int, verbs ...string) int { return apistats.Total(counts, verbs...) },
+	"sum":     sum,
+	"limit":   RequestLimit,
+	"date":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 MST") },
+	"round":   func(d time.Duration) time.Duration { return d.Round(time.Second) },
+	"mark": func(met bool) string {
+		if met {
+			return "met"
+		}
+		return "**missed**"
+	},
+	"requestRows": requestRows,
+	"largest":     func(r Report) SizeResult { return r.Sizes[len(r.Sizes)-1] },
+	"indent":      func(s string) string { return "    " + strings.ReplaceAll(s, "\n", "\n    ") },
+	"percent": func(part, whole time.Duration) string {
+		return fmt.Sprintf("%.0f%%", 100*part.Seconds()/whole.Seconds())
+	},
+	"bytesMiB": func(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) },
+}
+
+func formatSeconds(ds []time.Duration) string { return Summarize(Seconds(ds)).Format("%.2f") + " s" }
+func formatMillis(ds []time.Duration) string  { return Summarize(millis(ds)).Format("%.0f") + " ms" }
+func formatMiB(bytes []float64) string        { return Summarize(mebibytes(bytes)).Format("%.1f") + " MiB" }
+
+// requestRow is one "verb resource" line of a comparison table.
+type requestRow struct {
+	Key         string
+	Left, Right int
+}
+
+// requestRows lines up two request counts by key.
+func requestRows(left, right map[string]int) []requestRow {
+	keys := map[string]int{}
+	for k, v := range left {
+		keys[k] = v
+	}
+	for k := range right {
+		keys[k] += 0
+	}
+	var rows []requestRow
+	for _, k := range apistats.Sorted(keys) {
+		rows = append(rows, requestRow{Key: k, Left: left[k], Right: right[k]})
+	}
+	return rows
+}
+
+// Table is the plain-text summary the test prints.
+func (r Report) Table() string {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "workers\ttrainstep created\tbaseline created\tratio\ttrainstep running\tbaseline running\tratio")
+	for _, s := range r.Sizes {
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Replicas,
+			formatSeconds(s.Trainstep.Created), formatSeconds(s.Baseline.Created), s.CreatedRatio().Format("%.2f"),
+			formatSeconds(s.Trainstep.Running), formatSeconds(s.Baseline.Running), s.RunningRatio().Format("%.2f"))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "workers\tdetection\tend → outputs (cleanPodPolicy Running)\tpeak RSS\tCPU\tcreates\tdeletes\tlimit")
+	for _, s := range r.Sizes {
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", s.Replicas,
+			formatMillis(s.Detection), formatMillis(s.EndToOutputs), formatMiB(s.PeakRSSBytes), formatSeconds(s.CPU),
+			s.Creates(), s.Deletes(), RequestLimit(s.Replicas))
+	}
+	fmt.Fprintln(w)
+	if len(r.Teardown.Gone) > 0 {
+		fmt.Fprintf(w, "teardown of %d workers: gone %s, trainstep exited %s\n", r.Teardown.Replicas,
+			formatSeconds(r.Teardown.Gone), formatSeconds(r.Teardown.Exited))
+	}
+	if r.Polling.LongRequests != nil {
+		fmt.Fprintf(w, "requests: %s job %d, %s job %d\n", r.Polling.Short, sum(r.Polling.ShortRequests), r.Polling.Long, sum(r.Polling.LongRequests))
+	}
+	fmt.Fprintln(w)
+	if len(r.RateLimits) > 0 {
+		fmt.Fprintln(w, "qps/burst\tcreated\trunning")
+		for _, rl := range r.RateLimits {
+			fmt.Fprintf(w, "%s\t%s\t%s\n", rl.Label(), formatSeconds(rl.Launch.Created), formatSeconds(rl.Launch.Running))
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w, "target\tgoal\tmeasured\t")
+	for _, target := range r.Targets() {
+		status := "met"
+		if !target.Met {
+			status = "MISSED"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", target.Name, target.Goal, target.Measured, status)
+	}
+	_ = w.Flush()
+	return b.String()
+}

@@ -1,0 +1,300 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/trainstep/trainstep/pkg/apistats"
+)
+
+// Targets the issue sets for trainstep, checked by Report.Targets.
+const (
+	TargetLaunchRatio  = 1.2                    // trainstep/baseline time to all objects created, at the largest size
+	TargetDetection    = 200 * time.Millisecond // median, at every size
+	TargetPeakRSSBytes = 64 << 20               // at the largest size
+	// TargetRequestsSlack: a job six times longer may cost at most this many
+	// more requests (a watch that the server happened to close and trainstep
+	// re-opened), else trainstep polls.
+	TargetRequestsSlack = 2
+)
+
+// Report is everything one benchmark run measured.
+type Report struct {
+	Generated time.Time
+	Took      time.Duration
+	Machine   string
+	Cluster   string
+	// DefaultQPS and DefaultBurst are trainstep's --kube-api-qps/--kube-api-burst defaults.
+	DefaultQPS   float32
+	DefaultBurst int
+	// BinaryBytes is the size of the measured trainstep binary.
+	BinaryBytes int64
+
+	Sizes      []SizeResult
+	Teardown   TeardownResult
+	Polling    PollingResult
+	RateLimits []RateLimitResult
+	Profile    ProfileResult
+}
+
+// ProfileResult is one more trainstep run of the largest job, profiled.
+type ProfileResult struct {
+	// CPUTop and AllocTop are `go tool pprof -top` of the CPU profile and of
+	// the heap profile's allocated bytes.
+	CPUTop, AllocTop string
+	// CPU and Wall are the run's CPU time and its time from start to exit.
+	CPU, Wall time.Duration
+	// PeakRSS, PeakAnon and PeakFile are as in Exit, in bytes.
+	PeakRSS, PeakAnon, PeakFile int64
+	GC                          GCTrace
+}
+
+// SizeResult is every figure for one job size.
+type SizeResult struct {
+	Replicas            int
+	Trainstep, Baseline LaunchTimes
+	// Detection: the bench's watch sees worker-0 end → trainstep's outputs
+	// exist (cleanPodPolicy None, so nothing is deleted in between).
+	Detection []time.Duration
+	// EndToOutputs is the same with the default cleanPodPolicy Running:
+	// trainstep first deletes the other workers and waits until they are gone.
+	EndToOutputs []time.Duration
+	// BaselineDelete is the baseline loop deleting its objects, until gone.
+	BaselineDelete []time.Duration
+	PeakRSSBytes   []float64
+	// PeakAnonBytes and PeakFileBytes split the resident set: heap and
+	// stacks, and the binary's pages.
+	PeakAnonBytes, PeakFileBytes []float64
+	CPU                          []time.Duration
+	// Requests are a clean run's (cleanPodPolicy Running) API requests.
+	Requests map[string]int
+}
+
+// LaunchTimes are, per run, the time to all pods and Services created and to
+// all pods Running.
+type LaunchTimes struct {
+	Created, Running []time.Duration
+}
+
+// CreatedRatio is trainstep's time to all objects created over the
+// baseline's, run by run.
+func (s SizeResult) CreatedRatio() Spread {
+	return Summarize(Ratios(s.Trainstep.Created, s.Baseline.Created))
+}
+
+// RunningRatio is the same ratio for all pods Running.
+func (s SizeResult) RunningRatio() Spread {
+	return Summarize(Ratios(s.Trainstep.Running, s.Baseline.Running))
+}
+
+// Creates and Deletes count the clean run's create and delete requests.
+func (s SizeResult) Creates() int { return apistats.Total(s.Requests, "create") }
+
+// Deletes counts the clean run's delete requests.
+func (s SizeResult) Deletes() int { return apistats.Total(s.Requests, "delete", "deletecollection") }
+
+// RequestLimit is the issue's bound on creates and on deletes: 2N + 10.
+func RequestLimit(replicas int) int { return 2*replicas + 10 }
+
+// TeardownResult is SIGTERM of a running job.
+type TeardownResult struct {
+	Replicas int
+	// Gone: SIGTERM → no pod or Service left; Exited: SIGTERM → trainstep exited.
+	Gone, Exited []time.Duration
+	Requests     map[string]int
+}
+
+// PollingResult compares the requests of a short and a long job.
+type PollingResult struct {
+	Replicas                    int
+	Short, Long                 time.Duration
+	ShortRequests, LongRequests map[string]int
+}
+
+// Growth is how many more requests the long job made than the short one.
+func (p PollingResult) Growth() int {
+	return sum(p.LongRequests) - sum(p.ShortRequests)
+}
+
+// RateLimitResult is trainstep at one --kube-api-qps/--kube-api-burst.
+type RateLimitResult struct {
+	Replicas int
+	QPS      float32
+	Burst    int
+	Launch   LaunchTimes
+}
+
+// Label names the setting: "200/400".
+func (r RateLimitResult) Label() string { return fmt.Sprintf("%g/%d", r.QPS, r.Burst) }
+
+func sum(counts map[string]int) int {
+	total := 0
+	for _, n := range counts {
+		total += n
+	}
+	return total
+}
+
+// Target is one of the issue's targets with what was measured and, when it
+// is missed, what the measurements say limits it.
+type Target struct {
+	Name, Goal, Measured string
+	Met                  bool
+	Limit                string
+}
+
+// Targets checks every target against the report.
+func (r Report) Targets() []Target {
+	if len(r.Sizes) == 0 {
+		return nil
+	}
+	largest := r.Sizes[len(r.Sizes)-1]
+	var targets []Target
+	ratio := largest.CreatedRatio()
+	targets = append(targets, Target{
+		Name:     fmt.Sprintf("launch at %d: trainstep/baseline, all created", largest.Replicas),
+		Goal:     fmt.Sprintf("≤ %.1f", TargetLaunchRatio),
+		Measured: ratio.Format("%.2f"),
+		Met:      ratio.Runs > 0 && ratio.Median <= TargetLaunchRatio,
+		Limit:    r.launchLimit(),
+	})
+	for _, s := range r.Sizes {
+		d := Summarize(millis(s.Detection))
+		targets = append(targets, Target{
+			Name:     fmt.Sprintf("detection at %d (median)", s.Replicas),
+			Goal:     fmt.Sprintf("≤ %d ms", TargetDetection.Milliseconds()),
+			Measured: d.Format("%.0f") + " ms",
+			Met:      d.Runs > 0 && d.Median <= float64(TargetDetection.Milliseconds()),
+			Limit:    r.cpuLimit(),
+		})
+	}
+	for _, s := range r.Sizes {
+		targets = append(targets, requestTarget(fmt.Sprintf("API cost at %d: creates / deletes of a clean run", s.Replicas), s.Replicas, s.Requests))
+	}
+	if r.Teardown.Requests != nil {
+		targets = append(targets, requestTarget(fmt.Sprintf("API cost at %d: creates / deletes of a stopped run", r.Teardown.Replicas), r.Teardown.Replicas, r.Teardown.Requests))
+	}
+	if r.Polling.LongRequests != nil {
+		targets = append(targets, Target{
+			Name: fmt.Sprintf("no polling: requests of a %s job minus a %s job, %d workers",
+				r.Polling.Long, r.Polling.Short, r.Polling.Replicas),
+			Goal:     fmt.Sprintf("≤ %d", TargetRequestsSlack),
+			Measured: fmt.Sprintf("%+d (%d vs %d)", r.Polling.Growth(), sum(r.Polling.LongRequests), sum(r.Polling.ShortRequests)),
+			Met:      r.Polling.Growth() <= TargetRequestsSlack,
+			Limit:    "the requests that grew: " + strings.Join(grown(r.Polling.ShortRequests, r.Polling.LongRequests), ", "),
+		})
+	}
+	rss := Summarize(mebibytes(largest.PeakRSSBytes))
+	targets = append(targets, Target{
+		Name:     fmt.Sprintf("peak RSS at %d", largest.Replicas),
+		Goal:     fmt.Sprintf("≤ %d MiB", TargetPeakRSSBytes>>20),
+		Measured: rss.Format("%.0f") + " MiB",
+		Met:      rss.Runs > 0 && rss.Median <= TargetPeakRSSBytes>>20,
+		Limit:    r.memoryLimit(),
+	})
+	return targets
+}
+
+// requestTarget checks creates and deletes against 2N + 10 and names the
+// requests beyond the job's own pods and Services.
+func requestTarget(name string, replicas int, requests map[string]int) Target {
+	limit := RequestLimit(replicas)
+	creates, deletes := apistats.Total(requests, "create"), apistats.Total(requests, "delete", "deletecollection")
+	var extra []string
+	for _, key := range apistats.Sorted(requests) {
+		verb, resource, _ := strings.Cut(key, " ")
+		if (verb == "create" || verb == "delete" || verb == "deletecollection") && resource != "pods" && resource != "services" {
+			extra = append(extra, fmt.Sprintf("%d × `%s`", requests[key], key))
+		}
+	}
+	why := "every create and delete is one of the job's pods or Services"
+	if len(extra) > 0 {
+		why = "besides the job's pods and Services: " + strings.Join(extra, ", ")
+	}
+	return Target{
+		Name: name, Goal: fmt.Sprintf("≤ %d each", limit),
+		Measured: fmt.Sprintf("%d / %d", creates, deletes),
+		Met:      requests != nil && creates <= limit && deletes <= limit,
+		Limit:    why,
+	}
+}
+
+// launchLimit explains a slow launch from the measurements: trainstep's fixed
+// start-up cost (the smallest job's difference to the baseline) and how busy
+// trainstep itself was.
+func (r Report) launchLimit() string {
+	smallest := r.Sizes[0]
+	overhead := Summarize(Seconds(smallest.Trainstep.Created)).Median - Summarize(Seconds(smallest.Baseline.Created)).Median
+	return fmt.Sprintf("trainstep's fixed start (loading the job, checking permissions, the informers' first list) adds about %.0f ms "+
+		"(its time to all created minus the baseline's at %d workers); %s", overhead*1000, smallest.Replicas, r.cpuLimit())
+}
+
+// cpuLimit says how much of the profiled run trainstep spent on the CPU.
+func (r Report) cpuLimit() string {
+	if r.Profile.Wall == 0 {
+		return "no profile was taken"
+	}
+	return fmt.Sprintf("the profiled run used %.1f s of CPU in %.1f s (%.0f%%): trainstep mostly waits on the API server",
+		r.Profile.CPU.Seconds(), r.Profile.Wall.Seconds(), 100*r.Profile.CPU.Seconds()/r.Profile.Wall.Seconds())
+}
+
+// memoryLimit splits the profiled run's peak resident set into the binary's
+// pages and the Go heap, and names the largest allocators.
+func (r Report) memoryLimit() string {
+	p := r.Profile
+	if p.PeakRSS == 0 {
+		return "no profile was taken"
+	}
+	return fmt.Sprintf("of the profiled run's %.0f MiB, %.0f MiB are file-backed pages of the %.0f MB trainstep binary "+
+		"and %.0f MiB anonymous memory; the Go heap held at most %d MB live after a collection and reached %d MB before one "+
+		"(the default GOGC=100 lets it grow to twice the live heap); the largest allocators over the run: %s",
+		float64(p.PeakRSS)/(1<<20), float64(p.PeakFile)/(1<<20), float64(r.BinaryBytes)/1e6, float64(p.PeakAnon)/(1<<20),
+		p.GC.PeakLiveMB, p.GC.PeakHeapMB, strings.Join(topEntries(p.AllocTop, 3), ", "))
+}
+
+// topEntries reads the first n entries of `pprof -top` output as
+// "function (flat)".
+func topEntries(top string, n int) []string {
+	var out []string
+	header := true
+	for _, line := range strings.Split(top, "\n") {
+		fields := strings.Fields(line)
+		if header {
+			header = !(len(fields) > 0 && fields[0] == "flat")
+			continue
+		}
+		if len(fields) < 6 || len(out) == n {
+			continue
+		}
+		out = append(out, fmt.Sprintf("`%s` (%s)", strings.Join(fields[5:], " "), fields[0]))
+	}
+	return out
+}
+
+// grown lists the requests the second count has more of.
+func grown(before, after map[string]int) []string {
+	var out []string
+	for _, key := range apistats.Sorted(after) {
+		if after[key] > before[key] {
+			out = append(out, fmt.Sprintf("`%s` %d → %d", key, before[key], after[key]))
+		}
+	}
+	return out
+}
+
+func millis(ds []time.Duration) []float64 {
+	out := make([]float64, len(ds))
+	for i, d := range ds {
+		out[i] = float64(d) / float64(time.Millisecond)
+	}
+	return out
+}
+
+func mebibytes(bytes []float64) []float64 {
+	out := make([]float64, len(bytes))
+	for i, b := range bytes {
+		out[i] = b / (1 << 20)
+	}
+	return out
+}

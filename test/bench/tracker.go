@@ -1,0 +1,290 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+)
+
+// Tracker follows the pods and Services of one namespace through the bench's
+// own watches and stamps every change with the moment this process received
+// it. Server-side timestamps have one-second resolution, so they are never
+// used.
+type Tracker struct {
+	mu       sync.Mutex
+	pods     map[string]*objectTimes
+	services map[string]*objectTimes
+	lastGone time.Time
+	changed  chan struct{} // closed and replaced on every change
+	watchErr error
+}
+
+// objectTimes is when the tracker first saw an object in each state; zero
+// means not (yet).
+type objectTimes struct {
+	added, running, ended, gone time.Time
+	phase                       corev1.PodPhase
+}
+
+// Counts is the state of the namespace as the tracker last saw it.
+type Counts struct {
+	PodsSeen, ServicesSeen int // ever seen, deleted ones included
+	LivePods, LiveServices int // not yet gone from the API server
+	Running                int // pods that have been Running at some point
+}
+
+// protobufConfig asks for protobuf, which the API server encodes and this
+// process decodes much faster than JSON: the bench's own watches should take
+// as little of the shared CPU as possible.
+func protobufConfig(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.QPS, cfg.Burst = -1, 0
+	return cfg
+}
+
+// Track starts watching namespace ns; the watches end with ctx.
+func Track(ctx context.Context, cfg *rest.Config, ns string) (*Tracker, error) {
+	client, err := kubernetes.NewForConfig(protobufConfig(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("building the tracker's client: %w", err)
+	}
+	t := &Tracker{pods: map[string]*objectTimes{}, services: map[string]*objectTimes{}, changed: make(chan struct{})}
+	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing pods of %s: %w", ns, err)
+	}
+	for i := range pods.Items {
+		t.observePod(watch.Added, &pods.Items[i], time.Now())
+	}
+	services, err := client.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing services of %s: %w", ns, err)
+	}
+	for i := range services.Items {
+		t.observeService(watch.Added, services.Items[i].Name, time.Now())
+	}
+	podWatch, err := watchtools.NewRetryWatcherWithContext(ctx, pods.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return client.CoreV1().Pods(ns).Watch(ctx, o)
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watching pods of %s: %w", ns, err)
+	}
+	serviceWatch, err := watchtools.NewRetryWatcherWithContext(ctx, services.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return client.CoreV1().Services(ns).Watch(ctx, o)
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watching services of %s: %w", ns, err)
+	}
+	go t.consume(podWatch, func(e watch.Event, at time.Time) {
+		if pod, ok := e.Object.(*corev1.Pod); ok {
+			t.observePod(e.Type, pod, at)
+		}
+	})
+	go t.consume(serviceWatch, func(e watch.Event, at time.Time) {
+		if svc, ok := e.Object.(*corev1.Service); ok {
+			t.observeService(e.Type, svc.Name, at)
+		}
+	})
+	return t, nil
+}
+
+func (t *Tracker) consume(w *watchtools.RetryWatcher, observe func(watch.Event, time.Time)) {
+	defer w.Stop()
+	for e := range w.ResultChan() {
+		at := time.Now()
+		if e.Type == watch.Error {
+			t.mu.Lock()
+			t.watchErr = fmt.Errorf("watch error: %v", e.Object)
+			t.notifyLocked()
+			t.mu.Unlock()
+			return
+		}
+		observe(e, at)
+	}
+}
+
+func (t *Tracker) observePod(kind watch.EventType, pod *corev1.Pod, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	rec := t.record(t.pods, pod.Name, at)
+	rec.phase = pod.Status.Phase
+	switch pod.Status.Phase {
+	case corev1.PodRunning:
+		stampOnce(&rec.running, at)
+	case corev1.PodSucceeded, corev1.PodFailed:
+		stampOnce(&rec.ended, at)
+	}
+	if kind == watch.Deleted {
+		stampOnce(&rec.gone, at)
+		t.lastGone = at
+	}
+	t.notifyLocked()
+}
+
+func (t *Tracker) observeService(kind watch.EventType, name string, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	rec := t.record(t.services, name, at)
+	if kind == watch.Deleted {
+		stampOnce(&rec.gone, at)
+		t.lastGone = at
+	}
+	t.notifyLocked()
+}
+
+// record returns the object's times, creating them when the object is new
+// (or a new object of the same name after the old one was gone).
+func (t *Tracker) record(m map[string]*objectTimes, name string, at time.Time) *objectTimes {
+	rec, ok := m[name]
+	if !ok {
+		rec = &objectTimes{added: at}
+		m[name] = rec
+	}
+	return rec
+}
+
+func stampOnce(field *time.Time, at time.Time) {
+	if field.IsZero() {
+		*field = at
+	}
+}
+
+func (t *Tracker) notifyLocked() {
+	close(t.changed)
+	t.changed = make(chan struct{})
+}
+
+// Counts returns the current counts.
+func (t *Tracker) Counts() Counts {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.countsLocked()
+}
+
+func (t *Tracker) countsLocked() Counts {
+	c := Counts{PodsSeen: len(t.pods), ServicesSeen: len(t.services)}
+	for _, p := range t.pods {
+		if p.gone.IsZero() {
+			c.LivePods++
+		}
+		if !p.running.IsZero() {
+			c.Running++
+		}
+	}
+	for _, s := range t.services {
+		if s.gone.IsZero() {
+			c.LiveServices++
+		}
+	}
+	return c
+}
+
+// WaitFor blocks until cond holds for the counts, ctx ends or a watch fails.
+func (t *Tracker) WaitFor(ctx context.Context, what string, cond func(Counts) bool) error {
+	for {
+		t.mu.Lock()
+		counts, changed, err := t.countsLocked(), t.changed, t.watchErr
+		t.mu.Unlock()
+		if cond(counts) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("waiting for %s: %w", what, err)
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s (last seen %+v): %w", what, counts, ctx.Err())
+		}
+	}
+}
+
+// WaitPodEnded blocks until the named pod has been seen Succeeded or Failed
+// and returns when that was first seen.
+func (t *Tracker) WaitPodEnded(ctx context.Context, name string) (time.Time, error) {
+	for {
+		t.mu.Lock()
+		rec, changed, err := t.pods[name], t.changed, t.watchErr
+		var ended time.Time
+		if rec != nil {
+			ended = rec.ended
+		}
+		t.mu.Unlock()
+		if !ended.IsZero() {
+			return ended, nil
+		}
+		if err != nil {
+			return time.Time{}, fmt.Errorf("waiting for pod %s to end: %w", name, err)
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return time.Time{}, fmt.Errorf("waiting for pod %s to end: %w", name, ctx.Err())
+		}
+	}
+}
+
+// CreatedAt is when the n-th pod and the n-th Service had both been seen.
+func (t *Tracker) CreatedAt(n int) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	pods := nth(t.pods, n, func(o *objectTimes) time.Time { return o.added })
+	services := nth(t.services, n, func(o *objectTimes) time.Time { return o.added })
+	if pods.IsZero() || services.IsZero() {
+		return time.Time{}
+	}
+	return later(pods, services)
+}
+
+// RunningAt is when the n-th pod was first seen Running.
+func (t *Tracker) RunningAt(n int) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return nth(t.pods, n, func(o *objectTimes) time.Time { return o.running })
+}
+
+// LastGoneAt is when the last deletion was seen.
+func (t *Tracker) LastGoneAt() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lastGone
+}
+
+// nth returns the n-th earliest non-zero time among the objects, or zero
+// when fewer than n have one.
+func nth(m map[string]*objectTimes, n int, field func(*objectTimes) time.Time) time.Time {
+	var times []time.Time
+	for _, o := range m {
+		if at := field(o); !at.IsZero() {
+			times = append(times, at)
+		}
+	}
+	if n <= 0 || len(times) < n {
+		return time.Time{}
+	}
+	sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
+	return times[n-1]
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,205 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// outputsPollInterval is how often the bench looks for trainstep's outputs:
+// short against the 200 ms detection target, cheap for the CPU.
+const outputsPollInterval = 2 * time.Millisecond
+
+// BuildTrainstep compiles cmd/trainstep of the module at repoRoot into dir
+// and returns the binary's path.
+func BuildTrainstep(repoRoot, dir string) (string, error) {
+	binary := filepath.Join(dir, "trainstep")
+	cmd := exec.Command("go", "build", "-o", binary, "./cmd/trainstep")
+	cmd.Dir = repoRoot
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building trainstep: %w\n%s", err, out)
+	}
+	return binary, nil
+}
+
+// RunOptions are one `trainstep run` invocation's inputs.
+type RunOptions struct {
+	Binary, Kubeconfig, Namespace string
+	// JobFile is the TrainJob manifest.
+	JobFile string
+	// QPS and Burst are passed as --kube-api-qps/--kube-api-burst when QPS is not zero.
+	QPS   float32
+	Burst int
+	// Dir receives the outputs directory and the API request counts.
+	Dir string
+	// ExtraArgs are appended to the command line.
+	ExtraArgs []string
+	// Env is added to the process's environment ("GODEBUG=gctrace=1").
+	Env []string
+}
+
+// Process is a running `trainstep run`.
+type Process struct {
+	// Started is taken just before the process is started, Exited as soon
+	// as its exit is reaped (valid once Wait returned).
+	Started, Exited time.Time
+	OutputsDir      string
+	StatsFile       string
+
+	cmd            *exec.Cmd
+	stdout, stderr lockedBuffer
+	done           chan struct{}
+	memory         chan residentPeaks // the sampler's result, once done is closed
+}
+
+// Exit is how a trainstep process ended.
+type Exit struct {
+	Code int
+	// PeakRSS is the process's maximum resident set size, from the kernel's
+	// accounting at exit (getrusage ru_maxrss), in bytes.
+	PeakRSS int64
+	// PeakAnon and PeakFile are the largest anonymous (heap, stacks) and
+	// file-backed (the binary's pages) parts of the resident set seen while
+	// sampling /proc every memorySampleInterval, in bytes.
+	PeakAnon, PeakFile int64
+	// CPU is user plus system time.
+	CPU    time.Duration
+	Stdout string
+	Stderr string
+}
+
+// StartTrainstep starts `trainstep run` with the bench's fixed flags: no log
+// streaming, JSON logs, API request counting.
+func StartTrainstep(o RunOptions) (*Process, error) {
+	p := &Process{
+		OutputsDir: filepath.Join(o.Dir, "outputs"),
+		StatsFile:  filepath.Join(o.Dir, "api-requests.json"),
+		done:       make(chan struct{}),
+		memory:     make(chan residentPeaks, 1),
+	}
+	args := []string{"run", "-f", o.JobFile, "--kubeconfig", o.Kubeconfig, "-n", o.Namespace,
+		"--outputs-dir", p.OutputsDir, "--api-stats-file", p.StatsFile, "--logs", "none", "--log-format", "json"}
+	if o.QPS != 0 {
+		args = append(args, "--kube-api-qps", strconv.FormatFloat(float64(o.QPS), 'f', -1, 32),
+			"--kube-api-burst", strconv.Itoa(o.Burst))
+	}
+	args = append(args, o.ExtraArgs...)
+	p.cmd = exec.Command(o.Binary, args...)
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	p.cmd.Env = append(append(os.Environ(), "KUBECONFIG="), o.Env...)
+	p.Started = time.Now()
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting trainstep: %w", err)
+	}
+	go func() {
+		_ = p.cmd.Wait()
+		p.Exited = time.Now()
+		close(p.done)
+	}()
+	go func() { p.memory <- sampleResident(p.cmd.Process.Pid, p.done) }()
+	return p, nil
+}
+
+// Signal sends sig to the process.
+func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// Kill ends the process at once (for cleaning up after a failed measurement).
+func (p *Process) Kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// Wait waits for the process to exit, killing it when ctx ends first.
+func (p *Process) Wait(ctx context.Context) (Exit, error) {
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		p.Kill()
+		return p.exit(), fmt.Errorf("trainstep did not exit: %w; stderr:\n%s", ctx.Err(), tail(p.stderr.String(), 4000))
+	}
+	return p.exit(), nil
+}
+
+func (p *Process) exit() Exit {
+	state := p.cmd.ProcessState
+	e := Exit{Code: state.ExitCode(), CPU: state.UserTime() + state.SystemTime(),
+		Stdout: p.stdout.String(), Stderr: p.stderr.String()}
+	if usage, ok := state.SysUsage().(*syscall.Rusage); ok {
+		e.PeakRSS = usage.Maxrss * 1024 // kilobytes on Linux
+	}
+	peaks := <-p.memory
+	p.memory <- peaks // exit may be called again
+	e.PeakAnon, e.PeakFile = peaks.anon, peaks.file
+	return e
+}
+
+// OutputsWrittenAt polls for the outputs' phase file and returns when it was
+// first seen. trainstep writes every output through a rename, so the file's
+// presence means its content is complete.
+func (p *Process) OutputsWrittenAt(ctx context.Context) (time.Time, error) {
+	path := filepath.Join(p.OutputsDir, "phase")
+	ticker := time.NewTicker(outputsPollInterval)
+	defer ticker.Stop()
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return time.Now(), nil
+		}
+		select {
+		case <-ticker.C:
+		case <-p.done:
+			if _, err := os.Stat(path); err == nil {
+				return time.Now(), nil
+			}
+			return time.Time{}, errors.New("trainstep exited without writing its outputs")
+		case <-ctx.Done():
+			return time.Time{}, fmt.Errorf("waiting for trainstep's outputs: %w", ctx.Err())
+		}
+	}
+}
+
+// APIRequests reads the run's request counts (written when trainstep exits).
+func (p *Process) APIRequests() (map[string]int, error) {
+	data, err := os.ReadFile(p.StatsFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading API request counts: %w", err)
+	}
+	counts := map[string]int{}
+	if err := json.Unmarshal(data, &counts); err != nil {
+		return nil, fmt.Errorf("decoding API request counts %s: %w", p.StatsFile, err)
+	}
+	return counts, nil
+}
+
+// lockedBuffer is a bytes.Buffer safe for the process's concurrent writers.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
