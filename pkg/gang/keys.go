@@ -30,7 +30,9 @@ const (
 	VolcanoSchedulerName = "volcano"
 )
 
-// Kueue plain-pod groups (sigs.k8s.io/kueue, pkg/controller/jobs/pod).
+// Kueue plain-pod groups (sigs.k8s.io/kueue: pkg/controller/constants
+// QueueLabel; pkg/controller/jobs/pod/constants GroupNameLabel and
+// GroupTotalCountAnnotation).
 const (
 	KueueQueueLabel           = "kueue.x-k8s.io/queue-name"
 	KueuePodGroupLabel        = "kueue.x-k8s.io/pod-group-name"

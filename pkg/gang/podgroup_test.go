@@ -47,7 +47,8 @@ func TestForPodsGivesEachKindItsSchedulersKeys(t *testing.T) {
 			PodSettings{Labels: map[string]string{"scheduling.x-k8s.io/pod-group": "job"}, SchedulerName: "scheduler-plugins-scheduler"}},
 		{"volcano", &v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangVolcano, Queue: "q"},
 			PodSettings{Annotations: map[string]string{"scheduling.k8s.io/group-name": "job"}, SchedulerName: "volcano"}},
-		// Kueue's keys: sigs.k8s.io/kueue pkg/controller/jobs/pod constants (GroupNameLabel, GroupTotalCountAnnotation).
+		// Kueue's keys, from sigs.k8s.io/kueue v0.12.3: pkg/controller/constants QueueLabel,
+		// pkg/controller/jobs/pod/constants GroupNameLabel and GroupTotalCountAnnotation.
 		{"kueue", &v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangKueue, Queue: "team-a"},
 			PodSettings{
 				Labels:      map[string]string{"kueue.x-k8s.io/queue-name": "team-a", "kueue.x-k8s.io/pod-group-name": "job"},
