@@ -141,7 +141,11 @@ func run(ctx context.Context, cfg *Config, res *result.Result) error {
 
 	teardownCtx, cancelTeardown := context.WithTimeout(context.Background(), cfg.TerminationGrace)
 	defer cancelTeardown()
-	streamer.stop(teardownCtx)
+	// Streams of replicas still running never drain by themselves: bound
+	// the wait so the cleanup below keeps most of the grace period.
+	drainCtx, cancelDrain := context.WithTimeout(teardownCtx, cfg.TerminationGrace/5)
+	streamer.stop(drainCtx)
+	cancelDrain()
 	wasTerminated := terminated()
 	view := ctrl.View()
 	fillResult(res, job, &view, decision)

@@ -55,7 +55,15 @@ func deletePod(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod
 // returns each piece's error at its index.
 func (c *Controller) parallel(ctx context.Context, n int, work func(i int) error) []error {
 	errs := make([]error, n)
-	workqueue.ParallelizeUntil(ctx, c.opts.Parallelism, n, func(i int) { errs[i] = work(i) })
+	started := make([]bool, n)
+	workqueue.ParallelizeUntil(ctx, c.opts.Parallelism, n, func(i int) { started[i], errs[i] = true, work(i) })
+	// ParallelizeUntil skips the pieces left when ctx ends: say so rather
+	// than report them done.
+	for i := range errs {
+		if !started[i] {
+			errs[i] = fmt.Errorf("not started: %w", context.Cause(ctx))
+		}
+	}
 	return errs
 }
 

@@ -79,6 +79,10 @@ func (c *Controller) admitGang(ctx context.Context) (time.Duration, error) {
 		}
 	case gang.ActionGiveUp:
 		c.event(corev1.EventTypeWarning, EventUnschedulable, "%s", step.Message)
+		// Give the pods back now; the end-of-run cleanup removes the rest.
+		if err := c.releaseAll(ctx, pods); err != nil {
+			c.opts.Logger.Warn("releasing the gang's pods", zap.Error(err))
+		}
 		return 0, result.Transient(result.ReasonUnschedulable,
 			fmt.Errorf("the job could not be scheduled all together: %s", step.Message))
 	}
