@@ -110,7 +110,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		}
 	}()
 	for _, sub := range []string{"pki", "logs", "etcd", "container-logs"} {
-		if err := os.MkdirAll(filepath.Join(c.Dir, sub), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(c.Dir, sub), 0o700); err != nil {
 			return nil, fmt.Errorf("creating cluster directory: %w", err)
 		}
 	}

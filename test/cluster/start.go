@@ -63,6 +63,9 @@ func (c *Cluster) startControlPlane(ctx context.Context, p ports, f clusterFiles
 		"--kubelet-client-key="+f.kubeletClientKey,
 		"--kubelet-certificate-authority="+f.ca,
 		"--kubelet-preferred-address-types=InternalIP",
+		// The kubernetes Service's endpoint would be 127.0.0.1, which Endpoints reject;
+		// nothing in the cluster dials it (pods are KWOK's).
+		"--endpoint-reconciler-type=none",
 		"--allow-privileged=true",
 		"--profiling=false",
 	)
