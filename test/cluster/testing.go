@@ -67,7 +67,8 @@ func runMain(m *testing.M) int {
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
 	go func() {
-		<-signals
+		sig := <-signals
+		fmt.Fprintf(os.Stderr, "%s: stopping the test cluster; tests still running will fail\n", sig)
 		c.Stop()
 		os.Exit(1)
 	}()
