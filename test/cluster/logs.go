@@ -84,7 +84,8 @@ func (c *Cluster) SetLogs(t testing.TB, ns, pod, container, text string) {
 }
 
 // AppendLogs adds lines to what SetLogs set; a following reader (GetLogs with Follow) sees
-// them arrive.
+// them arrive. Unlike a kubelet's, kwok's follow stream does not end when the container
+// exits: the reader has to stop on its own (for example when the pod finishes).
 func (c *Cluster) AppendLogs(t testing.TB, ns, pod, container, text string) {
 	t.Helper()
 	c.writeLogs(t, ns, pod, container, text, os.O_APPEND)
