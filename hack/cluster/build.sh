@@ -71,7 +71,11 @@ build_into() {
 	(cd "$dir" && GOBIN="$dir" "$go" install "${build_flags[@]}" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION")
 }
 
-if [ -f "$outdir/.cache-key" ] && [ "$(cat "$outdir/.cache-key")" = "$key" ]; then
+installed() {
+	[ -f "$outdir/.cache-key" ] && [ "$(cat "$outdir/.cache-key")" = "$key" ] || return 1
+	for b in "${binaries[@]}"; do [ -x "$outdir/$b" ] || return 1; done
+}
+if installed; then
 	log "up to date in $outdir"
 	exit 0
 fi
