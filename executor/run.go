@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/frameworks"
@@ -74,60 +75,90 @@ func run(ctx context.Context, cfg *Config, res *result.Result) error {
 	defer cancelRun()
 	terminated := watchSignals(runCtx, cfg.Signals, cancelRun)
 
-	conn, err := connect(cfg, job.Namespace)
+	s, err := prepare(runCtx, cfg, job)
 	if err != nil {
 		return err
 	}
-	job.Namespace, res.Namespace = conn.namespace, conn.namespace
-	if conn.requests != nil {
+	res.Namespace = s.conn.namespace
+	if s.conn.requests != nil {
 		defer func() {
-			if err := conn.requests.WriteFile(cfg.APIStatsFile); err != nil {
+			if err := s.conn.requests.WriteFile(cfg.APIStatsFile); err != nil {
 				cfg.Logger.Warn("writing API request counts", zap.Error(err))
 			}
 		}()
 	}
+	if err := execute(runCtx, cfg, job, s, terminated, res); err != nil {
+		return err
+	}
+	if res.Phase != result.PhaseSucceeded {
+		return &result.Error{Phase: res.Phase, Reason: res.Reason, Err: errors.New(res.Message)}
+	}
+	return nil
+}
+
+// session is what a run needs once it may create objects.
+type session struct {
+	conn        *connection
+	identity    render.Identity
+	desired     *render.Objects
+	eventObject runtime.Object
+	log         *zap.Logger
+}
+
+// prepare connects, checks every right and CRD the job needs, and renders
+// it. Nothing is created before it returns without error.
+func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*session, error) {
+	conn, err := connect(cfg, job.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	job.Namespace = conn.namespace
 	owner, eventObject, err := ownerOf(cfg, conn.namespace)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	log := cfg.Logger.With(zap.String("job", job.Name), zap.String("namespace", conn.namespace))
 	isMPI := job.Spec.Framework == v1alpha1.FrameworkMPI
 	podGroups, hasPodGroup := gang.PodGroupResource(gang.Kind(job))
-	if err := conn.preflight(runCtx, cfg.APITimeout, requiredPermissions(isMPI, isMPI, eventObject != nil, podGroups.Group)); err != nil {
-		return err
+	if err := conn.preflight(ctx, cfg.APITimeout, requiredPermissions(isMPI, isMPI, eventObject != nil, podGroups.Group)); err != nil {
+		return nil, err
 	}
 	if hasPodGroup {
-		if err := conn.checkCRD(runCtx, cfg.APITimeout, podGroups); err != nil {
-			return err
+		if err := conn.checkCRD(ctx, cfg.APITimeout, podGroups); err != nil {
+			return nil, err
 		}
 	}
-
 	id := render.Identity{Namespace: conn.namespace, JobName: job.Name, Owner: owner, Labels: map[string]string{}}
 	if cfg.WorkflowName != "" {
 		id.Labels[v1alpha1.LabelWorkflow] = cfg.WorkflowName
 	}
-	inputs, err := renderInputs(runCtx, conn, job, cfg.APITimeout)
+	inputs, err := renderInputs(ctx, conn, job, cfg.APITimeout)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	desired, err := render.Render(job, id, inputs)
 	if err != nil {
-		return result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
+		return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
 	}
+	log := cfg.Logger.With(zap.String("job", job.Name), zap.String("namespace", conn.namespace))
+	return &session{conn: conn, identity: id, desired: desired, eventObject: eventObject, log: log}, nil
+}
 
-	events := newEventRecorder(conn.client, conn.namespace)
+// execute reconciles the job until it ends or the step is stopped, then
+// tears down on a context the signal does not cancel and fills res.
+func execute(runCtx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *session, terminated func() bool, res *result.Result) error {
+	events := newEventRecorder(s.conn.client, s.conn.namespace)
 	defer events.flush(cfg.Logger)
-	streamer := newLogStreamer(cfg, conn, job, log)
+	streamer := newLogStreamer(cfg, s.conn, job, s.log)
 	ctrl := reconcile.New(reconcile.Options{
-		Client: conn.client, Dynamic: conn.dynamic, Job: job, Identity: id, Desired: desired,
+		Client: s.conn.client, Dynamic: s.conn.dynamic, Job: job, Identity: s.identity, Desired: s.desired,
 		Rule:        frameworks.SuccessRuleFor(job),
 		Timeouts:    policy.Timeouts{Stuck: cfg.StuckTimeout, Pending: cfg.PendingTimeout},
 		APITimeout:  cfg.APITimeout,
 		Parallelism: parallelism(cfg.Burst),
-		Recorder:    events.recorder, EventObject: eventObject,
-		Logger: log, Clock: cfg.Clock,
+		Recorder:    events.recorder, EventObject: s.eventObject,
+		Logger: s.log, Clock: cfg.Clock,
 		OnPod:      streamer.observe,
-		OnProgress: progressReporter(cfg, log),
+		OnProgress: progressReporter(cfg, s.log),
 	})
 
 	// Informers live until teardown is over, so cleanup can watch deletions.
@@ -136,7 +167,7 @@ func run(ctx context.Context, cfg *Config, res *result.Result) error {
 	if err := startWithin(runCtx, informerCtx, cfg.APITimeout, ctrl); err != nil {
 		return err
 	}
-	log.Info("job started", zap.Int("replicas", len(desired.Pods)), zap.Int("services", len(desired.Services)))
+	s.log.Info("job started", zap.Int("replicas", len(s.desired.Pods)), zap.Int("services", len(s.desired.Services)))
 	decision, runErr := ctrl.Run(runCtx)
 
 	teardownCtx, cancelTeardown := context.WithTimeout(context.Background(), cfg.TerminationGrace)
@@ -159,14 +190,11 @@ func run(ctx context.Context, cfg *Config, res *result.Result) error {
 			res.Reason = re.Reason
 		}
 	}
-	if cleanupErr := ctrl.Cleanup(teardownCtx, wasTerminated || runErr != nil, true); cleanupErr != nil {
-		log.Error("cleaning up", zap.Error(cleanupErr))
+	if err := ctrl.Cleanup(teardownCtx, wasTerminated || runErr != nil, true); err != nil {
+		s.log.Error("cleaning up", zap.Error(err))
 	}
-	events.final(eventObject, *res)
-	log.Info("job ended", zap.String("phase", string(res.Phase)), zap.String("reason", res.Reason), zap.String("message", res.Message))
-	if res.Phase != result.PhaseSucceeded {
-		return &result.Error{Phase: res.Phase, Reason: res.Reason, Err: errors.New(res.Message)}
-	}
+	events.final(s.eventObject, *res)
+	s.log.Info("job ended", zap.String("phase", string(res.Phase)), zap.String("reason", res.Reason), zap.String("message", res.Message))
 	return nil
 }
 
