@@ -12,9 +12,9 @@ import (
 var errNoProcessGroups = errors.New("the local backend needs process groups, which this operating system does not have")
 
 type process struct {
-	pgid     int
-	exited   chan struct{}
-	exitCode int32
+	pid, pgid int
+	exited    chan struct{}
+	exitCode  int32
 }
 
 func startProcess(_, _ []string, out io.WriteCloser) (*process, error) {

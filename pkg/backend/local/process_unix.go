@@ -19,8 +19,9 @@ const outputDrain = 2 * time.Second
 // process is one running instance of a replica's command. It leads its own
 // process group, so stopping it reaches every process it started.
 type process struct {
-	cmd  *exec.Cmd
-	pgid int
+	cmd *exec.Cmd
+	// pid is the process's; pgid its group's, the same number.
+	pid, pgid int
 	// exited is closed once the process is reaped, what it left in its
 	// group is killed and its output is copied; exitCode is set by then.
 	exited   chan struct{}
@@ -56,7 +57,7 @@ func startProcess(argv, env []string, out io.WriteCloser) (*process, error) {
 		}
 		return nil, err
 	}
-	p := &process{cmd: cmd, pgid: cmd.Process.Pid, exited: make(chan struct{})}
+	p := &process{cmd: cmd, pid: cmd.Process.Pid, pgid: cmd.Process.Pid, exited: make(chan struct{})}
 	copied := make(chan struct{})
 	if reader == nil {
 		close(copied)

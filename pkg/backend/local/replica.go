@@ -68,7 +68,7 @@ func (b *backend) launch(r *replica) {
 		return
 	}
 	r.proc, r.phase, r.startedAt = p, policy.PhaseRunning, b.opts.Clock.Now()
-	log.Info("replica started", zap.Int("pid", p.cmd.Process.Pid), zap.Int("pgid", p.pgid), zap.String("command", describeCommand(r.argv)))
+	log.Info("replica started", zap.Int("pid", p.pid), zap.Int("pgid", p.pgid), zap.String("command", describeCommand(r.argv)))
 	generation := r.generation
 	go func() {
 		<-p.exited
