@@ -12,10 +12,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/trainstep/trainstep/internal/testutil"
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap"
@@ -54,7 +55,7 @@ type localRun struct {
 	res        result.Result
 	err        error
 	stdout     string
-	stderr     *lockedBuffer
+	stderr     *testutil.SyncBuffer
 	logs       *observer.ObservedLogs
 	outputsDir string
 	took       time.Duration
@@ -75,7 +76,7 @@ func watchLog() logWatch {
 func runLocally(t *testing.T, ctx context.Context, manifest []byte, opts spec.Options, watch logWatch) localRun {
 	t.Helper()
 	var stdout bytes.Buffer
-	r := localRun{stderr: &lockedBuffer{}, logs: watch.logs, outputsDir: t.TempDir()}
+	r := localRun{stderr: &testutil.SyncBuffer{}, logs: watch.logs, outputsDir: t.TempDir()}
 	cfg := Config{
 		Spec: manifest, SpecOptions: opts, Local: true,
 		OutputsDir: r.outputsDir, ProgressFile: filepath.Join(r.outputsDir, "progress"),
@@ -124,24 +125,6 @@ func startedPID(t *testing.T, observed *observer.ObservedLogs, replica string, c
 	}
 	t.Fatalf("%s was not started %d times within 30s", replica, count)
 	return 0
-}
-
-// lockedBuffer is a bytes.Buffer for concurrent writers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 var (

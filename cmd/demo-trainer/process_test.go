@@ -12,10 +12,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/trainstep/trainstep/internal/testutil"
 
 	"github.com/trainstep/trainstep/cmd/demo-trainer/internal/trainer"
 )
@@ -42,31 +43,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// syncBuffer collects a process's output while tests read it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // replica is one running demo-trainer process.
 type replica struct {
 	name        string
 	env         []string
 	metricsPath string
 	cmd         *exec.Cmd
-	out         *syncBuffer
+	out         *testutil.SyncBuffer
 	exited      chan struct{}
 }
 
@@ -81,7 +64,7 @@ func startReplica(t *testing.T, name string, env []string, args ...string) *repl
 
 func (r *replica) start(t *testing.T, args ...string) {
 	t.Helper()
-	r.out = &syncBuffer{}
+	r.out = &testutil.SyncBuffer{}
 	r.exited = make(chan struct{})
 	r.cmd = exec.Command(trainerBinary, args...)
 	r.cmd.Env = append(slices.Clone(r.env), "TRAINSTEP_TERMINATION_MESSAGE_PATH="+r.metricsPath)

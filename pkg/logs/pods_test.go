@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/trainstep/trainstep/internal/testutil"
 )
 
 const (
@@ -120,7 +122,7 @@ func TestPodStreamerStartsOneStreamPerInstance(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			client := fake.NewClientset()
-			var out lockedBuffer
+			var out testutil.SyncBuffer
 			streamer := NewPodStreamer(client, testNamespace, NewPrefixer(&out), zap.NewNop())
 			for _, o := range tc.observations {
 				streamer.Observe(replicaPod(o.uid, o.status), "worker-0", testContainer)
@@ -151,7 +153,7 @@ func TestPodStreamerStartsOneStreamPerInstance(t *testing.T) {
 
 func TestPodStreamerDefaultsToThePodsFirstContainer(t *testing.T) {
 	client := fake.NewClientset()
-	var out lockedBuffer
+	var out testutil.SyncBuffer
 	streamer := NewPodStreamer(client, testNamespace, NewPrefixer(&out), zap.NewNop())
 	streamer.Observe(replicaPod("a", running(0)), "launcher-0", "")
 	stopWithin(t, streamer, 5*time.Second)
@@ -166,7 +168,7 @@ func TestPodStreamerDefaultsToThePodsFirstContainer(t *testing.T) {
 
 func TestPodStreamerIgnoresPodsAfterStop(t *testing.T) {
 	client := fake.NewClientset()
-	var out lockedBuffer
+	var out testutil.SyncBuffer
 	streamer := NewPodStreamer(client, testNamespace, NewPrefixer(&out), zap.NewNop())
 	stopWithin(t, streamer, time.Second)
 	streamer.Observe(replicaPod("a", running(0)), "worker-0", testContainer)

@@ -241,21 +241,3 @@ func (w *exclusiveWriter) Write(p []byte) (int, error) {
 }
 
 func (w *exclusiveWriter) String() string { return w.buf.String() }
-
-// lockedBuffer is a bytes.Buffer safe for the concurrent writers of a test.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trainstep/trainstep/internal/testutil"
+
 	"github.com/cenkalti/backoff/v4"
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap"
@@ -157,7 +159,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func outputLines(out *lockedBuffer) []string {
+func outputLines(out *testutil.SyncBuffer) []string {
 	text := strings.TrimSuffix(out.String(), "\n")
 	if text == "" {
 		return nil
@@ -168,7 +170,7 @@ func outputLines(out *lockedBuffer) []string {
 func TestPodStreamerDoesNotRepeatReplayedLinesAcrossRestarts(t *testing.T) {
 	server := &logServer{keepOpen: true}
 	server.add(stamped(1, "epoch 1"), stamped(2, "epoch 2"), stamped(3, "epoch 3"))
-	var out lockedBuffer
+	var out testutil.SyncBuffer
 	streamer := newTestStreamer(server, &out, zap.NewNop())
 
 	streamer.Observe(replicaPod("a", running(0)), "worker-0", testContainer)
@@ -219,7 +221,7 @@ func TestPodStreamerResumesAfterATransientError(t *testing.T) {
 		{err: apierrors.NewServiceUnavailable("apiserver restarting")},
 	}}
 	server.add(stamped(1, "one"), stamped(2, "two"), stamped(3, "three"), stamped(4, "four"))
-	var out lockedBuffer
+	var out testutil.SyncBuffer
 	streamer := newTestStreamer(server, &out, zap.NewNop())
 
 	streamer.Observe(replicaPod("a", running(0)), "worker-0", testContainer)
@@ -276,7 +278,7 @@ func TestPodStreamerStopsOnErrors(t *testing.T) {
 			server := &logServer{failures: tc.failures}
 			server.add(stamped(1, "never printed"))
 			core, logs := observer.New(zapcore.WarnLevel)
-			var out lockedBuffer
+			var out testutil.SyncBuffer
 			streamer := newTestStreamer(server, &out, zap.New(core))
 
 			streamer.Observe(replicaPod("a", running(0)), "worker-0", testContainer)
@@ -301,7 +303,7 @@ func TestPodStreamerRestartsAStreamThatGaveUp(t *testing.T) {
 	server := &logServer{failures: []openFailure{{err: unavailable}, {err: unavailable}, {err: unavailable}, {err: unavailable}}}
 	server.add(stamped(1, "finally"))
 	core, logs := observer.New(zapcore.WarnLevel)
-	var out lockedBuffer
+	var out testutil.SyncBuffer
 	streamer := newTestStreamer(server, &out, zap.New(core))
 
 	streamer.Observe(replicaPod("a", running(0)), "worker-0", testContainer)
@@ -330,7 +332,7 @@ func TestPodStreamerStopDrainsThenCancels(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			server := &logServer{keepOpen: true, trickle: tc.trickle}
 			server.add(stamped(1, "first"), stamped(2, "second"))
-			var out lockedBuffer
+			var out testutil.SyncBuffer
 			streamer := newTestStreamer(server, &out, zap.NewNop())
 			streamer.Observe(replicaPod("a", running(0)), "worker-0", testContainer)
 			streamer.Observe(replicaPod("b", running(0)), "worker-1", testContainer)
@@ -359,7 +361,7 @@ func TestPodStreamerStopDrainsThenCancels(t *testing.T) {
 func TestPodStreamerFinishesStreamOfTerminatedContainer(t *testing.T) {
 	server := &logServer{keepOpen: true}
 	server.add(stamped(1, "done"))
-	var out lockedBuffer
+	var out testutil.SyncBuffer
 	streamer := newTestStreamer(server, &out, zap.NewNop())
 	streamer.Observe(replicaPod("a", running(0)), "worker-0", testContainer)
 	eventually(t, "the line", func() bool { return out.String() == "[worker-0] done\n" })
@@ -377,7 +379,7 @@ func TestPodStreamerKeepsOverlongLines(t *testing.T) {
 	long := strings.Repeat("y", MaxLineBytes+10)
 	server := &logServer{}
 	server.add(stamped(1, long), stamped(2, "after"))
-	var out lockedBuffer
+	var out testutil.SyncBuffer
 	streamer := newTestStreamer(server, &out, zap.NewNop())
 	streamer.Observe(replicaPod("a", terminated(0, 0)), "worker-0", testContainer)
 	stopWithin(t, streamer, 5*time.Second)

@@ -1,7 +1,6 @@
 package executor_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/trainstep/trainstep/internal/testutil"
 
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
@@ -87,30 +88,12 @@ func exitsAfter(d string, code int) map[string]string {
 	return map[string]string{exitAfter: d, exitCode: fmt.Sprint(code)}
 }
 
-// syncBuffer is a bytes.Buffer safe for the executor's concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // runOutcome is what one in-process run produced.
 type runOutcome struct {
 	res        result.Result
 	err        error
-	stdout     *syncBuffer
-	stderr     *syncBuffer
+	stdout     *testutil.SyncBuffer
+	stderr     *testutil.SyncBuffer
 	outputsDir string
 }
 
@@ -145,7 +128,7 @@ func runJob(t testing.TB, c *cluster.Cluster, ns string, manifest []byte, edits 
 	for _, e := range edits {
 		e(&cfg)
 	}
-	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	stdout, stderr := &testutil.SyncBuffer{}, &testutil.SyncBuffer{}
 	cfg.Stdout, cfg.Stderr = stdout, stderr
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -286,14 +269,14 @@ func trainstepBinary(t testing.TB) string {
 // process is a trainstep binary running as a subprocess.
 type process struct {
 	cmd            *exec.Cmd
-	stdout, stderr *syncBuffer
+	stdout, stderr *testutil.SyncBuffer
 	done           chan struct{}
 	outputsDir     string
 }
 
 func startBinary(t testing.TB, args ...string) *process {
 	t.Helper()
-	p := &process{stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{}), outputsDir: t.TempDir()}
+	p := &process{stdout: &testutil.SyncBuffer{}, stderr: &testutil.SyncBuffer{}, done: make(chan struct{}), outputsDir: t.TempDir()}
 	p.cmd = exec.Command(trainstepBinary(t), append(args, "--outputs-dir", p.outputsDir, "--log-format", "console")...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	p.cmd.Env = append(os.Environ(), "KUBECONFIG=")

@@ -1,14 +1,14 @@
 package local
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/trainstep/trainstep/internal/testutil"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -55,13 +55,13 @@ type run struct {
 	outcome Outcome
 	err     error
 	logs    *observer.ObservedLogs
-	output  *syncBuffer
+	output  *testutil.SyncBuffer
 }
 
 func runJob(t *testing.T, ctx context.Context, job *v1alpha1.TrainJob, tweak func(*Options)) run {
 	t.Helper()
 	core, logs := observer.New(zap.DebugLevel)
-	out := &syncBuffer{}
+	out := &testutil.SyncBuffer{}
 	opts := Options{Job: job, LogOutput: out, Logger: zap.New(core), RestartDelay: 100 * time.Millisecond, MaxStopGrace: 5 * time.Second}
 	if tweak != nil {
 		tweak(&opts)
@@ -77,22 +77,4 @@ func (r run) pgids() []int {
 		out = append(out, int(e.ContextMap()["pgid"].(int64)))
 	}
 	return out
-}
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of replicas.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
