@@ -96,8 +96,8 @@ func run(ctx context.Context, cfg *Config, res *result.Result) error {
 	return nil
 }
 
-// session is what a run needs once it may create objects.
-type session struct {
+// preparedRun is what a run needs once it may create objects.
+type preparedRun struct {
 	conn        *connection
 	identity    render.Identity
 	desired     *render.Objects
@@ -107,7 +107,7 @@ type session struct {
 
 // prepare connects, checks every right and CRD the job needs, and renders
 // it. Nothing is created before it returns without error.
-func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*session, error) {
+func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*preparedRun, error) {
 	conn, err := connect(cfg, job.Namespace)
 	if err != nil {
 		return nil, err
@@ -140,12 +140,12 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*session
 		return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
 	}
 	log := cfg.Logger.With(zap.String("job", job.Name), zap.String("namespace", conn.namespace))
-	return &session{conn: conn, identity: id, desired: desired, eventObject: eventObject, log: log}, nil
+	return &preparedRun{conn: conn, identity: id, desired: desired, eventObject: eventObject, log: log}, nil
 }
 
 // execute reconciles the job until it ends or the step is stopped, then
 // tears down on a context the signal does not cancel and fills res.
-func execute(runCtx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *session, terminated func() bool, res *result.Result) error {
+func execute(runCtx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *preparedRun, terminated func() bool, res *result.Result) error {
 	events := newEventRecorder(s.conn.client, s.conn.namespace)
 	defer events.flush(cfg.Logger)
 	streamer := newLogStreamer(cfg, s.conn, job, s.log)
