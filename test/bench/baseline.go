@@ -99,10 +99,15 @@ func CreateBaseline(ctx context.Context, client kubernetes.Interface, objs Objec
 	return forEach(len(create), func(i int) error { return create[i]() })
 }
 
-// DeleteAll deletes every pod and Service of namespace ns, from
-// BaselineWorkers goroutines, so the next measurement starts on an idle
-// cluster.
-func DeleteAll(ctx context.Context, client kubernetes.Interface, ns string) error {
+// DeleteAll deletes every pod and Service of namespace ns from
+// BaselineWorkers goroutines. Graceful deletes are what trainstep sends (the
+// node, here KWOK, completes them); otherwise pods go at once.
+func DeleteAll(ctx context.Context, client kubernetes.Interface, ns string, graceful bool) error {
+	options := metav1.DeleteOptions{}
+	if !graceful {
+		now := int64(0)
+		options.GracePeriodSeconds = &now
+	}
 	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("listing pods to delete: %w", err)
@@ -113,7 +118,7 @@ func DeleteAll(ctx context.Context, client kubernetes.Interface, ns string) erro
 	}
 	var remove []func() error
 	for _, pod := range pods.Items {
-		remove = append(remove, func() error { return client.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{}) })
+		remove = append(remove, func() error { return client.CoreV1().Pods(ns).Delete(ctx, pod.Name, options) })
 	}
 	for _, svc := range services.Items {
 		remove = append(remove, func() error { return client.CoreV1().Services(ns).Delete(ctx, svc.Name, metav1.DeleteOptions{}) })

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
-	"github.com/trainstep/trainstep/pkg/apistats"
 	"github.com/trainstep/trainstep/test/cluster"
 )
 
@@ -72,8 +71,7 @@ func TestBench(t *testing.T) {
 	// the rate-limit and profile runs instead of adding that minute.
 	polling := make(chan PollingResult, 1)
 	go func() { polling <- h.measurePolling(t) }()
-	report.RateLimits = h.measureRateLimits(t, report.Sizes[len(report.Sizes)-1], min(runs.forSize(largest), 2),
-		report.DefaultQPS, report.DefaultBurst)
+	report.RateLimits = h.measureRateLimits(t, largest, min(runs.forSize(largest), 2), report.DefaultQPS, report.DefaultBurst)
 	h.measureProfile(t, largest, &report)
 	report.Polling = <-polling
 	report.Took = time.Since(began)
@@ -163,9 +161,8 @@ func (h *harness) measureSize(t *testing.T, n, runs int) SizeResult {
 			run, err := h.runTrainstep(context.Background(), j, 0, 0, nil)
 			check(t, "trainstep", err)
 			res.EndToOutputs = append(res.EndToOutputs, run.detection)
-			res.Requests = run.requests
-			t.Logf("clean run: end → outputs %s, creates %d, deletes %d", ms(run.detection),
-				apistats.Total(run.requests, "create"), apistats.Total(run.requests, "delete"))
+			res.CleanRequests = append(res.CleanRequests, run.requests)
+			t.Logf("clean run: end → outputs %s, requests %v", ms(run.detection), run.requests)
 		})
 	}
 	return res
@@ -181,8 +178,8 @@ func (h *harness) measureTeardown(t *testing.T, n, runs int) TeardownResult {
 			check(t, "teardown", err)
 			res.Gone = append(res.Gone, run.gone)
 			res.Exited = append(res.Exited, run.exited)
-			res.Requests = run.requests
-			t.Logf("teardown: gone %s, exited %s", ms(run.gone), ms(run.exited))
+			res.Requests = append(res.Requests, run.requests)
+			t.Logf("teardown: gone %s, exited %s, requests %v", ms(run.gone), ms(run.exited), run.requests)
 		})
 	}
 	return res
@@ -222,30 +219,27 @@ func (h *harness) measurePolling(t *testing.T) PollingResult {
 }
 
 // measureRateLimits launches the largest job at each client rate limit, the
-// settings interleaved round by round; the default setting's figures are the
-// launch rounds' of that size.
-func (h *harness) measureRateLimits(t *testing.T, largest SizeResult, runs int, defaultQPS float32, defaultBurst int) []RateLimitResult {
-	n := largest.Replicas
-	results := []RateLimitResult{{Replicas: n, QPS: defaultQPS, Burst: defaultBurst, Launch: largest.Trainstep}}
+// default among them, the settings taking turns round by round.
+func (h *harness) measureRateLimits(t *testing.T, n, runs int, defaultQPS float32, defaultBurst int) []RateLimitResult {
+	results := []RateLimitResult{{Replicas: n, QPS: defaultQPS, Burst: defaultBurst}}
 	for _, rl := range rateLimits {
 		if rl.qps != defaultQPS {
 			results = append(results, RateLimitResult{Replicas: n, QPS: rl.qps, Burst: rl.burst})
 		}
 	}
+	sort.Slice(results, func(i, j int) bool { return results[i].QPS < results[j].QPS })
 	for round := 1; round <= runs; round++ {
-		for i := 1; i < len(results); i++ {
+		for i := range results {
 			r := &results[i]
 			t.Run(fmt.Sprintf("rate-limit/%d/%s/run-%d", n, r.Label(), round), func(t *testing.T) {
 				j := h.prepare(t, jobSpec(n, v1alpha1.CleanPodPolicyNone, ""))
-				run, err := h.runTrainstep(context.Background(), j, r.QPS, r.Burst, nil)
+				created, err := h.runLaunchOnly(context.Background(), j, r.QPS, r.Burst)
 				check(t, "trainstep", err)
-				r.Launch.Created = append(r.Launch.Created, run.created)
-				r.Launch.Running = append(r.Launch.Running, run.running)
-				t.Logf("created %s, running %s", ms(run.created), ms(run.running))
+				r.Created = append(r.Created, created)
+				t.Logf("created %s", ms(created))
 			})
 		}
 	}
-	sort.Slice(results, func(i, j int) bool { return results[i].QPS < results[j].QPS })
 	return results
 }
 
@@ -267,14 +261,21 @@ func (h *harness) measureProfile(t *testing.T, n int, report *Report) {
 	})
 }
 
-// pprofTop is `go tool pprof -top` of a profile, its top 15 entries.
+// pprofTop is `go tool pprof -top` of a profile, its top 15 entries, without
+// the header lines that change from build to build.
 func pprofTop(t *testing.T, binary, profile string, options ...string) string {
 	args := append([]string{"tool", "pprof", "-top", "-nodecount=15"}, options...)
 	out, err := exec.Command("go", append(args, binary, profile)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go tool pprof %s: %v\n%s", profile, err, out)
 	}
-	return strings.TrimSpace(string(out))
+	var kept []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if !strings.HasPrefix(line, "File:") && !strings.HasPrefix(line, "Build ID:") && !strings.HasPrefix(line, "Time:") {
+			kept = append(kept, line)
+		}
+	}
+	return strings.Join(kept, "\n")
 }
 
 func ms(d time.Duration) string { return d.Round(time.Millisecond).String() }

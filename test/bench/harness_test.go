@@ -112,13 +112,39 @@ func (h *harness) runTrainstep(ctx context.Context, j namespacedJob, qps float32
 	if run.exit.Code != result.ExitSucceeded {
 		return run, fmt.Errorf("trainstep exited %d, want %d; stderr:\n%s", run.exit.Code, result.ExitSucceeded, tail(run.exit.Stderr, 4000))
 	}
+	// Each object created once, however many create requests trainstep sent.
 	if counts := tracker.Counts(); counts.PodsSeen != n || counts.ServicesSeen != n {
 		return run, fmt.Errorf("trainstep made %d pods and %d services for %d workers", counts.PodsSeen, counts.ServicesSeen, n)
 	}
 	if run.requests, err = p.APIRequests(); err != nil {
 		return run, err
 	}
-	return run, h.clear(ctx, tracker, j.ns)
+	return run, h.clear(ctx, tracker, j.ns, false)
+}
+
+// runLaunchOnly starts trainstep and returns its time to all of the job's
+// objects created; then it kills trainstep and clears the namespace.
+func (h *harness) runLaunchOnly(ctx context.Context, j namespacedJob, qps float32, burst int) (time.Duration, error) {
+	n := j.spec.Workers
+	ctx, cancel := context.WithTimeout(ctx, runTimeout)
+	defer cancel()
+	tracker, err := Track(ctx, h.c.Config, j.ns)
+	if err != nil {
+		return 0, err
+	}
+	p, err := StartTrainstep(RunOptions{Binary: h.binary, Kubeconfig: h.c.Kubeconfig, Namespace: j.ns,
+		JobFile: j.file, QPS: qps, Burst: burst, Dir: j.dir})
+	if err != nil {
+		return 0, err
+	}
+	err = tracker.WaitFor(ctx, fmt.Sprintf("%d pods and %d services", n, n), func(c Counts) bool {
+		return c.PodsSeen >= n && c.ServicesSeen >= n
+	})
+	p.Kill()
+	if err != nil {
+		return 0, fmt.Errorf("%w; trainstep stderr:\n%s", err, tail(p.stderr.String(), 4000))
+	}
+	return tracker.CreatedAt(n).Sub(p.Started), h.clear(ctx, tracker, j.ns, false)
 }
 
 type timeOrError struct {
@@ -146,9 +172,11 @@ func (h *harness) patchExitAfter(ctx context.Context, ns, pod, after string) err
 }
 
 // clear deletes what is left in the namespace and waits until it is gone, so
-// the next run starts on an idle cluster.
-func (h *harness) clear(ctx context.Context, tracker *Tracker, ns string) error {
-	if err := DeleteAll(ctx, h.admin, ns); err != nil {
+// the next run starts on an idle cluster. Unless graceful, pods are deleted
+// at once (grace period 0) instead of through KWOK: half the API writes, for
+// clearing up that is not measured.
+func (h *harness) clear(ctx context.Context, tracker *Tracker, ns string, graceful bool) error {
+	if err := DeleteAll(ctx, h.admin, ns, graceful); err != nil {
 		return err
 	}
 	return tracker.WaitFor(ctx, "the namespace to empty", func(c Counts) bool { return c.LivePods == 0 && c.LiveServices == 0 })
@@ -191,8 +219,9 @@ func (h *harness) runBaseline(ctx context.Context, j namespacedJob) (baselineRun
 		return run, err
 	}
 	run.created, run.running = tracker.CreatedAt(n).Sub(start), tracker.RunningAt(n).Sub(start)
+	// Measured like trainstep's own deletes: graceful, completed by KWOK.
 	deleteStart := time.Now()
-	if err := h.clear(ctx, tracker, j.ns); err != nil {
+	if err := h.clear(ctx, tracker, j.ns, true); err != nil {
 		return run, err
 	}
 	run.deleted = tracker.LastGoneAt().Sub(deleteStart)
@@ -271,7 +300,7 @@ func (h *harness) runToEnd(ctx context.Context, j namespacedJob, length time.Dur
 	if err != nil {
 		return nil, err
 	}
-	return requests, h.clear(ctx, tracker, j.ns)
+	return requests, h.clear(ctx, tracker, j.ns, false)
 }
 
 // check ends the test on a failed run.

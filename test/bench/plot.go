@@ -117,27 +117,22 @@ func RateLimitPlot(r Report) (*plot.Plot, error) {
 	}
 	largest := r.Sizes[len(r.Sizes)-1]
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Launch of %d workers by --kube-api-qps (burst = 2 × qps)", largest.Replicas)
+	p.Title.Text = fmt.Sprintf("Launch of %d workers by --kube-api-qps/--kube-api-burst (median, min–max)", largest.Replicas)
 	p.X.Label.Text = "--kube-api-qps"
 	p.Y.Label.Text = "seconds from start"
 	p.X.Scale = plot.LogScale{}
 	var x []float64
 	var ticks []plot.Tick
-	var created, running [][]time.Duration
+	var created [][]time.Duration
 	for _, rl := range r.RateLimits {
 		x = append(x, float64(rl.QPS))
 		ticks = append(ticks, plot.Tick{Value: float64(rl.QPS), Label: rl.Label()})
-		created, running = append(created, rl.Launch.Created), append(running, rl.Launch.Running)
+		created = append(created, rl.Created)
 	}
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	p.Legend.Top = true
-	for _, s := range []series{
-		{"trainstep: all created", x, created, trainstepColor, nil},
-		{"trainstep: all Running", x, running, trainstepColor, runningDashes},
-	} {
-		if err := s.addTo(p); err != nil {
-			return nil, err
-		}
+	if err := (series{"trainstep: all created", x, created, trainstepColor, nil}).addTo(p); err != nil {
+		return nil, err
 	}
 	if baseline := Summarize(Seconds(largest.Baseline.Created)); baseline.Runs > 0 {
 		ref := plotter.NewFunction(func(float64) float64 { return baseline.Median })

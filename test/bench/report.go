@@ -67,7 +67,7 @@ var templateFuncs = template.FuncMap{
 	"mib":     formatMiB,
 	"ratio":   func(s Spread) string { return s.Format("%.2f") },
 	"median":  func(ds []time.Duration) float64 { return Summarize(Seconds(ds)).Median },
-	"total":   func(counts map[string]int, verbs ...string) int { return apistats.Total(counts, verbs...) },
+	"count":   func(runs RequestRuns, verbs ...string) string { return runs.Count(verbs...).Format("%.0f") },
 	"sum":     sum,
 	"limit":   RequestLimit,
 	"date":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 MST") },
@@ -126,9 +126,9 @@ func (r Report) Table() string {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "workers\tdetection\tend → outputs (cleanPodPolicy Running)\tpeak RSS\tCPU\tcreates\tdeletes\tlimit")
 	for _, s := range r.Sizes {
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", s.Replicas,
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", s.Replicas,
 			formatMillis(s.Detection), formatMillis(s.EndToOutputs), formatMiB(s.PeakRSSBytes), formatSeconds(s.CPU),
-			s.Creates(), s.Deletes(), RequestLimit(s.Replicas))
+			s.CleanRequests.Count("create").Format("%.0f"), s.CleanRequests.Count("delete").Format("%.0f"), RequestLimit(s.Replicas))
 	}
 	fmt.Fprintln(w)
 	if len(r.Teardown.Gone) > 0 {
@@ -136,13 +136,13 @@ func (r Report) Table() string {
 			formatSeconds(r.Teardown.Gone), formatSeconds(r.Teardown.Exited))
 	}
 	if r.Polling.LongRequests != nil {
-		fmt.Fprintf(w, "requests: %s job %d, %s job %d\n", r.Polling.Short, sum(r.Polling.ShortRequests), r.Polling.Long, sum(r.Polling.LongRequests))
+		fmt.Fprintf(w, "polling check, requests: %s job %d, %s job %d\n", r.Polling.Short, sum(r.Polling.ShortRequests), r.Polling.Long, sum(r.Polling.LongRequests))
 	}
 	fmt.Fprintln(w)
 	if len(r.RateLimits) > 0 {
-		fmt.Fprintln(w, "qps/burst\tcreated\trunning")
+		fmt.Fprintln(w, "qps/burst\tall created")
 		for _, rl := range r.RateLimits {
-			fmt.Fprintf(w, "%s\t%s\t%s\n", rl.Label(), formatSeconds(rl.Launch.Created), formatSeconds(rl.Launch.Running))
+			fmt.Fprintf(w, "%s\t%s\n", rl.Label(), formatSeconds(rl.Created))
 		}
 		fmt.Fprintln(w)
 	}

@@ -67,8 +67,9 @@ type SizeResult struct {
 	// stacks, and the binary's pages.
 	PeakAnonBytes, PeakFileBytes []float64
 	CPU                          []time.Duration
-	// Requests are a clean run's (cleanPodPolicy Running) API requests.
-	Requests map[string]int
+	// CleanRequests are the API requests of each clean run (cleanPodPolicy
+	// Running, worker-0 succeeds).
+	CleanRequests RequestRuns
 }
 
 // LaunchTimes are, per run, the time to all pods and Services created and to
@@ -88,11 +89,33 @@ func (s SizeResult) RunningRatio() Spread {
 	return Summarize(Ratios(s.Trainstep.Running, s.Baseline.Running))
 }
 
-// Creates and Deletes count the clean run's create and delete requests.
-func (s SizeResult) Creates() int { return apistats.Total(s.Requests, "create") }
+// RequestRuns are the API requests of several runs, each counted by "verb resource".
+type RequestRuns []map[string]int
 
-// Deletes counts the clean run's delete requests.
-func (s SizeResult) Deletes() int { return apistats.Total(s.Requests, "delete", "deletecollection") }
+// Count spreads, over the runs, the number of requests with one of verbs
+// (every request when no verb is given).
+func (r RequestRuns) Count(verbs ...string) Spread {
+	var counts []float64
+	for _, run := range r {
+		if len(verbs) == 0 {
+			counts = append(counts, float64(sum(run)))
+		} else {
+			counts = append(counts, float64(apistats.Total(run, verbs...)))
+		}
+	}
+	return Summarize(counts)
+}
+
+// Costliest is the run with the most requests.
+func (r RequestRuns) Costliest() map[string]int {
+	var costliest map[string]int
+	for _, run := range r {
+		if costliest == nil || sum(run) > sum(costliest) {
+			costliest = run
+		}
+	}
+	return costliest
+}
 
 // RequestLimit is the issue's bound on creates and on deletes: 2N + 10.
 func RequestLimit(replicas int) int { return 2*replicas + 10 }
@@ -102,7 +125,7 @@ type TeardownResult struct {
 	Replicas int
 	// Gone: SIGTERM → no pod or Service left; Exited: SIGTERM → trainstep exited.
 	Gone, Exited []time.Duration
-	Requests     map[string]int
+	Requests     RequestRuns
 }
 
 // PollingResult compares the requests of a short and a long job.
@@ -117,12 +140,13 @@ func (p PollingResult) Growth() int {
 	return sum(p.LongRequests) - sum(p.ShortRequests)
 }
 
-// RateLimitResult is trainstep at one --kube-api-qps/--kube-api-burst.
+// RateLimitResult is trainstep at one --kube-api-qps/--kube-api-burst: its
+// time to all of the largest job's objects created.
 type RateLimitResult struct {
 	Replicas int
 	QPS      float32
 	Burst    int
-	Launch   LaunchTimes
+	Created  []time.Duration
 }
 
 // Label names the setting: "200/400".
@@ -170,9 +194,9 @@ func (r Report) Targets() []Target {
 		})
 	}
 	for _, s := range r.Sizes {
-		targets = append(targets, requestTarget(fmt.Sprintf("API cost at %d: creates / deletes of a clean run", s.Replicas), s.Replicas, s.Requests))
+		targets = append(targets, requestTarget(fmt.Sprintf("API cost at %d: creates / deletes of a clean run", s.Replicas), s.Replicas, s.CleanRequests))
 	}
-	if r.Teardown.Requests != nil {
+	if len(r.Teardown.Requests) > 0 {
 		targets = append(targets, requestTarget(fmt.Sprintf("API cost at %d: creates / deletes of a stopped run", r.Teardown.Replicas), r.Teardown.Replicas, r.Teardown.Requests))
 	}
 	if r.Polling.LongRequests != nil {
@@ -196,28 +220,41 @@ func (r Report) Targets() []Target {
 	return targets
 }
 
-// requestTarget checks creates and deletes against 2N + 10 and names the
-// requests beyond the job's own pods and Services.
-func requestTarget(name string, replicas int, requests map[string]int) Target {
+// requestTarget checks the runs' creates and deletes against 2N + 10 (every
+// run must stay within it) and names, for the costliest run, the requests
+// beyond one create and one delete per pod and Service of the job.
+func requestTarget(name string, replicas int, runs RequestRuns) Target {
 	limit := RequestLimit(replicas)
-	creates, deletes := apistats.Total(requests, "create"), apistats.Total(requests, "delete", "deletecollection")
+	creates, deletes := runs.Count("create"), runs.Count("delete", "deletecollection")
+	return Target{
+		Name: name, Goal: fmt.Sprintf("≤ %d each", limit),
+		Measured: creates.Format("%.0f") + " / " + deletes.Format("%.0f"),
+		Met:      len(runs) > 0 && creates.Max <= float64(limit) && deletes.Max <= float64(limit),
+		Limit:    extraRequests(replicas, runs.Costliest()),
+	}
+}
+
+// extraRequests describes the creates and deletes of a run beyond one per
+// pod and Service of a job of n workers.
+func extraRequests(n int, requests map[string]int) string {
 	var extra []string
 	for _, key := range apistats.Sorted(requests) {
 		verb, resource, _ := strings.Cut(key, " ")
-		if (verb == "create" || verb == "delete" || verb == "deletecollection") && resource != "pods" && resource != "services" {
+		if verb != "create" && verb != "delete" && verb != "deletecollection" {
+			continue
+		}
+		switch {
+		case resource != "pods" && resource != "services":
 			extra = append(extra, fmt.Sprintf("%d × `%s`", requests[key], key))
+		case requests[key] > n:
+			extra = append(extra, fmt.Sprintf("%d × `%s` for %d %s (the benchmark's watch saw each created once: "+
+				"the API server refused the others as already existing)", requests[key], key, n, resource))
 		}
 	}
-	why := "every create and delete is one of the job's pods or Services"
-	if len(extra) > 0 {
-		why = "besides the job's pods and Services: " + strings.Join(extra, ", ")
+	if len(extra) == 0 {
+		return "every create and delete is one of the job's pods or Services"
 	}
-	return Target{
-		Name: name, Goal: fmt.Sprintf("≤ %d each", limit),
-		Measured: fmt.Sprintf("%d / %d", creates, deletes),
-		Met:      requests != nil && creates <= limit && deletes <= limit,
-		Limit:    why,
-	}
+	return "besides one request per pod and Service of the job, the costliest run sent " + strings.Join(extra, ", ")
 }
 
 // launchLimit explains a slow launch from the measurements: trainstep's fixed
