@@ -180,11 +180,18 @@ func classify(err error) error {
 }
 
 // retryTransient runs op with exponential backoff while it fails with
-// transient errors, for at most timeout; then the last error is Transient.
+// transient errors, until timeout has passed (the last wait is cut short at
+// the deadline, not skipped); then the last error is Transient.
 func retryTransient(ctx context.Context, timeout time.Duration, op func() error) error {
+	deadline, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	policy := backoff.NewExponentialBackOff(backoff.WithInitialInterval(200*time.Millisecond),
-		backoff.WithMaxInterval(10*time.Second), backoff.WithMaxElapsedTime(timeout))
-	err := backoff.Retry(op, backoff.WithContext(policy, ctx))
+		backoff.WithMaxInterval(10*time.Second), backoff.WithMaxElapsedTime(0))
+	var last error
+	err := backoff.Retry(func() error {
+		last = op()
+		return last
+	}, backoff.WithContext(policy, deadline))
 	if err == nil {
 		return nil
 	}
@@ -195,5 +202,5 @@ func retryTransient(ctx context.Context, timeout time.Duration, op func() error)
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	return result.Transient(result.ReasonAPIUnreachable, fmt.Errorf("the API server did not answer for %s: %w", timeout, err))
+	return result.Transient(result.ReasonAPIUnreachable, fmt.Errorf("the API server did not answer for %s: %w", timeout, last))
 }
