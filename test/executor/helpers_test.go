@@ -28,11 +28,11 @@ import (
 
 // KWOK Stage annotations of the test cluster.
 const (
-	exitAfter   = "kwok.trainstep.dev/exit-after"
-	exitCode    = "kwok.trainstep.dev/exit-code"
-	exitMessage = "kwok.trainstep.dev/termination-message"
-	exitTimes   = "kwok.trainstep.dev/exit-times"
-	waitReason  = "kwok.trainstep.dev/waiting-reason"
+	exitAfter   = cluster.AnnotationExitAfter
+	exitCode    = cluster.AnnotationExitCode
+	exitMessage = cluster.AnnotationTerminationMessage
+	exitTimes   = cluster.AnnotationExitTimes
+	waitReason  = cluster.AnnotationWaitingReason
 )
 
 // jobBuilder builds TrainJob manifests for tests.

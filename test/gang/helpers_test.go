@@ -26,8 +26,8 @@ import (
 
 // KWOK Stage annotations of the test cluster.
 const (
-	exitAfter = "kwok.trainstep.dev/exit-after"
-	exitCode  = "kwok.trainstep.dev/exit-code"
+	exitAfter = cluster.AnnotationExitAfter
+	exitCode  = cluster.AnnotationExitCode
 	poolKey   = "trainstep.dev/test-pool"
 )
 
