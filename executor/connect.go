@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -127,26 +128,37 @@ func requiredPermissions(configMaps, secrets, events bool, podGroupAPI string) [
 }
 
 // preflight checks, before anything is created, that the API server answers
-// and that the identity holds every permission the job needs. An unreachable
-// server is retried until apiTimeout (then Transient); 401 and a missing
-// permission are Invalid at once.
+// and that the identity holds every permission the job needs. One
+// SelfSubjectRulesReview answers for all of them; only where the authorizer
+// says its rules are incomplete (a webhook) is each remaining permission asked
+// with a SelfSubjectAccessReview. An unreachable server is retried until
+// apiTimeout (then Transient); 401 and a missing permission are Invalid at once.
 func (c *connection) preflight(ctx context.Context, apiTimeout time.Duration, perms []permission) error {
 	var denied []string
 	check := func() error {
 		denied = denied[:0]
+		// A server that accepts connections but never answers must not
+		// hold the run past apiTimeout: each request has its own bound.
+		reqCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		review := &authorizationv1.SelfSubjectRulesReview{Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: c.namespace}}
+		rules, err := c.client.AuthorizationV1().SelfSubjectRulesReviews().Create(reqCtx, review, metav1.CreateOptions{})
+		if err != nil {
+			return classify(err)
+		}
 		for _, p := range perms {
-			review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-				ResourceAttributes: &authorizationv1.ResourceAttributes{
-					Namespace: c.namespace, Verb: p.verb, Group: p.group, Resource: p.resource, Subresource: p.subresource,
-				},
-			}}
-			reqCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
-			got, err := c.client.AuthorizationV1().SelfSubjectAccessReviews().Create(reqCtx, review, metav1.CreateOptions{})
-			cancel()
+			if allowedByRules(rules.Status.ResourceRules, p) {
+				continue
+			}
+			if !rules.Status.Incomplete {
+				denied = append(denied, p.String())
+				continue
+			}
+			allowed, err := c.accessReview(reqCtx, p)
 			if err != nil {
 				return classify(err)
 			}
-			if !got.Status.Allowed {
+			if !allowed {
 				denied = append(denied, p.String())
 			}
 		}
@@ -160,6 +172,43 @@ func (c *connection) preflight(ctx context.Context, apiTimeout time.Duration, pe
 			c.namespace, strings.Join(denied, ", cannot ")))
 	}
 	return nil
+}
+
+// accessReview asks the API server whether the identity may do p.
+func (c *connection) accessReview(ctx context.Context, p permission) (bool, error) {
+	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: c.namespace, Verb: p.verb, Group: p.group, Resource: p.resource, Subresource: p.subresource,
+		},
+	}}
+	got, err := c.client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+	if err != nil {
+		return false, err
+	}
+	return got.Status.Allowed, nil
+}
+
+// allowedByRules reports whether a rule grants p on any object of its
+// resource, matching RBAC's wildcards.
+func allowedByRules(rules []authorizationv1.ResourceRule, p permission) bool {
+	resource := p.resource
+	if p.subresource != "" {
+		resource += "/" + p.subresource
+	}
+	for _, r := range rules {
+		if len(r.ResourceNames) > 0 {
+			continue
+		}
+		if matches(r.Verbs, p.verb) && matches(r.APIGroups, p.group) &&
+			(matches(r.Resources, resource) || p.subresource != "" && (slices.Contains(r.Resources, p.resource+"/*") || slices.Contains(r.Resources, "*/"+p.subresource))) {
+			return true
+		}
+	}
+	return false
+}
+
+func matches(values []string, want string) bool {
+	return slices.Contains(values, "*") || slices.Contains(values, want)
 }
 
 // classify marks errors that retrying cannot fix as permanent.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	authorizationv1 "k8s.io/api/authorization/v1"
 
 	"github.com/trainstep/trainstep/pkg/result"
 )
@@ -34,5 +35,29 @@ func TestRetryTransientStopsAtOnceOnAPermanentError(t *testing.T) {
 	})
 	if result.PhaseOf(err) != result.PhaseInvalid || calls != 1 {
 		t.Errorf("err %v after %d calls, want Invalid after one call", err, calls)
+	}
+}
+
+func TestAllowedByRulesFollowsRBACWildcards(t *testing.T) {
+	rules := []authorizationv1.ResourceRule{
+		{Verbs: []string{"create", "get"}, APIGroups: []string{""}, Resources: []string{"pods", "pods/log"}},
+		{Verbs: []string{"*"}, APIGroups: []string{"scheduling.x-k8s.io"}, Resources: []string{"*"}},
+		{Verbs: []string{"delete"}, APIGroups: []string{""}, Resources: []string{"services"}, ResourceNames: []string{"only-this"}},
+	}
+	cases := []struct {
+		p    permission
+		want bool
+	}{
+		{permission{verb: "create", resource: "pods"}, true},
+		{permission{verb: "get", resource: "pods", subresource: "log"}, true},
+		{permission{verb: "delete", resource: "pods"}, false},
+		{permission{verb: "patch", group: "scheduling.x-k8s.io", resource: "podgroups"}, true},
+		{permission{verb: "create", group: "scheduling.volcano.sh", resource: "podgroups"}, false},
+		{permission{verb: "delete", resource: "services"}, false}, // granted on one name only
+	}
+	for _, tc := range cases {
+		if got := allowedByRules(rules, tc.p); got != tc.want {
+			t.Errorf("allowedByRules(%s) = %v, want %v", tc.p, got, tc.want)
+		}
 	}
 }
