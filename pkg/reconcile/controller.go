@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -78,6 +79,10 @@ type Controller struct {
 	// rather than not yet delivered after its create.
 	observedMu sync.Mutex
 	observed   map[types.UID]bool
+	// created holds the keys of job-wide children (Services, ConfigMaps,
+	// Secrets) this run created, so a sync that runs before the informer
+	// delivers them does not ask the API server to create them again.
+	created map[string]bool
 
 	// The fields below are touched only by the single worker goroutine,
 	// and read by View after Run returns.
@@ -127,6 +132,7 @@ func New(opts Options) *Controller {
 		opts:     opts,
 		queue:    workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: "trainstep", Clock: opts.Clock}),
 		observed: map[types.UID]bool{},
+		created:  map[string]bool{},
 		replicas: map[policy.ReplicaID]*replicaState{},
 		gang:     newBuiltinGang(opts.Job, opts.Jitter),
 	}
@@ -160,7 +166,10 @@ func (c *Controller) Start(ctx context.Context) error {
 	enqueue := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { c.queue.Add(syncKey) },
 		UpdateFunc: func(any, any) {},
-		DeleteFunc: func(any) { c.queue.Add(syncKey) },
+		DeleteFunc: func(obj any) {
+			c.forgetCreated(obj)
+			c.queue.Add(syncKey)
+		},
 	}
 	serviceInformer := core.Services().Informer()
 	if _, err := serviceInformer.AddEventHandler(enqueue); err != nil {
@@ -208,6 +217,40 @@ func (c *Controller) observePod(obj any) {
 		c.opts.OnPod(pod)
 	}
 	c.queue.Add(syncKey)
+}
+
+// childKey names a job-wide child for the created set.
+func childKey(obj runtime.Object) string {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%T/%s", obj, m.GetName())
+}
+
+func (c *Controller) markCreated(obj runtime.Object) {
+	c.observedMu.Lock()
+	defer c.observedMu.Unlock()
+	c.created[childKey(obj)] = true
+}
+
+func (c *Controller) wasCreated(obj runtime.Object) bool {
+	c.observedMu.Lock()
+	defer c.observedMu.Unlock()
+	return c.created[childKey(obj)]
+}
+
+// forgetCreated drops a deleted child from the created set, so that one
+// removed from outside is created again.
+func (c *Controller) forgetCreated(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if o, ok := obj.(runtime.Object); ok {
+		c.observedMu.Lock()
+		delete(c.created, childKey(o))
+		c.observedMu.Unlock()
+	}
 }
 
 // seen reports whether the informer has delivered the pod with uid.

@@ -55,21 +55,24 @@ func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 // (first creation, or a replacement whose predecessor is gone).
 func (c *Controller) createMissing(ctx context.Context) error {
 	var objs []runtime.Object
-	for _, s := range c.opts.Desired.Secrets {
-		if _, err := c.secrets.Secrets(s.Namespace).Get(s.Name); apierrors.IsNotFound(err) {
-			objs = append(objs, s)
+	missing := func(obj runtime.Object, err error) {
+		if apierrors.IsNotFound(err) && !c.wasCreated(obj) {
+			objs = append(objs, obj)
 		}
+	}
+	for _, s := range c.opts.Desired.Secrets {
+		_, err := c.secrets.Secrets(s.Namespace).Get(s.Name)
+		missing(s, err)
 	}
 	for _, cm := range c.opts.Desired.ConfigMaps {
-		if _, err := c.configMaps.ConfigMaps(cm.Namespace).Get(cm.Name); apierrors.IsNotFound(err) {
-			objs = append(objs, cm)
-		}
+		_, err := c.configMaps.ConfigMaps(cm.Namespace).Get(cm.Name)
+		missing(cm, err)
 	}
 	for _, svc := range c.opts.Desired.Services {
-		if _, err := c.services.Services(svc.Namespace).Get(svc.Name); apierrors.IsNotFound(err) {
-			objs = append(objs, svc)
-		}
+		_, err := c.services.Services(svc.Namespace).Get(svc.Name)
+		missing(svc, err)
 	}
+	shared := len(objs)
 	pods, ids, err := c.podsToCreate()
 	if err != nil {
 		return err
@@ -85,7 +88,10 @@ func (c *Controller) createMissing(ctx context.Context) error {
 		uid, err := createObject(ctx, c.opts.Client, objs[i])
 		uids[i] = uid
 		if apierrors.IsAlreadyExists(err) {
-			return nil // created by an earlier sync; the cache has not caught up
+			err = nil // created by an earlier attempt; the cache has not caught up
+		}
+		if err == nil && i < shared {
+			c.markCreated(objs[i])
 		}
 		return err
 	})
