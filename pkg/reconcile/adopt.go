@@ -16,7 +16,6 @@ import (
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/policy"
-	"github.com/trainstep/trainstep/pkg/render"
 )
 
 // adopt re-attaches the children an earlier attempt of the same job left
@@ -29,8 +28,8 @@ func (c *Controller) adopt(ctx context.Context) error {
 		return fmt.Errorf("listing the job's pods: %w", err)
 	}
 	desired := map[string]policy.ReplicaID{}
-	for _, id := range policy.Desired(c.opts.Job) {
-		desired[render.PodName(c.opts.Identity.JobName, id.Type, id.Index)] = id
+	for _, id := range c.order {
+		desired[c.replicas[id].name] = id
 	}
 	var stale []*corev1.Pod
 	var owned []metav1.Object

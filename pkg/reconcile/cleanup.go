@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/trainstep/trainstep/pkg/policy"
-	"github.com/trainstep/trainstep/pkg/render"
 )
 
 // Cleanup applies the end-of-job deletions: cleanPodPolicy when the job
@@ -30,7 +29,7 @@ func (c *Controller) Cleanup(ctx context.Context, terminated, waitGone bool) err
 	pods, _ := c.pods.Pods(ns).List(labels.Everything())
 	doomed := map[string]bool{}
 	for _, id := range plan.Pods {
-		doomed[render.PodName(c.opts.Identity.JobName, id.Type, id.Index)] = true
+		doomed[c.replicas[id].name] = true
 	}
 	for _, pod := range pods {
 		if plan.Shared || doomed[pod.Name] {

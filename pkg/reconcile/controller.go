@@ -87,6 +87,7 @@ type Controller struct {
 	// The fields below are touched only by the single worker goroutine,
 	// and read by View after Run returns.
 	replicas       map[policy.ReplicaID]*replicaState
+	order          []policy.ReplicaID // the job's replicas, computed once
 	restarts       int32
 	startTime      time.Time
 	view           policy.View
@@ -100,6 +101,8 @@ type Controller struct {
 
 // replicaState is what the controller remembers about one replica.
 type replicaState struct {
+	// name is the replica's pod name, the same for every attempt.
+	name    string
 	attempt int
 	created bool
 	// uid is the UID of the instance trainstep created or adopted.
@@ -136,8 +139,12 @@ func New(opts Options) *Controller {
 		replicas: map[policy.ReplicaID]*replicaState{},
 		gang:     newBuiltinGang(opts.Job, opts.Jitter),
 	}
-	for _, id := range policy.Desired(opts.Job) {
-		c.replicas[id] = &replicaState{last: policy.Replica{ReplicaID: id, Phase: policy.PhaseMissing}}
+	c.order = policy.Desired(opts.Job)
+	for _, id := range c.order {
+		c.replicas[id] = &replicaState{
+			name: render.PodName(opts.Identity.JobName, id.Type, id.Index),
+			last: policy.Replica{ReplicaID: id, Phase: policy.PhaseMissing},
+		}
 	}
 	return c
 }
@@ -149,7 +156,8 @@ func (c *Controller) Start(ctx context.Context) error {
 	selector := render.JobSelector(c.opts.Identity.JobName).String()
 	c.factory = informers.NewSharedInformerFactoryWithOptions(c.opts.Client, 0,
 		informers.WithNamespace(c.opts.Identity.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }),
+		informers.WithTransform(slimForCache))
 	core := c.factory.Core().V1()
 
 	podInformer := core.Pods().Informer()
@@ -217,6 +225,24 @@ func (c *Controller) observePod(obj any) {
 		c.opts.OnPod(pod)
 	}
 	c.queue.Add(syncKey)
+}
+
+// slimForCache drops from cached objects what the controller never reads:
+// the containers' environment (a 512-replica TF_CONFIG is 17 KiB per pod)
+// and managed fields, so a large job's cache stays small.
+func slimForCache(obj any) (any, error) {
+	if pod, ok := obj.(*corev1.Pod); ok {
+		for i := range pod.Spec.Containers {
+			pod.Spec.Containers[i].Env = nil
+		}
+		for i := range pod.Spec.InitContainers {
+			pod.Spec.InitContainers[i].Env = nil
+		}
+	}
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 // childKey names a job-wide child for the created set.

@@ -14,8 +14,6 @@ import (
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/gang"
-	"github.com/trainstep/trainstep/pkg/policy"
-	"github.com/trainstep/trainstep/pkg/render"
 	"github.com/trainstep/trainstep/pkg/result"
 )
 
@@ -95,11 +93,11 @@ func (c *Controller) admitGang(ctx context.Context) (time.Duration, error) {
 
 // gangPods returns the job's live replica pods and counts them.
 func (c *Controller) gangPods() ([]*corev1.Pod, gang.Pods) {
-	ids := policy.Desired(c.opts.Job)
+	ids := c.order
 	count := gang.Pods{Desired: len(ids)}
 	var pods []*corev1.Pod
 	for _, id := range ids {
-		pod, err := c.pods.Pods(c.opts.Identity.Namespace).Get(render.PodName(c.opts.Identity.JobName, id.Type, id.Index))
+		pod, err := c.pods.Pods(c.opts.Identity.Namespace).Get(c.replicas[id].name)
 		if err != nil || pod.DeletionTimestamp != nil {
 			continue
 		}

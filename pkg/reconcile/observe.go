@@ -5,16 +5,15 @@ import (
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/policy"
-	"github.com/trainstep/trainstep/pkg/render"
 )
 
 // observe builds the policy's view of the job from the pod cache.
 func (c *Controller) observe() policy.View {
 	now := c.opts.Clock.Now()
 	v := policy.View{Job: c.opts.Job, StartTime: c.startTime, Now: now, Restarts: c.restarts}
-	for _, id := range policy.Desired(c.opts.Job) {
+	for _, id := range c.order {
 		st := c.replicas[id]
-		name := render.PodName(c.opts.Identity.JobName, id.Type, id.Index)
+		name := st.name
 		r := policy.Replica{ReplicaID: id, Attempt: st.attempt, Phase: policy.PhaseMissing}
 		pod, err := c.pods.Pods(c.opts.Identity.Namespace).Get(name)
 		exists := err == nil

@@ -118,9 +118,9 @@ func (c *Controller) podsToCreate() ([]*corev1.Pod, []policy.ReplicaID, error) {
 	if c.gang.holdsCreates() {
 		return nil, nil, nil
 	}
-	for _, id := range policy.Desired(c.opts.Job) {
+	for _, id := range c.order {
 		st := c.replicas[id]
-		name := render.PodName(c.opts.Identity.JobName, id.Type, id.Index)
+		name := st.name
 		if _, err := c.pods.Pods(c.opts.Identity.Namespace).Get(name); !apierrors.IsNotFound(err) {
 			continue
 		}
@@ -149,7 +149,7 @@ func (c *Controller) recreate(ctx context.Context, ids []policy.ReplicaID) error
 	var toDelete []*corev1.Pod
 	for _, id := range ids {
 		st := c.replicas[id]
-		name := render.PodName(c.opts.Identity.JobName, id.Type, id.Index)
+		name := st.name
 		c.restarts++
 		st.restartsBefore += st.last.Restarts
 		cause := "it ended"
