@@ -22,8 +22,9 @@ import (
 // Environment knobs for shorter runs while working on the bench itself; `make
 // bench` uses the defaults.
 const (
-	runsEnv  = "TRAINSTEP_BENCH_RUNS"  // runs per figure (default 5, and 3 from 256 workers)
-	sizesEnv = "TRAINSTEP_BENCH_SIZES" // comma-separated worker counts (default 8,64,512)
+	runsEnv   = "TRAINSTEP_BENCH_RUNS"   // runs per figure (default 5, and 3 from 256 workers)
+	sizesEnv  = "TRAINSTEP_BENCH_SIZES"  // comma-separated worker counts (default 8,64,512)
+	binaryEnv = "TRAINSTEP_BENCH_BINARY" // a trainstep binary to measure instead of building cmd/trainstep
 )
 
 // Extra KWOK nodes so the largest job fits beside the cluster's default 4×110 pod slots.
@@ -99,9 +100,11 @@ func newHarness(t *testing.T, c *cluster.Cluster) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	binary, err := BuildTrainstep(repoRoot(t), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
+	binary := os.Getenv(binaryEnv)
+	if binary == "" {
+		if binary, err = BuildTrainstep(repoRoot(t), t.TempDir()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return &harness{c: c, binary: binary, admin: admin}
 }
@@ -130,24 +133,28 @@ func (h *harness) measureSize(t *testing.T, n, runs int) SizeResult {
 			j := h.prepare(t, jobSpec(n, v1alpha1.CleanPodPolicyNone, ""))
 			run, err := h.runTrainstep(context.Background(), j, 0, 0, nil)
 			check(t, "trainstep", err)
+			res.Trainstep.First = append(res.Trainstep.First, run.first)
 			res.Trainstep.Created = append(res.Trainstep.Created, run.created)
+			res.CPUToCreated = append(res.CPUToCreated, run.cpuToCreated)
 			res.Trainstep.Running = append(res.Trainstep.Running, run.running)
 			res.Detection = append(res.Detection, run.detection)
 			res.PeakRSSBytes = append(res.PeakRSSBytes, float64(run.exit.PeakRSS))
 			res.PeakAnonBytes = append(res.PeakAnonBytes, float64(run.exit.PeakAnon))
 			res.PeakFileBytes = append(res.PeakFileBytes, float64(run.exit.PeakFile))
 			res.CPU = append(res.CPU, run.exit.CPU)
-			t.Logf("trainstep: created %s, running %s, detection %s, peak RSS %.1f MiB, CPU %s",
-				ms(run.created), ms(run.running), ms(run.detection), float64(run.exit.PeakRSS)/(1<<20), ms(run.exit.CPU))
+			t.Logf("trainstep: first %s, created %s (CPU %s), running %s, detection %s, peak RSS %.1f MiB, CPU %s",
+				ms(run.first), ms(run.created), ms(run.cpuToCreated), ms(run.running), ms(run.detection),
+				float64(run.exit.PeakRSS)/(1<<20), ms(run.exit.CPU))
 		}
 		baseline := func(t *testing.T) {
 			j := h.prepare(t, jobSpec(n, v1alpha1.CleanPodPolicyNone, ""))
 			run, err := h.runBaseline(context.Background(), j)
 			check(t, "baseline", err)
+			res.Baseline.First = append(res.Baseline.First, run.first)
 			res.Baseline.Created = append(res.Baseline.Created, run.created)
 			res.Baseline.Running = append(res.Baseline.Running, run.running)
 			res.BaselineDelete = append(res.BaselineDelete, run.deleted)
-			t.Logf("baseline: created %s, running %s, deleted %s", ms(run.created), ms(run.running), ms(run.deleted))
+			t.Logf("baseline: first %s, created %s, running %s, deleted %s", ms(run.first), ms(run.created), ms(run.running), ms(run.deleted))
 		}
 		first, second := trainstep, baseline
 		firstName, secondName := "trainstep", "baseline"

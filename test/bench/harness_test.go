@@ -53,11 +53,12 @@ func (h *harness) prepare(t testing.TB, spec JobSpec) namespacedJob {
 
 // trainstepRun is what one measured `trainstep run` produced.
 type trainstepRun struct {
-	created, running time.Duration // from the process start
-	detection        time.Duration // deciding pod seen ended → outputs written
-	wall             time.Duration // process start → exit
-	exit             Exit
-	requests         map[string]int
+	first, created, running time.Duration // from the process start
+	cpuToCreated            time.Duration // trainstep's CPU time until all were created
+	detection               time.Duration // deciding pod seen ended → outputs written
+	wall                    time.Duration // process start → exit
+	exit                    Exit
+	requests                map[string]int
 }
 
 // runTrainstep launches a job of n workers, waits for all of them to run,
@@ -83,9 +84,16 @@ func (h *harness) runTrainstep(ctx context.Context, j namespacedJob, qps float32
 		p.Kill()
 		return run, fmt.Errorf("%w; trainstep stderr:\n%s", err, tail(p.stderr.String(), 4000))
 	}
-	if err := waitLaunched(ctx, tracker, n); err != nil {
+	if err := waitCreated(ctx, tracker, n); err != nil {
 		return fail(err)
 	}
+	if run.cpuToCreated, err = p.CPUSoFar(); err != nil {
+		return fail(err)
+	}
+	if err := waitRunning(ctx, tracker, n); err != nil {
+		return fail(err)
+	}
+	run.first = tracker.FirstCreatedAt().Sub(p.Started)
 	run.created, run.running = tracker.CreatedAt(n).Sub(p.Started), tracker.RunningAt(n).Sub(p.Started)
 
 	written := make(chan timeOrError, 1)
@@ -137,9 +145,7 @@ func (h *harness) runLaunchOnly(ctx context.Context, j namespacedJob, qps float3
 	if err != nil {
 		return 0, err
 	}
-	err = tracker.WaitFor(ctx, fmt.Sprintf("%d pods and %d services", n, n), func(c Counts) bool {
-		return c.PodsSeen >= n && c.ServicesSeen >= n
-	})
+	err = waitCreated(ctx, tracker, n)
 	p.Kill()
 	if err != nil {
 		return 0, fmt.Errorf("%w; trainstep stderr:\n%s", err, tail(p.stderr.String(), 4000))
@@ -152,12 +158,21 @@ type timeOrError struct {
 	err error
 }
 
+// waitLaunched waits for all n pods and Services, then for all pods Running.
 func waitLaunched(ctx context.Context, tracker *Tracker, n int) error {
-	if err := tracker.WaitFor(ctx, fmt.Sprintf("%d pods and %d services", n, n), func(c Counts) bool {
-		return c.PodsSeen >= n && c.ServicesSeen >= n
-	}); err != nil {
+	if err := waitCreated(ctx, tracker, n); err != nil {
 		return err
 	}
+	return waitRunning(ctx, tracker, n)
+}
+
+func waitCreated(ctx context.Context, tracker *Tracker, n int) error {
+	return tracker.WaitFor(ctx, fmt.Sprintf("%d pods and %d services", n, n), func(c Counts) bool {
+		return c.PodsSeen >= n && c.ServicesSeen >= n
+	})
+}
+
+func waitRunning(ctx context.Context, tracker *Tracker, n int) error {
 	return tracker.WaitFor(ctx, fmt.Sprintf("%d running pods", n), func(c Counts) bool { return c.Running >= n })
 }
 
@@ -184,8 +199,8 @@ func (h *harness) clear(ctx context.Context, tracker *Tracker, ns string, gracef
 
 // baselineRun is what one run of the client-go loop produced.
 type baselineRun struct {
-	created, running time.Duration // from the first create
-	deleted          time.Duration // the same loop deleting everything, until gone
+	first, created, running time.Duration // from the start of the loop
+	deleted                 time.Duration // the same loop deleting everything, until gone
 }
 
 // runBaseline creates the objects `trainstep render` prints with the plain
@@ -218,6 +233,7 @@ func (h *harness) runBaseline(ctx context.Context, j namespacedJob) (baselineRun
 	if err := waitLaunched(ctx, tracker, n); err != nil {
 		return run, err
 	}
+	run.first = tracker.FirstCreatedAt().Sub(start)
 	run.created, run.running = tracker.CreatedAt(n).Sub(start), tracker.RunningAt(n).Sub(start)
 	// Measured like trainstep's own deletes: graceful, completed by KWOK.
 	deleteStart := time.Now()

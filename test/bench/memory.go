@@ -79,3 +79,39 @@ func ParseGCTrace(stderr string) GCTrace {
 	}
 	return trace
 }
+
+// userHZ is the unit of /proc/<pid>/stat's CPU times: 100 per second on
+// Linux whatever the kernel's own tick rate.
+const userHZ = 100
+
+// processCPU reads the user plus system time a running process has used so
+// far from /proc/<pid>/stat.
+func processCPU(pid int) (time.Duration, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("reading the CPU time of process %d: %w", pid, err)
+	}
+	return parseStatCPU(string(data))
+}
+
+// parseStatCPU reads utime and stime, the 14th and 15th fields of a
+// /proc/<pid>/stat line; the 2nd, the command, may hold spaces and parentheses.
+func parseStatCPU(stat string) (time.Duration, error) {
+	end := strings.LastIndexByte(stat, ')')
+	if end < 0 {
+		return 0, fmt.Errorf("malformed /proc stat line %q", stat)
+	}
+	fields := strings.Fields(stat[end+1:]) // from the 3rd field on
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("malformed /proc stat line %q", stat)
+	}
+	var ticks int64
+	for _, f := range fields[11:13] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("malformed /proc stat line %q: %w", stat, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / userHZ, nil
+}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -28,5 +29,17 @@ func TestStatusKiBReadsOneField(t *testing.T) {
 		if got := statusKiB(status, tc.field); got != tc.want {
 			t.Errorf("statusKiB(%s) = %d, want %d", tc.field, got, tc.want)
 		}
+	}
+}
+
+func TestParseStatCPUAddsUserAndSystemTime(t *testing.T) {
+	// pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime …
+	stat := "4242 (train step (x)) S 1 4242 4242 0 -1 4194560 1000 0 0 0 123 45 0 0 20 0 12 0 100 0 0"
+	got, err := parseStatCPU(stat)
+	if err != nil || got != 1680*time.Millisecond {
+		t.Errorf("parseStatCPU = %v, %v; want 1.68s", got, err)
+	}
+	if _, err := parseStatCPU("4242 (trainstep) S 1"); err == nil {
+		t.Error("parseStatCPU accepted a line without CPU times")
 	}
 }

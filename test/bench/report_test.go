@@ -37,10 +37,10 @@ func sampleReport() Report {
 			},
 			{
 				Replicas:  512,
-				Trainstep: LaunchTimes{Created: secs(8, 9, 10), Running: secs(9, 10, 11)},
-				Baseline:  LaunchTimes{Created: secs(8, 8, 8), Running: secs(9, 9, 9)},
+				Trainstep: LaunchTimes{First: secs(0.5, 0.6, 0.7), Created: secs(8, 9, 10), Running: secs(9, 10, 11)},
+				Baseline:  LaunchTimes{First: secs(0.1, 0.1, 0.1), Created: secs(8, 8, 8), Running: secs(9, 9, 9)},
 				Detection: secs(0.1, 0.3, 0.4), EndToOutputs: secs(3), BaselineDelete: secs(4),
-				PeakRSSBytes: []float64{50 << 20, 70 << 20, 80 << 20}, CPU: secs(3),
+				PeakRSSBytes: []float64{50 << 20, 70 << 20, 80 << 20}, CPU: secs(3), CPUToCreated: secs(2),
 				CleanRequests: RequestRuns{
 					{"create pods": 512, "create services": 512, "create selfsubjectaccessreviews": 12, "delete pods": 511, "delete services": 511},
 				},
@@ -109,6 +109,7 @@ func TestMarkdownShowsFiguresAndMissedTargets(t *testing.T) {
 		"3.00 s of CPU over 12.00 s (25%)",
 		"at most 45 MB live after a collection",
 		"docs/benchmarks/launch.svg",
+		"| 512 | 0.60 (0.50–0.70) s | 0.10 s | 2.00 s |",
 		"- **Missed: peak RSS at 512**, 70 (50–80) MiB against ≤ 64 MiB. What limits it: of the profiled run's 150 MiB, 30 MiB are file-backed",
 		"the largest allocators over the run: `encoding/json.Marshal` (90MB).",
 		"- **Missed: API cost at 512: creates / deletes of a clean run**, 1036 / 1022 against ≤ 1034 each. What limits it: besides one request per pod and Service of the job, the costliest run sent 12 × `create selfsubjectaccessreviews`.",

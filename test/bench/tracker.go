@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -21,12 +22,14 @@ import (
 // it. Server-side timestamps have one-second resolution, so they are never
 // used.
 type Tracker struct {
-	mu       sync.Mutex
-	pods     map[string]*objectTimes
-	services map[string]*objectTimes
-	lastGone time.Time
-	changed  chan struct{} // closed and replaced on every change
-	watchErr error
+	mu sync.Mutex
+	// Objects by UID, so an object deleted and created again under the same
+	// name counts twice; the names map to the latest UID.
+	pods, services       map[types.UID]*objectTimes
+	podUIDs, serviceUIDs map[string]types.UID
+	lastGone             time.Time
+	changed              chan struct{} // closed and replaced on every change
+	watchErr             error
 }
 
 // objectTimes is when the tracker first saw an object in each state; zero
@@ -38,7 +41,7 @@ type objectTimes struct {
 
 // Counts is the state of the namespace as the tracker last saw it.
 type Counts struct {
-	PodsSeen, ServicesSeen int // ever seen, deleted ones included
+	PodsSeen, ServicesSeen int // distinct objects ever seen, deleted ones included
 	LivePods, LiveServices int // not yet gone from the API server
 	Running                int // pods that have been Running at some point
 }
@@ -60,7 +63,11 @@ func Track(ctx context.Context, cfg *rest.Config, ns string) (*Tracker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the tracker's client: %w", err)
 	}
-	t := &Tracker{pods: map[string]*objectTimes{}, services: map[string]*objectTimes{}, changed: make(chan struct{})}
+	t := &Tracker{
+		pods: map[types.UID]*objectTimes{}, services: map[types.UID]*objectTimes{},
+		podUIDs: map[string]types.UID{}, serviceUIDs: map[string]types.UID{},
+		changed: make(chan struct{}),
+	}
 	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("listing pods of %s: %w", ns, err)
@@ -73,7 +80,7 @@ func Track(ctx context.Context, cfg *rest.Config, ns string) (*Tracker, error) {
 		return nil, fmt.Errorf("listing services of %s: %w", ns, err)
 	}
 	for i := range services.Items {
-		t.observeService(watch.Added, services.Items[i].Name, time.Now())
+		t.observeService(watch.Added, &services.Items[i], time.Now())
 	}
 	podWatch, err := watchtools.NewRetryWatcherWithContext(ctx, pods.ResourceVersion, &cache.ListWatch{
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
@@ -98,7 +105,7 @@ func Track(ctx context.Context, cfg *rest.Config, ns string) (*Tracker, error) {
 	})
 	go t.consume(serviceWatch, func(e watch.Event, at time.Time) {
 		if svc, ok := e.Object.(*corev1.Service); ok {
-			t.observeService(e.Type, svc.Name, at)
+			t.observeService(e.Type, svc, at)
 		}
 	})
 	return t, nil
@@ -122,7 +129,7 @@ func (t *Tracker) consume(w *watchtools.RetryWatcher, observe func(watch.Event, 
 func (t *Tracker) observePod(kind watch.EventType, pod *corev1.Pod, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	rec := t.record(t.pods, pod.Name, at)
+	rec := record(t.pods, t.podUIDs, &pod.ObjectMeta, at)
 	rec.phase = pod.Status.Phase
 	switch pod.Status.Phase {
 	case corev1.PodRunning:
@@ -137,10 +144,10 @@ func (t *Tracker) observePod(kind watch.EventType, pod *corev1.Pod, at time.Time
 	t.notifyLocked()
 }
 
-func (t *Tracker) observeService(kind watch.EventType, name string, at time.Time) {
+func (t *Tracker) observeService(kind watch.EventType, svc *corev1.Service, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	rec := t.record(t.services, name, at)
+	rec := record(t.services, t.serviceUIDs, &svc.ObjectMeta, at)
 	if kind == watch.Deleted {
 		stampOnce(&rec.gone, at)
 		t.lastGone = at
@@ -148,13 +155,13 @@ func (t *Tracker) observeService(kind watch.EventType, name string, at time.Time
 	t.notifyLocked()
 }
 
-// record returns the object's times, creating them when the object is new
-// (or a new object of the same name after the old one was gone).
-func (t *Tracker) record(m map[string]*objectTimes, name string, at time.Time) *objectTimes {
-	rec, ok := m[name]
+// record returns the object's times, creating them when the object is new.
+func record(m map[types.UID]*objectTimes, uids map[string]types.UID, meta *metav1.ObjectMeta, at time.Time) *objectTimes {
+	rec, ok := m[meta.UID]
 	if !ok {
 		rec = &objectTimes{added: at}
-		m[name] = rec
+		m[meta.UID] = rec
+		uids[meta.Name] = meta.UID
 	}
 	return rec
 }
@@ -220,7 +227,7 @@ func (t *Tracker) WaitFor(ctx context.Context, what string, cond func(Counts) bo
 func (t *Tracker) WaitPodEnded(ctx context.Context, name string) (time.Time, error) {
 	for {
 		t.mu.Lock()
-		rec, changed, err := t.pods[name], t.changed, t.watchErr
+		rec, changed, err := t.pods[t.podUIDs[name]], t.changed, t.watchErr
 		var ended time.Time
 		if rec != nil {
 			ended = rec.ended
@@ -252,6 +259,21 @@ func (t *Tracker) CreatedAt(n int) time.Time {
 	return later(pods, services)
 }
 
+// FirstCreatedAt is when the first pod or Service was seen.
+func (t *Tracker) FirstCreatedAt() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	pod := nth(t.pods, 1, func(o *objectTimes) time.Time { return o.added })
+	svc := nth(t.services, 1, func(o *objectTimes) time.Time { return o.added })
+	switch {
+	case pod.IsZero():
+		return svc
+	case svc.IsZero() || pod.Before(svc):
+		return pod
+	}
+	return svc
+}
+
 // RunningAt is when the n-th pod was first seen Running.
 func (t *Tracker) RunningAt(n int) time.Time {
 	t.mu.Lock()
@@ -268,7 +290,7 @@ func (t *Tracker) LastGoneAt() time.Time {
 
 // nth returns the n-th earliest non-zero time among the objects, or zero
 // when fewer than n have one.
-func nth(m map[string]*objectTimes, n int, field func(*objectTimes) time.Time) time.Time {
+func nth(m map[types.UID]*objectTimes, n int, field func(*objectTimes) time.Time) time.Time {
 	var times []time.Time
 	for _, o := range m {
 		if at := field(o); !at.IsZero() {

@@ -203,3 +203,6 @@ func tail(s string, n int) string {
 	}
 	return "…" + s[len(s)-n:]
 }
+
+// CPUSoFar is the CPU time the running process has used until now.
+func (p *Process) CPUSoFar() (time.Duration, error) { return processCPU(p.cmd.Process.Pid) }
