@@ -261,6 +261,7 @@ func (h *harness) measureProfile(t *testing.T, n int, report *Report) {
 		check(t, "trainstep", err)
 		p := &report.Profile
 		p.CPUTop = pprofTop(t, h.binary, cpuProfile)
+		p.CPUOwn = pprofTop(t, h.binary, cpuProfile, "-cum", "-show=^github.com/trainstep/")
 		p.AllocTop = pprofTop(t, h.binary, memProfile, "-sample_index=alloc_space")
 		p.CPU, p.Wall, p.GC = run.exit.CPU, run.wall, ParseGCTrace(run.exit.Stderr)
 		p.PeakRSS, p.PeakAnon, p.PeakFile = run.exit.PeakRSS, run.exit.PeakAnon, run.exit.PeakFile
@@ -268,17 +269,18 @@ func (h *harness) measureProfile(t *testing.T, n int, report *Report) {
 	})
 }
 
-// pprofTop is `go tool pprof -top` of a profile, its top 15 entries, without
+// pprofTop is `go tool pprof -top` of a profile, its top 12 entries, without
 // the header lines that change from build to build.
 func pprofTop(t *testing.T, binary, profile string, options ...string) string {
-	args := append([]string{"tool", "pprof", "-top", "-nodecount=15"}, options...)
+	args := append([]string{"tool", "pprof", "-top", "-nodecount=12"}, options...)
 	out, err := exec.Command("go", append(args, binary, profile)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go tool pprof %s: %v\n%s", profile, err, out)
 	}
 	var kept []string
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		if !strings.HasPrefix(line, "File:") && !strings.HasPrefix(line, "Build ID:") && !strings.HasPrefix(line, "Time:") {
+		if !strings.HasPrefix(line, "File:") && !strings.HasPrefix(line, "Build ID:") && !strings.HasPrefix(line, "Time:") &&
+			!strings.HasPrefix(line, "Active filters:") && !strings.HasPrefix(line, "   show=") {
 			kept = append(kept, line)
 		}
 	}

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	_ "embed"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,8 +15,12 @@ import (
 	"github.com/trainstep/trainstep/pkg/apistats"
 )
 
-// BenchmarksFile is the report's path relative to the repository root.
-const BenchmarksFile = "BENCHMARKS.md"
+// Files WriteFiles writes, relative to the repository root: the report and
+// every run's figures (durations in nanoseconds), for other analyses.
+const (
+	BenchmarksFile = "BENCHMARKS.md"
+	ResultsFile    = "docs/benchmarks/results.json"
+)
 
 //go:embed benchmarks.md.tmpl
 var benchmarksTemplate string
@@ -37,6 +42,13 @@ func (r Report) WriteFiles(root string) error {
 		if err := savePlot(limits, filepath.Join(root, RateLimitPlotFile)); err != nil {
 			return err
 		}
+	}
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding the results: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(root, ResultsFile), append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", ResultsFile, err)
 	}
 	doc, err := r.Markdown()
 	if err != nil {

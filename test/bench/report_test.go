@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"encoding/json"
 	"os"
 
 	"github.com/google/go-cmp/cmp"
@@ -136,6 +137,17 @@ func TestWriteFilesWritesReportAndPlots(t *testing.T) {
 		if strings.HasSuffix(name, ".svg") && !strings.Contains(string(data), "<svg") {
 			t.Errorf("%s is not an SVG", name)
 		}
+	}
+	data, err := os.ReadFile(filepath.Join(root, ResultsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(sampleReport(), back); diff != "" {
+		t.Errorf("%s does not hold the report (-want +got):\n%s", ResultsFile, diff)
 	}
 }
 

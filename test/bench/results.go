@@ -41,8 +41,9 @@ type Report struct {
 // ProfileResult is one more trainstep run of the largest job, profiled.
 type ProfileResult struct {
 	// CPUTop and AllocTop are `go tool pprof -top` of the CPU profile and of
-	// the heap profile's allocated bytes.
-	CPUTop, AllocTop string
+	// the heap profile's allocated bytes; CPUOwn is trainstep's own functions
+	// by cumulative CPU.
+	CPUTop, CPUOwn, AllocTop string
 	// CPU and Wall are the run's CPU time and its time from start to exit.
 	CPU, Wall time.Duration
 	// PeakRSS, PeakAnon and PeakFile are as in Exit, in bytes.
