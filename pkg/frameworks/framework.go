@@ -121,11 +121,7 @@ func Replicas(job *v1alpha1.TrainJob, rt v1alpha1.ReplicaType) int {
 
 // TotalReplicas returns how many replicas of every type the job runs.
 func TotalReplicas(job *v1alpha1.TrainJob) int {
-	total := 0
-	for rt := range job.Spec.ReplicaSpecs {
-		total += Replicas(job, rt)
-	}
-	return total
+	return int(v1alpha1.TotalReplicas(job))
 }
 
 // Port returns the port replicas of type rt listen on: the main container's
