@@ -133,6 +133,10 @@ func (h *harness) measureSize(t *testing.T, n, runs int) SizeResult {
 			j := h.prepare(t, jobSpec(n, v1alpha1.CleanPodPolicyNone, ""))
 			run, err := h.runTrainstep(context.Background(), j, 0, 0, nil)
 			check(t, "trainstep", err)
+			if run.anomaly != "" {
+				res.Anomalies = append(res.Anomalies, fmt.Sprintf("%d workers, round %d: %s", n, round, run.anomaly))
+				t.Logf("anomaly: %s", run.anomaly)
+			}
 			res.Trainstep.First = append(res.Trainstep.First, run.first)
 			res.Trainstep.Created = append(res.Trainstep.Created, run.created)
 			res.CPUToCreated = append(res.CPUToCreated, run.cpuToCreated)
@@ -167,6 +171,10 @@ func (h *harness) measureSize(t *testing.T, n, runs int) SizeResult {
 			j := h.prepare(t, jobSpec(n, "", ""))
 			run, err := h.runTrainstep(context.Background(), j, 0, 0, nil)
 			check(t, "trainstep", err)
+			if run.anomaly != "" {
+				res.Anomalies = append(res.Anomalies, fmt.Sprintf("%d workers, round %d, clean run: %s", n, round, run.anomaly))
+				t.Logf("anomaly: %s", run.anomaly)
+			}
 			res.EndToOutputs = append(res.EndToOutputs, run.detection)
 			res.CleanRequests = append(res.CleanRequests, run.requests)
 			t.Logf("clean run: end → outputs %s, requests %v", ms(run.detection), run.requests)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -59,6 +60,8 @@ type trainstepRun struct {
 	wall                    time.Duration // process start → exit
 	exit                    Exit
 	requests                map[string]int
+	// anomaly describes what went differently from a clean launch, if anything.
+	anomaly string
 }
 
 // runTrainstep launches a job of n workers, waits for all of them to run,
@@ -120,9 +123,12 @@ func (h *harness) runTrainstep(ctx context.Context, j namespacedJob, qps float32
 	if run.exit.Code != result.ExitSucceeded {
 		return run, fmt.Errorf("trainstep exited %d, want %d; stderr:\n%s", run.exit.Code, result.ExitSucceeded, tail(run.exit.Stderr, 4000))
 	}
-	// Each object created once, however many create requests trainstep sent.
+	// Each object should be created once, however many create requests
+	// trainstep sent; anything else is recorded with trainstep's own account.
 	if counts := tracker.Counts(); counts.PodsSeen != n || counts.ServicesSeen != n {
-		return run, fmt.Errorf("trainstep made %d pods and %d services for %d workers", counts.PodsSeen, counts.ServicesSeen, n)
+		run.anomaly = fmt.Sprintf("trainstep made %d pods and %d Services for %d workers: %s; its log: %s",
+			counts.PodsSeen, counts.ServicesSeen, n, strings.Join(tracker.Recreated(), ", "),
+			strings.Join(logLinesAbout(run.exit.Stderr, "recreat", "lost", "removed"), " "))
 	}
 	if run.requests, err = p.APIRequests(); err != nil {
 		return run, err
@@ -151,6 +157,24 @@ func (h *harness) runLaunchOnly(ctx context.Context, j namespacedJob, qps float3
 		return 0, fmt.Errorf("%w; trainstep stderr:\n%s", err, tail(p.stderr.String(), 4000))
 	}
 	return tracker.CreatedAt(n).Sub(p.Started), h.clear(ctx, tracker, j.ns, false)
+}
+
+// logLinesAbout returns trainstep's log lines (at most five, each shortened)
+// that contain one of the words, in backquotes for the report.
+func logLinesAbout(stderr string, words ...string) []string {
+	var lines []string
+	for _, line := range strings.Split(stderr, "\n") {
+		for _, w := range words {
+			if strings.Contains(strings.ToLower(line), w) && len(lines) < 5 {
+				lines = append(lines, "`"+tail(strings.TrimSpace(line), 300)+"`")
+				break
+			}
+		}
+	}
+	if len(lines) == 0 {
+		return []string{"(no line about it)"}
+	}
+	return lines
 }
 
 type timeOrError struct {

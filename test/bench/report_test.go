@@ -45,6 +45,7 @@ func sampleReport() Report {
 				CleanRequests: RequestRuns{
 					{"create pods": 512, "create services": 512, "create selfsubjectaccessreviews": 12, "delete pods": 511, "delete services": 511},
 				},
+				Anomalies: []string{"512 workers, round 2: trainstep made 513 pods"},
 			},
 		},
 		Teardown: TeardownResult{Replicas: 512, Gone: secs(5), Exited: secs(5.5),
@@ -110,6 +111,7 @@ func TestMarkdownShowsFiguresAndMissedTargets(t *testing.T) {
 		"3.00 s of CPU over 12.00 s (25%)",
 		"at most 45 MB live after a collection",
 		"docs/benchmarks/launch.svg",
+		"## Anomalies\n\n- 512 workers, round 2: trainstep made 513 pods\n",
 		"| 512 | 0.60 (0.50–0.70) s | 0.10 s | 2.00 s |",
 		"- **Missed: peak RSS at 512**, 70 (50–80) MiB against ≤ 64 MiB. What limits it: of the profiled run's 150 MiB, 30 MiB are file-backed",
 		"the largest allocators over the run: `encoding/json.Marshal` (90MB).",
@@ -187,5 +189,30 @@ Showing nodes accounting for 786.58MB, 89.67% of 877.17MB total
 	}
 	if diff := cmp.Diff(want, topEntries(top, 2)); diff != "" {
 		t.Errorf("topEntries (-want +got):\n%s", diff)
+	}
+}
+
+func TestMarkdownSaysWhenThereWereNoAnomalies(t *testing.T) {
+	r := sampleReport()
+	r.Sizes[1].Anomalies = nil
+	doc, err := r.Markdown()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), "## Anomalies\n\nNone: in every run trainstep created each pod and Service once.") {
+		t.Errorf("BENCHMARKS.md does not say there were no anomalies:\n%s", doc)
+	}
+}
+
+func TestLogLinesAboutPicksMatchingLines(t *testing.T) {
+	stderr := `{"msg":"job started"}
+{"msg":"recreating replica","replica":"Worker/7","cause":"its pod was removed from outside"}
+{"msg":"cleaned up"}`
+	want := []string{"`" + `{"msg":"recreating replica","replica":"Worker/7","cause":"its pod was removed from outside"}` + "`"}
+	if diff := cmp.Diff(want, logLinesAbout(stderr, "recreat")); diff != "" {
+		t.Errorf("logLinesAbout (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"(no line about it)"}, logLinesAbout(stderr, "lost")); diff != "" {
+		t.Errorf("logLinesAbout without a match (-want +got):\n%s", diff)
 	}
 }

@@ -73,6 +73,9 @@ type SizeResult struct {
 	// CleanRequests are the API requests of each clean run (cleanPodPolicy
 	// Running, worker-0 succeeds).
 	CleanRequests RequestRuns
+	// Anomalies describe runs in which trainstep did something a clean launch
+	// does not (an object deleted and created again); their figures are kept.
+	Anomalies []string
 }
 
 // LaunchTimes are, per run, the time to the first object created, to all pods

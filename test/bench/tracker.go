@@ -35,6 +35,7 @@ type Tracker struct {
 // objectTimes is when the tracker first saw an object in each state; zero
 // means not (yet).
 type objectTimes struct {
+	name                        string
 	added, running, ended, gone time.Time
 	phase                       corev1.PodPhase
 }
@@ -159,7 +160,7 @@ func (t *Tracker) observeService(kind watch.EventType, svc *corev1.Service, at t
 func record(m map[types.UID]*objectTimes, uids map[string]types.UID, meta *metav1.ObjectMeta, at time.Time) *objectTimes {
 	rec, ok := m[meta.UID]
 	if !ok {
-		rec = &objectTimes{added: at}
+		rec = &objectTimes{name: meta.Name, added: at}
 		m[meta.UID] = rec
 		uids[meta.Name] = meta.UID
 	}
@@ -257,6 +258,27 @@ func (t *Tracker) CreatedAt(n int) time.Time {
 		return time.Time{}
 	}
 	return later(pods, services)
+}
+
+// Recreated lists the names under which more than one pod or Service was
+// seen: objects deleted and created again during the run.
+func (t *Tracker) Recreated() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var names []string
+	for kind, m := range map[string]map[types.UID]*objectTimes{"pod": t.pods, "service": t.services} {
+		perName := map[string]int{}
+		for _, rec := range m {
+			perName[rec.name]++
+		}
+		for name, n := range perName {
+			if n > 1 {
+				names = append(names, fmt.Sprintf("%s %s (%d objects)", kind, name, n))
+			}
+		}
+	}
+	sort.Strings(names)
+	return names
 }
 
 // FirstCreatedAt is when the first pod or Service was seen.
