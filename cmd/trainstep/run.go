@@ -22,7 +22,7 @@ import (
 // serviceAccountNamespaceFile holds the step pod's namespace inside a cluster.
 const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
-// Default client rate limits; see the README's "Run a job" for why.
+// Default client rate limits; the README's "Benchmarks" says why (measured by `make bench`).
 const (
 	defaultKubeAPIQPS   = 200
 	defaultKubeAPIBurst = 400
