@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -25,6 +26,7 @@ const (
 	runsEnv   = "TRAINSTEP_BENCH_RUNS"   // runs per figure (default 5, and 3 from 256 workers)
 	sizesEnv  = "TRAINSTEP_BENCH_SIZES"  // comma-separated worker counts (default 8,64,512)
 	binaryEnv = "TRAINSTEP_BENCH_BINARY" // a trainstep binary to measure instead of building cmd/trainstep
+	renderEnv = "TRAINSTEP_BENCH_RENDER" // rewrite BENCHMARKS.md and the plots from the last run's results.json
 )
 
 // Extra KWOK nodes so the largest job fits beside the cluster's default 4×110 pod slots.
@@ -85,6 +87,27 @@ func TestBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("wrote %s and %s in %s", BenchmarksFile, PlotFile, time.Since(began).Round(time.Second))
+}
+
+// TestRenderBenchmarks rewrites BENCHMARKS.md and the plots from the
+// figures of the last `make bench`, after a change to the report's template
+// or plots, without measuring again.
+func TestRenderBenchmarks(t *testing.T) {
+	if os.Getenv(renderEnv) == "" {
+		t.Skipf("rewrites BENCHMARKS.md from %s with %s=1", ResultsFile, renderEnv)
+	}
+	root := repoRoot(t)
+	data, err := os.ReadFile(filepath.Join(root, ResultsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var report Report
+	if err := json.Unmarshal(data, &report); err != nil {
+		t.Fatalf("decoding %s: %v", ResultsFile, err)
+	}
+	if err := report.WriteFiles(root); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func newHarness(t *testing.T, c *cluster.Cluster) *harness {
