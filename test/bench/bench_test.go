@@ -217,6 +217,10 @@ func (h *harness) measureTeardown(t *testing.T, n, runs int) TeardownResult {
 			res.Gone = append(res.Gone, run.gone)
 			res.Exited = append(res.Exited, run.exited)
 			res.Requests = append(res.Requests, run.requests)
+			if run.anomaly != "" {
+				res.Anomalies = append(res.Anomalies, fmt.Sprintf("%d workers stopped by SIGTERM, round %d: %s", n, round, run.anomaly))
+				t.Logf("anomaly: %s", run.anomaly)
+			}
 			t.Logf("teardown: gone %s, exited %s, requests %v", ms(run.gone), ms(run.exited), run.requests)
 		})
 	}
@@ -229,6 +233,7 @@ func (h *harness) measurePolling(t *testing.T) PollingResult {
 	t.Run("polling", func(t *testing.T) {
 		var wg sync.WaitGroup
 		var errs [2]error
+		var anomalies [2]string
 		for i, length := range []time.Duration{pollingShort, pollingLong} {
 			// cleanPodPolicy None: which workers are still running when worker-0
 			// ends (and would be deleted) depends on timing, not on the length.
@@ -236,8 +241,11 @@ func (h *harness) measurePolling(t *testing.T) PollingResult {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				requests, err := h.runToEnd(context.Background(), j, length)
+				requests, anomaly, err := h.runToEnd(context.Background(), j, length)
 				errs[i] = err
+				if anomaly != "" {
+					anomalies[i] = fmt.Sprintf("%d workers running %s: %s", pollingReplicas, length, anomaly)
+				}
 				if i == 0 {
 					res.ShortRequests = requests
 				} else {
@@ -246,9 +254,13 @@ func (h *harness) measurePolling(t *testing.T) PollingResult {
 			}()
 		}
 		wg.Wait()
-		for _, err := range errs {
+		for i, err := range errs {
 			if err != nil {
 				t.Fatal(err)
+			}
+			if anomalies[i] != "" {
+				res.Anomalies = append(res.Anomalies, anomalies[i])
+				t.Logf("anomaly: %s", anomalies[i])
 			}
 		}
 		t.Logf("requests: %s job %d, %s job %d", pollingShort, sum(res.ShortRequests), pollingLong, sum(res.LongRequests))

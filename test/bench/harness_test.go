@@ -123,13 +123,7 @@ func (h *harness) runTrainstep(ctx context.Context, j namespacedJob, qps float32
 	if run.exit.Code != result.ExitSucceeded {
 		return run, fmt.Errorf("trainstep exited %d, want %d; stderr:\n%s", run.exit.Code, result.ExitSucceeded, tail(run.exit.Stderr, 4000))
 	}
-	// Each object should be created once, however many create requests
-	// trainstep sent; anything else is recorded with trainstep's own account.
-	if counts := tracker.Counts(); counts.PodsSeen != n || counts.ServicesSeen != n {
-		run.anomaly = fmt.Sprintf("trainstep made %d pods and %d Services for %d workers: %s; its log: %s",
-			counts.PodsSeen, counts.ServicesSeen, n, strings.Join(tracker.Recreated(), ", "),
-			strings.Join(logLinesAbout(run.exit.Stderr, "recreat", "lost", "removed"), " "))
-	}
+	run.anomaly = anomalyOf(tracker, n, run.exit.Stderr)
 	if run.requests, err = p.APIRequests(); err != nil {
 		return run, err
 	}
@@ -157,6 +151,19 @@ func (h *harness) runLaunchOnly(ctx context.Context, j namespacedJob, qps float3
 		return 0, fmt.Errorf("%w; trainstep stderr:\n%s", err, tail(p.stderr.String(), 4000))
 	}
 	return tracker.CreatedAt(n).Sub(p.Started), h.clear(ctx, tracker, j.ns, false)
+}
+
+// anomalyOf describes, with trainstep's own log lines about it, a run in
+// which some pod or Service of the n workers was created more than once;
+// empty when each was created once, however many requests that took.
+func anomalyOf(tracker *Tracker, n int, stderr string) string {
+	counts := tracker.Counts()
+	if counts.PodsSeen == n && counts.ServicesSeen == n {
+		return ""
+	}
+	return fmt.Sprintf("trainstep made %d pods and %d Services for %d workers: %s; its log: %s",
+		counts.PodsSeen, counts.ServicesSeen, n, strings.Join(tracker.Recreated(), ", "),
+		strings.Join(logLinesAbout(stderr, "recreat", "lost", "removed"), " "))
 }
 
 // logLinesAbout returns trainstep's log lines (at most five, each shortened)
@@ -273,6 +280,7 @@ type teardownRun struct {
 	gone     time.Duration // SIGTERM → no pod or Service of the job left
 	exited   time.Duration // SIGTERM → trainstep exited
 	requests map[string]int
+	anomaly  string
 }
 
 // runTeardown launches a job, waits for every worker to run, sends SIGTERM
@@ -312,35 +320,36 @@ func (h *harness) runTeardown(ctx context.Context, j namespacedJob) (teardownRun
 	if exit.Code != result.ExitTerminated {
 		return run, fmt.Errorf("trainstep exited %d after SIGTERM, want %d; stderr:\n%s", exit.Code, result.ExitTerminated, tail(exit.Stderr, 4000))
 	}
+	run.anomaly = anomalyOf(tracker, n, exit.Stderr)
 	run.requests, err = p.APIRequests()
 	return run, err
 }
 
 // runToEnd runs a job whose workers all exit by themselves and returns the
-// run's API requests (for comparing jobs of different lengths).
-func (h *harness) runToEnd(ctx context.Context, j namespacedJob, length time.Duration) (map[string]int, error) {
+// run's API requests (for comparing jobs of different lengths) and any anomaly.
+func (h *harness) runToEnd(ctx context.Context, j namespacedJob, length time.Duration) (map[string]int, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, runTimeout+length)
 	defer cancel()
 	tracker, err := Track(ctx, h.c.Config, j.ns)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	p, err := StartTrainstep(RunOptions{Binary: h.binary, Kubeconfig: h.c.Kubeconfig, Namespace: j.ns, JobFile: j.file, Dir: j.dir})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	exit, err := p.Wait(ctx)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if exit.Code != result.ExitSucceeded {
-		return nil, fmt.Errorf("trainstep exited %d, want %d; stderr:\n%s", exit.Code, result.ExitSucceeded, tail(exit.Stderr, 4000))
+		return nil, "", fmt.Errorf("trainstep exited %d, want %d; stderr:\n%s", exit.Code, result.ExitSucceeded, tail(exit.Stderr, 4000))
 	}
 	requests, err := p.APIRequests()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return requests, h.clear(ctx, tracker, j.ns, false)
+	return requests, anomalyOf(tracker, j.spec.Workers, exit.Stderr), h.clear(ctx, tracker, j.ns, false)
 }
 
 // check ends the test on a failed run.

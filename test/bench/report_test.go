@@ -51,7 +51,8 @@ func sampleReport() Report {
 		Teardown: TeardownResult{Replicas: 512, Gone: secs(5), Exited: secs(5.5),
 			Requests: RequestRuns{{"create pods": 512, "create services": 512, "delete pods": 512, "delete services": 512}}},
 		Polling: PollingResult{Replicas: 8, Short: 10 * time.Second, Long: time.Minute,
-			ShortRequests: map[string]int{"watch pods": 1, "list pods": 1}, LongRequests: map[string]int{"watch pods": 2, "list pods": 1}},
+			ShortRequests: map[string]int{"watch pods": 1, "list pods": 1}, LongRequests: map[string]int{"watch pods": 2, "list pods": 1},
+			Anomalies: []string{"8 workers running 1m0s: trainstep made 9 pods"}},
 		RateLimits: []RateLimitResult{{Replicas: 512, QPS: 50, Burst: 100, Created: secs(20)}},
 		Profile: ProfileResult{
 			CPUTop: "flat  flat%\n1s 50% runtime.gcBgMarkWorker", AllocTop: "Type: alloc_space\n      flat  flat%   sum%        cum   cum%\n      90MB 60% 60% 90MB 60% encoding/json.Marshal",
@@ -111,7 +112,7 @@ func TestMarkdownShowsFiguresAndMissedTargets(t *testing.T) {
 		"3.00 s of CPU over 12.00 s (25%)",
 		"at most 45 MB live after a collection",
 		"docs/benchmarks/launch.svg",
-		"## Anomalies\n\n- 512 workers, round 2: trainstep made 513 pods\n",
+		"## Anomalies\n\n- 512 workers, round 2: trainstep made 513 pods\n- 8 workers running 1m0s: trainstep made 9 pods\n",
 		"| 512 | 0.60 (0.50–0.70) s | 0.10 s | 2.00 s |",
 		"- **Missed: peak RSS at 512**, 70 (50–80) MiB against ≤ 64 MiB. What limits it: of the profiled run's 150 MiB, 30 MiB are file-backed",
 		"the largest allocators over the run: `encoding/json.Marshal` (90MB).",
@@ -194,7 +195,7 @@ Showing nodes accounting for 786.58MB, 89.67% of 877.17MB total
 
 func TestMarkdownSaysWhenThereWereNoAnomalies(t *testing.T) {
 	r := sampleReport()
-	r.Sizes[1].Anomalies = nil
+	r.Sizes[1].Anomalies, r.Polling.Anomalies = nil, nil
 	doc, err := r.Markdown()
 	if err != nil {
 		t.Fatal(err)

@@ -132,6 +132,7 @@ type TeardownResult struct {
 	// Gone: SIGTERM → no pod or Service left; Exited: SIGTERM → trainstep exited.
 	Gone, Exited []time.Duration
 	Requests     RequestRuns
+	Anomalies    []string
 }
 
 // PollingResult compares the requests of a short and a long job.
@@ -139,6 +140,7 @@ type PollingResult struct {
 	Replicas                    int
 	Short, Long                 time.Duration
 	ShortRequests, LongRequests map[string]int
+	Anomalies                   []string
 }
 
 // Growth is how many more requests the long job made than the short one.
@@ -172,6 +174,16 @@ type Target struct {
 	Name, Goal, Measured string
 	Met                  bool
 	Limit                string
+}
+
+// AllAnomalies lists the anomalies of every kind of run.
+func (r Report) AllAnomalies() []string {
+	var all []string
+	for _, s := range r.Sizes {
+		all = append(all, s.Anomalies...)
+	}
+	all = append(all, r.Teardown.Anomalies...)
+	return append(all, r.Polling.Anomalies...)
 }
 
 // Targets checks every target against the report.
