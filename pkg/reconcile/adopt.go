@@ -34,24 +34,27 @@ func (c *Controller) adopt(ctx context.Context) error {
 	var stale []*corev1.Pod
 	var owned []metav1.Object
 	adopted := 0
+	c.mu.Lock()
 	for _, pod := range pods {
 		id, ok := desired[pod.Name]
 		switch {
 		case !ok:
 			stale = append(stale, pod) // not part of the job as it is now specified
 		case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || pod.DeletionTimestamp != nil:
+			// Replaced, not adopted: removed, then created at the next attempt.
 			st := c.replicas[id]
-			st.attempt, st.removing = attemptOf(pod, 0), true
+			st.adopted(pod, attemptOf(pod, 0))
+			st.stage, st.nextAttempt = stageRemoving, st.attempt+1
 			if pod.DeletionTimestamp == nil {
 				stale = append(stale, pod)
 			}
 		default:
-			st := c.replicas[id]
-			st.attempt, st.created, st.uid = attemptOf(pod, 0), true, pod.UID
+			c.replicas[id].adopted(pod, attemptOf(pod, 0))
 			owned = append(owned, pod)
 			adopted++
 		}
 	}
+	c.mu.Unlock()
 	for _, s := range c.listServices() {
 		owned = append(owned, s)
 	}

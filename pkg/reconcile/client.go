@@ -43,8 +43,12 @@ func createObject(ctx context.Context, client kubernetes.Interface, obj runtime.
 // deletePod deletes exactly the instance given (UID precondition), so a
 // replacement with the same name is never deleted by mistake.
 func deletePod(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod) error {
-	uid := pod.UID
-	err := client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	return deletePodUID(ctx, client, pod.Namespace, pod.Name, pod.UID)
+}
+
+// deletePodUID deletes the pod name only if it is still the instance uid.
+func deletePodUID(ctx context.Context, client kubernetes.Interface, namespace, name string, uid types.UID) error {
+	err := client.CoreV1().Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -74,11 +73,13 @@ type Controller struct {
 	secrets    corelisters.SecretLister
 	synced     []cache.InformerSynced
 
-	// observed holds the UID of every replica pod the informer delivered,
-	// so that a pod missing from the cache is known to have existed (lost)
-	// rather than not yet delivered after its create.
-	observedMu sync.Mutex
-	observed   map[types.UID]bool
+	// mu guards the replicas' states and created: the informers' handlers
+	// write them, the single worker reads and advances them.
+	mu sync.Mutex
+	// replicas holds every replica's state, written by the pod handlers on
+	// evidence and by the worker when the API server accepted a write.
+	replicas map[policy.ReplicaID]*replicaState
+	byName   map[string]*replicaState
 	// created holds the keys of job-wide children (Services, ConfigMaps,
 	// Secrets) this run created, so a sync that runs before the informer
 	// delivers them does not ask the API server to create them again.
@@ -86,7 +87,6 @@ type Controller struct {
 
 	// The fields below are touched only by the single worker goroutine,
 	// and read by View after Run returns.
-	replicas       map[policy.ReplicaID]*replicaState
 	order          []policy.ReplicaID // the job's replicas, computed once
 	restarts       int32
 	startTime      time.Time
@@ -97,23 +97,6 @@ type Controller struct {
 	// gang is the built-in gang's state (nil unless gang: builtin).
 	gang            *builtinGang
 	podGroupCreated bool
-}
-
-// replicaState is what the controller remembers about one replica.
-type replicaState struct {
-	// name is the replica's pod name, the same for every attempt.
-	name    string
-	attempt int
-	created bool
-	// uid is the UID of the instance trainstep created or adopted.
-	uid      types.UID
-	removing bool
-	// restartsBefore counts in-place restarts of instances already removed.
-	restartsBefore int32
-	waitingFor     string
-	waitingSince   time.Time
-	// last is the replica as last observed, kept for outputs after cleanup.
-	last policy.Replica
 }
 
 // New builds a controller; Start begins watching.
@@ -134,17 +117,15 @@ func New(opts Options) *Controller {
 	c := &Controller{
 		opts:     opts,
 		queue:    workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: "trainstep", Clock: opts.Clock}),
-		observed: map[types.UID]bool{},
 		created:  map[string]bool{},
 		replicas: map[policy.ReplicaID]*replicaState{},
+		byName:   map[string]*replicaState{},
 		gang:     newBuiltinGang(opts.Job, opts.Jitter),
 	}
 	c.order = policy.Desired(opts.Job)
 	for _, id := range c.order {
-		c.replicas[id] = &replicaState{
-			name: render.PodName(opts.Identity.JobName, id.Type, id.Index),
-			last: policy.Replica{ReplicaID: id, Phase: policy.PhaseMissing},
-		}
+		st := newReplicaState(id, render.PodName(opts.Identity.JobName, id.Type, id.Index))
+		c.replicas[id], c.byName[st.name] = st, st
 	}
 	return c
 }
@@ -164,7 +145,7 @@ func (c *Controller) Start(ctx context.Context) error {
 	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.observePod,
 		UpdateFunc: func(_, obj any) { c.observePod(obj) },
-		DeleteFunc: func(any) { c.queue.Add(syncKey) },
+		DeleteFunc: c.observePodDeleted,
 	}); err != nil {
 		return fmt.Errorf("watching pods: %w", err)
 	}
@@ -212,17 +193,36 @@ func (c *Controller) Start(ctx context.Context) error {
 	return c.adopt(ctx)
 }
 
-// observePod records a replica pod's UID and asks for a sync.
+// observePod hands a delivered replica pod to its replica's state and asks
+// for a sync.
 func (c *Controller) observePod(obj any) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		return
 	}
-	c.observedMu.Lock()
-	c.observed[pod.UID] = true
-	c.observedMu.Unlock()
+	c.mu.Lock()
+	if st := c.byName[pod.Name]; st != nil {
+		st.podSeen(pod)
+	}
+	c.mu.Unlock()
 	if c.opts.OnPod != nil {
 		c.opts.OnPod(pod)
+	}
+	c.queue.Add(syncKey)
+}
+
+// observePodDeleted is the only evidence that a replica's instance is gone:
+// a delete of that UID, tombstones included.
+func (c *Controller) observePodDeleted(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if pod, ok := obj.(*corev1.Pod); ok {
+		c.mu.Lock()
+		if st := c.byName[pod.Name]; st != nil {
+			st.podDeleted(pod.UID)
+		}
+		c.mu.Unlock()
 	}
 	c.queue.Add(syncKey)
 }
@@ -255,14 +255,14 @@ func childKey(obj runtime.Object) string {
 }
 
 func (c *Controller) markCreated(obj runtime.Object) {
-	c.observedMu.Lock()
-	defer c.observedMu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.created[childKey(obj)] = true
 }
 
 func (c *Controller) wasCreated(obj runtime.Object) bool {
-	c.observedMu.Lock()
-	defer c.observedMu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	return c.created[childKey(obj)]
 }
 
@@ -273,17 +273,10 @@ func (c *Controller) forgetCreated(obj any) {
 		obj = tomb.Obj
 	}
 	if o, ok := obj.(runtime.Object); ok {
-		c.observedMu.Lock()
+		c.mu.Lock()
 		delete(c.created, childKey(o))
-		c.observedMu.Unlock()
+		c.mu.Unlock()
 	}
-}
-
-// seen reports whether the informer has delivered the pod with uid.
-func (c *Controller) seen(uid types.UID) bool {
-	c.observedMu.Lock()
-	defer c.observedMu.Unlock()
-	return uid != "" && c.observed[uid]
 }
 
 // Run works the queue until the job reaches a final decision, ctx ends

@@ -45,6 +45,13 @@ type harness struct {
 
 func start(t *testing.T, job *v1alpha1.TrainJob) *harness {
 	t.Helper()
+	return startWith(t, job, nil)
+}
+
+// startWith starts a controller after setup has added reactors to the fake
+// client or changed the options.
+func startWith(t *testing.T, job *v1alpha1.TrainJob, setup func(h *harness, o *Options)) *harness {
+	t.Helper()
 	id := render.Identity{Namespace: ns, JobName: job.Name}
 	desired, err := render.Render(job, id, render.Inputs{})
 	if err != nil {
@@ -58,8 +65,12 @@ func start(t *testing.T, job *v1alpha1.TrainJob) *harness {
 		}
 		return false, nil, nil
 	})
-	h.ctrl = New(Options{Client: h.client, Job: job, Identity: id, Desired: desired,
-		Rule: frameworks.SuccessRuleFor(job), Timeouts: policy.Timeouts{Stuck: time.Hour, Pending: time.Hour}, Logger: zaptest.NewLogger(t)})
+	opts := Options{Client: h.client, Job: job, Identity: id, Desired: desired,
+		Rule: frameworks.SuccessRuleFor(job), Timeouts: policy.Timeouts{Stuck: time.Hour, Pending: time.Hour}, Logger: zaptest.NewLogger(t)}
+	if setup != nil {
+		setup(h, &opts)
+	}
+	h.ctrl = New(opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	if err := h.ctrl.Start(ctx); err != nil {
@@ -171,9 +182,9 @@ func TestControllerFailsOnAPermanentExit(t *testing.T) {
 
 func TestControllerReplacesALostReplica(t *testing.T) {
 	h := start(t, tfJob(v1alpha1.RestartPolicyNever))
-	first := h.pod("mnist-ps-0")
+	h.pod("mnist-ps-0")
 	h.setStatus("mnist-ps-0", corev1.PodRunning, 0)
-	h.eventually("the controller to see ps-0", func() bool { return h.ctrl.seen(first.UID) })
+	h.eventually("the controller to see ps-0", func() bool { return h.stage("mnist-ps-0") == stageObserved })
 	if err := h.client.CoreV1().Pods(ns).Delete(context.Background(), "mnist-ps-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -184,3 +195,10 @@ func TestControllerReplacesALostReplica(t *testing.T) {
 }
 
 func ptrView(v policy.View) *policy.View { return &v }
+
+// stage reads a replica's stage as the controller holds it.
+func (h *harness) stage(name string) stage {
+	h.ctrl.mu.Lock()
+	defer h.ctrl.mu.Unlock()
+	return h.ctrl.byName[name].stage
+}

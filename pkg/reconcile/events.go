@@ -20,4 +20,7 @@ const (
 	EventUnschedulable = "Unschedulable"
 	// EventTerminated: the step was stopped and the job's objects deleted.
 	EventTerminated = "Terminated"
+	// EventNotOwned: a pod with a replica's name exists but another owner
+	// controls it; trainstep does not take it over.
+	EventNotOwned = "NotOwned"
 )

@@ -67,7 +67,7 @@ func (c *Controller) admitGang(ctx context.Context) (time.Duration, error) {
 	case gang.ActionReleaseAll:
 		c.event(corev1.EventTypeWarning, EventGangRetry, "%s", step.Message)
 		c.opts.Logger.Info("gang not schedulable; released its pods", zap.String("detail", step.Message))
-		if err := c.releaseAll(ctx, pods); err != nil {
+		if err := c.releaseAll(ctx); err != nil {
 			return 0, c.apiError(fmt.Errorf("releasing the gang's pods: %w", err))
 		}
 	case gang.ActionRetry:
@@ -78,7 +78,7 @@ func (c *Controller) admitGang(ctx context.Context) (time.Duration, error) {
 	case gang.ActionGiveUp:
 		c.event(corev1.EventTypeWarning, EventUnschedulable, "%s", step.Message)
 		// Give the pods back now; the end-of-run cleanup removes the rest.
-		if err := c.releaseAll(ctx, pods); err != nil {
+		if err := c.releaseAll(ctx); err != nil {
 			c.opts.Logger.Warn("releasing the gang's pods", zap.Error(err))
 		}
 		return 0, result.Transient(result.ReasonUnschedulable,
@@ -135,13 +135,28 @@ func (c *Controller) ungate(ctx context.Context, pods []*corev1.Pod) error {
 	return joinErrors(errs)
 }
 
-// releaseAll deletes every pod of a failed attempt. The replicas are
-// forgotten, not counted as lost: a gang retry is no restart.
-func (c *Controller) releaseAll(ctx context.Context, pods []*corev1.Pod) error {
-	for _, st := range c.replicas {
-		st.created, st.uid, st.removing = false, "", false
+// releaseAll deletes every pod of a failed attempt, each by the UID this
+// run knows, so that pods the informer has not delivered yet go too. The
+// replicas are recreated at the same attempt once their deletes are seen:
+// a gang retry is no restart.
+func (c *Controller) releaseAll(ctx context.Context) error {
+	type doomed struct {
+		name string
+		uid  types.UID
 	}
-	errs := c.parallel(ctx, len(pods), func(i int) error { return deletePod(ctx, c.opts.Client, pods[i]) })
+	var pods []doomed
+	c.mu.Lock()
+	for _, id := range c.order {
+		st := c.replicas[id]
+		if st.uid != "" && st.stage != stageLost {
+			pods = append(pods, doomed{st.name, st.uid})
+		}
+		st.release()
+	}
+	c.mu.Unlock()
+	errs := c.parallel(ctx, len(pods), func(i int) error {
+		return deletePodUID(ctx, c.opts.Client, c.opts.Identity.Namespace, pods[i].name, pods[i].uid)
+	})
 	return joinErrors(errs)
 }
 

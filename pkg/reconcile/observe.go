@@ -7,26 +7,35 @@ import (
 	"github.com/trainstep/trainstep/pkg/policy"
 )
 
-// observe builds the policy's view of the job from the pod cache.
+// observe builds the policy's view of the job from the replicas' states,
+// recomputing only the replicas whose pod changed since the last view.
+// Replicas with an open expectation show as Pending (created, not yet
+// delivered) or Missing (being removed, or gone pending a live check), so no
+// decision is taken on them.
 func (c *Controller) observe() policy.View {
 	now := c.opts.Clock.Now()
-	v := policy.View{Job: c.opts.Job, StartTime: c.startTime, Now: now, Restarts: c.restarts}
+	v := policy.View{Job: c.opts.Job, StartTime: c.startTime, Now: now, Restarts: c.restarts,
+		Replicas: make([]policy.Replica, 0, len(c.order))}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, id := range c.order {
 		st := c.replicas[id]
-		name := st.name
 		r := policy.Replica{ReplicaID: id, Attempt: st.attempt, Phase: policy.PhaseMissing}
-		pod, err := c.pods.Pods(c.opts.Identity.Namespace).Get(name)
-		exists := err == nil
-		switch {
-		case st.removing:
-			// Being replaced: neither a new failure nor a loss.
-		case !exists:
-			// Gone without trainstep removing it, after it was seen: lost.
-			r.Lost = st.created && c.seen(st.uid)
-		default:
-			r = c.replicaFromPod(id, st, pod)
-			st.last = r
+		switch st.stage {
+		case stageCreated:
+			r.Phase, r.PendingSince = policy.PhasePending, st.createdAt
+		case stageObserved:
+			if st.dirty {
+				st.last, st.dirty = c.replicaFromPod(id, st, st.pod), false
+			}
+			r = st.last
 			v.Restarts += r.Restarts
+		case stageVanished:
+			// Not yet confirmed gone: keep what was last seen.
+			r = st.last
+			v.Restarts += r.Restarts
+		case stageLost:
+			r.Lost = true
 		}
 		v.Restarts += st.restartsBefore
 		v.Replicas = append(v.Replicas, r)

@@ -10,21 +10,27 @@ import (
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/render"
+	"github.com/trainstep/trainstep/pkg/result"
 )
 
 // newBucket is the overall rate limit of re-syncs after errors: 10 per second, bursts of 100.
 func newBucket() *rate.Limiter { return rate.NewLimiter(rate.Limit(10), 100) }
 
-// sync looks at the whole job once: create what is missing, let the
-// built-in gang admit the job, observe the replicas, ask the policy, then
-// carry out recreations.
+// sync looks at the whole job once: confirm replicas whose instance
+// vanished, create what is missing, let the built-in gang admit the job,
+// observe the replicas, ask the policy, then carry out recreations.
 func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 	if err := c.ensurePodGroup(ctx); err != nil {
+		return policy.Decision{}, c.apiError(err)
+	}
+	if err := c.confirmVanished(ctx); err != nil {
 		return policy.Decision{}, c.apiError(err)
 	}
 	if err := c.createMissing(ctx); err != nil {
@@ -50,9 +56,40 @@ func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 	return decision, nil
 }
 
+// confirmVanished asks the API server about every replica whose instance
+// the informer saw deleted without trainstep removing it: only a live
+// NotFound (or another instance under the name) makes it lost.
+func (c *Controller) confirmVanished(ctx context.Context) error {
+	c.mu.Lock()
+	var vanished []*replicaState
+	for _, id := range c.order {
+		if st := c.replicas[id]; st.stage == stageVanished {
+			vanished = append(vanished, st)
+		}
+	}
+	c.mu.Unlock()
+	for _, st := range vanished {
+		live, err := c.opts.Client.CoreV1().Pods(c.opts.Identity.Namespace).Get(ctx, st.name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			live = nil
+		case err != nil:
+			return fmt.Errorf("confirming that replica %s is gone: %w", st.id, err)
+		}
+		c.mu.Lock()
+		st.confirmed(live)
+		lost := st.stage == stageLost
+		c.mu.Unlock()
+		if lost {
+			c.opts.Logger.Info("replica removed from outside", zap.Stringer("replica", st.id), zap.String("pod", st.name))
+		}
+	}
+	return nil
+}
+
 // createMissing creates, in parallel, every child not in the caches: the
-// job-wide objects and Services, and the pods that have no instance yet
-// (first creation, or a replacement whose predecessor is gone).
+// job-wide objects and Services, and the pods of replicas that have no
+// instance (first creation, or a replacement whose predecessor is gone).
 func (c *Controller) createMissing(ctx context.Context) error {
 	var objs []runtime.Object
 	missing := func(obj runtime.Object, err error) {
@@ -73,103 +110,159 @@ func (c *Controller) createMissing(ctx context.Context) error {
 		missing(svc, err)
 	}
 	shared := len(objs)
-	pods, ids, err := c.podsToCreate()
-	if err != nil {
-		return err
-	}
-	for _, p := range pods {
-		objs = append(objs, p)
-	}
-	if len(objs) == 0 {
+	pending := c.podsToCreate()
+	if shared+len(pending) == 0 {
 		return nil
 	}
-	uids := make([]types.UID, len(objs))
-	errs := c.parallel(ctx, len(objs), func(i int) error {
-		uid, err := createObject(ctx, c.opts.Client, objs[i])
-		uids[i] = uid
-		if apierrors.IsAlreadyExists(err) {
-			err = nil // created by an earlier attempt; the cache has not caught up
+	errs := c.parallel(ctx, shared+len(pending), func(i int) error {
+		if i < shared {
+			_, err := createObject(ctx, c.opts.Client, objs[i])
+			if apierrors.IsAlreadyExists(err) {
+				err = nil // created by an earlier attempt; the cache has not caught up
+			}
+			if err == nil {
+				c.markCreated(objs[i])
+			}
+			return err
 		}
-		if err == nil && i < shared {
-			c.markCreated(objs[i])
-		}
-		return err
+		return c.createReplica(ctx, pending[i-shared])
 	})
-	for i, id := range ids {
-		if j := len(objs) - len(pods) + i; errs[j] == nil && uids[j] != "" {
-			c.replicas[id].created, c.replicas[id].uid = true, uids[j]
-		}
-	}
 	if err := joinErrors(errs); err != nil {
 		return fmt.Errorf("creating the job's objects: %w", err)
 	}
 	if !c.createdEvent {
 		c.createdEvent = true
-		c.event(corev1.EventTypeNormal, EventCreated, "created %d pods and %d services for job %s", len(pods), len(c.opts.Desired.Services), c.opts.Identity.JobName)
+		c.event(corev1.EventTypeNormal, EventCreated, "created %d pods and %d services for job %s", len(pending), len(c.opts.Desired.Services), c.opts.Identity.JobName)
 	}
 	return nil
 }
 
-// podsToCreate renders every replica pod that should exist and does not:
-// never created, or removed for a recreation and now gone.
-func (c *Controller) podsToCreate() ([]*corev1.Pod, []policy.ReplicaID, error) {
-	var pods []*corev1.Pod
-	var ids []policy.ReplicaID
-	if c.gang.holdsCreates() {
-		return nil, nil, nil
-	}
-	for _, id := range c.order {
-		st := c.replicas[id]
-		name := st.name
-		if _, err := c.pods.Pods(c.opts.Identity.Namespace).Get(name); !apierrors.IsNotFound(err) {
-			continue
-		}
-		switch {
-		case st.removing:
-			st.removing = false
-			st.attempt++
-		case st.created:
-			continue // not yet in the cache, or lost: the policy decides whether it comes back
-		}
-		pod, err := render.Pod(c.opts.Job, c.opts.Identity, id.Type, id.Index, st.attempt)
-		if err != nil {
-			return nil, nil, fmt.Errorf("rendering pod %s: %w", name, err)
-		}
-		c.gangGate(pod)
-		pods = append(pods, pod)
-		ids = append(ids, id)
-	}
-	return pods, ids, nil
+// podCreate is one replica pod to create: which replica, at which attempt.
+type podCreate struct {
+	st      *replicaState
+	attempt int
 }
 
-// recreate starts the replacement of each replica the policy asked for:
-// a failed pod is deleted (its replacement is created once it is gone),
-// a lost one is replaced at once. Each counts as one restart.
+// podsToCreate lists the replicas that have no instance and may get one now.
+func (c *Controller) podsToCreate() []podCreate {
+	if c.gang.holdsCreates() {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []podCreate
+	for _, id := range c.order {
+		if st := c.replicas[id]; st.wantsCreate() {
+			out = append(out, podCreate{st: st, attempt: st.nextAttempt})
+		}
+	}
+	return out
+}
+
+// createReplica renders and creates one replica's pod, then commits its UID
+// and attempt. The rendered pod lives only for the call. A pod already
+// there under the name is adopted when this job controls it.
+func (c *Controller) createReplica(ctx context.Context, p podCreate) error {
+	id := p.st.id
+	pod, err := render.Pod(c.opts.Job, c.opts.Identity, id.Type, id.Index, p.attempt)
+	if err != nil {
+		return result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering pod %s: %w", p.st.name, err))
+	}
+	c.gangGate(pod)
+	uid, err := createObject(ctx, c.opts.Client, pod)
+	attempt := p.attempt
+	if apierrors.IsAlreadyExists(err) {
+		uid, attempt, err = c.adoptExisting(ctx, p.st.name)
+	}
+	if err != nil || uid == "" {
+		return err
+	}
+	cached, _ := c.pods.Pods(c.opts.Identity.Namespace).Get(p.st.name)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return p.st.createAccepted(uid, attempt, c.opts.Clock.Now(), cached)
+}
+
+// adoptExisting reads the pod that made a create fail with AlreadyExists.
+// It returns its UID and attempt when it is this job's to take; nothing
+// (and no error: the next sync looks again) while it is being deleted; an
+// error with a Warning event when someone else controls it.
+func (c *Controller) adoptExisting(ctx context.Context, name string) (types.UID, int, error) {
+	pod, err := c.opts.Client.CoreV1().Pods(c.opts.Identity.Namespace).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", 0, nil // gone meanwhile: created on the next sync
+	case err != nil:
+		return "", 0, fmt.Errorf("reading pod %s that already exists: %w", name, err)
+	case pod.DeletionTimestamp != nil:
+		return "", 0, nil
+	}
+	if !c.controls(pod) {
+		c.event(corev1.EventTypeWarning, EventNotOwned, "pod %s exists but is not controlled by this job's owner; not adopting it", name)
+		return "", 0, fmt.Errorf("pod %s exists and is controlled by %s, not by this job", name, controllerName(pod))
+	}
+	c.opts.Logger.Info("adopted a replica pod that already existed", zap.String("pod", name), zap.String("uid", string(pod.UID)))
+	return pod.UID, attemptOf(pod, 0), nil
+}
+
+// controls reports whether pod belongs to this run: labelled with the job
+// and controlled by this run's owner (or by nothing when the run has none).
+func (c *Controller) controls(pod *corev1.Pod) bool {
+	if pod.Labels[v1alpha1.LabelJobName] != c.opts.Identity.JobName {
+		return false
+	}
+	if owner := c.opts.Identity.Owner; owner != nil {
+		return metav1.IsControlledBy(pod, &metav1.ObjectMeta{UID: owner.UID})
+	}
+	return metav1.GetControllerOf(pod) == nil
+}
+
+func controllerName(pod *corev1.Pod) string {
+	if ref := metav1.GetControllerOf(pod); ref != nil {
+		return ref.Kind + " " + ref.Name
+	}
+	return "no controller"
+}
+
+// recreate starts the replacement of each replica the policy asked for: a
+// failed pod is deleted (its replacement is created once the informer
+// delivers the delete), a lost one is replaced at once. Each counts as one
+// restart.
 func (c *Controller) recreate(ctx context.Context, ids []policy.ReplicaID) error {
+	if len(ids) == 0 {
+		return nil
+	}
 	var toDelete []*corev1.Pod
+	replaceNow := false
+	c.mu.Lock()
 	for _, id := range ids {
 		st := c.replicas[id]
-		name := st.name
-		c.restarts++
-		st.restartsBefore += st.last.Restarts
 		cause := "it ended"
 		if r := c.view.Replica(id); r != nil {
 			cause = describeEnd(*r)
 		}
-		c.event(corev1.EventTypeNormal, EventRestarted, "recreating replica %s (attempt %d): %s", id, st.attempt+1, cause)
-		c.opts.Logger.Info("recreating replica", zap.Stringer("replica", id), zap.Int("attempt", st.attempt+1), zap.String("cause", cause))
-		st.removing = true
-		if pod, err := c.pods.Pods(c.opts.Identity.Namespace).Get(name); err == nil && pod.DeletionTimestamp == nil {
+		pod, err := st.removeForRecreate()
+		if err != nil {
+			// The view this decision came from is stale: decide again.
+			c.opts.Logger.Debug("skipping a recreation", zap.Error(err))
+			continue
+		}
+		c.restarts++
+		replaceNow = replaceNow || st.stage == stageAbsent
+		if pod != nil {
 			toDelete = append(toDelete, pod)
 		}
+		c.event(corev1.EventTypeNormal, EventRestarted, "recreating replica %s (attempt %d): %s", id, st.nextAttempt, cause)
+		c.opts.Logger.Info("recreating replica", zap.Stringer("replica", id), zap.Int("attempt", st.nextAttempt), zap.String("cause", cause))
 	}
+	c.mu.Unlock()
 	errs := c.parallel(ctx, len(toDelete), func(i int) error {
 		return deletePod(ctx, c.opts.Client, toDelete[i])
 	})
 	if err := joinErrors(errs); err != nil {
 		return fmt.Errorf("deleting failed replicas: %w", err)
 	}
-	if len(ids) > len(toDelete) {
+	if replaceNow {
 		// Lost replicas have no pod to wait for: create their replacements now.
 		return c.createMissing(ctx)
 	}

@@ -1,0 +1,227 @@
+package reconcile
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/policy"
+)
+
+// laggingPodLister misses one Get of a pod once armed, as an informer cache
+// read can while the informer is between storing a pod and delivering it:
+// the second Get of that name after arming (a sync reads each replica's pod
+// once before it observes the job) returns NotFound.
+type laggingPodLister struct {
+	corelisters.PodLister
+	miss  string
+	armed atomic.Bool
+	reads atomic.Int32
+}
+
+func (l *laggingPodLister) Pods(namespace string) corelisters.PodNamespaceLister {
+	return laggingNamespaceLister{l.PodLister.Pods(namespace), l}
+}
+
+type laggingNamespaceLister struct {
+	corelisters.PodNamespaceLister
+	l *laggingPodLister
+}
+
+func (n laggingNamespaceLister) Get(name string) (*corev1.Pod, error) {
+	if name == n.l.miss && n.l.armed.Load() && n.l.reads.Add(1) == 2 && n.l.armed.CompareAndSwap(true, false) {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, name)
+	}
+	return n.PodNamespaceLister.Get(name)
+}
+
+func (n laggingNamespaceLister) List(selector labels.Selector) ([]*corev1.Pod, error) {
+	return n.PodNamespaceLister.List(selector)
+}
+
+func deletesOf(client interface{ Actions() []k8stesting.Action }, name string) int {
+	n := 0
+	for _, a := range client.Actions() {
+		if d, ok := a.(k8stesting.DeleteAction); ok && a.GetResource().Resource == "pods" && d.GetName() == name {
+			n++
+		}
+	}
+	return n
+}
+
+// A cache read that misses a pod the controller already saw must not make
+// the replica lost: no healthy pod is deleted and no restart is charged.
+func TestControllerDoesNotKillAReplicaOnACacheMiss(t *testing.T) {
+	h := start(t, tfJob(v1alpha1.RestartPolicyExitCode))
+	first := h.pod("mnist-worker-0")
+	for _, name := range []string{"mnist-ps-0", "mnist-worker-0", "mnist-worker-1"} {
+		h.setStatus(name, corev1.PodRunning, 0)
+	}
+	h.eventually("every replica running", func() bool { return runningIn(h.ctrl) == 3 })
+
+	lag := &laggingPodLister{PodLister: h.ctrl.pods, miss: "mnist-worker-0"}
+	h.ctrl.pods = lag
+	lag.armed.Store(true)
+	// Any change makes the controller look at the whole job again.
+	h.setStatus("mnist-ps-0", corev1.PodRunning, 0)
+	h.setStatus("mnist-worker-1", corev1.PodRunning, 0)
+	h.eventually("a sync after the miss was armed", func() bool { return !lag.armed.Load() || h.stage("mnist-worker-1") == stageObserved })
+
+	h.setStatus("mnist-worker-0", corev1.PodSucceeded, 0)
+	if d := h.decision(); d.Outcome != policy.OutcomeSucceeded {
+		t.Fatalf("decision %+v, want Succeeded", d)
+	}
+	if n := deletesOf(h.client, "mnist-worker-0"); n != 0 {
+		t.Errorf("worker-0 was deleted %d times; a cache miss must not kill a healthy replica", n)
+	}
+	if got, _ := h.client.CoreV1().Pods(ns).Get(context.Background(), "mnist-worker-0", metav1.GetOptions{}); got == nil || got.UID != first.UID {
+		t.Errorf("worker-0 was replaced; want the first instance kept")
+	}
+	if r := h.ctrl.View().Restarts; r != 0 {
+		t.Errorf("restarts = %d, want 0", r)
+	}
+}
+
+func runningIn(c *Controller) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, st := range c.replicas {
+		if st.stage == stageObserved && st.pod != nil && st.pod.Status.Phase == corev1.PodRunning {
+			n++
+		}
+	}
+	return n
+}
+
+// A replacement whose create fails once is created again at the same
+// attempt, and the recreation counts as one restart.
+func TestControllerCommitsAttemptOnlyAfterTheCreateSucceeds(t *testing.T) {
+	var failNext atomic.Bool
+	h := startWith(t, tfJob(v1alpha1.RestartPolicyExitCode), func(h *harness, _ *Options) {
+		h.client.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+			pod := action.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+			if pod.Name == "mnist-worker-1" && failNext.CompareAndSwap(true, false) {
+				return true, nil, apierrors.NewInternalError(errInjected)
+			}
+			return false, nil, nil
+		})
+	})
+	first := h.pod("mnist-worker-1")
+	h.setStatus("mnist-worker-1", corev1.PodRunning, 0)
+	h.eventually("worker-1 observed", func() bool { return h.stage("mnist-worker-1") == stageObserved })
+	failNext.Store(true)
+	h.setStatus("mnist-worker-1", corev1.PodFailed, 137)
+	var second *corev1.Pod
+	h.eventually("worker-1 recreated", func() bool {
+		p, err := h.client.CoreV1().Pods(ns).Get(context.Background(), "mnist-worker-1", metav1.GetOptions{})
+		second = p
+		return err == nil && p.UID != first.UID
+	})
+	if failNext.Load() {
+		t.Fatal("the injected create error was never hit")
+	}
+	if got := second.Labels[v1alpha1.LabelAttempt]; got != "1" {
+		t.Errorf("replacement attempt label %q, want 1", got)
+	}
+	h.setStatus("mnist-worker-0", corev1.PodSucceeded, 0)
+	if d := h.decision(); d.Outcome != policy.OutcomeSucceeded {
+		t.Fatalf("decision %+v, want Succeeded", d)
+	}
+	if r := h.ctrl.View().Restarts; r != 1 {
+		t.Errorf("restarts = %d, want 1", r)
+	}
+	if r := ptrView(h.ctrl.View()).Replica(policy.ReplicaID{Type: v1alpha1.ReplicaTypeWorker, Index: 1}); r == nil || r.Attempt != 1 {
+		t.Errorf("worker-1 in the view: %+v, want attempt 1", r)
+	}
+}
+
+var errInjected = &injectedError{}
+
+type injectedError struct{}
+
+func (*injectedError) Error() string { return "injected" }
+
+// A create answered AlreadyExists (the first try reached the server but
+// its answer was lost) adopts the pod that is there when this job controls
+// it, instead of waiting for it forever or creating it again.
+func TestControllerAdoptsAPodItCreatedButNeverHeardOf(t *testing.T) {
+	var once sync.Once
+	var stored *corev1.Pod
+	h := startWith(t, tfJob(v1alpha1.RestartPolicyNever), func(h *harness, _ *Options) {
+		h.client.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+			pod := action.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+			var handled bool
+			var err error
+			if pod.Name == "mnist-worker-0" {
+				once.Do(func() {
+					stored = pod.DeepCopy()
+					stored.UID = uuid.NewUUID()
+					if err = h.client.Tracker().Create(corev1.SchemeGroupVersion.WithResource("pods"), stored, ns); err == nil {
+						handled, err = true, apierrors.NewAlreadyExists(schema.GroupResource{Resource: "pods"}, pod.Name)
+					}
+				})
+			}
+			return handled, nil, err
+		})
+	})
+	h.eventually("worker-0 adopted", func() bool { return h.stage("mnist-worker-0") == stageObserved })
+	h.ctrl.mu.Lock()
+	uid := h.ctrl.byName["mnist-worker-0"].uid
+	h.ctrl.mu.Unlock()
+	if stored == nil || uid != stored.UID {
+		t.Fatalf("worker-0 tracked as %q, want the existing pod's UID", uid)
+	}
+	h.setStatus("mnist-worker-0", corev1.PodSucceeded, 0)
+	if d := h.decision(); d.Outcome != policy.OutcomeSucceeded {
+		t.Fatalf("decision %+v, want Succeeded", d)
+	}
+	if n := deletesOf(h.client, "mnist-worker-0"); n != 0 {
+		t.Errorf("worker-0 deleted %d times, want 0", n)
+	}
+}
+
+// A pod under a replica's name that another owner controls is not taken
+// over, and the owner gets a Warning event saying so.
+func TestControllerWarnsAboutAPodItDoesNotControl(t *testing.T) {
+	job := tfJob(v1alpha1.RestartPolicyNever)
+	recorder := record.NewFakeRecorder(20)
+	h := startWith(t, job, func(h *harness, o *Options) {
+		o.Recorder, o.EventObject = recorder, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "step", Namespace: ns}}
+		yes := true
+		foreign := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "mnist-worker-1", Namespace: ns, UID: uuid.NewUUID(),
+			Labels:          map[string]string{v1alpha1.LabelJobName: "another"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "someone", UID: "x", Controller: &yes}}}}
+		if _, err := h.client.CoreV1().Pods(ns).Create(context.Background(), foreign, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	h.eventually("a NotOwned warning", func() bool {
+		select {
+		case e := <-recorder.Events:
+			return strings.Contains(e, EventNotOwned) && strings.Contains(e, "mnist-worker-1")
+		default:
+			return false
+		}
+	})
+	if st := h.stage("mnist-worker-1"); st != stageAbsent {
+		t.Errorf("worker-1 stage %s, want absent (not adopted)", st)
+	}
+	if n := deletesOf(h.client, "mnist-worker-1"); n != 0 {
+		t.Errorf("the foreign pod was deleted %d times, want 0", n)
+	}
+}

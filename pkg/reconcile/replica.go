@@ -1,0 +1,213 @@
+package reconcile
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/trainstep/trainstep/pkg/policy"
+)
+
+// stage is where trainstep stands with one replica. Transitions happen only
+// on evidence: a create the API server accepted, an instance or a deletion
+// the informer delivered, a live GET. A replica in a stage with an open
+// expectation (created, removing, vanished) is never the subject of a
+// decision: the policy sees it Pending or Missing-but-not-lost.
+//
+//	absent ──create ok──► created ──informer add──► observed ──recreate──► removing
+//	  ▲                      │                         │                       │
+//	  │                      └──informer delete──┐     └─informer delete──┐     │
+//	  │                                          ▼                        ▼     │
+//	  │                                       vanished ◄──────────────────┘     │
+//	  │                                          │ live GET: NotFound           │
+//	  │                                          ▼                              │
+//	  └──────────replace (restart decided)──── lost                             │
+//	  └────────────────────────────informer delete of that UID──────────────────┘
+type stage int
+
+const (
+	// stageAbsent: no instance; one is created unless the gang holds creates.
+	stageAbsent stage = iota
+	// stageCreated: the API server accepted a create (UID known); the
+	// informer has not delivered that instance yet.
+	stageCreated
+	// stageObserved: the informer delivered the instance; its phase is read
+	// from the pod (pending, running, finished).
+	stageObserved
+	// stageRemoving: trainstep deleted the instance (a recreation or a gang
+	// release); the replacement waits for the informer's delete of that UID.
+	stageRemoving
+	// stageVanished: the informer delivered a delete of the current UID that
+	// trainstep did not ask for; a live GET must confirm it before anything
+	// is decided.
+	stageVanished
+	// stageLost: confirmed gone without trainstep removing it. The policy
+	// decides whether a replacement comes.
+	stageLost
+)
+
+var stageNames = [...]string{"absent", "created", "observed", "removing", "vanished", "lost"}
+
+func (s stage) String() string {
+	if int(s) < len(stageNames) {
+		return stageNames[s]
+	}
+	return fmt.Sprintf("stage(%d)", int(s))
+}
+
+// replicaState is what the controller knows about one replica. Every field
+// is guarded by the controller's mutex.
+type replicaState struct {
+	id policy.ReplicaID
+	// name is the replica's pod name, the same for every attempt.
+	name  string
+	stage stage
+	// uid and attempt are those of the current instance, committed only once
+	// the API server accepted its create (or it was adopted).
+	uid     types.UID
+	attempt int
+	// nextAttempt is the attempt label the next create uses.
+	nextAttempt int
+	// createdAt is when the current instance's create was accepted.
+	createdAt time.Time
+	// pod is the current instance as the informer last delivered it: a
+	// shared cache object, never modified.
+	pod *corev1.Pod
+	// dirty is set when pod changed since last was computed.
+	dirty bool
+	// restartsBefore counts in-place restarts of instances already removed.
+	restartsBefore int32
+	// recreations counts replacements of this replica (its share of the
+	// job's restarts, with the in-place restarts).
+	recreations int32
+	waitingFor  string
+	// waitingSince is when waitingFor was first seen.
+	waitingSince time.Time
+	// last is the replica as last observed, kept for outputs after cleanup.
+	last policy.Replica
+}
+
+func newReplicaState(id policy.ReplicaID, name string) *replicaState {
+	return &replicaState{id: id, name: name, last: policy.Replica{ReplicaID: id, Phase: policy.PhaseMissing}}
+}
+
+// expecting reports an open expectation: no decision may be taken on the
+// replica until the informer or a live read closes it.
+func (st *replicaState) expecting() bool {
+	switch st.stage {
+	case stageCreated, stageRemoving, stageVanished:
+		return true
+	}
+	return false
+}
+
+// wantsCreate reports whether the replica needs an instance created.
+func (st *replicaState) wantsCreate() bool { return st.stage == stageAbsent }
+
+// createAccepted commits a create: the instance's UID and attempt become
+// the replica's. A pod the informer already holds with that UID is taken as
+// observed at once, so an add delivered before the create returned is not
+// waited for.
+func (st *replicaState) createAccepted(uid types.UID, attempt int, now time.Time, cached *corev1.Pod) error {
+	if st.stage != stageAbsent {
+		return fmt.Errorf("replica %s: create accepted while %s", st.id, st.stage)
+	}
+	st.stage, st.uid, st.attempt, st.nextAttempt, st.createdAt = stageCreated, uid, attempt, attempt, now
+	st.pod = nil
+	if cached != nil && cached.UID == uid {
+		st.podSeen(cached)
+	}
+	return nil
+}
+
+// adopted takes over a live instance left by an earlier run of the job.
+func (st *replicaState) adopted(pod *corev1.Pod, attempt int) {
+	st.stage, st.uid, st.attempt, st.nextAttempt = stageObserved, pod.UID, attempt, attempt
+	st.pod, st.dirty, st.createdAt = pod, true, pod.CreationTimestamp.Time
+}
+
+// podSeen records an instance the informer delivered. Only the current
+// instance counts: an older one (still terminating, or delivered late) or
+// one this run did not create is ignored.
+func (st *replicaState) podSeen(pod *corev1.Pod) bool {
+	if pod.UID != st.uid || st.uid == "" {
+		return false
+	}
+	switch st.stage {
+	case stageCreated, stageObserved, stageVanished:
+		// A vanished instance seen again means the delete was a stale view.
+		st.stage, st.pod, st.dirty = stageObserved, pod, true
+		return true
+	case stageRemoving:
+		st.pod, st.dirty = pod, true
+		return true
+	}
+	return false
+}
+
+// podDeleted records a deletion the informer delivered. The deletion of
+// the instance trainstep removed ends the removal; that of the current
+// instance otherwise makes it vanished, pending a live check.
+func (st *replicaState) podDeleted(uid types.UID) bool {
+	if uid != st.uid || uid == "" {
+		return false
+	}
+	switch st.stage {
+	case stageRemoving:
+		st.stage, st.uid, st.pod = stageAbsent, "", nil
+		return true
+	case stageCreated, stageObserved:
+		st.stage = stageVanished
+		return true
+	}
+	return false
+}
+
+// confirmed closes a vanished replica's expectation with a live read: live
+// is the instance the API server returned (nil when none by that name).
+func (st *replicaState) confirmed(live *corev1.Pod) {
+	if st.stage != stageVanished {
+		return
+	}
+	if live != nil && live.UID == st.uid {
+		st.stage = stageObserved // the informer will deliver it again
+		return
+	}
+	st.stage, st.pod = stageLost, nil
+}
+
+// removeForRecreate starts a recreation: an existing instance is deleted
+// (the caller issues the delete) and waited for; a lost one is replaced at
+// once. It returns the pod to delete, if any.
+func (st *replicaState) removeForRecreate() (*corev1.Pod, error) {
+	var doomed *corev1.Pod
+	switch st.stage {
+	case stageLost:
+		st.stage, st.uid = stageAbsent, ""
+	case stageObserved:
+		st.stage = stageRemoving
+		if st.pod != nil && st.pod.DeletionTimestamp == nil {
+			doomed = st.pod
+		}
+	default:
+		return nil, fmt.Errorf("replica %s: recreate decided while %s", st.id, st.stage)
+	}
+	st.nextAttempt = st.attempt + 1
+	st.recreations++
+	st.restartsBefore += st.last.Restarts
+	return doomed, nil
+}
+
+// release gives back an instance for a gang retry: deleted without counting
+// a restart, recreated at the same attempt.
+func (st *replicaState) release() {
+	switch st.stage {
+	case stageCreated, stageObserved, stageVanished:
+		st.stage = stageRemoving
+	case stageLost:
+		st.stage, st.uid = stageAbsent, ""
+	}
+	st.nextAttempt = st.attempt
+}

@@ -1,0 +1,136 @@
+package reconcile
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/policy"
+)
+
+func podWithUID(uid types.UID) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "job-worker-0", UID: uid}}
+}
+
+// TestReplicaStateTransitions walks every transition of the state machine
+// with the events that may arrive in each stage, in the orders an informer
+// and the API server can produce them.
+func TestReplicaStateTransitions(t *testing.T) {
+	now := time.Unix(1000, 0)
+	type step struct {
+		name string
+		do   func(st *replicaState)
+		want stage
+	}
+	accept := func(uid types.UID, attempt int, cached *corev1.Pod) func(*replicaState) {
+		return func(st *replicaState) {
+			if err := st.createAccepted(uid, attempt, now, cached); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	seen := func(uid types.UID) func(*replicaState) { return func(st *replicaState) { st.podSeen(podWithUID(uid)) } }
+	deleted := func(uid types.UID) func(*replicaState) { return func(st *replicaState) { st.podDeleted(uid) } }
+	recreate := func(st *replicaState) {
+		if _, err := st.removeForRecreate(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cases := []struct {
+		name  string
+		steps []step
+		// wantAttempt and wantNext are checked after the last step.
+		wantAttempt, wantNext int
+		wantRecreations       int32
+	}{{
+		name: "created, delivered, deleted by trainstep, replaced",
+		steps: []step{
+			{"create accepted", accept("a", 0, nil), stageCreated},
+			{"informer add", seen("a"), stageObserved},
+			{"recreate", recreate, stageRemoving},
+			{"old instance updated while terminating", seen("a"), stageRemoving},
+			{"informer delete", deleted("a"), stageAbsent},
+			{"replacement accepted", accept("b", 1, nil), stageCreated},
+		},
+		wantAttempt: 1, wantNext: 1, wantRecreations: 1,
+	}, {
+		name: "add delivered before the create returned",
+		steps: []step{
+			{"create accepted with the pod already cached", accept("a", 0, podWithUID("a")), stageObserved},
+		},
+	}, {
+		name: "a late delivery of an older instance changes nothing",
+		steps: []step{
+			{"create accepted", accept("b", 1, nil), stageCreated},
+			{"old instance add", seen("a"), stageCreated},
+			{"old instance delete", deleted("a"), stageCreated},
+			{"own add", seen("b"), stageObserved},
+		},
+		wantAttempt: 1, wantNext: 1,
+	}, {
+		name: "deleted from outside: vanished, confirmed lost, replaced",
+		steps: []step{
+			{"create accepted", accept("a", 0, nil), stageCreated},
+			{"informer add", seen("a"), stageObserved},
+			{"informer delete", deleted("a"), stageVanished},
+			{"live GET: not found", func(st *replicaState) { st.confirmed(nil) }, stageLost},
+			{"recreate", recreate, stageAbsent},
+		},
+		wantNext: 1, wantRecreations: 1,
+	}, {
+		name: "a delete the live GET contradicts is a stale view",
+		steps: []step{
+			{"create accepted", accept("a", 0, nil), stageCreated},
+			{"informer delete (tombstone)", deleted("a"), stageVanished},
+			{"live GET: still there", func(st *replicaState) { st.confirmed(podWithUID("a")) }, stageObserved},
+		},
+	}, {
+		name: "a gang release keeps the attempt",
+		steps: []step{
+			{"create accepted", accept("a", 2, nil), stageCreated},
+			{"release", func(st *replicaState) { st.release() }, stageRemoving},
+			{"informer delete", deleted("a"), stageAbsent},
+		},
+		wantAttempt: 2, wantNext: 2,
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newReplicaState(policy.ReplicaID{Type: v1alpha1.ReplicaTypeWorker}, "job-worker-0")
+			for _, s := range tc.steps {
+				s.do(st)
+				if st.stage != s.want {
+					t.Fatalf("after %q: stage %s, want %s", s.name, st.stage, s.want)
+				}
+			}
+			if st.attempt != tc.wantAttempt || st.nextAttempt != tc.wantNext || st.recreations != tc.wantRecreations {
+				t.Errorf("attempt %d, next %d, recreations %d; want %d, %d, %d",
+					st.attempt, st.nextAttempt, st.recreations, tc.wantAttempt, tc.wantNext, tc.wantRecreations)
+			}
+		})
+	}
+}
+
+func TestReplicaStateRefusesDecisionsOnOpenExpectations(t *testing.T) {
+	st := newReplicaState(policy.ReplicaID{Type: v1alpha1.ReplicaTypeWorker}, "job-worker-0")
+	if err := st.createAccepted("a", 0, time.Now(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if !st.expecting() {
+		t.Error("a created, undelivered instance must hold an expectation")
+	}
+	if _, err := st.removeForRecreate(); err == nil {
+		t.Error("recreating a replica whose instance was never delivered must be refused")
+	}
+	if err := st.createAccepted("b", 0, time.Now(), nil); err == nil {
+		t.Error("a second create for a replica with an instance must be refused")
+	}
+	st.podSeen(podWithUID("a"))
+	st.podDeleted("a")
+	if _, err := st.removeForRecreate(); err == nil || st.recreations != 0 {
+		t.Errorf("recreating a vanished replica before the live check: err %v, recreations %d; want refused, 0", err, st.recreations)
+	}
+}
