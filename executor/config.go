@@ -51,6 +51,10 @@ type Config struct {
 	PendingTimeout time.Duration
 	// TerminationGrace bounds the teardown after SIGTERM.
 	TerminationGrace time.Duration
+	// LeaseDuration is how long the job's Lease holds without renewal: a
+	// second run of the same job waits at most this long after the first
+	// one dies.
+	LeaseDuration time.Duration
 
 	// APIStatsFile, when set, receives the run's API requests counted by
 	// verb and resource (JSON), for benchmarks.
@@ -90,6 +94,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.TerminationGrace <= 0 {
 		c.TerminationGrace = DefaultTerminationGrace
+	}
+	if c.LeaseDuration <= 0 {
+		c.LeaseDuration = DefaultLeaseDuration
 	}
 	if c.OutputsDir == "" {
 		c.OutputsDir = DefaultOutputsDir

@@ -119,6 +119,10 @@ func requiredPermissions(configMaps, secrets, events bool, podGroupAPI string) [
 	if events {
 		add("events", "create", "patch")
 	}
+	// The job's Lease: one writer per job.
+	for _, v := range []string{"create", "get", "update", "patch", "delete"} {
+		perms = append(perms, permission{verb: v, group: "coordination.k8s.io", resource: "leases"})
+	}
 	if podGroupAPI != "" {
 		for _, v := range []string{"create", "patch", "delete"} {
 			perms = append(perms, permission{verb: v, group: podGroupAPI, resource: "podgroups"})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -76,6 +77,11 @@ func run(ctx context.Context, cfg *Config, res *result.Result) error {
 	terminated := watchSignals(runCtx, cfg.Signals, cancelRun)
 
 	s, err := prepare(runCtx, cfg, job)
+	if err != nil && terminated() {
+		// Nothing was created yet: stopping is all there is to do.
+		markTerminated(res, "the step was stopped before anything was created")
+		return res.Err()
+	}
 	if err != nil {
 		return err
 	}
@@ -90,10 +96,12 @@ func run(ctx context.Context, cfg *Config, res *result.Result) error {
 	if err := execute(runCtx, cfg, job, s, terminated, res); err != nil {
 		return err
 	}
-	if res.Phase != result.PhaseSucceeded {
-		return &result.Error{Phase: res.Phase, Reason: res.Reason, Err: errors.New(res.Message)}
-	}
-	return nil
+	return res.Err()
+}
+
+// markTerminated records a run the step's signal ended.
+func markTerminated(res *result.Result, message string) {
+	res.Phase, res.Reason, res.Message = result.PhaseTerminated, result.ReasonTerminated, message
 }
 
 // preparedRun is what a run needs once it may create objects.
@@ -143,11 +151,34 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 	return &preparedRun{conn: conn, identity: id, desired: desired, eventObject: eventObject, log: log}, nil
 }
 
-// execute reconciles the job until it ends or the step is stopped, then
-// tears down on a context the signal does not cancel and fills res.
-func execute(runCtx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *preparedRun, terminated func() bool, res *result.Result) error {
+// errLeaseLost cancels a run whose hold on the job's Lease ended: another
+// run of the job writes now.
+var errLeaseLost = errors.New("this run lost the job's lease to another run of the job")
+
+// execute holds the job's Lease, reconciles the job until it ends or the
+// step is stopped, then tears down on a context the signal does not cancel
+// and fills res.
+func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *preparedRun, terminated func() bool, res *result.Result) error {
 	events := newEventRecorder(s.conn.client, s.conn.namespace)
 	defer events.flush(cfg.Logger)
+	lease, err := acquireLease(ctx, cfg, s)
+	if err != nil {
+		if terminated() {
+			markTerminated(res, "the step was stopped while another run of the job held its lease; the job's objects are left to that run")
+			return nil
+		}
+		return err
+	}
+	runCtx, cancelRun := context.WithCancelCause(ctx)
+	defer cancelRun(nil)
+	go func() {
+		select {
+		case <-lease.lost:
+			cancelRun(errLeaseLost)
+		case <-runCtx.Done():
+		}
+	}()
+
 	streamer := newLogStreamer(cfg, s.conn, job, s.log)
 	ctrl := reconcile.New(reconcile.Options{
 		Client: s.conn.client, Dynamic: s.conn.dynamic, Job: job, Identity: s.identity, Desired: s.desired,
@@ -164,11 +195,20 @@ func execute(runCtx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *pre
 	// Informers live until teardown is over, so cleanup can watch deletions.
 	informerCtx, stopInformers := context.WithCancel(context.Background())
 	defer stopInformers()
-	if err := startWithin(runCtx, informerCtx, cfg.APITimeout, ctrl); err != nil {
-		return err
+	decision := policy.Decision{Outcome: policy.OutcomeRunning}
+	runErr := startWithin(runCtx, informerCtx, stopInformers, cfg.APITimeout, ctrl)
+	switch {
+	case runErr == nil:
+		s.log.Info("job started", zap.Int("replicas", len(s.desired.Pods)), zap.Int("services", len(s.desired.Services)))
+		decision, runErr = ctrl.Run(runCtx)
+	case !terminated() && !errors.Is(runErr, errLeaseLost):
+		// The API server is away: a retry of the step re-attaches to
+		// whatever exists, so nothing is torn down.
+		releaseCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		lease.release(releaseCtx)
+		return runErr
 	}
-	s.log.Info("job started", zap.Int("replicas", len(s.desired.Pods)), zap.Int("services", len(s.desired.Services)))
-	decision, runErr := ctrl.Run(runCtx)
 
 	teardownCtx, cancelTeardown := context.WithTimeout(context.Background(), cfg.TerminationGrace)
 	defer cancelTeardown()
@@ -177,12 +217,19 @@ func execute(runCtx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *pre
 	drainCtx, cancelDrain := context.WithTimeout(teardownCtx, cfg.TerminationGrace/5)
 	streamer.stop(drainCtx)
 	cancelDrain()
+	if errors.Is(context.Cause(runCtx), errLeaseLost) && !terminated() {
+		// Another run writes now: it keeps the replicas; nothing is deleted.
+		lease.stop()
+		res.Phase, res.Reason, res.Message = result.PhaseTransient, result.ReasonLeaseLost, errLeaseLost.Error()
+		s.log.Warn("job left to another run", zap.String("reason", res.Reason))
+		return nil
+	}
 	wasTerminated := terminated()
 	view := ctrl.View()
 	fillResult(res, job, &view, decision)
 	switch {
 	case wasTerminated:
-		res.Phase, res.Reason, res.Message = result.PhaseTerminated, result.ReasonTerminated, "the step was stopped; every object of the job was deleted"
+		markTerminated(res, "the step was stopped; every object of the job was deleted")
 	case runErr != nil:
 		res.Phase, res.Message = result.PhaseOf(runErr), runErr.Error()
 		var re *result.Error
@@ -190,10 +237,18 @@ func execute(runCtx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *pre
 			res.Reason = re.Reason
 		}
 	}
-	if err := ctrl.Cleanup(teardownCtx, wasTerminated || runErr != nil, true); err != nil {
-		s.log.Error("cleaning up", zap.Error(err))
+	left, err := ctrl.Cleanup(teardownCtx, wasTerminated || runErr != nil, true)
+	if err != nil {
+		s.log.Error("cleaning up", zap.Error(err), zap.Strings("left", left))
+	}
+	if len(left) > 0 {
+		res.Message += fmt.Sprintf("; %d objects were still there when the teardown ended: %s", len(left), strings.Join(left, ", "))
+		if wasTerminated {
+			res.Message = strings.Replace(res.Message, "every object of the job was deleted", "its objects were deleted", 1)
+		}
 	}
 	events.final(s.eventObject, *res)
+	lease.release(teardownCtx)
 	s.log.Info("job ended", zap.String("phase", string(res.Phase)), zap.String("reason", res.Reason), zap.String("message", res.Message))
 	return nil
 }
@@ -235,8 +290,10 @@ func parallelism(burst int) int {
 }
 
 // startWithin starts the controller. The caches cannot sync while the API
-// server is away, so it gives up after the API timeout.
-func startWithin(runCtx, informerCtx context.Context, timeout time.Duration, ctrl *reconcile.Controller) error {
+// server is away, so it gives up after the API timeout. When the run ends
+// first, the informers are stopped and Start is waited for, so that the
+// teardown never runs beside an adoption.
+func startWithin(runCtx, informerCtx context.Context, stopInformers context.CancelFunc, timeout time.Duration, ctrl *reconcile.Controller) error {
 	errc := make(chan error, 1)
 	go func() { errc <- ctrl.Start(informerCtx) }()
 	timer := time.NewTimer(timeout)
@@ -245,8 +302,12 @@ func startWithin(runCtx, informerCtx context.Context, timeout time.Duration, ctr
 	case err := <-errc:
 		return err
 	case <-timer.C:
+		stopInformers()
+		<-errc
 		return result.Transient(result.ReasonAPIUnreachable, fmt.Errorf("the job's informers did not sync within %s", timeout))
 	case <-runCtx.Done():
-		return runCtx.Err()
+		stopInformers()
+		<-errc
+		return context.Cause(runCtx)
 	}
 }

@@ -71,6 +71,7 @@ All logs go to stderr. Exit codes: 0 Succeeded, 10 Failed, 11 Invalid,
 	fl.DurationVar(&f.cfg.StuckTimeout, "stuck-timeout", executor.DefaultStuckTimeout, "how long a replica may wait in ImagePullBackOff, ErrImagePull, CreateContainerConfigError or InvalidImageName before the job fails")
 	fl.DurationVar(&f.cfg.PendingTimeout, "pending-timeout", executor.DefaultPendingTimeout, "how long a replica may stay unschedulable before the run ends Transient")
 	fl.DurationVar(&f.cfg.TerminationGrace, "termination-grace", executor.DefaultTerminationGrace, "time allowed for teardown after SIGTERM/SIGINT")
+	fl.DurationVar(&f.cfg.LeaseDuration, "lease-duration", executor.DefaultLeaseDuration, "how long the job's Lease holds without renewal: another run of the same job takes over at most this long after this one dies")
 	fl.Float32Var(&f.cfg.QPS, "kube-api-qps", defaultKubeAPIQPS, "client-side queries per second to the API server")
 	fl.IntVar(&f.cfg.Burst, "kube-api-burst", defaultKubeAPIBurst, "client-side burst of queries to the API server (also bounds parallel creates)")
 	fl.StringVar(&f.cfg.APIStatsFile, "api-stats-file", "", "write this run's API requests, counted by verb and resource, to this JSON file (for benchmarks)")

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -12,36 +13,45 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/trainstep/trainstep/pkg/policy"
+	"github.com/trainstep/trainstep/pkg/render"
 )
 
 // Cleanup applies the end-of-job deletions: cleanPodPolicy when the job
-// ended by itself, everything when the step was terminated. With wait, it
-// returns only once the deleted objects are gone (or ctx ends), so the
-// outputs describe a namespace that is already clean. Call it
-// after Run returned, on a context the termination signal does not cancel.
-func (c *Controller) Cleanup(ctx context.Context, terminated, waitGone bool) error {
+// ended by itself, everything when the step was terminated or the run
+// failed. Deletes go by name, for every replica and Service the job may have
+// (NotFound is fine), so that objects whose create was never answered, or
+// that the caches never held, go too. With waitGone it returns once a live
+// List by the job's label finds none of the deleted objects (or ctx ends),
+// and names whatever is still there. Call it after Run returned (or instead
+// of Run, when the run was stopped before it), on a context the
+// termination signal does not cancel.
+func (c *Controller) Cleanup(ctx context.Context, everything, waitGone bool) ([]string, error) {
 	c.view = c.observe()
-	plan := policy.Cleanup(c.opts.Job.Spec.RunPolicy.CleanPodPolicyOrDefault(), terminated, c.view.Replicas)
-	ns := c.opts.Identity.Namespace
-	core := c.opts.Client.CoreV1()
-
-	var deletes []func() error
-	pods, _ := c.pods.Pods(ns).List(labels.Everything())
+	plan := policy.Cleanup(c.opts.Job.Spec.RunPolicy.CleanPodPolicyOrDefault(), everything, c.view.Replicas)
 	doomed := map[string]bool{}
+	if everything {
+		for _, id := range c.order {
+			doomed[c.replicas[id].name] = true
+		}
+	}
 	for _, id := range plan.Pods {
 		doomed[c.replicas[id].name] = true
 	}
-	for _, pod := range pods {
-		if plan.Shared || doomed[pod.Name] {
-			name := pod.Name
-			doomed[name] = true
-			deletes = append(deletes, func() error { return core.Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}) })
-		}
+	if len(doomed) == 0 && !plan.Shared {
+		return nil, nil
+	}
+	ns := c.opts.Identity.Namespace
+	core := c.opts.Client.CoreV1()
+	var deletes []func() error
+	for name := range doomed {
+		deletes = append(deletes, func() error { return core.Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}) })
 	}
 	// A replica's own Service goes with its pod; the job-wide Service, the
 	// ConfigMaps and the Secrets go when no pod is left.
-	for _, svc := range c.listServices() {
+	doomedServices := map[string]bool{}
+	for _, svc := range c.opts.Desired.Services {
 		if plan.Shared || doomed[svc.Name] {
+			doomedServices[svc.Name] = true
 			name := svc.Name
 			deletes = append(deletes, func() error { return core.Services(ns).Delete(ctx, name, metav1.DeleteOptions{}) })
 		}
@@ -50,15 +60,38 @@ func (c *Controller) Cleanup(ctx context.Context, terminated, waitGone bool) err
 		if c.opts.Desired.PodGroup != nil {
 			deletes = append(deletes, func() error { return c.deletePodGroup(ctx) })
 		}
-		for _, cm := range c.listConfigMaps() {
+		for _, cm := range c.opts.Desired.ConfigMaps {
 			name := cm.Name
 			deletes = append(deletes, func() error { return core.ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{}) })
 		}
-		for _, s := range c.listSecrets() {
+		for _, s := range c.opts.Desired.Secrets {
 			name := s.Name
 			deletes = append(deletes, func() error { return core.Secrets(ns).Delete(ctx, name, metav1.DeleteOptions{}) })
 		}
 	}
+	err := c.deleteAll(ctx, deletes)
+	c.opts.Logger.Info("cleaned up", zap.Int("deleted", len(deletes)), zap.Bool("everything", everything))
+	if err != nil || !waitGone {
+		return nil, err
+	}
+	// Whatever carries the job's label is the job's, once every pod goes:
+	// a pod of a replica type the spec no longer has, a Service never
+	// rendered by this version.
+	isDoomed := func(kind, name string) bool {
+		if plan.Shared {
+			return true
+		}
+		if kind == "pod" {
+			return doomed[name]
+		}
+		return doomedServices[name]
+	}
+	c.waitForCaches(ctx, isDoomed)
+	return c.confirmGone(ctx, isDoomed)
+}
+
+// deleteAll runs deletes in parallel; NotFound counts as done.
+func (c *Controller) deleteAll(ctx context.Context, deletes []func() error) error {
 	errs := c.parallel(ctx, len(deletes), func(i int) error {
 		if err := deletes[i](); err != nil && !apierrors.IsNotFound(err) {
 			return err
@@ -68,23 +101,86 @@ func (c *Controller) Cleanup(ctx context.Context, terminated, waitGone bool) err
 	if err := joinErrors(errs); err != nil {
 		return fmt.Errorf("deleting the job's objects: %w", err)
 	}
-	c.opts.Logger.Info("cleaned up", zap.Int("deleted", len(deletes)), zap.Bool("terminated", terminated))
-	if !waitGone || len(deletes) == 0 {
-		return nil
+	return nil
+}
+
+// waitForCaches waits, without requests, until the informers saw the
+// doomed objects go. Caches that never synced are not waited on.
+func (c *Controller) waitForCaches(ctx context.Context, isDoomed func(kind, name string) bool) {
+	if !c.cachesSynced.Load() {
+		return
 	}
-	// The informers still run: wait on the caches, not on the API server.
-	return wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
+	ns := c.opts.Identity.Namespace
+	_ = wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
 		pods, _ := c.pods.Pods(ns).List(labels.Everything())
 		for _, p := range pods {
-			if doomed[p.Name] {
+			if isDoomed("pod", p.Name) {
 				return false, nil
 			}
 		}
 		for _, s := range c.listServices() {
-			if plan.Shared || doomed[s.Name] {
+			if isDoomed("service", s.Name) {
 				return false, nil
 			}
 		}
 		return true, nil
 	})
+}
+
+// confirmGone lists the job's pods and Services on the API server itself.
+// Anything doomed that is still there is deleted again and waited for; what
+// remains when ctx ends is returned by name.
+func (c *Controller) confirmGone(ctx context.Context, isDoomed func(kind, name string) bool) ([]string, error) {
+	ns := c.opts.Identity.Namespace
+	core := c.opts.Client.CoreV1()
+	selector := metav1.ListOptions{LabelSelector: render.JobSelector(c.opts.Identity.JobName).String()}
+	var left []string
+	var lastErr error
+	deletedAgain := map[string]bool{}
+	poll := func(ctx context.Context) (bool, error) {
+		left = left[:0]
+		var deletes []func() error
+		pods, err := core.Pods(ns).List(ctx, selector)
+		if err != nil {
+			lastErr = fmt.Errorf("listing the job's pods: %w", err)
+			return false, nil
+		}
+		for _, p := range pods.Items {
+			if !isDoomed("pod", p.Name) {
+				continue
+			}
+			left = append(left, "pod/"+p.Name)
+			if p.DeletionTimestamp == nil && !deletedAgain["pod/"+p.Name] {
+				deletedAgain["pod/"+p.Name] = true
+				name := p.Name
+				deletes = append(deletes, func() error { return core.Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}) })
+			}
+		}
+		svcs, err := core.Services(ns).List(ctx, selector)
+		if err != nil {
+			lastErr = fmt.Errorf("listing the job's services: %w", err)
+			return false, nil
+		}
+		for _, s := range svcs.Items {
+			if !isDoomed("service", s.Name) {
+				continue
+			}
+			left = append(left, "service/"+s.Name)
+			if !deletedAgain["service/"+s.Name] {
+				deletedAgain["service/"+s.Name] = true
+				name := s.Name
+				deletes = append(deletes, func() error { return core.Services(ns).Delete(ctx, name, metav1.DeleteOptions{}) })
+			}
+		}
+		lastErr = c.deleteAll(ctx, deletes)
+		return len(left) == 0 && lastErr == nil, nil
+	}
+	if err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, poll); err != nil {
+		slices.Sort(left)
+		if lastErr == nil {
+			lastErr = err
+		}
+		return left, fmt.Errorf("waiting for the job's objects to go: %w", lastErr)
+	}
+	return nil, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -87,9 +88,11 @@ type Controller struct {
 
 	// The fields below are touched only by the single worker goroutine,
 	// and read by View after Run returns.
-	order          []policy.ReplicaID // the job's replicas, computed once
-	restarts       int32
-	startTime      time.Time
+	order     []policy.ReplicaID // the job's replicas, computed once
+	restarts  int32
+	startTime time.Time
+	// cachesSynced is set once Start saw every informer synced.
+	cachesSynced   atomic.Bool
 	view           policy.View
 	lastProgress   string
 	createdEvent   bool
@@ -189,6 +192,7 @@ func (c *Controller) Start(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 		return errors.New("waiting for the job's informer caches to sync: context ended")
 	}
+	c.cachesSynced.Store(true)
 	c.startTime = c.opts.Clock.Now()
 	return c.adopt(ctx)
 }

@@ -61,6 +61,9 @@ const (
 	ReasonUnschedulable        = "Unschedulable"
 	ReasonPendingTimeout       = "PendingTimeout"
 	ReasonTerminated           = "Terminated"
+	// ReasonLeaseLost: another run of the same job took over its Lease
+	// (this one could not renew it); the replicas are left to that run.
+	ReasonLeaseLost = "LeaseLost"
 )
 
 // Error is an error that carries the phase (and so the exit code) a run
@@ -124,4 +127,13 @@ type Result struct {
 	Restarts        int32           `json:"restarts"`
 	Replicas        []ReplicaStatus `json:"replicas"`
 	Metrics         map[string]any  `json:"metrics"`
+}
+
+// Err is the error a run that ended so returns: nil when it succeeded, an
+// *Error carrying its phase and reason otherwise.
+func (r *Result) Err() error {
+	if r.Phase == PhaseSucceeded {
+		return nil
+	}
+	return &Error{Phase: r.Phase, Reason: r.Reason, Err: errors.New(r.Message)}
 }
