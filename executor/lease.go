@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/result"
 )
 
 // DefaultLeaseDuration is how long a job's lease stays valid without
@@ -27,50 +28,64 @@ const DefaultLeaseDuration = 15 * time.Second
 // other software that a job name could equal.
 func leaseName(job string) string { return "trainstep-" + job }
 
-// jobLease is this run's hold on the job's Lease: the one writer of the job.
+// jobLease is this run's claim on the job's Lease: the one writer of the
+// job. One identity serves the whole run, so that after an outage the run
+// takes its own lease back at once.
 type jobLease struct {
-	conn *connection
-	name string
-	// lost is closed when the elector stops leading (also after stop).
+	conn     *connection
+	name     string
+	identity string
+	duration time.Duration
+	owner    *metav1.OwnerReference
+	log      *zap.Logger
+
+	// lost is closed when the current elector stops leading (also after stop).
 	lost <-chan struct{}
 	// stop ends renewal; it returns once the elector is done.
 	stop func()
-	log  *zap.Logger
 }
 
-// acquireLease waits until this run holds the job's Lease: another run of
-// the same job (an Argo retry that started while the previous step pod still
-// lives) keeps it while it renews, and this one waits until it is released
-// or expires. It returns ctx's error if ctx ends first.
-func acquireLease(ctx context.Context, cfg *Config, s *preparedRun) (*jobLease, error) {
-	conn, name := s.conn, leaseName(s.identity.JobName)
-	if err := ensureLease(ctx, conn, name, s.identity.JobName, s.identity.Owner); err != nil {
-		return nil, err
+func newJobLease(cfg *Config, s *preparedRun) *jobLease {
+	identity := cfg.OwnerPod
+	if identity == "" {
+		identity, _ = os.Hostname()
 	}
-	duration := cfg.LeaseDuration
-	holder := cfg.OwnerPod
-	if holder == "" {
-		holder, _ = os.Hostname()
+	name := leaseName(s.identity.JobName)
+	return &jobLease{conn: s.conn, name: name, identity: identity + "_" + rand.String(8),
+		duration: cfg.LeaseDuration, owner: s.identity.Owner, log: s.log.With(zap.String("lease", name))}
+}
+
+// acquire waits until this run holds the job's Lease. Another run of the
+// same job (an Argo retry started while the previous step pod still lives)
+// keeps it while it renews; this one waits until it is released or
+// expires. With takeBack (this run held the lease and could not renew it,
+// e.g. while the API server was away), finding another holder means this
+// run was superseded: it returns errLeaseLost; not holding it again within
+// apiTimeout is Transient. It returns ctx's cause if ctx ends first.
+func (l *jobLease) acquire(ctx context.Context, job string, takeBack bool, apiTimeout time.Duration) error {
+	// Taking the lease back, the API server may still be away: the elector
+	// retries, and creates the Lease itself if it went.
+	if err := ensureLease(ctx, l.conn, l.name, job, l.owner); err != nil && !takeBack {
+		return err
 	}
-	holder += "_" + rand.String(8)
 	started, stopped, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Name: name, Namespace: conn.namespace},
-			Client:     conn.client.CoordinationV1(),
-			LockConfig: resourcelock.ResourceLockConfig{Identity: holder},
+			LeaseMeta:  metav1.ObjectMeta{Name: l.name, Namespace: l.conn.namespace},
+			Client:     l.conn.client.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: l.identity},
 		},
-		LeaseDuration: duration,
-		RenewDeadline: duration * 2 / 3,
-		RetryPeriod:   duration / 8,
+		LeaseDuration: l.duration,
+		RenewDeadline: l.duration * 2 / 3,
+		RetryPeriod:   l.duration / 8,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(context.Context) { close(started) },
 			OnStoppedLeading: func() { close(stopped) },
 		},
-		Name: name,
+		Name: l.name,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("setting up the job's lease: %w", err)
+		return fmt.Errorf("setting up the job's lease: %w", err)
 	}
 	electCtx, cancel := context.WithCancel(context.Background())
 	go func() {
@@ -81,23 +96,34 @@ func acquireLease(ctx context.Context, cfg *Config, s *preparedRun) (*jobLease, 
 		cancel()
 		<-done
 	}
-	waitingSaid := time.NewTimer(duration / 4)
-	defer waitingSaid.Stop()
+	look := time.NewTicker(l.duration / 4)
+	defer look.Stop()
+	since, said := time.Now(), ""
 	for {
 		select {
 		case <-started:
-			l := &jobLease{conn: conn, name: name, lost: stopped, stop: stop, log: s.log}
-			if err := l.own(ctx, s.identity.Owner); err != nil {
-				s.log.Warn("pointing the job's lease at this step", zap.Error(err))
+			l.lost, l.stop = stopped, stop
+			if err := l.own(ctx); err != nil {
+				l.log.Warn("pointing the job's lease at this step", zap.Error(err))
 			}
-			s.log.Info("holding the job's lease", zap.String("lease", name), zap.String("holder", holder))
-			return l, nil
-		case <-waitingSaid.C:
-			s.log.Info("another run of this job holds its lease; waiting until it is released or expires",
-				zap.String("lease", name), zap.String("holder", elector.GetLeader()))
+			l.log.Info("holding the job's lease", zap.String("holder", l.identity))
+			return nil
+		case <-look.C:
+			other := elector.GetLeader()
+			switch {
+			case takeBack && other != "" && other != l.identity:
+				stop()
+				return errLeaseLost
+			case takeBack && time.Since(since) > apiTimeout:
+				stop()
+				return result.Transient(result.ReasonAPIUnreachable, fmt.Errorf("could not take the job's lease back within %s", apiTimeout))
+			case !takeBack && other != said:
+				said = other
+				l.log.Info("another run of this job holds its lease; waiting until it is released or expires", zap.String("holder", other))
+			}
 		case <-ctx.Done():
 			stop()
-			return nil, ctx.Err()
+			return context.Cause(ctx)
 		}
 	}
 }
@@ -119,10 +145,10 @@ func ensureLease(ctx context.Context, conn *connection, name, job string, owner 
 
 // own points the Lease's owner at this run's owner, so that it outlives the
 // step pod of an earlier attempt that created it.
-func (l *jobLease) own(ctx context.Context, owner *metav1.OwnerReference) error {
+func (l *jobLease) own(ctx context.Context) error {
 	var refs []metav1.OwnerReference
-	if owner != nil {
-		refs = []metav1.OwnerReference{*owner}
+	if l.owner != nil {
+		refs = []metav1.OwnerReference{*l.owner}
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"ownerReferences": refs}})
 	if err != nil {

@@ -161,23 +161,14 @@ var errLeaseLost = errors.New("this run lost the job's lease to another run of t
 func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *preparedRun, terminated func() bool, res *result.Result) error {
 	events := newEventRecorder(s.conn.client, s.conn.namespace)
 	defer events.flush(cfg.Logger)
-	lease, err := acquireLease(ctx, cfg, s)
-	if err != nil {
+	lease := newJobLease(cfg, s)
+	if err := lease.acquire(ctx, job.Name, false, cfg.APITimeout); err != nil {
 		if terminated() {
 			markTerminated(res, "the step was stopped while another run of the job held its lease; the job's objects are left to that run")
 			return nil
 		}
 		return err
 	}
-	runCtx, cancelRun := context.WithCancelCause(ctx)
-	defer cancelRun(nil)
-	go func() {
-		select {
-		case <-lease.lost:
-			cancelRun(errLeaseLost)
-		case <-runCtx.Done():
-		}
-	}()
 
 	streamer := newLogStreamer(cfg, s.conn, job, s.log)
 	ctrl := reconcile.New(reconcile.Options{
@@ -195,19 +186,56 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 	// Informers live until teardown is over, so cleanup can watch deletions.
 	informerCtx, stopInformers := context.WithCancel(context.Background())
 	defer stopInformers()
-	decision := policy.Decision{Outcome: policy.OutcomeRunning}
-	runErr := startWithin(runCtx, informerCtx, stopInformers, cfg.APITimeout, ctrl)
-	switch {
-	case runErr == nil:
-		s.log.Info("job started", zap.Int("replicas", len(s.desired.Pods)), zap.Int("services", len(s.desired.Services)))
-		decision, runErr = ctrl.Run(runCtx)
-	case !terminated() && !errors.Is(runErr, errLeaseLost):
-		// The API server is away: a retry of the step re-attaches to
-		// whatever exists, so nothing is torn down.
+	watchLease := func() (context.Context, context.CancelCauseFunc) {
+		runCtx, cancelRun := context.WithCancelCause(ctx)
+		go func() {
+			select {
+			case <-lease.lost:
+				cancelRun(errLeaseLost)
+			case <-runCtx.Done():
+			}
+		}()
+		return runCtx, cancelRun
+	}
+	startCtx, cancelStart := watchLease()
+	runErr := startWithin(startCtx, informerCtx, stopInformers, cfg.APITimeout, ctrl)
+	cancelStart(nil)
+	if runErr != nil && !terminated() {
+		// Nothing was created: a retry of the step re-attaches to whatever
+		// exists, so nothing is torn down.
 		releaseCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		lease.release(releaseCtx)
+		if errors.Is(runErr, errLeaseLost) {
+			runErr = result.Transient(result.ReasonLeaseLost, runErr)
+		}
 		return runErr
+	}
+	decision, superseded := policy.Decision{Outcome: policy.OutcomeRunning}, false
+	if runErr == nil {
+		s.log.Info("job started", zap.Int("replicas", len(s.desired.Pods)), zap.Int("services", len(s.desired.Services)))
+	}
+	for runErr == nil {
+		runCtx, cancelRun := watchLease()
+		decision, runErr = ctrl.Run(runCtx)
+		lostLease := errors.Is(context.Cause(runCtx), errLeaseLost)
+		cancelRun(nil)
+		if !lostLease || terminated() {
+			break
+		}
+		// The lease was not renewed in time (the API server was away, or
+		// another run took it): nothing is written until this run holds it
+		// again; then it goes on where it stopped.
+		s.log.Warn("could not renew the job's lease; writing nothing until it is held again")
+		lease.stop()
+		if err := lease.acquire(ctx, job.Name, true, cfg.APITimeout); err != nil {
+			superseded = errors.Is(err, errLeaseLost)
+			if !superseded && !terminated() {
+				runErr = err
+			}
+			break
+		}
+		s.log.Info("holding the job's lease again; going on where this run stopped")
 	}
 
 	teardownCtx, cancelTeardown := context.WithTimeout(context.Background(), cfg.TerminationGrace)
@@ -217,9 +245,8 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 	drainCtx, cancelDrain := context.WithTimeout(teardownCtx, cfg.TerminationGrace/5)
 	streamer.stop(drainCtx)
 	cancelDrain()
-	if errors.Is(context.Cause(runCtx), errLeaseLost) && !terminated() {
+	if superseded && !terminated() {
 		// Another run writes now: it keeps the replicas; nothing is deleted.
-		lease.stop()
 		res.Phase, res.Reason, res.Message = result.PhaseTransient, result.ReasonLeaseLost, errLeaseLost.Error()
 		s.log.Warn("job left to another run", zap.String("reason", res.Reason))
 		return nil
@@ -236,6 +263,14 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 		if errors.As(runErr, &re) {
 			res.Reason = re.Reason
 		}
+	}
+	var re *result.Error
+	if !wasTerminated && errors.As(runErr, &re) && re.Reason == result.ReasonAPIUnreachable {
+		// The API server is away: the step's retry re-attaches to the
+		// replicas, and the owner reference removes them if none comes.
+		s.log.Warn("left the job's objects for a retry of the step to re-attach")
+		lease.stop()
+		return nil
 	}
 	left, err := ctrl.Cleanup(teardownCtx, wasTerminated || runErr != nil, true)
 	if err != nil {

@@ -113,13 +113,8 @@ func New(opts Options) *Controller {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
-	limiter := workqueue.NewTypedMaxOfRateLimiter(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, 30*time.Second),
-		&workqueue.TypedBucketRateLimiter[string]{Limiter: newBucket()},
-	)
 	c := &Controller{
 		opts:     opts,
-		queue:    workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: "trainstep", Clock: opts.Clock}),
 		created:  map[string]bool{},
 		replicas: map[policy.ReplicaID]*replicaState{},
 		byName:   map[string]*replicaState{},
@@ -156,11 +151,11 @@ func (c *Controller) Start(ctx context.Context) error {
 	c.synced = append(c.synced, podInformer.HasSynced)
 
 	enqueue := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { c.queue.Add(syncKey) },
+		AddFunc:    func(any) { c.enqueue() },
 		UpdateFunc: func(any, any) {},
 		DeleteFunc: func(obj any) {
 			c.forgetCreated(obj)
-			c.queue.Add(syncKey)
+			c.enqueue()
 		},
 	}
 	serviceInformer := core.Services().Informer()
@@ -212,7 +207,7 @@ func (c *Controller) observePod(obj any) {
 	if c.opts.OnPod != nil {
 		c.opts.OnPod(pod)
 	}
-	c.queue.Add(syncKey)
+	c.enqueue()
 }
 
 // observePodDeleted is the only evidence that a replica's instance is gone:
@@ -228,7 +223,26 @@ func (c *Controller) observePodDeleted(obj any) {
 		}
 		c.mu.Unlock()
 	}
-	c.queue.Add(syncKey)
+	c.enqueue()
+}
+
+// enqueue asks the running worker, if any, to look at the job again.
+func (c *Controller) enqueue() {
+	c.mu.Lock()
+	q := c.queue
+	c.mu.Unlock()
+	if q != nil {
+		q.Add(syncKey)
+	}
+}
+
+// newQueue is the workqueue of one Run.
+func (c *Controller) newQueue() workqueue.TypedRateLimitingInterface[string] {
+	limiter := workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, 30*time.Second),
+		&workqueue.TypedBucketRateLimiter[string]{Limiter: newBucket()},
+	)
+	return workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: "trainstep", Clock: c.opts.Clock})
 }
 
 // slimForCache drops from cached objects what the controller never reads:
@@ -284,53 +298,70 @@ func (c *Controller) forgetCreated(obj any) {
 }
 
 // Run works the queue until the job reaches a final decision, ctx ends
-// (the decision is then Running), or a fatal error occurs.
+// (the decision is then Running), or a fatal error occurs. Run may be
+// called again after ctx ended, e.g. once this run holds the job's lease
+// again: the informers and every replica's state carry over.
 func (c *Controller) Run(ctx context.Context) (policy.Decision, error) {
 	type outcome struct {
 		decision policy.Decision
 		err      error
 	}
+	queue := c.newQueue()
+	c.mu.Lock()
+	c.queue = queue
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.queue = nil
+		c.mu.Unlock()
+		queue.ShutDown()
+	}()
 	done := make(chan outcome, 1)
 	go func() {
 		<-ctx.Done()
-		c.queue.ShutDown()
+		queue.ShutDown()
 	}()
-	c.queue.Add(syncKey)
+	queue.Add(syncKey)
 	go func() {
 		for {
-			key, quit := c.queue.Get()
+			key, quit := queue.Get()
 			if quit {
 				done <- outcome{decision: policy.Decision{Outcome: policy.OutcomeRunning}}
 				return
 			}
 			decision, err := c.sync(ctx)
-			c.queue.Done(key)
+			queue.Done(key)
 			switch {
 			case err != nil && isFatal(err):
 				done <- outcome{err: err}
 				return
 			case err != nil:
 				c.opts.Logger.Warn("sync failed; retrying", zap.Error(err))
-				c.queue.AddRateLimited(key)
+				queue.AddRateLimited(key)
 				continue
 			}
-			c.queue.Forget(key)
+			queue.Forget(key)
 			if decision.Outcome != policy.OutcomeRunning {
 				done <- outcome{decision: decision}
 				return
 			}
 			if decision.RecheckAfter > 0 {
-				c.queue.AddAfter(key, decision.RecheckAfter)
+				queue.AddAfter(key, decision.RecheckAfter)
 			}
 		}
 	}()
 	o := <-done
-	c.queue.ShutDown()
 	return o.decision, o.err
 }
 
-// View returns the last view of the job the controller decided on.
-func (c *Controller) View() policy.View { return c.view }
+// View returns the last view of the job the controller decided on, or the
+// replicas as they stand when it decided nothing yet.
+func (c *Controller) View() policy.View {
+	if c.view.Job == nil {
+		return c.observe()
+	}
+	return c.view
+}
 
 // isFatal reports errors that retrying cannot fix.
 func isFatal(err error) bool {
