@@ -34,7 +34,7 @@ image: ## Build the trainstep OCI image archive into bin/trainstep-image.tar (no
 ##@ Test
 
 .PHONY: test
-test: lint unit cluster-bin integration ## Run every check and test (unit and real-cluster integration).
+test: verify unit cluster-bin integration ## Run every check (lint, go.mod tidy) and test (unit and real-cluster integration).
 
 .PHONY: unit
 unit: ## Run unit tests (no cluster).

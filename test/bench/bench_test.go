@@ -87,6 +87,11 @@ func TestBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("wrote %s and %s in %s", BenchmarksFile, PlotFile, time.Since(began).Round(time.Second))
+	// A replica created twice with nothing deleting it is a bug, not a
+	// figure: the report is written, and the bench fails.
+	if all := report.AllAnomalies(); len(all) > 0 {
+		t.Errorf("trainstep recreated objects that nothing deleted in %d runs:\n%s", len(all), strings.Join(all, "\n"))
+	}
 }
 
 // TestRenderBenchmarks rewrites BENCHMARKS.md and the plots from the
