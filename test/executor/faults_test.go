@@ -1,7 +1,6 @@
 package executor_test
 
 import (
-	"context"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,7 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/result"
@@ -33,32 +33,45 @@ type uidHistory struct {
 func watchUIDs(t testing.TB, c *cluster.Cluster, ns, job string) *uidHistory {
 	t.Helper()
 	h := &uidHistory{uids: map[string]map[types.UID]bool{}, live: map[string]map[types.UID]bool{}, mostLive: map[string]int{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := c.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelJobName + "=" + job})
-	if err != nil {
+	// An informer, not a bare watch: it lists again after a dropped watch,
+	// so no pod goes unseen under load.
+	factory := informers.NewSharedInformerFactoryWithOptions(c.Client, 0, informers.WithNamespace(ns),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = v1alpha1.LabelJobName + "=" + job }))
+	record := func(obj any, deleted bool) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj, deleted = tomb.Obj, true
+		}
+		pod, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.uids[pod.Name] == nil {
+			h.uids[pod.Name], h.live[pod.Name] = map[types.UID]bool{}, map[types.UID]bool{}
+		}
+		h.uids[pod.Name][pod.UID] = true
+		if deleted || pod.DeletionTimestamp != nil {
+			delete(h.live[pod.Name], pod.UID)
+		} else {
+			h.live[pod.Name][pod.UID] = true
+		}
+		h.mostLive[pod.Name] = max(h.mostLive[pod.Name], len(h.live[pod.Name]))
+	}
+	inf := factory.Core().V1().Pods().Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { record(obj, false) },
+		UpdateFunc: func(_, obj any) { record(obj, false) },
+		DeleteFunc: func(obj any) { record(obj, true) },
+	}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cancel(); w.Stop() })
-	go func() {
-		for ev := range w.ResultChan() {
-			pod, ok := ev.Object.(*corev1.Pod)
-			if !ok {
-				continue
-			}
-			h.mu.Lock()
-			if h.uids[pod.Name] == nil {
-				h.uids[pod.Name], h.live[pod.Name] = map[types.UID]bool{}, map[types.UID]bool{}
-			}
-			h.uids[pod.Name][pod.UID] = true
-			if ev.Type == watch.Deleted || pod.DeletionTimestamp != nil {
-				delete(h.live[pod.Name], pod.UID)
-			} else {
-				h.live[pod.Name][pod.UID] = true
-			}
-			h.mostLive[pod.Name] = max(h.mostLive[pod.Name], len(h.live[pod.Name]))
-			h.mu.Unlock()
-		}
-	}()
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	factory.Start(stop)
+	if !cache.WaitForCacheSync(stop, inf.HasSynced) {
+		t.Fatal("the test's pod informer did not sync")
+	}
 	return h
 }
 

@@ -16,9 +16,10 @@ import (
 func TestFourJobsOf128ReplicasCreateEachReplicaOnce(t *testing.T) {
 	c := cluster.Get(t)
 	ns := c.Namespace(t)
-	// The four default nodes hold 440 pods; these two make room for 512.
+	// The four default nodes hold 440 pods; these two make room for 512
+	// (named after the namespace, so that -count=N adds two more each time).
 	for i := range 2 {
-		name := fmt.Sprintf("kwok-scale-%d", i)
+		name := fmt.Sprintf("%s-node-%d", ns, i)
 		if err := c.AddNode(context.Background(), name, cluster.NodeCapacity("64", "256Gi", 200, 0)); err != nil {
 			t.Fatal(err)
 		}
