@@ -186,56 +186,14 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 	// Informers live until teardown is over, so cleanup can watch deletions.
 	informerCtx, stopInformers := context.WithCancel(context.Background())
 	defer stopInformers()
-	watchLease := func() (context.Context, context.CancelCauseFunc) {
-		runCtx, cancelRun := context.WithCancelCause(ctx)
-		go func() {
-			select {
-			case <-lease.lost:
-				cancelRun(errLeaseLost)
-			case <-runCtx.Done():
-			}
-		}()
-		return runCtx, cancelRun
-	}
-	startCtx, cancelStart := watchLease()
-	runErr := startWithin(startCtx, informerCtx, stopInformers, cfg.APITimeout, ctrl)
-	cancelStart(nil)
-	if runErr != nil && !terminated() {
+	decision, superseded, runErr := reconcileHoldingLease(ctx, cfg, s, ctrl, lease, terminated, informerCtx, stopInformers)
+	if runErr != nil && !superseded && !ctrl.Started() && !terminated() {
 		// Nothing was created: a retry of the step re-attaches to whatever
 		// exists, so nothing is torn down.
 		releaseCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		lease.release(releaseCtx)
-		if errors.Is(runErr, errLeaseLost) {
-			runErr = result.Transient(result.ReasonLeaseLost, runErr)
-		}
 		return runErr
-	}
-	decision, superseded := policy.Decision{Outcome: policy.OutcomeRunning}, false
-	if runErr == nil {
-		s.log.Info("job started", zap.Int("replicas", len(s.desired.Pods)), zap.Int("services", len(s.desired.Services)))
-	}
-	for runErr == nil {
-		runCtx, cancelRun := watchLease()
-		decision, runErr = ctrl.Run(runCtx)
-		lostLease := errors.Is(context.Cause(runCtx), errLeaseLost)
-		cancelRun(nil)
-		if !lostLease || terminated() {
-			break
-		}
-		// The lease was not renewed in time (the API server was away, or
-		// another run took it): nothing is written until this run holds it
-		// again; then it goes on where it stopped.
-		s.log.Warn("could not renew the job's lease; writing nothing until it is held again")
-		lease.stop()
-		if err := lease.acquire(ctx, job.Name, true, cfg.APITimeout); err != nil {
-			superseded = errors.Is(err, errLeaseLost)
-			if !superseded && !terminated() {
-				runErr = err
-			}
-			break
-		}
-		s.log.Info("holding the job's lease again; going on where this run stopped")
 	}
 
 	teardownCtx, cancelTeardown := context.WithTimeout(context.Background(), cfg.TerminationGrace)
@@ -286,6 +244,58 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 	lease.release(teardownCtx)
 	s.log.Info("job ended", zap.String("phase", string(res.Phase)), zap.String("reason", res.Reason), zap.String("message", res.Message))
 	return nil
+}
+
+// reconcileHoldingLease starts the controller and runs it while this run
+// holds the job's lease. When the lease is not renewed in time (the API
+// server was away, or another run took it), nothing is written until this
+// run holds it again; then it goes on where it stopped. superseded says
+// another run took the job over.
+func reconcileHoldingLease(ctx context.Context, cfg *Config, s *preparedRun, ctrl *reconcile.Controller, lease *jobLease,
+	terminated func() bool, informerCtx context.Context, stopInformers context.CancelFunc) (policy.Decision, bool, error) {
+	decision := policy.Decision{Outcome: policy.OutcomeRunning}
+	watchLease := func() (context.Context, context.CancelCauseFunc) {
+		runCtx, cancelRun := context.WithCancelCause(ctx)
+		go func() {
+			select {
+			case <-lease.lost:
+				cancelRun(errLeaseLost)
+			case <-runCtx.Done():
+			}
+		}()
+		return runCtx, cancelRun
+	}
+	startCtx, cancelStart := watchLease()
+	err := startWithin(startCtx, informerCtx, stopInformers, cfg.APITimeout, ctrl)
+	cancelStart(nil)
+	if errors.Is(err, errLeaseLost) {
+		return decision, false, result.Transient(result.ReasonLeaseLost, err)
+	}
+	if err != nil {
+		return decision, false, err
+	}
+	s.log.Info("job started", zap.Int("replicas", len(s.desired.Pods)), zap.Int("services", len(s.desired.Services)))
+	for {
+		runCtx, cancelRun := watchLease()
+		decision, err = ctrl.Run(runCtx)
+		lostLease := errors.Is(context.Cause(runCtx), errLeaseLost)
+		cancelRun(nil)
+		if err != nil || !lostLease || terminated() {
+			return decision, false, err
+		}
+		s.log.Warn("could not renew the job's lease; writing nothing until it is held again")
+		lease.stop()
+		if err := lease.acquire(ctx, s.identity.JobName, true, cfg.APITimeout); err != nil {
+			if errors.Is(err, errLeaseLost) {
+				return decision, true, nil
+			}
+			if terminated() {
+				return decision, false, nil
+			}
+			return decision, false, err
+		}
+		s.log.Info("holding the job's lease again; going on where this run stopped")
+	}
 }
 
 // fillResult turns the final decision and view into the result.

@@ -91,12 +91,13 @@ type Controller struct {
 	order     []policy.ReplicaID // the job's replicas, computed once
 	restarts  int32
 	startTime time.Time
-	// cachesSynced is set once Start saw every informer synced.
-	cachesSynced   atomic.Bool
-	view           policy.View
-	lastProgress   string
-	createdEvent   bool
-	apiErrorsSince time.Time
+	// cachesSynced is set once Start saw every informer synced; started
+	// once Start returned without error.
+	cachesSynced, started atomic.Bool
+	view                  policy.View
+	lastProgress          string
+	createdEvent          bool
+	apiErrorsSince        time.Time
 	// gang is the built-in gang's state (nil unless gang: builtin).
 	gang            *builtinGang
 	podGroupCreated bool
@@ -189,8 +190,16 @@ func (c *Controller) Start(ctx context.Context) error {
 	}
 	c.cachesSynced.Store(true)
 	c.startTime = c.opts.Clock.Now()
-	return c.adopt(ctx)
+	if err := c.adopt(ctx); err != nil {
+		return err
+	}
+	c.started.Store(true)
+	return nil
 }
+
+// Started reports whether Start completed: the caches synced and the
+// replicas of an earlier run were re-attached.
+func (c *Controller) Started() bool { return c.started.Load() }
 
 // observePod hands a delivered replica pod to its replica's state and asks
 // for a sync.
