@@ -254,22 +254,37 @@ func (c *Controller) newQueue() workqueue.TypedRateLimitingInterface[string] {
 	return workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: "trainstep", Clock: c.opts.Clock})
 }
 
-// slimForCache drops from cached objects what the controller never reads:
-// the containers' environment (a 512-replica TF_CONFIG is 17 KiB per pod)
-// and managed fields, so a large job's cache stays small.
+// slimForCache keeps of a cached pod only what the controller and the log
+// streamer read — metadata, node, scheduling gates, container names and
+// status — and drops managed fields from every cached object, so that a
+// large job's cache stays small (a 512-replica TF_CONFIG alone is 17 KiB per
+// pod).
 func slimForCache(obj any) (any, error) {
 	if pod, ok := obj.(*corev1.Pod); ok {
-		for i := range pod.Spec.Containers {
-			pod.Spec.Containers[i].Env = nil
-		}
-		for i := range pod.Spec.InitContainers {
-			pod.Spec.InitContainers[i].Env = nil
+		pod.Annotations = nil
+		pod.Spec = corev1.PodSpec{
+			NodeName:        pod.Spec.NodeName,
+			SchedulingGates: pod.Spec.SchedulingGates,
+			RestartPolicy:   pod.Spec.RestartPolicy,
+			Containers:      containerNames(pod.Spec.Containers),
+			InitContainers:  containerNames(pod.Spec.InitContainers),
 		}
 	}
 	if m, ok := obj.(metav1.Object); ok {
 		m.SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+func containerNames(containers []corev1.Container) []corev1.Container {
+	if len(containers) == 0 {
+		return nil
+	}
+	out := make([]corev1.Container, len(containers))
+	for i, c := range containers {
+		out[i] = corev1.Container{Name: c.Name}
+	}
+	return out
 }
 
 // childKey names a job-wide child for the created set.

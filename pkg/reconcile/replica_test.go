@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/policy"
 )
@@ -132,5 +134,35 @@ func TestReplicaStateRefusesDecisionsOnOpenExpectations(t *testing.T) {
 	st.podDeleted("a")
 	if _, err := st.removeForRecreate(); err == nil || st.recreations != 0 {
 		t.Errorf("recreating a vanished replica before the live check: err %v, recreations %d; want refused, 0", err, st.recreations)
+	}
+}
+
+func TestSlimForCacheKeepsWhatDecisionsRead(t *testing.T) {
+	yes := true
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "job-worker-0", UID: "u", Labels: map[string]string{v1alpha1.LabelAttempt: "2"},
+			Annotations:     map[string]string{"big": strings.Repeat("x", 4096)},
+			OwnerReferences: []metav1.OwnerReference{{Name: "step", UID: "o", Controller: &yes}},
+			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "trainstep"}}},
+		Spec: corev1.PodSpec{NodeName: "node-1", SchedulingGates: []corev1.PodSchedulingGate{{Name: "gate"}},
+			Containers: []corev1.Container{{Name: "tensorflow", Image: "train:1", Env: []corev1.EnvVar{{Name: "TF_CONFIG", Value: strings.Repeat("y", 4096)}}}},
+			Volumes:    []corev1.Volume{{Name: "data"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: "tensorflow", RestartCount: 1}}},
+	}
+	obj, err := slimForCache(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slim := obj.(*corev1.Pod)
+	want := corev1.PodSpec{NodeName: "node-1", SchedulingGates: []corev1.PodSchedulingGate{{Name: "gate"}},
+		Containers: []corev1.Container{{Name: "tensorflow"}}}
+	if diff := cmp.Diff(want, slim.Spec); diff != "" {
+		t.Errorf("cached spec (-want +got):\n%s", diff)
+	}
+	if slim.Annotations != nil || slim.ManagedFields != nil {
+		t.Errorf("annotations %d, managed fields %d; want neither cached", len(slim.Annotations), len(slim.ManagedFields))
+	}
+	if slim.Labels[v1alpha1.LabelAttempt] != "2" || len(slim.OwnerReferences) != 1 || slim.Status.ContainerStatuses[0].RestartCount != 1 {
+		t.Errorf("labels, owner or status lost: %+v", slim.ObjectMeta)
 	}
 }
