@@ -272,9 +272,12 @@ func dieBySignal(sig syscall.Signal) {
 	runtime.LockOSThread()
 	// A zeroed kernel struct sigaction is SIG_DFL with no flags, whatever
 	// the architecture's layout; 8 is the kernel's sigset size on all but MIPS.
+	// (SIGKILL's action cannot be changed, nor needs to be.)
 	var defaultAction [64]byte
-	if _, _, errno := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&defaultAction)), 0, 8, 0, 0); errno != 0 {
-		return
+	if sig != syscall.SIGKILL {
+		if _, _, errno := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&defaultAction)), 0, 8, 0, 0); errno != 0 {
+			return
+		}
 	}
 	var set unix.Sigset_t
 	set.Val[(sig-1)/64] |= 1 << ((uint(sig) - 1) % 64)
