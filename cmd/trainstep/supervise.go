@@ -25,10 +25,16 @@ func newSuperviseCommand() *cobra.Command {
 	}
 }
 
-// localSupervisor is the command that supervises a local replica: this
-// very binary, through /proc/self/exe so that a binary replaced or deleted
-// during a long run still starts. (Supervisors exist on Linux only, where
-// that path does.)
+// selfExecutable is this very binary, still there if the file was
+// replaced or deleted during a long run. Supervisors exist on Linux only,
+// where this path does (when /proc is mounted).
+const selfExecutable = "/proc/self/exe"
+
+// localSupervisor is the command that supervises a local replica, or nil
+// where there is none: then replicas start directly.
 func localSupervisor() []string {
-	return []string{"/proc/self/exe", superviseCommandName}
+	if _, err := os.Stat(selfExecutable); err != nil {
+		return nil
+	}
+	return []string{selfExecutable, superviseCommandName}
 }
