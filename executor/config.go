@@ -20,6 +20,10 @@ type Config struct {
 
 	// Local runs the replicas as local processes instead of on a cluster.
 	Local bool
+	// LocalSupervisor is the command that runs each local replica under a
+	// supervisor (trainstep's hidden supervise command; see
+	// local.Options.Supervisor). Empty starts the replicas directly.
+	LocalSupervisor []string
 
 	// Kubeconfig is the kubeconfig file to use; empty means in-cluster config.
 	Kubeconfig string

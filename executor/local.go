@@ -32,6 +32,7 @@ func runLocal(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, res *res
 		Logger:       log,
 		Clock:        cfg.Clock,
 		MaxStopGrace: cfg.TerminationGrace,
+		Supervisor:   cfg.LocalSupervisor,
 		OnView: func(v *policy.View) {
 			p := reconcile.ProgressOf(v)
 			if line := p.String(); line != lastProgress {

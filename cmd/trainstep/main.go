@@ -49,6 +49,7 @@ created), 12 Transient (worth a retry), 13 Terminated by SIGTERM/SIGINT.`,
 		newValidateCommand(),
 		newVersionCommand(),
 	)
+	root.AddCommand(newSuperviseCommand()) // hidden: runs one local replica
 	return root
 }
 

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/trainstep/trainstep/executor"
+	"github.com/trainstep/trainstep/pkg/backend/local"
 	"github.com/trainstep/trainstep/pkg/logs"
 	"github.com/trainstep/trainstep/pkg/result"
 )
@@ -101,6 +102,7 @@ func (f *runFlags) run(cmd *cobra.Command) error {
 	}
 	cfg := f.cfg
 	cfg.Spec, cfg.SpecOptions, cfg.Local, cfg.Logs = data, f.spec.options(), f.local, mode
+	cfg.LocalSupervisor = localSupervisor()
 	cfg.Kubeconfig = firstNonEmpty(f.kubeconfig, os.Getenv("KUBECONFIG"))
 	cfg.KubeContext = f.context
 	cfg.PodNamespace = podNamespace()
@@ -153,7 +155,7 @@ func startCPUProfile(path string) (stop func(), err error) {
 }
 
 // terminationSignals delivers the first SIGTERM/SIGINT to the executor; a
-// second one exits at once.
+// second one kills every local process group and exits at once.
 func terminationSignals(cmd *cobra.Command) <-chan os.Signal {
 	incoming := make(chan os.Signal, 2)
 	signal.Notify(incoming, syscall.SIGTERM, syscall.SIGINT)
@@ -162,6 +164,7 @@ func terminationSignals(cmd *cobra.Command) <-chan os.Signal {
 		first <- <-incoming
 		<-incoming
 		fmt.Fprintln(cmd.ErrOrStderr(), "trainstep: second signal, exiting without waiting for teardown")
+		local.KillProcessGroups() // os.Exit runs no deferred cleanup
 		os.Exit(result.ExitTerminated)
 	}()
 	return first

@@ -59,6 +59,12 @@ type Options struct {
 	// Environ is the environment every process starts from; nil means
 	// trainstep's own.
 	Environ []string
+	// Supervisor is the command (argv) that runs each replica under a
+	// supervisor: trainstep's hidden supervise command, which calls
+	// Supervise. On Linux it makes sure that no process of a replica
+	// outlives trainstep, even one killed by SIGKILL. Empty, or on other
+	// systems, replicas are trainstep's own children.
+	Supervisor []string
 }
 
 // Outcome is how a local run ended.

@@ -13,6 +13,10 @@
 //
 // The package never leaves a process behind: whatever ends the run (the job
 // ends, the context is cancelled), every process group it started is
-// stopped before Run returns. It must not write outputs or talk to a
+// stopped before Run returns; KillProcessGroups serves an exit that cannot
+// wait for that. On Linux, given a supervisor command (Options.Supervisor,
+// Supervise), each replica runs under a subreaper that also ends what the
+// replica's processes leave outside their group, and all of it when
+// trainstep dies, even by SIGKILL. It must not write outputs or talk to a
 // cluster; the executor does that with the View and Decision it returns.
 package local

@@ -12,12 +12,13 @@ import (
 var errNoProcessGroups = errors.New("the local backend needs process groups, which this operating system does not have")
 
 type process struct {
-	pid, pgid int
-	exited    chan struct{}
-	exitCode  int32
+	pid, pgid  int
+	supervisor int
+	exited     chan struct{}
+	exitCode   int32
 }
 
-func startProcess(_, _ []string, out io.WriteCloser) (*process, error) {
+func startProcess(_, _ []string, out io.WriteCloser, _ []string) (*process, error) {
 	if out != nil {
 		out.Close()
 	}
@@ -25,3 +26,6 @@ func startProcess(_, _ []string, out io.WriteCloser) (*process, error) {
 }
 
 func (p *process) stop(time.Duration) {}
+
+// KillProcessGroups has nothing to kill where no process can be started.
+func KillProcessGroups() {}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -19,22 +20,26 @@ const outputDrain = 2 * time.Second
 // process is one running instance of a replica's command. It leads its own
 // process group, so stopping it reaches every process it started.
 type process struct {
+	// cmd is the command trainstep started: the replica's, or its
+	// supervisor's when the replica runs under one.
 	cmd *exec.Cmd
-	// pid is the process's; pgid its group's, the same number.
+	// pid is the replica's process; pgid its group's, the same number.
 	pid, pgid int
+	// supervisor is the supervisor's pid, 0 without one; lifeline the
+	// pipe end whose closing tells the supervisor that trainstep is gone.
+	supervisor int
+	lifeline   *os.File
 	// exited is closed once the process is reaped, what it left in its
 	// group is killed and its output is copied; exitCode is set by then.
 	exited   chan struct{}
 	exitCode int32
 }
 
-// startProcess starts argv with env in its own process group. Its stdout
-// and stderr go to out, which is closed when the process has exited; a nil
-// out discards them.
-func startProcess(argv, env []string, out io.WriteCloser) (*process, error) {
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = env
-	cmd.SysProcAttr = processAttributes()
+// startProcess starts argv with env in its own process group, under the
+// supervisor command when one is given and this system supports it (see
+// Supervise). Its stdout and stderr go to out, which is closed when the
+// process has exited; a nil out discards them.
+func startProcess(argv, env []string, out io.WriteCloser, supervisor []string) (*process, error) {
 	// The pipe is ours rather than os/exec's, so that waiting for the
 	// process does not also wait for whoever else holds the pipe.
 	var reader, writer *os.File
@@ -44,9 +49,14 @@ func startProcess(argv, env []string, out io.WriteCloser) (*process, error) {
 			out.Close()
 			return nil, err
 		}
-		cmd.Stdout, cmd.Stderr = writer, writer
 	}
-	err := cmd.Start()
+	var p *process
+	var err error
+	if len(supervisor) > 0 && canSupervise {
+		p, err = startSupervised(supervisor, argv, env, writer)
+	} else {
+		p, err = startDirectly(argv, env, writer)
+	}
 	if writer != nil {
 		writer.Close()
 	}
@@ -57,7 +67,7 @@ func startProcess(argv, env []string, out io.WriteCloser) (*process, error) {
 		}
 		return nil, err
 	}
-	p := &process{cmd: cmd, pid: cmd.Process.Pid, pgid: cmd.Process.Pid, exited: make(chan struct{})}
+	liveGroups.add(p.pgid)
 	copied := make(chan struct{})
 	if reader == nil {
 		close(copied)
@@ -71,12 +81,31 @@ func startProcess(argv, env []string, out io.WriteCloser) (*process, error) {
 	return p, nil
 }
 
+// startDirectly starts argv as trainstep's own child, leading a new
+// process group; output, when not nil, receives its stdout and stderr.
+func startDirectly(argv, env []string, output *os.File) (*process, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = env
+	cmd.SysProcAttr = processAttributes()
+	if output != nil {
+		cmd.Stdout, cmd.Stderr = output, output
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return &process{cmd: cmd, pid: cmd.Process.Pid, pgid: cmd.Process.Pid, exited: make(chan struct{})}, nil
+}
+
 // reap waits for the process, then ends its group as a container's end
 // ends every process in it.
 func (p *process) reap(reader *os.File, out io.WriteCloser, copied chan struct{}) {
 	err := p.cmd.Wait()
 	p.exitCode = exitCodeOf(p.cmd.ProcessState, err)
 	signalGroup(p.pgid, syscall.SIGKILL)
+	liveGroups.remove(p.pgid)
+	if p.lifeline != nil {
+		p.lifeline.Close()
+	}
 	if reader != nil {
 		timer := time.NewTimer(outputDrain)
 		select {
@@ -105,6 +134,41 @@ func (p *process) stop(grace time.Duration) {
 	}
 	signalGroup(p.pgid, syscall.SIGKILL)
 	<-p.exited
+}
+
+// liveGroups are the process groups started and not yet ended, for
+// KillProcessGroups: an exit that cannot wait for Run to stop them runs no
+// deferred cleanup.
+var liveGroups = groupSet{pgids: map[int]bool{}}
+
+type groupSet struct {
+	sync.Mutex
+	pgids map[int]bool
+}
+
+func (g *groupSet) add(pgid int) {
+	g.Lock()
+	defer g.Unlock()
+	g.pgids[pgid] = true
+}
+
+func (g *groupSet) remove(pgid int) {
+	g.Lock()
+	defer g.Unlock()
+	delete(g.pgids, pgid)
+}
+
+// KillProcessGroups kills, with SIGKILL, every process group the local
+// backend started that has not ended yet. It is for an exit that cannot
+// wait for Run to stop them, such as a second Ctrl-C: after os.Exit no
+// deferred cleanup runs, and the kernel's parent-death signal reaches only
+// trainstep's own children, not what they started.
+func KillProcessGroups() {
+	liveGroups.Lock()
+	defer liveGroups.Unlock()
+	for pgid := range liveGroups.pgids {
+		signalGroup(pgid, syscall.SIGKILL)
+	}
 }
 
 // signalGroup sends sig to every process of the group; a group that is

@@ -61,14 +61,18 @@ func (b *backend) launch(r *replica) {
 	if r.prefix != "" {
 		out = b.prefixer.Writer(r.prefix)
 	}
-	p, err := startProcess(r.argv, r.env, out)
+	p, err := startProcess(r.argv, r.env, out, b.opts.Supervisor)
 	if err != nil {
 		log.Error("starting replica", zap.String("command", describeCommand(r.argv)), zap.Error(err))
 		b.pending = append(b.pending, exit{replica: r, generation: r.generation, code: exitCodeStartError})
 		return
 	}
 	r.proc, r.phase, r.startedAt = p, policy.PhaseRunning, b.opts.Clock.Now()
-	log.Info("replica started", zap.Int("pid", p.pid), zap.Int("pgid", p.pgid), zap.String("command", describeCommand(r.argv)))
+	fields := []zap.Field{zap.Int("pid", p.pid), zap.Int("pgid", p.pgid), zap.String("command", describeCommand(r.argv))}
+	if p.supervisor != 0 {
+		fields = append(fields, zap.Int("supervisorPid", p.supervisor))
+	}
+	log.Info("replica started", fields...)
 	generation := r.generation
 	go func() {
 		<-p.exited

@@ -4,6 +4,7 @@ package proctest
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"strconv"
 	"strings"
@@ -60,4 +61,15 @@ func AssertNoneLeft(t testing.TB, pgids []int) {
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		}
 	}
+}
+
+// Alive reports whether process pid exists and has not ended (a zombie
+// has). Without /proc it can only tell whether the pid exists.
+func Alive(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return !errors.Is(err, os.ErrNotExist) && syscall.Kill(pid, 0) == nil
+	}
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
 }
