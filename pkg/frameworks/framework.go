@@ -58,8 +58,12 @@ const (
 
 // Framework is one training framework's conventions.
 type Framework interface {
-	// ConfigurePod adds the framework's environment, volumes and DNS settings
-	// to spec, a deep copy of the replica's pod template owned by the caller.
+	// Prepare computes once what every pod of job shares (TF_CONFIG's
+	// cluster, peer lists, the coordinator's address), so that configuring
+	// one pod then costs the same whatever the job's size.
+	Prepare(job *v1alpha1.TrainJob, at Placement) (PodConfigurer, error)
+	// ConfigurePod configures one pod as Prepare(job, at) followed by its
+	// ConfigurePod: fine for one replica, quadratic for a whole job.
 	ConfigurePod(job *v1alpha1.TrainJob, at Placement, replica ReplicaRef, spec *corev1.PodSpec) error
 	// ServiceLayout says how replicas are given DNS names.
 	ServiceLayout() ServiceLayout
@@ -71,6 +75,25 @@ type Framework interface {
 	Secrets(job *v1alpha1.TrainJob, at Placement, keys SSHKeyPair) ([]*corev1.Secret, error)
 	// SuccessRule says which replicas' success ends the job.
 	SuccessRule(job *v1alpha1.TrainJob) SuccessRule
+}
+
+// PodConfigurer configures the pods of one prepared job. It only reads what
+// Prepare computed, so one PodConfigurer may configure pods concurrently.
+type PodConfigurer interface {
+	// ConfigurePod adds the framework's environment, volumes and DNS
+	// settings to spec, a deep copy of the replica's pod template owned by
+	// the caller. Values shared by every pod (strings) may be shared between
+	// the specs; nothing the caller may modify is.
+	ConfigurePod(replica ReplicaRef, spec *corev1.PodSpec) error
+}
+
+// configureOne prepares job and configures one pod.
+func configureOne(fw Framework, job *v1alpha1.TrainJob, at Placement, replica ReplicaRef, spec *corev1.PodSpec) error {
+	pods, err := fw.Prepare(job, at)
+	if err != nil {
+		return err
+	}
+	return pods.ConfigurePod(replica, spec)
 }
 
 // For returns the conventions of framework fw.

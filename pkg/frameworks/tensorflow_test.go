@@ -1,6 +1,9 @@
 package frameworks_test
 
 import (
+	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -148,4 +151,59 @@ func TestTensorFlowSuccessRule(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TF_CONFIG of a sizable job, built once per job, must be byte for byte what
+// encoding the whole document for each replica gives (the Training
+// Operator's encoding).
+func TestTFConfigOfLargeJobMatchesWholeEncoding(t *testing.T) {
+	job := newJob(v1alpha1.FrameworkTensorFlow, "ts-0123456789", "team-a",
+		replicas{chief: 1, ps: 3, worker: 600, evaluator: 1}, withPort(ps, 3333))
+	at := frameworks.Placement{JobName: job.Name, Namespace: job.Namespace}
+	fw, err := frameworks.For(job.Spec.Framework)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, err := fw.Prepare(job, at)
+	if err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	for _, rt := range v1alpha1.SortedReplicaTypes(job) {
+		for i := 0; i < frameworks.Replicas(job, rt); i++ {
+			spec := job.Spec.ReplicaSpecs[rt].Template.Spec.DeepCopy()
+			if err := pods.ConfigurePod(frameworks.ReplicaRef{Type: rt, Index: i}, spec); err != nil {
+				t.Fatalf("ConfigurePod(%s/%d): %v", rt, i, err)
+			}
+			want := wholeTFConfig(t, job, rt, i)
+			if got := spec.Containers[0].Env; len(got) != 1 || got[0].Value != want {
+				t.Fatalf("%s/%d: TF_CONFIG = %.200q…, want %.200q…", rt, i, got, want)
+			}
+		}
+	}
+}
+
+// wholeTFConfig encodes a replica's TF_CONFIG in one json.Marshal, as the
+// Training Operator does.
+func wholeTFConfig(t *testing.T, job *v1alpha1.TrainJob, rt v1alpha1.ReplicaType, index int) string {
+	t.Helper()
+	type task struct {
+		Type  string `json:"type"`
+		Index int    `json:"index"`
+	}
+	doc := struct {
+		Cluster     map[string][]string `json:"cluster"`
+		Task        task                `json:"task"`
+		Environment string              `json:"environment"`
+	}{Cluster: map[string][]string{}, Task: task{Type: strings.ToLower(string(rt)), Index: index}, Environment: "cloud"}
+	for peer, spec := range job.Spec.ReplicaSpecs {
+		key, port := strings.ToLower(string(peer)), frameworks.Port(job, peer)
+		for i := 0; i < int(spec.ReplicaCount()); i++ {
+			doc.Cluster[key] = append(doc.Cluster[key], fmt.Sprintf("%s.%s.svc:%d", v1alpha1.ReplicaName(job.Name, peer, i), job.Namespace, port))
+		}
+	}
+	data, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
 }
