@@ -67,7 +67,7 @@ func (f *renderFlags) run(cmd *cobra.Command) error {
 	}
 	objs, err := render.Render(job, id, in)
 	if err != nil {
-		return err
+		return result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
 	}
 	out, err := encode(objs.List())
 	if err != nil {

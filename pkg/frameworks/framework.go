@@ -185,6 +185,23 @@ func appendToEveryContainer(spec *corev1.PodSpec, env []corev1.EnvVar) {
 	}
 }
 
+// MaxEnvVarSize is the most bytes Linux passes a new process in one
+// environment string, "NAME=value" and its terminating NUL (MAX_ARG_STRLEN:
+// 32 pages of 4 KiB). A longer one makes execve fail with E2BIG ("argument
+// list too long"), so the container never starts.
+const MaxEnvVarSize = 131072
+
+// checkEnvVarSize rejects a variable whose value grows with the job's
+// replicas once it no longer fits MaxEnvVarSize; names says which names
+// make up each entry.
+func checkEnvVarSize(job *v1alpha1.TrainJob, name string, valueLen int, names string) error {
+	if size := len(name) + len("=") + valueLen + 1; size > MaxEnvVarSize {
+		return fmt.Errorf("spec.replicaSpecs: with %d replicas %s would be %d bytes, and Linux starts no process with an environment variable (NAME=value) over %d bytes: no replica could start; run fewer replicas or shorten %s",
+			TotalReplicas(job), name, valueLen, MaxEnvVarSize, names)
+	}
+	return nil
+}
+
 func envVar(name, value string) corev1.EnvVar { return corev1.EnvVar{Name: name, Value: value} }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -34,6 +34,10 @@ func (tensorflow) Prepare(job *v1alpha1.TrainJob, at Placement) (PodConfigurer, 
 	if err != nil {
 		return nil, err
 	}
+	names := fmt.Sprintf("the job name %q or the namespace %q", at.JobName, at.Namespace)
+	if err := checkEnvVarSize(job, EnvTFConfig, cluster.longest(job), names); err != nil {
+		return nil, err
+	}
 	return tfPods{framework: job.Spec.Framework, cluster: &cluster}, nil
 }
 
@@ -98,20 +102,39 @@ func newTFCluster(job *v1alpha1.TrainJob, at Placement) (tfCluster, error) {
 	return tfCluster{prefix: `{"cluster":` + string(data) + `,"task":{"type":`}, nil
 }
 
+const tfIndexKey, tfEnd = `,"index":`, `},"environment":"cloud"}`
+
 // config completes TF_CONFIG with the replica's task, as encoding the whole
-// tfConfig would.
+// document would.
 func (c *tfCluster) config(replica ReplicaRef) string {
-	taskType, _ := json.Marshal(strings.ToLower(string(replica.Type))) // a string always encodes
+	taskType := tfTaskType(replica.Type)
 	index := strconv.Itoa(replica.Index)
-	const indexKey, end = `,"index":`, `},"environment":"cloud"}`
 	var b strings.Builder
-	b.Grow(len(c.prefix) + len(taskType) + len(indexKey) + len(index) + len(end))
+	b.Grow(len(c.prefix) + len(taskType) + len(tfIndexKey) + len(index) + len(tfEnd))
 	b.WriteString(c.prefix)
-	b.Write(taskType)
-	b.WriteString(indexKey)
+	b.WriteString(taskType)
+	b.WriteString(tfIndexKey)
 	b.WriteString(index)
-	b.WriteString(end)
+	b.WriteString(tfEnd)
 	return b.String()
+}
+
+// longest is the length of the longest TF_CONFIG of job: the last replica's
+// of the type with the longest task.
+func (c *tfCluster) longest(job *v1alpha1.TrainJob) int {
+	longest := 0
+	for rt := range job.Spec.ReplicaSpecs {
+		if n := Replicas(job, rt); n > 0 {
+			longest = max(longest, len(c.prefix)+len(tfTaskType(rt))+len(tfIndexKey)+len(strconv.Itoa(n-1))+len(tfEnd))
+		}
+	}
+	return longest
+}
+
+// tfTaskType is the task's type as TF_CONFIG encodes it: quoted, lower case.
+func tfTaskType(rt v1alpha1.ReplicaType) string {
+	data, _ := json.Marshal(strings.ToLower(string(rt))) // a string always encodes
+	return string(data)
 }
 
 // SuccessRule follows the TFJob controller's UpdateJobStatus: a Chief (or

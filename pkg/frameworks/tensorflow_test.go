@@ -207,3 +207,58 @@ func wholeTFConfig(t *testing.T, job *v1alpha1.TrainJob, rt v1alpha1.ReplicaType
 	}
 	return string(data)
 }
+
+// A TF_CONFIG over Linux's limit on one environment string would keep every
+// replica from starting: Prepare refuses the job exactly at the size where
+// the rendered "TF_CONFIG=<value>" and its NUL no longer fit.
+func TestTFConfigOverTheEnvironmentLimit(t *testing.T) {
+	fw, err := frameworks.For(v1alpha1.FrameworkTensorFlow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobOf := func(workers int32) *v1alpha1.TrainJob {
+		return newJob(v1alpha1.FrameworkTensorFlow, "ts-0123456789", "default", replicas{ps: 1, worker: workers})
+	}
+	fits := func(workers int32) bool {
+		job := jobOf(workers)
+		_, err := fw.Prepare(job, frameworks.Placement{JobName: job.Name, Namespace: job.Namespace})
+		return err == nil
+	}
+	if !fits(2048) {
+		t.Fatal("2048 workers rejected; their TF_CONFIG is about 91 KB")
+	}
+	if fits(4095) {
+		t.Fatal("4095 workers accepted; their TF_CONFIG is about 183 KB")
+	}
+	lo, hi := int32(2048), int32(4095) // fits(lo), !fits(hi)
+	for hi-lo > 1 {
+		if mid := (lo + hi) / 2; fits(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	size := func(workers int32) int {
+		job := jobOf(workers)
+		value, err := frameworks.TFConfig(job, frameworks.Placement{JobName: job.Name, Namespace: job.Namespace},
+			frameworks.ReplicaRef{Type: worker, Index: int(workers) - 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len("TF_CONFIG=") + len(value) + 1
+	}
+	t.Logf("in namespace default, job ts-0123456789: 1 PS and %d workers fit (%d bytes), %d do not", lo, size(lo), hi)
+	if got := size(lo); got > frameworks.MaxEnvVarSize {
+		t.Errorf("%d workers accepted with a TF_CONFIG string of %d bytes, over %d", lo, got, frameworks.MaxEnvVarSize)
+	}
+	if got := size(hi); got <= frameworks.MaxEnvVarSize {
+		t.Errorf("%d workers rejected with a TF_CONFIG string of %d bytes, within %d", hi, got, frameworks.MaxEnvVarSize)
+	}
+	job := jobOf(hi)
+	_, err = fw.Prepare(job, frameworks.Placement{JobName: job.Name, Namespace: job.Namespace})
+	for _, want := range []string{"spec.replicaSpecs", "TF_CONFIG", "131072", `"ts-0123456789"`, `"default"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not name %s", err, want)
+		}
+	}
+}

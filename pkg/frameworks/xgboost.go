@@ -1,6 +1,7 @@
 package frameworks
 
 import (
+	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -43,6 +44,9 @@ func (xgboost) Prepare(job *v1alpha1.TrainJob, at Placement) (PodConfigurer, err
 		}
 		p.workerPort = itoa(int(Port(job, v1alpha1.ReplicaTypeWorker)))
 		p.workerAddrs = strings.Join(addrs, ",")
+		if err := checkEnvVarSize(job, EnvWorkerAddrs, len(p.workerAddrs), fmt.Sprintf("the job name %q", at.JobName)); err != nil {
+			return nil, err
+		}
 	}
 	return p, nil
 }
