@@ -113,6 +113,9 @@ func (r *Renderer) SharedObjects(in Inputs) (*Objects, error) {
 		objs.Services = []*corev1.Service{headlessService(r.id, r.id.JobName, JobLabels(r.id.JobName), JobLabels(r.id.JobName), nil)}
 	}
 	for _, cm := range r.fw.ConfigMaps(r.job, at) {
+		if err := checkConfigMapSize(r.job, cm); err != nil {
+			return nil, fmt.Errorf("rendering job %q: %w", r.id.JobName, err)
+		}
 		cm.TypeMeta = typeMeta("ConfigMap")
 		cm.ObjectMeta = jobObjectMeta(r.id, cm.Name)
 		objs.ConfigMaps = append(objs.ConfigMaps, cm)
@@ -128,4 +131,25 @@ func (r *Renderer) SharedObjects(in Inputs) (*Objects, error) {
 	}
 	objs.PodGroup = gang.PodGroup(r.job, jobObjectMeta(r.id, r.id.JobName))
 	return objs, nil
+}
+
+// MaxConfigMapSize is the most bytes of data (values of data and
+// binaryData) the API server accepts in one ConfigMap.
+const MaxConfigMapSize = 1 << 20
+
+// checkConfigMapSize rejects a ConfigMap the API server would refuse: MPI's
+// hostfile lists every worker by its full DNS name.
+func checkConfigMapSize(job *v1alpha1.TrainJob, cm *corev1.ConfigMap) error {
+	size := 0
+	for _, v := range cm.Data {
+		size += len(v)
+	}
+	for _, v := range cm.BinaryData {
+		size += len(v)
+	}
+	if size > MaxConfigMapSize {
+		return fmt.Errorf("spec.replicaSpecs: with %d replicas ConfigMap %s would hold %d bytes, and the API server accepts at most %d: run fewer replicas or shorten the job name or namespace",
+			frameworks.TotalReplicas(job), cm.Name, size, MaxConfigMapSize)
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package render_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -182,4 +183,29 @@ func encodeAll(t *testing.T, objs []runtime.Object) []string {
 		out[i] = encode(t, obj)
 	}
 	return out
+}
+
+// MPI's hostfile ConfigMap names every worker in full: with long names a
+// large job's no longer fits the API server's 1 MiB, and rendering says so
+// instead of failing halfway through creating the job.
+func TestRenderRefusesConfigMapOverTheAPILimit(t *testing.T) {
+	long := strings.Repeat("a", 40)
+	for _, tc := range []struct {
+		name, job, namespace string
+		wantErr              bool
+	}{
+		{name: "short names", job: "ts-0123456789", namespace: "default"},                  // 477 KB
+		{name: "long names", job: long, namespace: strings.Repeat("n", 63), wantErr: true}, // 1.38 MB
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job := newJob(v1alpha1.FrameworkMPI, tc.job, replicas{launcher: 1, worker: 4095})
+			_, err := render.Render(job, identity(tc.namespace, tc.job), testKeys)
+			if gotErr := err != nil; gotErr != tc.wantErr {
+				t.Fatalf("Render error = %v, want error: %v", err, tc.wantErr)
+			}
+			if err != nil && (!strings.Contains(err.Error(), tc.job+"-config") || !strings.Contains(err.Error(), "1048576")) {
+				t.Errorf("error %v does not name the ConfigMap and the limit", err)
+			}
+		})
+	}
 }
