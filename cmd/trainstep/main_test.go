@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 )
 
@@ -277,4 +280,47 @@ func hasEnv(env []corev1.EnvVar, name, value string) bool {
 		}
 	}
 	return false
+}
+
+// The JSON List is written one item at a time; its bytes must be those of
+// encoding the whole List at once with json.MarshalIndent, for no item, one
+// and many.
+func TestEncodeJSONListMatchesMarshalIndent(t *testing.T) {
+	var pods []runtime.Object
+	for i := 0; i < 5; i++ {
+		pods = append(pods, &corev1.Pod{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p-%d", i), Labels: map[string]string{"a": "<b&c>"}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Env: []corev1.EnvVar{{Name: "TF_CONFIG", Value: `{"cluster":{}}`}}}}},
+		})
+	}
+	for _, objs := range [][]runtime.Object{nil, pods[:1], pods} {
+		list := corev1.List{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}, Items: []runtime.RawExtension{}}
+		for _, obj := range objs {
+			raw, err := json.Marshal(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			list.Items = append(list.Items, runtime.RawExtension{Raw: raw})
+		}
+		want, err := json.MarshalIndent(list, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		err = encodeJSONList(&got, func(yield func(runtime.Object) error) error {
+			for _, obj := range objs {
+				if err := yield(obj); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("encodeJSONList: %v", err)
+		}
+		if diff := cmp.Diff(string(want)+"\n", got.String()); diff != "" {
+			t.Errorf("%d objects (-MarshalIndent +encodeJSONList):\n%s", len(objs), diff)
+		}
+	}
 }
