@@ -15,14 +15,13 @@ import (
 const MaxObjectNameLength = validation.DNS1035LabelMaxLength
 
 // MaxReplicas is the most replicas a job may run, of every type together.
-// 2048 workers, the largest job trainstep is measured with, are well
-// inside. At 4096 a TensorFlow job already cannot start with the template's
-// job names: its TF_CONFIG, which lists every replica, is 183 KB in
+// 2048 workers, the largest job trainstep is meant to run on one step, are
+// well inside. At 4096 a TensorFlow job with the template's job names can
+// no longer start: its TF_CONFIG, which lists every replica, is 183 KB in
 // namespace "default", over the 128 KiB Linux allows one environment
-// variable (rendering checks that limit exactly). And 4096 pods and as many
-// Services exceed what Kubernetes' scalability thresholds test in one
-// namespace (3000 pods). Without a bound, replicas up to 2147483647 passed
-// and rendering ran out of memory.
+// variable (rendering checks that limit exactly, for the actual names).
+// And 4096 pods and as many Services are beyond what Kubernetes'
+// scalability thresholds test in one namespace (3000 pods).
 const MaxReplicas = 4096
 
 // Validate checks a defaulted job and returns every problem with its field
