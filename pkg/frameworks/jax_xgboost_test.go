@@ -166,7 +166,7 @@ func TestXGBoostWorkerAddrsOverTheEnvironmentLimit(t *testing.T) {
 		job     string
 		wantErr bool
 	}{
-		{name: "short job name", job: "ts-0123456789"}, // 4095 names of 25 characters: 106 KB
+		{name: "short job name", job: "ts-0123456789"}, // 4095 names of about 25 characters: 105 KB
 		{name: "long job name", job: strings.Repeat("x", 40), wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
