@@ -63,7 +63,8 @@ type Framework interface {
 	// one pod then costs the same whatever the job's size.
 	Prepare(job *v1alpha1.TrainJob, at Placement) (PodConfigurer, error)
 	// ConfigurePod configures one pod as Prepare(job, at) followed by its
-	// ConfigurePod: fine for one replica, quadratic for a whole job.
+	// ConfigurePod: fine for one replica, but a caller configuring every
+	// replica prepares the job once instead.
 	ConfigurePod(job *v1alpha1.TrainJob, at Placement, replica ReplicaRef, spec *corev1.PodSpec) error
 	// ServiceLayout says how replicas are given DNS names.
 	ServiceLayout() ServiceLayout

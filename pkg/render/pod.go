@@ -34,7 +34,7 @@ func PodName(jobName string, rt v1alpha1.ReplicaType, index int) string {
 // building every replica's address: a caller rendering many replicas uses
 // NewRenderer once and its Pod method instead.
 func Pod(job *v1alpha1.TrainJob, id Identity, rt v1alpha1.ReplicaType, index int, attempt int) (*corev1.Pod, error) {
-	if err := checkReplica(job, rt, index); err != nil {
+	if err := checkReplica(job, "pod", rt, index); err != nil {
 		return nil, err
 	}
 	r, err := NewRenderer(job, id)
@@ -44,14 +44,15 @@ func Pod(job *v1alpha1.TrainJob, id Identity, rt v1alpha1.ReplicaType, index int
 	return r.Pod(rt, index, attempt)
 }
 
-// checkReplica says whether job has replica index of type rt.
-func checkReplica(job *v1alpha1.TrainJob, rt v1alpha1.ReplicaType, index int) error {
+// checkReplica says whether job has replica index of type rt, whose pod or
+// service (kind) is being rendered.
+func checkReplica(job *v1alpha1.TrainJob, kind string, rt v1alpha1.ReplicaType, index int) error {
 	replica := frameworks.ReplicaRef{Type: rt, Index: index}
 	if job.Spec.ReplicaSpecs[rt] == nil {
-		return fmt.Errorf("rendering pod %s: the job has no %s replicas", replica, rt)
+		return fmt.Errorf("rendering %s %s: the job has no %s replicas", kind, replica, rt)
 	}
 	if n := frameworks.Replicas(job, rt); index < 0 || index >= n {
-		return fmt.Errorf("rendering pod %s: index out of range, the job has %d %s replicas", replica, n, rt)
+		return fmt.Errorf("rendering %s %s: index out of range, the job has %d %s replicas", kind, replica, n, rt)
 	}
 	return nil
 }
@@ -60,7 +61,7 @@ func checkReplica(job *v1alpha1.TrainJob, rt v1alpha1.ReplicaType, index int) er
 // attempt counts its recreations (0 for the first pod) and is written to
 // the trainstep.dev/attempt label.
 func (r *Renderer) Pod(rt v1alpha1.ReplicaType, index int, attempt int) (*corev1.Pod, error) {
-	if err := checkReplica(r.job, rt, index); err != nil {
+	if err := checkReplica(r.job, "pod", rt, index); err != nil {
 		return nil, err
 	}
 	replica := frameworks.ReplicaRef{Type: rt, Index: index}

@@ -51,8 +51,10 @@ type Renderer struct {
 
 // NewRenderer prepares job, defaulted (v1alpha1.SetDefaults) and validated
 // (v1alpha1.Validate), for rendering into the namespace and with the owner
-// and labels of id. The job must not change while the Renderer is in use.
+// and labels of id, which it copies. The job must not change while the
+// Renderer is in use.
 func NewRenderer(job *v1alpha1.TrainJob, id Identity) (*Renderer, error) {
+	id = copyIdentity(id)
 	fw, err := frameworks.For(job.Spec.Framework)
 	if err != nil {
 		return nil, fmt.Errorf("rendering job %q: %w", id.JobName, err)
@@ -92,7 +94,7 @@ func (r *Renderer) Replicas() []frameworks.ReplicaRef {
 // like its pod. It returns nil, and no error, for a framework whose job has
 // one job-wide Service instead (MPI): SharedObjects holds that one.
 func (r *Renderer) Service(rt v1alpha1.ReplicaType, index int) (*corev1.Service, error) {
-	if err := checkReplica(r.job, rt, index); err != nil {
+	if err := checkReplica(r.job, "service", rt, index); err != nil {
 		return nil, err
 	}
 	if r.fw.ServiceLayout() != frameworks.ServicePerReplica {
@@ -152,4 +154,20 @@ func checkConfigMapSize(job *v1alpha1.TrainJob, cm *corev1.ConfigMap) error {
 			frameworks.TotalReplicas(job), cm.Name, size, MaxConfigMapSize)
 	}
 	return nil
+}
+
+// copyIdentity copies id's labels and owner, so a caller changing its own
+// afterwards does not change what a Renderer renders.
+func copyIdentity(id Identity) Identity {
+	if id.Labels != nil {
+		labels := make(map[string]string, len(id.Labels))
+		for k, v := range id.Labels {
+			labels[k] = v
+		}
+		id.Labels = labels
+	}
+	if id.Owner != nil {
+		id.Owner = id.Owner.DeepCopy()
+	}
+	return id
 }

@@ -209,3 +209,28 @@ func TestRenderRefusesConfigMapOverTheAPILimit(t *testing.T) {
 		})
 	}
 }
+
+// A Renderer renders with the identity it was given: the caller changing
+// its labels or owner afterwards changes nothing.
+func TestRendererKeepsItsIdentity(t *testing.T) {
+	job := newJob(v1alpha1.FrameworkJAX, "jx", replicas{worker: 2})
+	id := identity("ns", "jx")
+	id.Owner = owner.DeepCopy()
+	r, err := render.NewRenderer(job, id)
+	if err != nil {
+		t.Fatalf("NewRenderer: %v", err)
+	}
+	before, err := r.Pod(worker, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id.Labels["extra"] = "late"
+	id.Owner.Name = "someone-else"
+	after, err := r.Pod(worker, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(before, after); diff != "" {
+		t.Errorf("pod changed with the caller's identity (-before +after):\n%s", diff)
+	}
+}
