@@ -163,7 +163,7 @@ func TestExitCodesAndStreams(t *testing.T) {
 }
 
 // A job whose TF_CONFIG no process could take is Invalid and prints
-// nothing. (Printed, its objects would be about 370 MB: only sizes are
+// nothing. (Printed, its objects would be about 580 MB: only sizes are
 // reported.)
 func TestRenderRefusesTFConfigOverTheEnvironmentLimit(t *testing.T) {
 	got := runCLI(t, "", map[string]string{"tf.yaml": tfJob}, "render", "-f", "@tf.yaml", "--set", "spec.replicaSpecs.Worker.replicas=4000")
