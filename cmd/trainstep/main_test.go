@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 )
 
@@ -117,6 +120,8 @@ func TestExitCodesAndStreams(t *testing.T) {
 			},
 		},
 		{name: "render an invalid job", args: []string{"render", "-f", "@bad.yaml"}, wantCode: 11, stderrHas: []string{"spec.replicaSpecs.Worker.replicas"}},
+		{name: "replicas over the bound", args: []string{"validate", "-f", "@tf.yaml", "--set", "spec.replicaSpecs.Worker.replicas=2147483647"}, wantCode: 11,
+			stderrHas: []string{"spec.replicaSpecs.Worker.replicas: Invalid value: 2147483647: must be at most 4096"}},
 		{name: "unknown field is an error", args: []string{"validate", "-f", "@unknown.yaml"}, wantCode: 11, stderrHas: []string{"spec.colour"}},
 		{name: "lenient turns it into a warning", args: []string{"validate", "--lenient", "-f", "@unknown.yaml"}, wantCode: 0, wantStdout: "valid\n", stderrHas: []string{"Warning:", "spec.colour"}},
 		{name: "--name too long for the replica names", args: []string{"validate", "-f", "@tf.yaml", "--name", strings.Repeat("a", 60)}, wantCode: 11, stderrHas: []string{"metadata.name"}},
@@ -154,6 +159,21 @@ func TestExitCodesAndStreams(t *testing.T) {
 				t.Errorf("stderr = %q, want nothing", got.stderr)
 			}
 		})
+	}
+}
+
+// A job whose TF_CONFIG no process could take is Invalid and prints
+// nothing. (Printed, its objects would be about 580 MB: only sizes are
+// reported.)
+func TestRenderRefusesTFConfigOverTheEnvironmentLimit(t *testing.T) {
+	got := runCLI(t, "", map[string]string{"tf.yaml": tfJob}, "render", "-f", "@tf.yaml", "--set", "spec.replicaSpecs.Worker.replicas=4000")
+	if got.code != 11 || len(got.stdout) != 0 {
+		t.Fatalf("exit code %d with %d bytes on stdout, want 11 and none (stderr %q)", got.code, len(got.stdout), got.stderr)
+	}
+	for _, want := range []string{"spec.replicaSpecs: with 4001 replicas TF_CONFIG would be", "131072"} {
+		if !strings.Contains(got.stderr, want) {
+			t.Errorf("stderr %q does not contain %q", got.stderr, want)
+		}
 	}
 }
 
@@ -273,4 +293,47 @@ func hasEnv(env []corev1.EnvVar, name, value string) bool {
 		}
 	}
 	return false
+}
+
+// The JSON List is written one item at a time; its bytes must be those of
+// encoding the whole List at once with json.MarshalIndent, for no item, one
+// and many.
+func TestEncodeJSONListMatchesMarshalIndent(t *testing.T) {
+	var pods []runtime.Object
+	for i := 0; i < 5; i++ {
+		pods = append(pods, &corev1.Pod{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p-%d", i), Labels: map[string]string{"a": "<b&c>"}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Env: []corev1.EnvVar{{Name: "TF_CONFIG", Value: `{"cluster":{}}`}}}}},
+		})
+	}
+	for _, objs := range [][]runtime.Object{nil, pods[:1], pods} {
+		list := corev1.List{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}, Items: []runtime.RawExtension{}}
+		for _, obj := range objs {
+			raw, err := json.Marshal(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			list.Items = append(list.Items, runtime.RawExtension{Raw: raw})
+		}
+		want, err := json.MarshalIndent(list, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		err = encodeJSONList(&got, func(yield func(runtime.Object) error) error {
+			for _, obj := range objs {
+				if err := yield(obj); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("encodeJSONList: %v", err)
+		}
+		if diff := cmp.Diff(string(want)+"\n", got.String()); diff != "" {
+			t.Errorf("%d objects (-MarshalIndent +encodeJSONList):\n%s", len(objs), diff)
+		}
+	}
 }

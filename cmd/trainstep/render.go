@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -65,53 +68,137 @@ func (f *renderFlags) run(cmd *cobra.Command) error {
 			return err
 		}
 	}
-	objs, err := render.Render(job, id, in)
+	r, err := render.NewRenderer(job, id)
 	if err != nil {
-		return err
+		return result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
 	}
-	out, err := encode(objs.List())
+	shared, err := r.SharedObjects(in)
 	if err != nil {
+		return result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
+	}
+	out := bufio.NewWriter(cmd.OutOrStdout())
+	if err := encode(out, jobObjects(r, shared)); err != nil {
+		var invalid *result.Error
+		if errors.As(err, &invalid) {
+			return err
+		}
 		return fmt.Errorf("printing the objects: %w", err)
 	}
-	_, err = cmd.OutOrStdout().Write(out)
-	return err
+	return out.Flush()
+}
+
+// objectStream calls yield with each object in turn and stops at the first
+// error.
+type objectStream func(yield func(runtime.Object) error) error
+
+// jobObjects streams the objects of a job in render.Objects.List order, the
+// order of creation, rendering each Service and Pod just before it is
+// printed: a large job never has all its pods in memory at once.
+func jobObjects(r *render.Renderer, shared *render.Objects) objectStream {
+	invalid := func(err error) error {
+		return result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
+	}
+	return func(yield func(runtime.Object) error) error {
+		for _, obj := range shared.List() {
+			if err := yield(obj); err != nil {
+				return err
+			}
+		}
+		replicas := r.Replicas()
+		for _, ref := range replicas {
+			svc, err := r.Service(ref.Type, ref.Index)
+			if err != nil {
+				return invalid(err)
+			}
+			if svc != nil {
+				if err := yield(svc); err != nil {
+					return err
+				}
+			}
+		}
+		for _, ref := range replicas {
+			pod, err := r.Pod(ref.Type, ref.Index, 0)
+			if err != nil {
+				return invalid(err)
+			}
+			if err := yield(pod); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }
 
 // encoders print objects in each --output format.
-var encoders = map[string]func([]runtime.Object) ([]byte, error){
+var encoders = map[string]func(io.Writer, objectStream) error{
 	"yaml": encodeYAMLStream,
 	"json": encodeJSONList,
 }
 
 // encodeYAMLStream writes one YAML document per object, separated by "---".
-func encodeYAMLStream(objs []runtime.Object) ([]byte, error) {
-	var buf bytes.Buffer
-	for i, obj := range objs {
+func encodeYAMLStream(w io.Writer, objs objectStream) error {
+	first := true
+	return objs(func(obj runtime.Object) error {
 		doc, err := yaml.Marshal(obj)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if i > 0 {
-			buf.WriteString("---\n")
+		if !first {
+			if _, err := io.WriteString(w, "---\n"); err != nil {
+				return err
+			}
 		}
-		buf.Write(doc)
-	}
-	return buf.Bytes(), nil
+		first = false
+		_, err = w.Write(doc)
+		return err
+	})
 }
 
-// encodeJSONList writes the objects as a v1 List, indented like kubectl.
-func encodeJSONList(objs []runtime.Object) ([]byte, error) {
-	list := corev1.List{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}}
-	for _, obj := range objs {
+// encodeJSONList writes the objects as a v1 List indented like kubectl,
+// the bytes json.MarshalIndent gives for the whole List, one item at a time.
+func encodeJSONList(w io.Writer, objs objectStream) error {
+	empty, err := json.MarshalIndent(corev1.List{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}, Items: []runtime.RawExtension{}}, "", "  ")
+	if err != nil {
+		return err
+	}
+	// empty ends in `"items": []` and "\n}": items go between the brackets.
+	head, tail, found := bytes.Cut(empty, []byte("[]"))
+	if !found {
+		return fmt.Errorf("encoding an empty List gave no items: %s", empty)
+	}
+	if _, err := w.Write(append(head, '[')); err != nil {
+		return err
+	}
+	var item bytes.Buffer
+	count := 0
+	err = objs(func(obj runtime.Object) error {
 		raw, err := json.Marshal(obj)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		list.Items = append(list.Items, runtime.RawExtension{Raw: raw})
-	}
-	data, err := json.MarshalIndent(list, "", "  ")
+		item.Reset()
+		if count > 0 {
+			item.WriteByte(',')
+		}
+		count++
+		item.WriteString("\n    ")
+		if err := json.Indent(&item, raw, "    ", "  "); err != nil {
+			return err
+		}
+		_, err = w.Write(item.Bytes())
+		return err
+	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return append(data, '\n'), nil
+	if count > 0 {
+		if _, err := io.WriteString(w, "\n  "); err != nil {
+			return err
+		}
+	}
+	if _, err := w.Write(append([]byte("]"), tail...)); err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, "\n")
+	return err
 }

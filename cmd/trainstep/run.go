@@ -92,6 +92,9 @@ func (f *runFlags) run(cmd *cobra.Command) error {
 		return result.Invalid(result.ReasonInvalidSpec, err)
 	}
 	defer func() { _ = logger.Sync() }()
+	if err := applyMemoryLimit(os.Getenv, logger); err != nil {
+		return err
+	}
 	mode, err := logs.ParseMode(f.logs)
 	if err != nil {
 		return result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("--logs: %w", err))

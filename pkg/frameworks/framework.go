@@ -58,8 +58,13 @@ const (
 
 // Framework is one training framework's conventions.
 type Framework interface {
-	// ConfigurePod adds the framework's environment, volumes and DNS settings
-	// to spec, a deep copy of the replica's pod template owned by the caller.
+	// Prepare computes once what every pod of job shares (TF_CONFIG's
+	// cluster, peer lists, the coordinator's address), so that configuring
+	// one pod then costs the same whatever the job's size.
+	Prepare(job *v1alpha1.TrainJob, at Placement) (PodConfigurer, error)
+	// ConfigurePod configures one pod as Prepare(job, at) followed by its
+	// ConfigurePod: fine for one replica, but a caller configuring every
+	// replica prepares the job once instead.
 	ConfigurePod(job *v1alpha1.TrainJob, at Placement, replica ReplicaRef, spec *corev1.PodSpec) error
 	// ServiceLayout says how replicas are given DNS names.
 	ServiceLayout() ServiceLayout
@@ -71,6 +76,25 @@ type Framework interface {
 	Secrets(job *v1alpha1.TrainJob, at Placement, keys SSHKeyPair) ([]*corev1.Secret, error)
 	// SuccessRule says which replicas' success ends the job.
 	SuccessRule(job *v1alpha1.TrainJob) SuccessRule
+}
+
+// PodConfigurer configures the pods of one prepared job. It only reads what
+// Prepare computed, so one PodConfigurer may configure pods concurrently.
+type PodConfigurer interface {
+	// ConfigurePod adds the framework's environment, volumes and DNS
+	// settings to spec, a deep copy of the replica's pod template owned by
+	// the caller. Values shared by every pod (strings) may be shared between
+	// the specs; nothing the caller may modify is.
+	ConfigurePod(replica ReplicaRef, spec *corev1.PodSpec) error
+}
+
+// configureOne prepares job and configures one pod.
+func configureOne(fw Framework, job *v1alpha1.TrainJob, at Placement, replica ReplicaRef, spec *corev1.PodSpec) error {
+	pods, err := fw.Prepare(job, at)
+	if err != nil {
+		return err
+	}
+	return pods.ConfigurePod(replica, spec)
 }
 
 // For returns the conventions of framework fw.
@@ -160,6 +184,23 @@ func appendToEveryContainer(spec *corev1.PodSpec, env []corev1.EnvVar) {
 	for i := range spec.Containers {
 		spec.Containers[i].Env = append(spec.Containers[i].Env, env...)
 	}
+}
+
+// MaxEnvVarSize is the most bytes Linux passes a new process in one
+// environment string, "NAME=value" and its terminating NUL (MAX_ARG_STRLEN:
+// 32 pages of 4 KiB). A longer one makes execve fail with E2BIG ("argument
+// list too long"), so the container never starts.
+const MaxEnvVarSize = 131072
+
+// checkEnvVarSize rejects a variable whose value grows with the job's
+// replicas once it no longer fits MaxEnvVarSize; names says which names
+// make up each entry.
+func checkEnvVarSize(job *v1alpha1.TrainJob, name string, valueLen int, names string) error {
+	if size := len(name) + len("=") + valueLen + 1; size > MaxEnvVarSize {
+		return fmt.Errorf("spec.replicaSpecs: with %d replicas %s would be %d bytes, and Linux starts no process with an environment variable (NAME=value) over %d bytes: no replica could start; run fewer replicas or shorten %s",
+			TotalReplicas(job), name, valueLen, MaxEnvVarSize, names)
+	}
+	return nil
 }
 
 func envVar(name, value string) corev1.EnvVar { return corev1.EnvVar{Name: name, Value: value} }

@@ -22,12 +22,29 @@ type jax struct {
 	noExtraObjects
 }
 
-func (jax) ConfigurePod(job *v1alpha1.TrainJob, at Placement, replica ReplicaRef, spec *corev1.PodSpec) error {
+func (j jax) ConfigurePod(job *v1alpha1.TrainJob, at Placement, replica ReplicaRef, spec *corev1.PodSpec) error {
+	return configureOne(j, job, at, replica, spec)
+}
+
+func (jax) Prepare(job *v1alpha1.TrainJob, at Placement) (PodConfigurer, error) {
+	return jaxPods{
+		coordinatorPort:    itoa(int(Port(job, v1alpha1.ReplicaTypeWorker))),
+		coordinatorAddress: v1alpha1.ReplicaName(at.JobName, v1alpha1.ReplicaTypeWorker, 0),
+		numProcesses:       itoa(TotalReplicas(job)),
+	}, nil
+}
+
+// jaxPods sets the JAX variables on every container of a pod.
+type jaxPods struct {
+	coordinatorPort, coordinatorAddress, numProcesses string
+}
+
+func (p jaxPods) ConfigurePod(replica ReplicaRef, spec *corev1.PodSpec) error {
 	appendToEveryContainer(spec, []corev1.EnvVar{
 		envVar(EnvPythonUnbuffered, "1"),
-		envVar(EnvCoordinatorPort, itoa(int(Port(job, v1alpha1.ReplicaTypeWorker)))),
-		envVar(EnvCoordinatorAddress, v1alpha1.ReplicaName(at.JobName, v1alpha1.ReplicaTypeWorker, 0)),
-		envVar(EnvNumProcesses, itoa(TotalReplicas(job))),
+		envVar(EnvCoordinatorPort, p.coordinatorPort),
+		envVar(EnvCoordinatorAddress, p.coordinatorAddress),
+		envVar(EnvNumProcesses, p.numProcesses),
 		envVar(EnvProcessID, itoa(replica.Index)),
 	})
 	return nil

@@ -1,6 +1,7 @@
 package frameworks_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -150,5 +151,33 @@ func TestJAXAndXGBoostSuccessRules(t *testing.T) {
 func TestForRejectsUnknownFramework(t *testing.T) {
 	if _, err := frameworks.For("caffe"); err == nil {
 		t.Fatal("For(caffe) succeeded, want an error")
+	}
+}
+
+// XGBoost's WORKER_ADDRS lists every replica: a job whose list no longer
+// fits one environment string is refused, one whose list fits is not.
+func TestXGBoostWorkerAddrsOverTheEnvironmentLimit(t *testing.T) {
+	fw, err := frameworks.For(v1alpha1.FrameworkXGBoost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		job     string
+		wantErr bool
+	}{
+		{name: "short job name", job: "ts-0123456789"}, // 4095 names of about 25 characters: 105 KB
+		{name: "long job name", job: strings.Repeat("x", 40), wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job := newJob(v1alpha1.FrameworkXGBoost, tc.job, "default", replicas{master: 1, worker: 4095})
+			_, err := fw.Prepare(job, frameworks.Placement{JobName: job.Name, Namespace: job.Namespace})
+			if gotErr := err != nil; gotErr != tc.wantErr {
+				t.Fatalf("Prepare error = %v, want error: %v", err, tc.wantErr)
+			}
+			if err != nil && !strings.Contains(err.Error(), "WORKER_ADDRS") {
+				t.Errorf("error %v does not name WORKER_ADDRS", err)
+			}
+		})
 	}
 }

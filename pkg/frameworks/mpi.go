@@ -53,7 +53,24 @@ type mpi struct{}
 
 func (mpi) ServiceLayout() ServiceLayout { return ServicePerJob }
 
-func (mpi) ConfigurePod(job *v1alpha1.TrainJob, at Placement, replica ReplicaRef, spec *corev1.PodSpec) error {
+func (m mpi) ConfigurePod(job *v1alpha1.TrainJob, at Placement, replica ReplicaRef, spec *corev1.PodSpec) error {
+	return configureOne(m, job, at, replica, spec)
+}
+
+// Prepare computes nothing ahead: an MPI pod names only itself and the job;
+// the peer list is the hostfile ConfigMap, built once by ConfigMaps.
+func (mpi) Prepare(job *v1alpha1.TrainJob, at Placement) (PodConfigurer, error) {
+	return mpiPods{job: job, at: at}, nil
+}
+
+// mpiPods configures the launcher and worker pods of one job.
+type mpiPods struct {
+	job *v1alpha1.TrainJob
+	at  Placement
+}
+
+func (p mpiPods) ConfigurePod(replica ReplicaRef, spec *corev1.PodSpec) error {
+	job, at := p.job, p.at
 	main := MainContainer(job.Spec.Framework, spec)
 	if main == nil {
 		return fmt.Errorf("configuring MPI %s: the pod template has no main container", replica)

@@ -42,17 +42,46 @@ type pytorch struct {
 	noExtraObjects
 }
 
-func (pytorch) ConfigurePod(job *v1alpha1.TrainJob, at Placement, replica ReplicaRef, spec *corev1.PodSpec) error {
-	env, err := pytorchEnv(job, at, replica)
+func (p pytorch) ConfigurePod(job *v1alpha1.TrainJob, at Placement, replica ReplicaRef, spec *corev1.PodSpec) error {
+	return configureOne(p, job, at, replica, spec)
+}
+
+func (pytorch) Prepare(job *v1alpha1.TrainJob, at Placement) (PodConfigurer, error) {
+	env, err := pytorchEnv(job, at)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	return pytorchPods{env: env, ranked: Replicas(job, v1alpha1.ReplicaTypeMaster) > 0}, nil
+}
+
+// pytorchPods sets the job's PyTorch variables on every container of a pod.
+type pytorchPods struct {
+	// env is every pod's variables; RANK and PET_NODE_RANK are left empty.
+	env []corev1.EnvVar
+	// ranked says env holds RANK and PET_NODE_RANK.
+	ranked bool
+}
+
+func (p pytorchPods) ConfigurePod(replica ReplicaRef, spec *corev1.PodSpec) error {
+	env := append([]corev1.EnvVar(nil), p.env...)
+	if p.ranked {
+		rank := replica.Index
+		if replica.Type == v1alpha1.ReplicaTypeWorker {
+			rank++
+		}
+		for i := range env {
+			if env[i].Name == EnvRank || env[i].Name == EnvPETNodeRank {
+				env[i].Value = itoa(rank)
+			}
+		}
 	}
 	appendToEveryContainer(spec, env)
 	return nil
 }
 
-// pytorchEnv lists the variables in the Training Operator's order.
-func pytorchEnv(job *v1alpha1.TrainJob, at Placement, replica ReplicaRef) ([]corev1.EnvVar, error) {
+// pytorchEnv lists the variables in the Training Operator's order, the
+// replica's rank left empty.
+func pytorchEnv(job *v1alpha1.TrainJob, at Placement) ([]corev1.EnvVar, error) {
 	env := []corev1.EnvVar{envVar(EnvPythonUnbuffered, "1")}
 	total := TotalReplicas(job)
 
@@ -61,18 +90,14 @@ func pytorchEnv(job *v1alpha1.TrainJob, at Placement, replica ReplicaRef) ([]cor
 	if Replicas(job, v1alpha1.ReplicaTypeMaster) > 0 {
 		port := itoa(int(Port(job, v1alpha1.ReplicaTypeMaster)))
 		addr := v1alpha1.ReplicaName(at.JobName, v1alpha1.ReplicaTypeMaster, 0)
-		rank := replica.Index
-		if replica.Type == v1alpha1.ReplicaTypeWorker {
-			rank++
-		}
 		env = append(env,
 			envVar(EnvMasterPort, port),
 			envVar(EnvPETMasterPort, port),
 			envVar(EnvMasterAddr, addr),
 			envVar(EnvPETMasterAddr, addr),
 			envVar(EnvWorldSize, itoa(total*numericNprocPerNode(job))),
-			envVar(EnvRank, itoa(rank)),
-			envVar(EnvPETNodeRank, itoa(rank)),
+			envVar(EnvRank, ""),
+			envVar(EnvPETNodeRank, ""),
 		)
 	}
 	if job.Spec.NprocPerNode != nil {

@@ -217,3 +217,44 @@ func TestPyTorchSuccessRule(t *testing.T) {
 		})
 	}
 }
+
+// Pods configured from one prepared job get their own rank and share no
+// env slice: changing one pod's env must leave the next pod's alone.
+func TestPyTorchPreparedPodsAreIndependent(t *testing.T) {
+	job := newJob(v1alpha1.FrameworkPyTorch, "pt", "default", replicas{master: 1, worker: 2})
+	fw, err := frameworks.For(job.Spec.Framework)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, err := fw.Prepare(job, frameworks.Placement{JobName: job.Name, Namespace: job.Namespace})
+	if err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	rankOf := func(spec *corev1.PodSpec) string {
+		for _, e := range spec.Containers[0].Env {
+			if e.Name == "RANK" {
+				return e.Value
+			}
+		}
+		return ""
+	}
+	for i := 0; i < 2; i++ {
+		spec := job.Spec.ReplicaSpecs[worker].Template.Spec.DeepCopy()
+		if err := pods.ConfigurePod(frameworks.ReplicaRef{Type: worker, Index: i}, spec); err != nil {
+			t.Fatalf("ConfigurePod(worker/%d): %v", i, err)
+		}
+		for j := range spec.Containers[0].Env {
+			spec.Containers[0].Env[j].Value = "changed"
+		}
+	}
+	spec := job.Spec.ReplicaSpecs[master].Template.Spec.DeepCopy()
+	if err := pods.ConfigurePod(frameworks.ReplicaRef{Type: master}, spec); err != nil {
+		t.Fatalf("ConfigurePod(master/0): %v", err)
+	}
+	if got := rankOf(spec); got != "0" {
+		t.Errorf("master RANK = %q after the workers' env was changed, want 0", got)
+	}
+	if got := spec.Containers[0].Env[0]; got.Name != "PYTHONUNBUFFERED" || got.Value != "1" {
+		t.Errorf("master's first env = %v, want PYTHONUNBUFFERED=1", got)
+	}
+}

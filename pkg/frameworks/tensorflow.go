@@ -3,6 +3,7 @@ package frameworks
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,33 +21,42 @@ type tensorflow struct {
 	noExtraObjects
 }
 
-// tfConfig is TF_CONFIG. Its field order and the sorted keys of Cluster
-// (a map, which encoding/json sorts) give the Training Operator's bytes.
-type tfConfig struct {
-	Cluster     map[string][]string `json:"cluster"`
-	Task        tfTask              `json:"task"`
-	Environment string              `json:"environment"`
+func (t tensorflow) ConfigurePod(job *v1alpha1.TrainJob, at Placement, replica ReplicaRef, spec *corev1.PodSpec) error {
+	return configureOne(t, job, at, replica, spec)
 }
 
-type tfTask struct {
-	Type  string `json:"type"`
-	Index int    `json:"index"`
-}
-
-func (tensorflow) ConfigurePod(job *v1alpha1.TrainJob, at Placement, replica ReplicaRef, spec *corev1.PodSpec) error {
+func (tensorflow) Prepare(job *v1alpha1.TrainJob, at Placement) (PodConfigurer, error) {
 	// A job of one replica trains locally: TensorFlow must not wait for peers.
 	if TotalReplicas(job) == 1 {
+		return tfPods{framework: job.Spec.Framework}, nil
+	}
+	cluster, err := newTFCluster(job, at)
+	if err != nil {
+		return nil, err
+	}
+	names := fmt.Sprintf("the job name %q or the namespace %q", at.JobName, at.Namespace)
+	if err := checkEnvVarSize(job, EnvTFConfig, cluster.longest(job), names); err != nil {
+		return nil, err
+	}
+	return tfPods{framework: job.Spec.Framework, cluster: &cluster}, nil
+}
+
+// tfPods sets TF_CONFIG on the main container of each pod of a job.
+type tfPods struct {
+	framework v1alpha1.Framework
+	// cluster is nil for a job that trains locally.
+	cluster *tfCluster
+}
+
+func (p tfPods) ConfigurePod(replica ReplicaRef, spec *corev1.PodSpec) error {
+	if p.cluster == nil {
 		return nil
 	}
-	main := MainContainer(job.Spec.Framework, spec)
+	main := MainContainer(p.framework, spec)
 	if main == nil {
 		return nil
 	}
-	value, err := TFConfig(job, at, replica)
-	if err != nil {
-		return err
-	}
-	main.Env = append(main.Env, envVar(EnvTFConfig, value))
+	main.Env = append(main.Env, envVar(EnvTFConfig, p.cluster.config(replica)))
 	return nil
 }
 
@@ -56,26 +66,75 @@ func (tensorflow) ConfigurePod(job *v1alpha1.TrainJob, at Placement, replica Rep
 // CUSTOM_CLUSTER_DOMAIN suffix is not offered: "<svc>.<ns>.svc" resolves
 // in every cluster through the pods' DNS search path.)
 func TFConfig(job *v1alpha1.TrainJob, at Placement, replica ReplicaRef) (string, error) {
+	cluster, err := newTFCluster(job, at)
+	if err != nil {
+		return "", err
+	}
+	return cluster.config(replica), nil
+}
+
+// tfCluster is the part of TF_CONFIG every replica shares, encoded once
+// with encoding/json (sorted keys, its escaping) as the Training Operator
+// encodes the whole document. At 2048 workers the cluster is about 90 KB:
+// building it per pod made rendering a job quadratic in its size.
+type tfCluster struct {
+	// prefix is TF_CONFIG up to the task's type: `{"cluster":{…},"task":{"type":`.
+	prefix string
+}
+
+func newTFCluster(job *v1alpha1.TrainJob, at Placement) (tfCluster, error) {
 	cluster := make(map[string][]string, len(job.Spec.ReplicaSpecs))
 	for rt := range job.Spec.ReplicaSpecs {
 		n := Replicas(job, rt)
-		port := Port(job, rt)
+		suffix := "." + at.Namespace + ".svc:" + strconv.Itoa(int(Port(job, rt)))
 		addresses := make([]string, 0, n)
 		for i := 0; i < n; i++ {
-			addresses = append(addresses, fmt.Sprintf("%s.%s.svc:%d", v1alpha1.ReplicaName(at.JobName, rt, i), at.Namespace, port))
+			addresses = append(addresses, v1alpha1.ReplicaName(at.JobName, rt, i)+suffix)
 		}
 		cluster[strings.ToLower(string(rt))] = addresses
 	}
-	config := tfConfig{
-		Cluster:     cluster,
-		Task:        tfTask{Type: strings.ToLower(string(replica.Type)), Index: replica.Index},
-		Environment: "cloud",
-	}
-	data, err := json.Marshal(config)
+	// The cluster encodes alone as it does inside the whole document (a
+	// map: sorted keys), so the bytes are those of encoding it whole.
+	data, err := json.Marshal(cluster)
 	if err != nil {
-		return "", fmt.Errorf("encoding %s: %w", EnvTFConfig, err)
+		return tfCluster{}, fmt.Errorf("encoding %s: %w", EnvTFConfig, err)
 	}
-	return string(data), nil
+	return tfCluster{prefix: `{"cluster":` + string(data) + `,"task":{"type":`}, nil
+}
+
+const tfIndexKey, tfEnd = `,"index":`, `},"environment":"cloud"}`
+
+// config completes TF_CONFIG with the replica's task, as encoding the whole
+// document would.
+func (c *tfCluster) config(replica ReplicaRef) string {
+	taskType := tfTaskType(replica.Type)
+	index := strconv.Itoa(replica.Index)
+	var b strings.Builder
+	b.Grow(len(c.prefix) + len(taskType) + len(tfIndexKey) + len(index) + len(tfEnd))
+	b.WriteString(c.prefix)
+	b.WriteString(taskType)
+	b.WriteString(tfIndexKey)
+	b.WriteString(index)
+	b.WriteString(tfEnd)
+	return b.String()
+}
+
+// longest is the length of the longest TF_CONFIG of job: the last replica's
+// of the type with the longest task.
+func (c *tfCluster) longest(job *v1alpha1.TrainJob) int {
+	longest := 0
+	for rt := range job.Spec.ReplicaSpecs {
+		if n := Replicas(job, rt); n > 0 {
+			longest = max(longest, len(c.prefix)+len(tfTaskType(rt))+len(tfIndexKey)+len(strconv.Itoa(n-1))+len(tfEnd))
+		}
+	}
+	return longest
+}
+
+// tfTaskType is the task's type as TF_CONFIG encodes it: quoted, lower case.
+func tfTaskType(rt v1alpha1.ReplicaType) string {
+	data, _ := json.Marshal(strings.ToLower(string(rt))) // a string always encodes
+	return string(data)
 }
 
 // SuccessRule follows the TFJob controller's UpdateJobStatus: a Chief (or

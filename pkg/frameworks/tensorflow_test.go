@@ -1,6 +1,9 @@
 package frameworks_test
 
 import (
+	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -147,5 +150,115 @@ func TestTensorFlowSuccessRule(t *testing.T) {
 				t.Errorf("Leaders (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TF_CONFIG of a sizable job, built once per job, must be byte for byte what
+// encoding the whole document for each replica gives (the Training
+// Operator's encoding).
+func TestTFConfigOfLargeJobMatchesWholeEncoding(t *testing.T) {
+	job := newJob(v1alpha1.FrameworkTensorFlow, "ts-0123456789", "team-a",
+		replicas{chief: 1, ps: 3, worker: 600, evaluator: 1}, withPort(ps, 3333))
+	at := frameworks.Placement{JobName: job.Name, Namespace: job.Namespace}
+	fw, err := frameworks.For(job.Spec.Framework)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, err := fw.Prepare(job, at)
+	if err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	for _, rt := range v1alpha1.SortedReplicaTypes(job) {
+		for i := 0; i < frameworks.Replicas(job, rt); i++ {
+			spec := job.Spec.ReplicaSpecs[rt].Template.Spec.DeepCopy()
+			if err := pods.ConfigurePod(frameworks.ReplicaRef{Type: rt, Index: i}, spec); err != nil {
+				t.Fatalf("ConfigurePod(%s/%d): %v", rt, i, err)
+			}
+			want := wholeTFConfig(t, job, rt, i)
+			if got := spec.Containers[0].Env; len(got) != 1 || got[0].Value != want {
+				t.Fatalf("%s/%d: TF_CONFIG = %.200q…, want %.200q…", rt, i, got, want)
+			}
+		}
+	}
+}
+
+// wholeTFConfig encodes a replica's TF_CONFIG in one json.Marshal, as the
+// Training Operator does.
+func wholeTFConfig(t *testing.T, job *v1alpha1.TrainJob, rt v1alpha1.ReplicaType, index int) string {
+	t.Helper()
+	type task struct {
+		Type  string `json:"type"`
+		Index int    `json:"index"`
+	}
+	doc := struct {
+		Cluster     map[string][]string `json:"cluster"`
+		Task        task                `json:"task"`
+		Environment string              `json:"environment"`
+	}{Cluster: map[string][]string{}, Task: task{Type: strings.ToLower(string(rt)), Index: index}, Environment: "cloud"}
+	for peer, spec := range job.Spec.ReplicaSpecs {
+		key, port := strings.ToLower(string(peer)), frameworks.Port(job, peer)
+		for i := 0; i < int(spec.ReplicaCount()); i++ {
+			doc.Cluster[key] = append(doc.Cluster[key], fmt.Sprintf("%s.%s.svc:%d", v1alpha1.ReplicaName(job.Name, peer, i), job.Namespace, port))
+		}
+	}
+	data, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// A TF_CONFIG over Linux's limit on one environment string would keep every
+// replica from starting: Prepare refuses the job exactly at the size where
+// the rendered "TF_CONFIG=<value>" and its NUL no longer fit.
+func TestTFConfigOverTheEnvironmentLimit(t *testing.T) {
+	fw, err := frameworks.For(v1alpha1.FrameworkTensorFlow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobOf := func(workers int32) *v1alpha1.TrainJob {
+		return newJob(v1alpha1.FrameworkTensorFlow, "ts-0123456789", "default", replicas{ps: 1, worker: workers})
+	}
+	fits := func(workers int32) bool {
+		job := jobOf(workers)
+		_, err := fw.Prepare(job, frameworks.Placement{JobName: job.Name, Namespace: job.Namespace})
+		return err == nil
+	}
+	if !fits(2048) {
+		t.Fatal("2048 workers rejected; their TF_CONFIG is about 91 KB")
+	}
+	if fits(4095) {
+		t.Fatal("4095 workers accepted; their TF_CONFIG is about 183 KB")
+	}
+	lo, hi := int32(2048), int32(4095) // fits(lo), !fits(hi)
+	for hi-lo > 1 {
+		if mid := (lo + hi) / 2; fits(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	size := func(workers int32) int {
+		job := jobOf(workers)
+		value, err := frameworks.TFConfig(job, frameworks.Placement{JobName: job.Name, Namespace: job.Namespace},
+			frameworks.ReplicaRef{Type: worker, Index: int(workers) - 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len("TF_CONFIG=") + len(value) + 1
+	}
+	t.Logf("in namespace default, job ts-0123456789: 1 PS and %d workers fit (%d bytes), %d do not", lo, size(lo), hi)
+	if got := size(lo); got > frameworks.MaxEnvVarSize {
+		t.Errorf("%d workers accepted with a TF_CONFIG string of %d bytes, over %d", lo, got, frameworks.MaxEnvVarSize)
+	}
+	if got := size(hi); got <= frameworks.MaxEnvVarSize {
+		t.Errorf("%d workers rejected with a TF_CONFIG string of %d bytes, within %d", hi, got, frameworks.MaxEnvVarSize)
+	}
+	job := jobOf(hi)
+	_, err = fw.Prepare(job, frameworks.Placement{JobName: job.Name, Namespace: job.Namespace})
+	for _, want := range []string{"spec.replicaSpecs", "TF_CONFIG", "131072", `"ts-0123456789"`, `"default"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not name %s", err, want)
+		}
 	}
 }

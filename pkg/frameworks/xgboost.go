@@ -1,6 +1,7 @@
 package frameworks
 
 import (
+	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,31 +23,57 @@ type xgboost struct {
 	noExtraObjects
 }
 
-func (xgboost) ConfigurePod(job *v1alpha1.TrainJob, at Placement, replica ReplicaRef, spec *corev1.PodSpec) error {
-	// Ranks count the masters first, then the workers.
-	rank := replica.Index
-	if replica.Type == v1alpha1.ReplicaTypeWorker {
-		rank += Replicas(job, v1alpha1.ReplicaTypeMaster)
-	}
+func (x xgboost) ConfigurePod(job *v1alpha1.TrainJob, at Placement, replica ReplicaRef, spec *corev1.PodSpec) error {
+	return configureOne(x, job, at, replica, spec)
+}
+
+func (xgboost) Prepare(job *v1alpha1.TrainJob, at Placement) (PodConfigurer, error) {
 	total := TotalReplicas(job)
-	env := []corev1.EnvVar{
-		envVar(EnvMasterPort, itoa(int(Port(job, v1alpha1.ReplicaTypeMaster)))),
-		envVar(EnvMasterAddr, v1alpha1.ReplicaName(at.JobName, v1alpha1.ReplicaTypeMaster, 0)),
-		envVar(EnvWorldSize, itoa(total)),
-		envVar(EnvRank, itoa(rank)),
-		envVar(EnvPythonUnbuffered, "1"),
+	p := xgboostPods{
+		masterPort: itoa(int(Port(job, v1alpha1.ReplicaTypeMaster))),
+		masterAddr: v1alpha1.ReplicaName(at.JobName, v1alpha1.ReplicaTypeMaster, 0),
+		worldSize:  itoa(total),
+		masters:    Replicas(job, v1alpha1.ReplicaTypeMaster),
 	}
 	if total > 1 {
 		// The Training Operator lists total-1 workers: every replica but the
-		// one master.
+		// one master. The list is the same for every pod: built once.
 		addrs := make([]string, total-1)
 		for i := range addrs {
 			addrs[i] = v1alpha1.ReplicaName(at.JobName, v1alpha1.ReplicaTypeWorker, i)
 		}
-		env = append(env,
-			envVar(EnvWorkerPort, itoa(int(Port(job, v1alpha1.ReplicaTypeWorker)))),
-			envVar(EnvWorkerAddrs, strings.Join(addrs, ",")),
-		)
+		p.workerPort = itoa(int(Port(job, v1alpha1.ReplicaTypeWorker)))
+		p.workerAddrs = strings.Join(addrs, ",")
+		if err := checkEnvVarSize(job, EnvWorkerAddrs, len(p.workerAddrs), fmt.Sprintf("the job name %q", at.JobName)); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// xgboostPods sets the XGBoost variables on every container of a pod.
+type xgboostPods struct {
+	masterPort, masterAddr, worldSize string
+	masters                           int
+	// workerPort and workerAddrs are empty for a job of one replica.
+	workerPort, workerAddrs string
+}
+
+func (p xgboostPods) ConfigurePod(replica ReplicaRef, spec *corev1.PodSpec) error {
+	// Ranks count the masters first, then the workers.
+	rank := replica.Index
+	if replica.Type == v1alpha1.ReplicaTypeWorker {
+		rank += p.masters
+	}
+	env := []corev1.EnvVar{
+		envVar(EnvMasterPort, p.masterPort),
+		envVar(EnvMasterAddr, p.masterAddr),
+		envVar(EnvWorldSize, p.worldSize),
+		envVar(EnvRank, itoa(rank)),
+		envVar(EnvPythonUnbuffered, "1"),
+	}
+	if p.workerAddrs != "" {
+		env = append(env, envVar(EnvWorkerPort, p.workerPort), envVar(EnvWorkerAddrs, p.workerAddrs))
 	}
 	appendToEveryContainer(spec, env)
 	return nil

@@ -29,32 +29,55 @@ func PodName(jobName string, rt v1alpha1.ReplicaType, index int) string {
 
 // Pod renders replica index of type rt. attempt counts its recreations
 // (0 for the first pod) and is written to the trainstep.dev/attempt label.
+//
+// Pod prepares the whole job for this one pod, which for TensorFlow means
+// building every replica's address: a caller rendering many replicas uses
+// NewRenderer once and its Pod method instead.
 func Pod(job *v1alpha1.TrainJob, id Identity, rt v1alpha1.ReplicaType, index int, attempt int) (*corev1.Pod, error) {
-	replica := frameworks.ReplicaRef{Type: rt, Index: index}
-	spec := job.Spec.ReplicaSpecs[rt]
-	if spec == nil {
-		return nil, fmt.Errorf("rendering pod %s: the job has no %s replicas", replica, rt)
+	if err := checkReplica(job, "pod", rt, index); err != nil {
+		return nil, err
 	}
-	if index < 0 || index >= frameworks.Replicas(job, rt) {
-		return nil, fmt.Errorf("rendering pod %s: index out of range, the job has %d %s replicas", replica, frameworks.Replicas(job, rt), rt)
-	}
-	fw, err := frameworks.For(job.Spec.Framework)
+	r, err := NewRenderer(job, id)
 	if err != nil {
-		return nil, fmt.Errorf("rendering pod %s: %w", replica, err)
+		return nil, err
 	}
+	return r.Pod(rt, index, attempt)
+}
 
+// checkReplica says whether job has replica index of type rt, whose pod or
+// service (kind) is being rendered.
+func checkReplica(job *v1alpha1.TrainJob, kind string, rt v1alpha1.ReplicaType, index int) error {
+	replica := frameworks.ReplicaRef{Type: rt, Index: index}
+	if job.Spec.ReplicaSpecs[rt] == nil {
+		return fmt.Errorf("rendering %s %s: the job has no %s replicas", kind, replica, rt)
+	}
+	if n := frameworks.Replicas(job, rt); index < 0 || index >= n {
+		return fmt.Errorf("rendering %s %s: index out of range, the job has %d %s replicas", kind, replica, n, rt)
+	}
+	return nil
+}
+
+// Pod renders replica index of type rt, as the package function Pod does.
+// attempt counts its recreations (0 for the first pod) and is written to
+// the trainstep.dev/attempt label.
+func (r *Renderer) Pod(rt v1alpha1.ReplicaType, index int, attempt int) (*corev1.Pod, error) {
+	if err := checkReplica(r.job, "pod", rt, index); err != nil {
+		return nil, err
+	}
+	replica := frameworks.ReplicaRef{Type: rt, Index: index}
+	spec := r.job.Spec.ReplicaSpecs[rt]
 	template := spec.Template.DeepCopy()
 	podSpec := template.Spec
 	podSpec.RestartPolicy = podRestartPolicy(spec.RestartPolicy)
-	if sp := job.Spec.RunPolicy.SchedulingPolicy; sp != nil && sp.PriorityClass != "" {
+	if sp := r.job.Spec.RunPolicy.SchedulingPolicy; sp != nil && sp.PriorityClass != "" {
 		podSpec.PriorityClassName = sp.PriorityClass
 	}
-	if err := fw.ConfigurePod(job, placement(id), replica, &podSpec); err != nil {
+	if err := r.pods.ConfigurePod(replica, &podSpec); err != nil {
 		return nil, fmt.Errorf("rendering pod %s: %w", replica, err)
 	}
-	if main := frameworks.MainContainer(job.Spec.Framework, &podSpec); main != nil {
+	if main := frameworks.MainContainer(r.job.Spec.Framework, &podSpec); main != nil {
 		main.Env = append(main.Env,
-			corev1.EnvVar{Name: EnvJobName, Value: id.JobName},
+			corev1.EnvVar{Name: EnvJobName, Value: r.id.JobName},
 			corev1.EnvVar{Name: EnvReplicaType, Value: strings.ToLower(string(rt))},
 			corev1.EnvVar{Name: EnvReplicaIndex, Value: strconv.Itoa(index)},
 		)
@@ -65,15 +88,15 @@ func Pod(job *v1alpha1.TrainJob, id Identity, rt v1alpha1.ReplicaType, index int
 	pod := &corev1.Pod{
 		TypeMeta: typeMeta("Pod"),
 		ObjectMeta: metav1.ObjectMeta{
-			Name:            PodName(id.JobName, rt, index),
-			Namespace:       id.Namespace,
-			Labels:          podLabels(template.Labels, id, rt, index, attempt),
-			Annotations:     podAnnotations(template.Annotations, job.Spec.Framework),
-			OwnerReferences: ownerReferences(id),
+			Name:            PodName(r.id.JobName, rt, index),
+			Namespace:       r.id.Namespace,
+			Labels:          podLabels(template.Labels, r.id, rt, index, attempt),
+			Annotations:     podAnnotations(template.Annotations, r.job.Spec.Framework),
+			OwnerReferences: ownerReferences(r.id),
 		},
 		Spec: podSpec,
 	}
-	applyGang(pod, gang.ForPods(job, id.JobName))
+	applyGang(pod, r.gang)
 	return pod, nil
 }
 

@@ -9,7 +9,7 @@ import (
 	"github.com/trainstep/trainstep/pkg/frameworks"
 )
 
-// services renders the job's headless Services.
+// headlessService renders one of the job's headless Services.
 //
 // TensorFlow, PyTorch, JAX and XGBoost (frameworks.ServicePerReplica) get one
 // Service per replica, named like its pod and selecting only that pod, as
@@ -25,21 +25,8 @@ import (
 // MPI (frameworks.ServicePerJob) gets one Service named after the job that
 // selects all its pods; each pod's hostname and subdomain (set by the
 // framework) make "<pod>.<job>.<ns>.svc" resolve, the names in the hostfile.
-func services(job *v1alpha1.TrainJob, id Identity, fw frameworks.Framework) []*corev1.Service {
-	if fw.ServiceLayout() == frameworks.ServicePerJob {
-		return []*corev1.Service{headlessService(id, id.JobName, JobLabels(id.JobName), JobLabels(id.JobName), nil)}
-	}
-	var out []*corev1.Service
-	for _, rt := range v1alpha1.SortedReplicaTypes(job) {
-		ports := servicePorts(job, rt)
-		for i := 0; i < frameworks.Replicas(job, rt); i++ {
-			own := ReplicaLabels(id.JobName, rt, i)
-			out = append(out, headlessService(id, PodName(id.JobName, rt, i), own, ReplicaLabels(id.JobName, rt, i), ports))
-		}
-	}
-	return out
-}
-
+//
+// Renderer.Service renders the first kind, Renderer.SharedObjects the second.
 func headlessService(id Identity, name string, own, selector map[string]string, ports []corev1.ServicePort) *corev1.Service {
 	return &corev1.Service{
 		TypeMeta: typeMeta("Service"),

@@ -76,8 +76,20 @@ func TestTrainTemplateRunsEveryFrameworkAsTheDeployedServiceAccount(t *testing.T
 			checkResultLine(t, run.stdout, name)
 			checkOutputFiles(t, rendered.tmpl, run, name, job, message)
 			checkProgress(t, run)
+			checkGoMemoryLimit(t, rendered.tmpl.Container, run)
 			checkReplicasBelongToTheStep(t, c, ns, name, workflow, stepPod)
 		})
+	}
+}
+
+// checkGoMemoryLimit checks that trainstep gave the Go runtime 90% of the
+// container's memory limit, which the template passes in bytes.
+func checkGoMemoryLimit(t *testing.T, c *corev1.Container, run stepRun) {
+	t.Helper()
+	limit := c.Resources.Limits[corev1.ResourceMemory]
+	want := fmt.Sprintf(`"msg":"Go memory limit set","bytes":%d`, limit.Value()*9/10)
+	if !strings.Contains(run.stderr, want) {
+		t.Errorf("trainstep's log has no %s", want)
 	}
 }
 
@@ -250,15 +262,19 @@ func artifactPath(t *testing.T, tmpl *wfv1.Template, name string) string {
 }
 
 // containerEnv resolves the container's env as the kubelet would: literal
-// values and downward-API fields of the pod.
+// values, downward-API fields of the pod and the container's own resources.
 func containerEnv(t *testing.T, c *corev1.Container, pod *corev1.Pod) []corev1.EnvVar {
 	t.Helper()
 	var out []corev1.EnvVar
 	for _, e := range c.Env {
 		value := e.Value
+		if e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil {
+			out = append(out, corev1.EnvVar{Name: e.Name, Value: resourceFieldValue(t, e.Name, c, e.ValueFrom.ResourceFieldRef)})
+			continue
+		}
 		if e.ValueFrom != nil {
 			if e.ValueFrom.FieldRef == nil {
-				t.Fatalf("env %s: only downward-API fields are resolved here", e.Name)
+				t.Fatalf("env %s: only downward-API fields and resources are resolved here", e.Name)
 			}
 			switch e.ValueFrom.FieldRef.FieldPath {
 			case "metadata.name":
@@ -274,6 +290,20 @@ func containerEnv(t *testing.T, c *corev1.Container, pod *corev1.Pod) []corev1.E
 		out = append(out, corev1.EnvVar{Name: e.Name, Value: value})
 	}
 	return out
+}
+
+// resourceFieldValue is the kubelet's value of a resourceFieldRef to the
+// container's own limits.memory: the limit in bytes (divisor 1).
+func resourceFieldValue(t *testing.T, name string, c *corev1.Container, ref *corev1.ResourceFieldSelector) string {
+	t.Helper()
+	if ref.ContainerName != "" && ref.ContainerName != c.Name || ref.Resource != "limits.memory" || !ref.Divisor.IsZero() {
+		t.Fatalf("env %s: only the container's own limits.memory in bytes is resolved here, not %+v", name, ref)
+	}
+	limit, ok := c.Resources.Limits[corev1.ResourceMemory]
+	if !ok {
+		t.Fatalf("env %s: the container has no memory limit", name)
+	}
+	return strconv.FormatInt(limit.Value(), 10)
 }
 
 var varReference = regexp.MustCompile(`\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)`)

@@ -230,3 +230,28 @@ func TestGracePeriodCoversTeardown(t *testing.T) {
 		})
 	}
 }
+
+// The step's container has a memory limit and passes it, in bytes, to
+// trainstep, which gives the Go runtime 90% of it.
+func TestTemplatePassesTheMemoryLimit(t *testing.T) {
+	for kind, train := range trainTemplates(t) {
+		t.Run(kind, func(t *testing.T) {
+			c := train.Container
+			limit, ok := c.Resources.Limits[corev1.ResourceMemory]
+			if !ok {
+				t.Fatal("the container has no memory limit")
+			}
+			env := containerEnv(t, c, &corev1.Pod{})
+			for _, e := range env {
+				if e.Name != "TRAINSTEP_MEMORY_LIMIT" {
+					continue
+				}
+				if want := strconv.FormatInt(limit.Value(), 10); e.Value != want {
+					t.Errorf("TRAINSTEP_MEMORY_LIMIT = %q, want the limit in bytes %s", e.Value, want)
+				}
+				return
+			}
+			t.Errorf("no TRAINSTEP_MEMORY_LIMIT in the env %v", env)
+		})
+	}
+}

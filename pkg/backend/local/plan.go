@@ -64,12 +64,16 @@ func (p *planner) plans() ([]*plan, []string, error) {
 	var warnings []string
 	var errs field.ErrorList
 	checked := map[v1alpha1.ReplicaType]bool{}
+	renderer, err := render.NewRenderer(p.job, p.identity)
+	if err != nil {
+		return nil, nil, result.Invalid(result.ReasonInvalidSpec, err)
+	}
 	for _, id := range policy.Desired(p.job) {
 		if isSlot(p.job, id) {
 			plans = append(plans, &plan{id: id, slot: true})
 			continue
 		}
-		pl, warns, fieldErrs, err := p.plan(id)
+		pl, warns, fieldErrs, err := p.plan(renderer, id)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -88,8 +92,8 @@ func (p *planner) plans() ([]*plan, []string, error) {
 }
 
 // plan renders replica id's pod and plans its main container as a process.
-func (p *planner) plan(id policy.ReplicaID) (*plan, []string, field.ErrorList, error) {
-	pod, err := render.Pod(p.job, p.identity, id.Type, id.Index, 0)
+func (p *planner) plan(renderer *render.Renderer, id policy.ReplicaID) (*plan, []string, field.ErrorList, error) {
+	pod, err := renderer.Pod(id.Type, id.Index, 0)
 	if err != nil {
 		return nil, nil, nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering replica %s: %w", id, err))
 	}

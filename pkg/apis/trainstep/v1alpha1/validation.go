@@ -14,6 +14,16 @@ import (
 // names double as hostnames and Service names, both DNS-1035 labels.
 const MaxObjectNameLength = validation.DNS1035LabelMaxLength
 
+// MaxReplicas is the most replicas a job may run, of every type together.
+// 2048 workers, the largest job trainstep is meant to run on one step, are
+// well inside. At 4096 a TensorFlow job with the template's job names can
+// no longer start: its TF_CONFIG, which lists every replica, is 183 KB in
+// namespace "default", over the 128 KiB Linux allows one environment
+// variable (rendering checks that limit exactly, for the actual names).
+// And 4096 pods and as many Services are beyond what Kubernetes'
+// scalability thresholds test in one namespace (3000 pods).
+const MaxReplicas = 4096
+
 // Validate checks a defaulted job and returns every problem with its field
 // path, in a stable order. Replica-type keys are written as
 // spec.replicaSpecs.Worker (Kubeflow's field.Path .Key form would print
@@ -112,7 +122,27 @@ func validateReplicaSpecs(job *TrainJob, specsPath *field.Path) field.ErrorList 
 		errs = append(errs, validateReplicaSpec(rt, spec, p)...)
 	}
 	errs = append(errs, validateRequiredTypes(job, specsPath)...)
+	errs = append(errs, validateTotalReplicas(job, specsPath)...)
 	return errs
+}
+
+// validateTotalReplicas bounds the sum of every type's replicas, counted
+// without int32 overflow. A type over the bound on its own is reported at
+// its replicas field instead.
+func validateTotalReplicas(job *TrainJob, specsPath *field.Path) field.ErrorList {
+	var total int64
+	for _, spec := range job.Spec.ReplicaSpecs {
+		n := spec.ReplicaCount()
+		if n > MaxReplicas {
+			return nil
+		}
+		total += int64(max(n, 0))
+	}
+	if total <= MaxReplicas {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(specsPath, total, fmt.Sprintf(
+		"the replicas of every type add up to %d; a job may run at most %d", total, MaxReplicas))}
 }
 
 func validateReplicaSpec(rt ReplicaType, spec *ReplicaSpec, p *field.Path) field.ErrorList {
@@ -121,6 +151,8 @@ func validateReplicaSpec(rt ReplicaType, spec *ReplicaSpec, p *field.Path) field
 	switch {
 	case replicas < 0:
 		errs = append(errs, field.Invalid(p.Child("replicas"), replicas, "must be >= 0"))
+	case replicas > MaxReplicas:
+		errs = append(errs, field.Invalid(p.Child("replicas"), replicas, fmt.Sprintf("must be at most %d, the most replicas a job may run", MaxReplicas)))
 	case singletonTypes[rt] && replicas > 1:
 		errs = append(errs, field.Invalid(p.Child("replicas"), replicas, "must be 0 or 1: a job has at most one "+string(rt)))
 	}

@@ -80,6 +80,13 @@ func TestValidateErrors(t *testing.T) {
 			[]string{"spec.replicaSpecs.PS: Required value: replica spec must not be empty"}},
 		{"negative replicas", FrameworkTensorFlow, func(j *TrainJob) { j.Spec.ReplicaSpecs[ReplicaTypeWorker].Replicas = ptrTo[int32](-1) },
 			[]string{"spec.replicaSpecs.Worker.replicas: Invalid value: -1: must be >= 0"}},
+		{"replicas over the bound", FrameworkTensorFlow, func(j *TrainJob) {
+			j.Spec.ReplicaSpecs[ReplicaTypeWorker].Replicas = ptrTo[int32](2147483647)
+		}, []string{"spec.replicaSpecs.Worker.replicas: Invalid value: 2147483647: must be at most 4096, the most replicas a job may run"}},
+		{"replicas of every type add up over the bound", FrameworkTensorFlow, func(j *TrainJob) {
+			j.Spec.ReplicaSpecs[ReplicaTypePS].Replicas = ptrTo[int32](2048)
+			j.Spec.ReplicaSpecs[ReplicaTypeWorker].Replicas = ptrTo[int32](2049)
+		}, []string{"spec.replicaSpecs: Invalid value: 4097: the replicas of every type add up to 4097; a job may run at most 4096"}},
 		{"two chiefs", FrameworkTensorFlow, func(j *TrainJob) {
 			j.Spec.ReplicaSpecs[ReplicaTypeChief] = &ReplicaSpec{Replicas: ptrTo[int32](2), RestartPolicy: "Never", Template: podWith(container("tensorflow"))}
 		}, []string{"spec.replicaSpecs.Chief.replicas: Invalid value: 2: must be 0 or 1: a job has at most one Chief"}},
@@ -241,6 +248,23 @@ func TestValidateErrors(t *testing.T) {
 				t.Errorf("errors (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// The largest job the project runs, 2048 workers beside a chief and
+// parameter servers, and a job of exactly MaxReplicas are valid.
+func TestValidateAcceptsLargeJobs(t *testing.T) {
+	for _, shape := range []map[ReplicaType]int32{
+		{ReplicaTypeChief: 1, ReplicaTypePS: 4, ReplicaTypeWorker: 2048},
+		{ReplicaTypePS: 1, ReplicaTypeWorker: MaxReplicas - 1},
+	} {
+		job := validJob(FrameworkTensorFlow)
+		for rt, n := range shape {
+			job.Spec.ReplicaSpecs[rt] = &ReplicaSpec{Replicas: ptrTo(n), RestartPolicy: RestartPolicyNever, Template: podWith(container("tensorflow"))}
+		}
+		if errs := Validate(job); len(errs) != 0 {
+			t.Errorf("job of %v rejected:\n%s", shape, errs.ToAggregate())
+		}
 	}
 }
 
