@@ -106,8 +106,11 @@ func markTerminated(res *result.Result, message string) {
 
 // preparedRun is what a run needs once it may create objects.
 type preparedRun struct {
-	conn        *connection
-	identity    render.Identity
+	conn     *connection
+	identity render.Identity
+	// renderer renders each replica's pod when it is created; desired holds
+	// the rest (Services, ConfigMaps, Secrets, PodGroup), never the pods.
+	renderer    *render.Renderer
 	desired     *render.Objects
 	eventObject runtime.Object
 	log         *zap.Logger
@@ -143,12 +146,36 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 	if err != nil {
 		return nil, err
 	}
-	desired, err := render.Render(job, id, inputs)
+	renderer, desired, err := renderAllButPods(job, id, inputs)
 	if err != nil {
 		return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
 	}
 	log := cfg.Logger.With(zap.String("job", job.Name), zap.String("namespace", conn.namespace))
-	return &preparedRun{conn: conn, identity: id, desired: desired, eventObject: eventObject, log: log}, nil
+	return &preparedRun{conn: conn, identity: id, renderer: renderer, desired: desired, eventObject: eventObject, log: log}, nil
+}
+
+// renderAllButPods prepares the job's renderer (which refuses a job too
+// large to run) and renders its shared objects and Services; pods are
+// rendered one at a time as they are created.
+func renderAllButPods(job *v1alpha1.TrainJob, id render.Identity, inputs render.Inputs) (*render.Renderer, *render.Objects, error) {
+	renderer, err := render.NewRenderer(job, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	desired, err := renderer.SharedObjects(inputs)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, ref := range renderer.Replicas() {
+		svc, err := renderer.Service(ref.Type, ref.Index)
+		if err != nil {
+			return nil, nil, err
+		}
+		if svc != nil {
+			desired.Services = append(desired.Services, svc)
+		}
+	}
+	return renderer, desired, nil
 }
 
 // errLeaseLost cancels a run whose hold on the job's Lease ended: another
@@ -172,7 +199,7 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 
 	streamer := newLogStreamer(cfg, s.conn, job, s.log)
 	ctrl := reconcile.New(reconcile.Options{
-		Client: s.conn.client, Dynamic: s.conn.dynamic, Job: job, Identity: s.identity, Desired: s.desired,
+		Client: s.conn.client, Dynamic: s.conn.dynamic, Job: job, Identity: s.identity, Renderer: s.renderer, Desired: s.desired,
 		Rule:        frameworks.SuccessRuleFor(job),
 		Timeouts:    policy.Timeouts{Stuck: cfg.StuckTimeout, Pending: cfg.PendingTimeout},
 		APITimeout:  cfg.APITimeout,
@@ -274,7 +301,7 @@ func reconcileHoldingLease(ctx context.Context, cfg *Config, s *preparedRun, ctr
 	if err != nil {
 		return decision, false, err
 	}
-	s.log.Info("job started", zap.Int("replicas", len(s.desired.Pods)), zap.Int("services", len(s.desired.Services)))
+	s.log.Info("job started", zap.Int("replicas", len(s.renderer.Replicas())), zap.Int("services", len(s.desired.Services)))
 	for {
 		runCtx, cancelRun := watchLease()
 		decision, err = ctrl.Run(runCtx)

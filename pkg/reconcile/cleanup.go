@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/trainstep/trainstep/pkg/policy"
@@ -69,6 +70,7 @@ func (c *Controller) Cleanup(ctx context.Context, everything, waitGone bool) ([]
 			deletes = append(deletes, func() error { return core.Secrets(ns).Delete(ctx, name, metav1.DeleteOptions{}) })
 		}
 	}
+	deletedByName := c.cachedUIDs()
 	err := c.deleteAll(ctx, deletes)
 	c.opts.Logger.Info("cleaned up", zap.Int("deleted", len(deletes)), zap.Bool("everything", everything))
 	if err != nil || !waitGone {
@@ -86,7 +88,7 @@ func (c *Controller) Cleanup(ctx context.Context, everything, waitGone bool) ([]
 		}
 		return doomedServices[name]
 	}
-	c.waitForCaches(ctx, isDoomed)
+	c.waitForCaches(ctx, isDoomed, deletedByName)
 	return c.confirmGone(ctx, isDoomed)
 }
 
@@ -104,26 +106,66 @@ func (c *Controller) deleteAll(ctx context.Context, deletes []func() error) erro
 	return nil
 }
 
-// waitForCaches waits, without requests, until the informers saw the
-// doomed objects go. Caches that never synced are not waited on.
-func (c *Controller) waitForCaches(ctx context.Context, isDoomed func(kind, name string) bool) {
+// cachedUIDs returns the UIDs of the pods and Services the caches hold:
+// the instances that deletes by name issued now remove.
+func (c *Controller) cachedUIDs() map[types.UID]bool {
+	uids := map[types.UID]bool{}
+	if !c.cachesSynced.Load() {
+		return uids
+	}
+	pods, _ := c.pods.Pods(c.opts.Identity.Namespace).List(labels.Everything())
+	for _, p := range pods {
+		uids[p.UID] = true
+	}
+	for _, s := range c.listServices() {
+		uids[s.UID] = true
+	}
+	return uids
+}
+
+// waitForCaches waits, without List requests, until the informers saw the
+// doomed objects go. An instance the deletes by name did not cover (its
+// create was still in flight when they went out) is deleted once it shows
+// up. Caches that never synced are not waited on.
+func (c *Controller) waitForCaches(ctx context.Context, isDoomed func(kind, name string) bool, deletedByName map[types.UID]bool) {
 	if !c.cachesSynced.Load() {
 		return
 	}
 	ns := c.opts.Identity.Namespace
+	core := c.opts.Client.CoreV1()
+	deletedAgain := deletedByName
 	_ = wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
+		var again []func() error
+		gone := true
 		pods, _ := c.pods.Pods(ns).List(labels.Everything())
 		for _, p := range pods {
-			if isDoomed("pod", p.Name) {
-				return false, nil
+			if !isDoomed("pod", p.Name) {
+				continue
+			}
+			gone = false
+			if p.DeletionTimestamp == nil && !deletedAgain[p.UID] {
+				deletedAgain[p.UID] = true
+				name, uid := p.Name, p.UID
+				again = append(again, func() error { return deletePodUID(ctx, c.opts.Client, ns, name, uid) })
 			}
 		}
 		for _, s := range c.listServices() {
-			if isDoomed("service", s.Name) {
-				return false, nil
+			if !isDoomed("service", s.Name) {
+				continue
+			}
+			gone = false
+			if !deletedAgain[s.UID] {
+				deletedAgain[s.UID] = true
+				name, uid := s.Name, s.UID
+				again = append(again, func() error {
+					return core.Services(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+				})
 			}
 		}
-		return true, nil
+		if err := c.deleteAll(ctx, again); err != nil {
+			c.opts.Logger.Warn("deleting the job's objects again", zap.Error(err))
+		}
+		return gone, nil
 	})
 }
 

@@ -41,6 +41,10 @@ type Options struct {
 	Job      *v1alpha1.TrainJob
 	Identity render.Identity
 	// Desired holds the rendered objects (pods included, at attempt 0).
+	// Renderer renders each replica's pod just before it is created.
+	Renderer *render.Renderer
+	// Desired holds the job's other rendered objects (Services, ConfigMaps,
+	// Secrets, PodGroup); its Pods are not used.
 	Desired  *render.Objects
 	Rule     frameworks.SuccessRule
 	Timeouts policy.Timeouts

@@ -53,6 +53,10 @@ func start(t *testing.T, job *v1alpha1.TrainJob) *harness {
 func startWith(t *testing.T, job *v1alpha1.TrainJob, setup func(h *harness, o *Options)) *harness {
 	t.Helper()
 	id := render.Identity{Namespace: ns, JobName: job.Name}
+	renderer, err := render.NewRenderer(job, id)
+	if err != nil {
+		t.Fatal(err)
+	}
 	desired, err := render.Render(job, id, render.Inputs{})
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +69,7 @@ func startWith(t *testing.T, job *v1alpha1.TrainJob, setup func(h *harness, o *O
 		}
 		return false, nil, nil
 	})
-	opts := Options{Client: h.client, Job: job, Identity: id, Desired: desired,
+	opts := Options{Client: h.client, Job: job, Identity: id, Renderer: renderer, Desired: desired,
 		Rule: frameworks.SuccessRuleFor(job), Timeouts: policy.Timeouts{Stuck: time.Hour, Pending: time.Hour}, Logger: zaptest.NewLogger(t)}
 	if setup != nil {
 		setup(h, &opts)

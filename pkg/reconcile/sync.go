@@ -16,7 +16,6 @@ import (
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/policy"
-	"github.com/trainstep/trainstep/pkg/render"
 	"github.com/trainstep/trainstep/pkg/result"
 )
 
@@ -164,7 +163,7 @@ func (c *Controller) podsToCreate() []podCreate {
 // there under the name is adopted when this job controls it.
 func (c *Controller) createReplica(ctx context.Context, p podCreate) error {
 	id := p.st.id
-	pod, err := render.Pod(c.opts.Job, c.opts.Identity, id.Type, id.Index, p.attempt)
+	pod, err := c.opts.Renderer.Pod(id.Type, id.Index, p.attempt)
 	if err != nil {
 		return result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering pod %s: %w", p.st.name, err))
 	}
