@@ -67,6 +67,21 @@ func (c *Counter) WriteFile(path string) error {
 // watch, create, update, patch, delete, deletecollection) and the resource
 // with its subresource ("pods", "pods/log", "selfsubjectaccessreviews").
 func Key(req *http.Request) string {
+	r := Describe(req)
+	return r.Verb + " " + r.Resource
+}
+
+// Request is what an API request asks, read from its method and path.
+type Request struct {
+	Verb, Resource string
+	// Name is the object's name when the path has one.
+	Name string
+}
+
+// Describe reads the verb, resource and name of an API request:
+// /api/v1/namespaces/ns/pods/name/log, /apis/group/version/namespaces/ns/leases/name, ….
+// A path outside the API gives the method as verb and the path as resource.
+func Describe(req *http.Request) Request {
 	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
 	// /api/v1/... or /apis/<group>/<version>/...
 	switch {
@@ -75,22 +90,23 @@ func Key(req *http.Request) string {
 	case len(parts) >= 3 && parts[0] == "apis":
 		parts = parts[3:]
 	default:
-		return strings.ToLower(req.Method) + " " + req.URL.Path
+		return Request{Verb: strings.ToLower(req.Method), Resource: req.URL.Path}
 	}
 	if len(parts) >= 2 && parts[0] == "namespaces" && len(parts) > 2 {
 		parts = parts[2:]
 	}
-	resource, named := "", false
+	var r Request
 	if len(parts) > 0 {
-		resource = parts[0]
+		r.Resource = parts[0]
 	}
 	if len(parts) > 1 {
-		named = true
+		r.Name = parts[1]
 	}
 	if len(parts) > 2 {
-		resource += "/" + parts[2]
+		r.Resource += "/" + parts[2]
 	}
-	return verb(req, named) + " " + resource
+	r.Verb = verb(req, r.Name != "")
+	return r
 }
 
 func verb(req *http.Request, named bool) string {

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/trainstep/trainstep/pkg/apistats"
 )
 
 // FaultProxy stands between a client under test and the cluster's API
@@ -141,7 +143,8 @@ func (p *FaultProxy) Up(t testing.TB) {
 }
 
 func (p *FaultProxy) handle(w http.ResponseWriter, r *http.Request) {
-	call := describe(r)
+	req := apistats.Describe(r)
+	call := Call{Verb: req.Verb, Resource: req.Resource, Name: req.Name}
 	p.mu.Lock()
 	key := call.Verb + " " + call.Resource
 	call.Count = p.counts[key]
@@ -180,58 +183,6 @@ func (p *FaultProxy) handle(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(f.Status)
 	fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":%q,"code":%d,"message":"injected by the test's proxy","details":{"name":%q,"kind":%q}}`,
 		reason, f.Status, call.Name, strings.Split(call.Resource, "/")[0])
-}
-
-// describe reads the verb and resource of an API request from its method and path:
-// /api/v1/namespaces/ns/pods/name/log, /apis/group/version/namespaces/ns/leases/name, ….
-func describe(r *http.Request) Call {
-	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
-	switch {
-	case len(parts) >= 2 && parts[0] == "api":
-		parts = parts[2:]
-	case len(parts) >= 3 && parts[0] == "apis":
-		parts = parts[3:]
-	default:
-		return Call{Verb: strings.ToLower(r.Method), Resource: r.URL.Path}
-	}
-	if len(parts) >= 2 && parts[0] == "namespaces" && len(parts) > 2 {
-		parts = parts[2:]
-	}
-	var call Call
-	if len(parts) > 0 {
-		call.Resource = parts[0]
-	}
-	if len(parts) > 1 {
-		call.Name = parts[1]
-	}
-	if len(parts) > 2 {
-		call.Resource += "/" + parts[2]
-	}
-	switch r.Method {
-	case http.MethodGet:
-		switch {
-		case r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1":
-			call.Verb = "watch"
-		case call.Name == "":
-			call.Verb = "list"
-		default:
-			call.Verb = "get"
-		}
-	case http.MethodPost:
-		call.Verb = "create"
-	case http.MethodPut:
-		call.Verb = "update"
-	case http.MethodPatch:
-		call.Verb = "patch"
-	case http.MethodDelete:
-		call.Verb = "delete"
-		if call.Name == "" {
-			call.Verb = "deletecollection"
-		}
-	default:
-		call.Verb = strings.ToLower(r.Method)
-	}
-	return call
 }
 
 // discardResponse swallows the answer of a request forwarded for its effect only.
