@@ -43,7 +43,9 @@ func runLocal(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, res *res
 	if err != nil {
 		return err
 	}
-	fillResult(res, job, &outcome.View, outcome.Decision)
+	fillResult(res, job, &outcome.View, outcome.Decision, log)
+	// Every process still running when the job ended was stopped.
+	markStopped(res, policy.Desired(job))
 	if terminated() || outcome.Terminated {
 		res.Phase, res.Reason, res.Message = result.PhaseTerminated, result.ReasonTerminated, "the run was stopped; every local process of the job was stopped"
 	}

@@ -29,7 +29,7 @@ type renderFlags struct {
 func newRenderCommand() *cobra.Command {
 	f := &renderFlags{}
 	cmd := &cobra.Command{
-		Use:   "render -f JOB.yaml [-o yaml|json]",
+		Use:   "render [-f] JOB.yaml... [-o yaml|json]",
 		Short: "Print every object the job would create, without a cluster",
 		Long: `Print every object the job would create: Secrets, ConfigMaps, headless
 Services and replica Pods, in creation order, as a multi-document YAML stream
@@ -37,24 +37,51 @@ or a JSON v1 List. Nothing is sent to a cluster.
 
 The namespace is -n, else metadata.namespace, else "default". An MPI job's SSH
 Secret holds a key pair generated afresh by this command, so that Secret differs
-from one render to the next; 'trainstep run' generates its own key once per job.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd) },
+from one render to the next; 'trainstep run' generates its own key once per job.
+Several job files (-f a.yaml -f b.yaml, or as arguments) print every job's
+objects, file after file.`,
+		RunE: func(cmd *cobra.Command, args []string) error { return f.run(cmd, args) },
 	}
 	f.spec.register(cmd)
 	cmd.Flags().StringVarP(&f.output, "output", "o", "yaml", "output format: yaml or json")
 	return cmd
 }
 
-func (f *renderFlags) run(cmd *cobra.Command) error {
+func (f *renderFlags) run(cmd *cobra.Command, args []string) error {
 	encode, ok := encoders[f.output]
 	if !ok {
-		return result.Invalidf("--output: %q is not yaml or json", f.output)
+		return result.Invalid(result.ReasonInvalidArguments, fmt.Errorf("--output: %q is not yaml or json", f.output))
 	}
-	job, err := f.spec.load(cmd)
+	all, err := f.spec.loadAll(cmd, args)
 	if err != nil {
 		return err
 	}
+	if err := joinLoadErrors(all); err != nil {
+		return err
+	}
+	paths := make([]string, len(all))
+	for i, l := range all {
+		paths[i] = l.path
+	}
+	var objs []runtime.Object
+	for _, l := range all {
+		rendered, err := renderJob(l.job)
+		if err != nil {
+			return fmt.Errorf("%s%w", filePrefix(paths, l.path), err)
+		}
+		objs = append(objs, rendered...)
+	}
+	out, err := encode(objs)
+	if err != nil {
+		return fmt.Errorf("printing the objects: %w", err)
+	}
+	_, err = cmd.OutOrStdout().Write(out)
+	return err
+}
+
+// renderJob renders one loaded job without a cluster.
+func renderJob(job *v1alpha1.TrainJob) ([]runtime.Object, error) {
+	var err error
 	id := render.Identity{Namespace: job.Namespace, JobName: job.Name}
 	if id.Namespace == "" {
 		id.Namespace = defaultRenderNamespace
@@ -62,19 +89,14 @@ func (f *renderFlags) run(cmd *cobra.Command) error {
 	var in render.Inputs
 	if job.Spec.Framework == v1alpha1.FrameworkMPI {
 		if in.SSHPrivateKey, in.SSHPublicKey, err = sshkey.Generate(); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	objs, err := render.Render(job, id, in)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	out, err := encode(objs.List())
-	if err != nil {
-		return fmt.Errorf("printing the objects: %w", err)
-	}
-	_, err = cmd.OutOrStdout().Write(out)
-	return err
+	return objs.List(), nil
 }
 
 // encoders print objects in each --output format.

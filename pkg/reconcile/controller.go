@@ -114,6 +114,8 @@ type replicaState struct {
 	waitingSince   time.Time
 	// last is the replica as last observed, kept for outputs after cleanup.
 	last policy.Replica
+	// recreations counts the instances this run replaced.
+	recreations int32
 }
 
 // New builds a controller; Start begins watching.

@@ -29,6 +29,7 @@ func (c *Controller) observe() policy.View {
 			v.Restarts += r.Restarts
 		}
 		v.Restarts += st.restartsBefore
+		r.EarlierRestarts = st.recreations + st.restartsBefore
 		v.Replicas = append(v.Replicas, r)
 	}
 	return v

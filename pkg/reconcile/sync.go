@@ -151,6 +151,7 @@ func (c *Controller) recreate(ctx context.Context, ids []policy.ReplicaID) error
 		st := c.replicas[id]
 		name := st.name
 		c.restarts++
+		st.recreations++
 		st.restartsBefore += st.last.Restarts
 		cause := "it ended"
 		if r := c.view.Replica(id); r != nil {

@@ -233,3 +233,19 @@ func decodeStrict(data []byte, out any, kind string, lenient bool) ([]string, er
 	}
 	return nil, errors.New(strings.Join(problems, "\n"))
 }
+
+// JobName is the job's name as far as it can be told without loading the
+// job: opts.Name, else the manifest's metadata.name, else "". It lets the
+// outputs of a job that failed to load still name it.
+func JobName(data []byte, opts Options) string {
+	if opts.Name != "" {
+		return opts.Name
+	}
+	doc, err := singleDocument(data)
+	if err != nil {
+		return ""
+	}
+	meta, _ := doc["metadata"].(map[string]any)
+	name, _ := meta["name"].(string)
+	return name
+}

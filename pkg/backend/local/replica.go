@@ -151,6 +151,7 @@ func (b *backend) view() policy.View {
 		replica := policy.Replica{
 			ReplicaID: r.id, Attempt: r.attempt, Phase: r.phase, ExitCode: r.exitCode,
 			Restarts: r.restarts, TerminationMessage: r.message, Node: b.hostname,
+			EarlierRestarts: int32(r.attempt) + r.restartsBefore,
 		}
 		if r.slot {
 			replica = policy.Replica{ReplicaID: r.id, Phase: slotPhase(launcher), Node: b.hostname}
