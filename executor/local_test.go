@@ -394,3 +394,25 @@ func TestInterruptLeavesNoProcessBehind(t *testing.T) {
 	}
 	proctest.AssertNoneLeft(t, pgids)
 }
+
+// The local backend's own checks name the Kubeflow manifest's paths too.
+func TestLocalErrorsOfAKubeflowManifestUseItsPaths(t *testing.T) {
+	tfjob := `apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {name: dist-mnist}
+spec:
+  tfReplicaSpecs:
+    Worker:
+      replicas: 1
+      template:
+        spec:
+          containers: [{name: tensorflow, image: example.com/mnist:1, command: [no-such-trainer]}]
+`
+	r := runLocally(t, t.Context(), []byte(tfjob), spec.Options{}, watchLog())
+	if r.res.Phase != result.PhaseInvalid {
+		t.Fatalf("phase %s (%v), want Invalid", r.res.Phase, r.err)
+	}
+	if want := "spec.tfReplicaSpecs.Worker.template.spec.containers[0].command[0]"; !strings.Contains(r.res.Message, want) {
+		t.Errorf("message %q does not name %s", r.res.Message, want)
+	}
+}

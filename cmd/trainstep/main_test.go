@@ -59,6 +59,18 @@ spec:
       template: {spec: {containers: [{name: jax}]}}
 `
 
+const kubeflowTFJob = `apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {name: dist-mnist}
+spec:
+  tfReplicaSpecs:
+    Worker:
+      replicas: 2
+      template:
+        spec:
+          containers: [{name: tensorflow, image: example.com/mnist:1, command: [no-such-trainer]}]
+`
+
 const unknownFieldJob = `apiVersion: trainstep.dev/v1alpha1
 kind: TrainJob
 metadata: {name: spmd}
@@ -96,7 +108,7 @@ func runCLI(t *testing.T, stdin string, files map[string]string, args ...string)
 }
 
 func TestExitCodesAndStreams(t *testing.T) {
-	files := map[string]string{"tf.yaml": tfJob, "bad.yaml": invalidJob, "unknown.yaml": unknownFieldJob}
+	files := map[string]string{"tf.yaml": tfJob, "bad.yaml": invalidJob, "unknown.yaml": unknownFieldJob, "tfjob.yaml": kubeflowTFJob}
 	cases := []struct {
 		name       string
 		stdin      string
@@ -125,6 +137,12 @@ func TestExitCodesAndStreams(t *testing.T) {
 		{name: "unknown flag", args: []string{"render", "-f", "@tf.yaml", "--colour"}, wantCode: 11, stderrHas: []string{"unknown flag: --colour"}},
 		{name: "unknown command", args: []string{"train"}, wantCode: 11, stderrHas: []string{`unknown command "train"`}},
 		{name: "an argument is a job file too", args: []string{"render", "-f", "@tf.yaml", "extra"}, wantCode: 11, stderrHas: []string{"extra: reading the job file"}},
+		{name: "a Kubeflow manifest's errors use its own paths", args: []string{"validate", "-f", "@tfjob.yaml", "--set", "spec.tfReplicaSpecs.Worker.replicas=-1"}, wantCode: 11,
+			stderrHas: []string{"Error: spec.tfReplicaSpecs.Worker.replicas: Invalid value: -1: must be >= 0\n"}},
+		{name: "a type error names the replica type", args: []string{"validate", "-f", "@tf.yaml", "--set", `spec.replicaSpecs.Worker.replicas="4"`}, wantCode: 11,
+			stderrHas: []string{"Error: spec.replicaSpecs.Worker.replicas: Invalid value: \"4\": must be an integer\n"}},
+		{name: "a name of 70 characters gets this job's limit", args: []string{"validate", "-f", "@tf.yaml", "--name", strings.Repeat("a", 70)}, wantCode: 11,
+			stderrHas: []string{"shorten the name to at most 54 characters"}},
 		{name: "validate a positional file", args: []string{"validate", "@tf.yaml"}, wantCode: 0, wantStdout: "valid\n", quietErr: true},
 		{name: "--version", args: []string{"--version"}, wantCode: 0, stdoutHas: []string{"trainstep ", "linux/", "go1."}, quietErr: true},
 		{name: "completion", args: []string{"completion", "bash"}, wantCode: 0, stdoutHas: []string{"bash completion", "__start_trainstep"}, quietErr: true},

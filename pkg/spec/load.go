@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"regexp"
 	"strings"
 
@@ -92,6 +93,7 @@ func load(data []byte, opts Options) (*v1alpha1.TrainJob, []string, error) {
 	if err != nil {
 		return nil, warnings, err
 	}
+	terms := manifestTerms(doc)
 	if opts.Name != "" {
 		job.Name = opts.Name
 	}
@@ -103,9 +105,56 @@ func load(data []byte, opts Options) (*v1alpha1.TrainJob, []string, error) {
 		return nil, warnings, err
 	}
 	if errs := v1alpha1.Validate(job); len(errs) > 0 {
-		return nil, warnings, &ValidationError{Errors: errs}
+		return nil, warnings, &ValidationError{Errors: terms.rewrite(errs)}
 	}
 	return job, warnings, nil
+}
+
+// terms maps the TrainJob's field paths to those of the manifest the user
+// wrote: a TFJob's replicas are under spec.tfReplicaSpecs, not
+// spec.replicaSpecs.
+type terms struct {
+	replicaSpecs string // the manifest's field for spec.replicaSpecs
+}
+
+const trainJobReplicaSpecs = "spec.replicaSpecs"
+
+func manifestTerms(doc map[string]any) terms {
+	apiVersion, _ := doc["apiVersion"].(string)
+	kind, _ := doc["kind"].(string)
+	if obj, ok := kubeflow.New(apiVersion, kind); ok {
+		return terms{replicaSpecs: "spec." + obj.ReplicaSpecsField()}
+	}
+	return terms{replicaSpecs: trainJobReplicaSpecs}
+}
+
+// rewrite renames the paths of errs in place and returns them.
+func (t terms) rewrite(errs field.ErrorList) field.ErrorList {
+	if t.replicaSpecs == trainJobReplicaSpecs || t.replicaSpecs == "" {
+		return errs
+	}
+	for _, e := range errs {
+		if rest, ok := strings.CutPrefix(e.Field, trainJobReplicaSpecs); ok && (rest == "" || rest[0] == '.' || rest[0] == '[') {
+			e.Field = t.replicaSpecs + rest
+		}
+	}
+	return errs
+}
+
+// InManifestTerms rewrites the field paths of a job's validation error —
+// from spec.Load or from a backend that checks the job further — to the
+// paths of the manifest in data. Other errors are returned as they are.
+func InManifestTerms(data []byte, err error) error {
+	var verr *ValidationError
+	if err == nil || !errors.As(err, &verr) {
+		return err
+	}
+	doc, docErr := singleDocument(data)
+	if docErr != nil {
+		return err
+	}
+	manifestTerms(doc).rewrite(verr.Errors)
+	return err
 }
 
 // withoutEmptyOverrides drops empty --set, --image, --env and --arg values:
@@ -184,6 +233,9 @@ func decode(doc map[string]any, lenient bool) (*v1alpha1.TrainJob, []string, err
 	}
 	if apiVersion == v1alpha1.APIVersion && kind == v1alpha1.Kind {
 		job := &v1alpha1.TrainJob{}
+		if errs := checkTypes(doc, reflect.TypeOf(job).Elem(), nil); len(errs) > 0 {
+			return nil, nil, &ValidationError{Errors: errs}
+		}
 		warnings, err := decodeStrict(data, job, kind, lenient)
 		return job, warnings, err
 	}
@@ -194,6 +246,9 @@ func decode(doc map[string]any, lenient bool) (*v1alpha1.TrainJob, []string, err
 			reason = fmt.Sprintf("apiVersion %q kind %q is not supported", apiVersion, kind)
 		}
 		return nil, nil, fmt.Errorf("%s; supported: %s", reason, supportedKinds())
+	}
+	if errs := checkTypes(doc, reflect.TypeOf(obj).Elem(), nil); len(errs) > 0 {
+		return nil, nil, &ValidationError{Errors: errs}
 	}
 	warnings, err := decodeStrict(data, obj, kind, lenient)
 	if err != nil {
