@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -414,5 +415,56 @@ spec:
 	}
 	if want := "spec.tfReplicaSpecs.Worker.template.spec.containers[0].command[0]"; !strings.Contains(r.res.Message, want) {
 		t.Errorf("message %q does not name %s", r.res.Message, want)
+	}
+}
+
+// recreatedTwiceJob: Worker/0 exits with the retryable code 75 twice, so it
+// is recreated twice, then succeeds; the ps runs until it is stopped.
+const recreatedTwiceJob = `
+apiVersion: trainstep.dev/v1alpha1
+kind: TrainJob
+metadata: {name: recreated}
+spec:
+  framework: tensorflow
+  replicaSpecs:
+    PS:
+      template:
+        spec:
+          containers: [{name: tensorflow, image: none, command: [sleep, "60"]}]
+    Worker:
+      restartPolicy: ExitCode
+      retryableExitCodes: [75]
+      template:
+        spec:
+          containers:
+          - name: tensorflow
+            image: none
+            command: [sh, -c, 'n=$(cat "$COUNT" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$COUNT"; if [ $n -le 2 ]; then exit 75; fi']
+`
+
+// replicas.json: a replica trainstep stopped is Stopped, not Running, and
+// per-replica restarts add up to the job's.
+func TestReplicasShowStoppedAndTheirOwnRestarts(t *testing.T) {
+	count := filepath.Join(t.TempDir(), "count")
+	r := runLocally(t, t.Context(), []byte(recreatedTwiceJob), spec.Options{Envs: []string{"COUNT=" + count}}, watchLog())
+	if r.res.Phase != result.PhaseSucceeded {
+		t.Fatalf("phase %s (%v)\n%s", r.res.Phase, r.err, r.stderr)
+	}
+	var replicas []result.ReplicaStatus
+	if err := json.Unmarshal([]byte(r.output(t, "replicas.json")), &replicas); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	var sum int32
+	for _, rs := range replicas {
+		got[rs.Type] = fmt.Sprintf("%s restarts %d", rs.Phase, rs.Restarts)
+		sum += rs.Restarts
+	}
+	want := map[string]string{"PS": "Stopped restarts 0", "Worker": "Succeeded restarts 2"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("replicas.json (-want +got):\n%s", diff)
+	}
+	if restarts := r.output(t, "restarts"); restarts != "2" || sum != 2 {
+		t.Errorf("job restarts %s, replicas' sum %d; want both 2", restarts, sum)
 	}
 }
