@@ -468,3 +468,38 @@ func TestReplicasShowStoppedAndTheirOwnRestarts(t *testing.T) {
 		t.Errorf("job restarts %s, replicas' sum %d; want both 2", restarts, sum)
 	}
 }
+
+// A termination message that is not JSON gives metrics.json {} with a
+// warning, and its text is kept in the termination-message output.
+func TestTerminationMessageThatIsNotJSONIsKeptAndWarnedAbout(t *testing.T) {
+	job := `
+apiVersion: trainstep.dev/v1alpha1
+kind: TrainJob
+metadata: {name: plain}
+spec:
+  framework: jax
+  replicaSpecs:
+    Worker:
+      template:
+        spec:
+          containers:
+          - {name: jax, image: none, command: [sh, -c, 'printf "accuracy=0.93" > "$TRAINSTEP_TERMINATION_MESSAGE_PATH"']}
+`
+	r := runLocally(t, t.Context(), []byte(job), spec.Options{}, watchLog())
+	if r.res.Phase != result.PhaseSucceeded {
+		t.Fatalf("phase %s (%v)", r.res.Phase, r.err)
+	}
+	if got := r.output(t, "metrics.json"); got != "{}" {
+		t.Errorf("metrics.json = %q, want {}", got)
+	}
+	if got := r.output(t, "termination-message"); got != "accuracy=0.93" {
+		t.Errorf("termination-message = %q, want the text the replica wrote", got)
+	}
+	if !strings.Contains(r.stdout, `"terminationMessage":"accuracy=0.93"`) {
+		t.Errorf("stdout %q lacks the termination message", r.stdout)
+	}
+	warned := r.logs.FilterMessageSnippet("not a JSON object").All()
+	if len(warned) != 1 || warned[0].Level != zapcore.WarnLevel {
+		t.Errorf("want one warning about the termination message, got %v", warned)
+	}
+}
