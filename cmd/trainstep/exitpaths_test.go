@@ -79,13 +79,15 @@ type exitPath struct {
 	// env replaces these variables; HOME and KUBECONFIG are always the row's.
 	env map[string]string
 	// signals, when set, are sent once the worker runs, this far apart.
-	signals  int
-	code     int
-	phase    result.Phase
-	reason   string
-	noFiles  bool              // the outputs directory cannot be written: no file at all
-	outputs  map[string]string // exact content of these output files
-	messages []string          // substrings of the result's message
+	signals int
+	code    int
+	phase   result.Phase
+	reason  string
+	noFiles bool // the outputs directory cannot be written: no file at all
+	// unreadable is a file of the row made unreadable (needs a user other than root).
+	unreadable string
+	outputs    map[string]string // exact content of these output files
+	messages   []string          // substrings of the result's message
 }
 
 func TestExitPaths(t *testing.T) {
@@ -96,6 +98,18 @@ func TestExitPaths(t *testing.T) {
 		_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","message":"forbidden: User \"ci\" cannot create selfsubjectrulesreviews","code":403}`)
 	}))
 	defer forbidden.Close()
+	unauthorized := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Unauthorized","message":"Unauthorized","code":401}`)
+	}))
+	defer unauthorized.Close()
+	noRights := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, `{"kind":"SelfSubjectRulesReview","apiVersion":"authorization.k8s.io/v1","spec":{},"status":{"resourceRules":[],"nonResourceRules":[],"incomplete":false}}`)
+	}))
+	defer noRights.Close()
 
 	ok := localJob("exits", `printf '{"accuracy": 0.9}' > "$TRAINSTEP_TERMINATION_MESSAGE_PATH"`)
 	cases := []exitPath{
@@ -113,6 +127,8 @@ func TestExitPaths(t *testing.T) {
 			outputs: map[string]string{"job-name": "exits", "replicas.json": "[]", "metrics.json": "{}"}, messages: []string{"spec.replicaSpecs.Worker.replicas: Invalid value: -1"}},
 		{name: "job file missing", args: []string{"run", "--local", "-f", "@nope.yaml"},
 			code: 11, phase: result.PhaseInvalid, reason: result.ReasonInvalidArguments, messages: []string{"reading the job file", "no such file"}},
+		{name: "job file unreadable", args: []string{"run", "--local", "-f", "@unreadable.yaml"}, files: map[string]string{"unreadable.yaml": ok}, unreadable: "unreadable.yaml",
+			code: 11, phase: result.PhaseInvalid, reason: result.ReasonInvalidArguments, messages: []string{"reading the job file", "permission denied"}},
 		{name: "job file is a directory", args: []string{"run", "--local", "-f", "@@"},
 			code: 11, phase: result.PhaseInvalid, reason: result.ReasonInvalidArguments, messages: []string{"reading the job file", "is a directory"}},
 		{name: "bad --logs", args: []string{"run", "--local", "-f", "@job.yaml", "--logs", "foo"}, files: map[string]string{"job.yaml": ok},
@@ -134,6 +150,14 @@ func TestExitPaths(t *testing.T) {
 		{name: "API server refuses", args: []string{"run", "-f", "@job.yaml", "--kubeconfig", "@kubeconfig"},
 			files: map[string]string{"job.yaml": ok, "kubeconfig": kubeconfigFor(forbidden.URL)},
 			code:  11, phase: result.PhaseInvalid, reason: result.ReasonForbidden, messages: []string{"forbidden"}},
+		{name: "API server rejects the credentials", args: []string{"run", "-f", "@job.yaml", "--kubeconfig", "@kubeconfig"},
+			files: map[string]string{"job.yaml": ok, "kubeconfig": kubeconfigFor(unauthorized.URL)},
+			code:  11, phase: result.PhaseInvalid, reason: result.ReasonUnauthorized, messages: []string{"rejected the credentials"}},
+		{name: "a permission is missing", args: []string{"run", "-f", "@job.yaml", "--kubeconfig", "@kubeconfig"},
+			files: map[string]string{"job.yaml": ok, "kubeconfig": kubeconfigFor(noRights.URL)},
+			code:  11, phase: result.PhaseInvalid, reason: result.ReasonForbidden, messages: []string{`missing permission in namespace "team-a": cannot create pods`}},
+		{name: "kubeconfig cannot be used", args: []string{"run", "-f", "@job.yaml", "--kubeconfig", "@no-such-kubeconfig"}, files: map[string]string{"job.yaml": ok},
+			code: 11, phase: result.PhaseInvalid, reason: result.ReasonInvalidKubeconfig, messages: []string{"no-such-kubeconfig"}},
 		{name: "API server unreachable", args: []string{"run", "-f", "@job.yaml", "--api-timeout", "1s"},
 			files: map[string]string{"job.yaml": ok, ".kube/config": kubeconfigFor("https://127.0.0.1:1")},
 			code:  12, phase: result.PhaseTransient, reason: result.ReasonAPIUnreachable, messages: []string{"did not answer for 1s"}},
@@ -162,6 +186,14 @@ func runExitPath(t *testing.T, bin string, tc exitPath) {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tc.unreadable != "" {
+		if os.Geteuid() == 0 {
+			t.Skip("root reads every file: an unreadable job file needs another user")
+		}
+		if err := os.Chmod(filepath.Join(dir, tc.unreadable), 0); err != nil {
 			t.Fatal(err)
 		}
 	}
