@@ -76,12 +76,18 @@ func watchLog() logWatch {
 // runLocally runs manifest with opts to its end, logging into watch.
 func runLocally(t *testing.T, ctx context.Context, manifest []byte, opts spec.Options, watch logWatch) localRun {
 	t.Helper()
+	return runLocallyMode(t, ctx, manifest, opts, watch, logs.ModeLeaders)
+}
+
+// runLocallyMode is runLocally with replica logs in mode.
+func runLocallyMode(t *testing.T, ctx context.Context, manifest []byte, opts spec.Options, watch logWatch, mode logs.Mode) localRun {
+	t.Helper()
 	var stdout bytes.Buffer
 	r := localRun{stderr: &testutil.SyncBuffer{}, logs: watch.logs, outputsDir: t.TempDir()}
 	cfg := Config{
 		Spec: manifest, SpecOptions: opts, Local: true,
 		OutputsDir: r.outputsDir, ProgressFile: filepath.Join(r.outputsDir, "progress"),
-		Logs: logs.ModeLeaders, Logger: zap.New(watch.core), Stdout: &stdout, Stderr: r.stderr,
+		Logs: mode, Logger: zap.New(watch.core), Stdout: &stdout, Stderr: r.stderr,
 	}
 	started := time.Now()
 	r.res, r.err = Run(ctx, cfg)
