@@ -47,6 +47,7 @@ created), 12 Transient (worth a retry), 13 Terminated by SIGTERM/SIGINT.`,
 		newRunCommand(), // run.go
 		newRenderCommand(),
 		newValidateCommand(),
+		newConvertCommand(),
 		newVersionCommand(),
 	)
 	return root

@@ -150,6 +150,7 @@ func (c *converter) runPolicy(in RunPolicy) v1alpha1.RunPolicy {
 	}
 	if sp := in.SchedulingPolicy; sp != nil {
 		out.SchedulingPolicy = &v1alpha1.SchedulingPolicy{
+			Gang:                   v1alpha1.GangKind(sp.Gang),
 			MinAvailable:           copyPtr(sp.MinAvailable),
 			Queue:                  sp.Queue,
 			PriorityClass:          sp.PriorityClass,
@@ -159,7 +160,6 @@ func (c *converter) runPolicy(in RunPolicy) v1alpha1.RunPolicy {
 			res := sp.MinResources.DeepCopy()
 			out.SchedulingPolicy.MinResources = &res
 		}
-		c.warnf("spec.runPolicy.schedulingPolicy: Kubeflow turns gang scheduling on operator-wide; trainstep keeps it off (gang: none) for Kubeflow manifests — write a TrainJob with schedulingPolicy.gang to use it")
 	}
 	return out
 }

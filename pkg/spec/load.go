@@ -51,6 +51,10 @@ type Options struct {
 	// Args are [TYPE:]VALUE: an argument appended to the main container's
 	// args of every replica type, or of TYPE only.
 	Args []string
+	// Gang, when set, is the job's spec.runPolicy.schedulingPolicy.gang,
+	// whatever the manifest says: the one way to choose a gang scheduler
+	// for a Kubeflow manifest without editing it.
+	Gang string
 	// In Sets, Images, Envs and Args an empty value is skipped.
 }
 
@@ -99,6 +103,17 @@ func load(data []byte, opts Options) (*v1alpha1.TrainJob, []string, error) {
 	}
 	if opts.Namespace != "" {
 		job.Namespace = opts.Namespace
+	}
+	if opts.Gang != "" {
+		if job.Spec.RunPolicy.SchedulingPolicy == nil {
+			job.Spec.RunPolicy.SchedulingPolicy = &v1alpha1.SchedulingPolicy{}
+		}
+		job.Spec.RunPolicy.SchedulingPolicy.Gang = v1alpha1.GangKind(opts.Gang)
+	}
+	if sp := job.Spec.RunPolicy.SchedulingPolicy; terms.replicaSpecs != trainJobReplicaSpecs && sp != nil && sp.Gang == "" {
+		warnings = append(warnings, "spec.runPolicy.schedulingPolicy: Kubeflow turns gang scheduling on operator-wide; "+
+			"trainstep keeps it off (gang: none) until you choose one with --gang or spec.runPolicy.schedulingPolicy.gang "+
+			"(builtin, scheduler-plugins, volcano, kueue)")
 	}
 	v1alpha1.SetDefaults(job)
 	if err := applyOverrides(job, opts); err != nil {
