@@ -28,6 +28,15 @@ var (
 	buildErr  error
 )
 
+// TestMain removes the binary the tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binary != "" {
+		_ = os.RemoveAll(filepath.Dir(binary))
+	}
+	os.Exit(code)
+}
+
 // trainstepBinary builds this command once per test process, so exit codes,
 // streams and signals are those a user sees.
 func trainstepBinary(t *testing.T) string {

@@ -1,7 +1,9 @@
 // Command trainstep runs one distributed training job (TensorFlow, PyTorch,
 // MPI, JAX or XGBoost) as an Argo Workflows step, without a training
 // operator: `trainstep run` creates and tends the replicas, `render` prints
-// the objects a job would create, `validate` checks a job file.
+// the objects a job would create, `validate` checks job files, `convert`
+// prints the TrainJob a Kubeflow manifest runs as; `completion` prints shell
+// completion scripts.
 //
 // This package only wires commands: it reads flags, the environment and
 // files, and hands plain values to the packages that do the work. Exit
