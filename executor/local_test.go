@@ -504,7 +504,7 @@ spec:
 	if !strings.Contains(r.stdout, `"terminationMessage":"accuracy=0.93"`) {
 		t.Errorf("stdout %q lacks the termination message", r.stdout)
 	}
-	warned := r.logs.FilterMessageSnippet("not a JSON object").All()
+	warned := r.logs.FilterMessageSnippet("gives no metrics").All()
 	if len(warned) != 1 || warned[0].Level != zapcore.WarnLevel {
 		t.Errorf("want one warning about the termination message, got %v", warned)
 	}

@@ -252,8 +252,8 @@ func fillResult(res *result.Result, job *v1alpha1.TrainJob, view *policy.View, d
 	if r := policy.MetricsReplica(view, frameworks.SuccessRuleFor(job)); r != nil {
 		metrics, err := outputs.Metrics(r.TerminationMessage)
 		if err != nil {
-			log.Warn("no metrics: "+err.Error()+"; metrics.json is {} and the output termination-message keeps the text",
-				zap.Stringer("replica", r.ReplicaID), zap.String("terminationMessage", r.TerminationMessage))
+			log.Warn("the termination message gives no metrics: metrics.json is {}, the termination-message output keeps its text",
+				zap.Stringer("replica", r.ReplicaID), zap.Error(err), zap.String("terminationMessage", r.TerminationMessage))
 		}
 		res.Metrics, res.TerminationMessage = metrics, r.TerminationMessage
 	}
