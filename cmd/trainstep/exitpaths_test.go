@@ -189,6 +189,22 @@ func TestExitPaths(t *testing.T) {
 
 func runExitPath(t *testing.T, bin string, tc exitPath) {
 	dir := t.TempDir()
+	// Root reads every file: an unreadable job file needs another user,
+	// and a directory that user can work in.
+	asNobody := tc.unreadable != "" && os.Geteuid() == 0
+	if asNobody {
+		shared, err := os.MkdirTemp("", "trainstep-exitpath-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.RemoveAll(shared) })
+		for _, d := range []string{shared, filepath.Dir(bin)} {
+			if err := os.Chmod(d, 0o777); err != nil {
+				t.Fatal(err)
+			}
+		}
+		dir = shared
+	}
 	for name, content := range tc.files {
 		path := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -199,9 +215,6 @@ func runExitPath(t *testing.T, bin string, tc exitPath) {
 		}
 	}
 	if tc.unreadable != "" {
-		if os.Geteuid() == 0 {
-			t.Skip("root reads every file: an unreadable job file needs another user")
-		}
 		if err := os.Chmod(filepath.Join(dir, tc.unreadable), 0); err != nil {
 			t.Fatal(err)
 		}
@@ -223,6 +236,9 @@ func runExitPath(t *testing.T, bin string, tc exitPath) {
 	marker := filepath.Join(dir, "marker")
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
+	if asNobody {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	}
 	cmd.Env = append(os.Environ(), "HOME="+dir, "KUBECONFIG=", "KUBERNETES_SERVICE_HOST=", "POD_NAMESPACE=", "MARKER="+marker)
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
