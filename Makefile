@@ -8,6 +8,9 @@ PKGS := ./...
 # Integration packages start a real test cluster; -p 1 keeps one cluster at a time on small machines.
 INTEGRATION_PKGS := ./test/...
 FUZZTIME ?= 5m
+# Stamped into trainstep (`trainstep version`) and the image's org.opencontainers.image.version.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+IMAGE ?= ghcr.io/trainstep/trainstep:latest
 
 .DEFAULT_GOAL := help
 
@@ -20,16 +23,16 @@ help: ## Show this help.
 ##@ Build
 
 .PHONY: build
-build: ## Build trainstep and the demo trainer into bin/.
-	$(GO) build -o $(BIN)/ ./cmd/...
+build: ## Build trainstep and the demo trainer into bin/ (VERSION stamped into trainstep).
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ ./cmd/...
 
 .PHONY: demo
 demo: build ## Train the demo parameter-server job locally (no cluster needed).
 	PATH="$(BIN):$$PATH" $(BIN)/trainstep run --local -f workflows/jobs/demo-ps.yaml --outputs-dir $(BIN)/demo-outputs --log-format console
 
 .PHONY: image
-image: ## Build the trainstep OCI image archive into bin/trainstep-image.tar (no Docker needed).
-	$(GO) run ./hack/image -o $(BIN)/trainstep-image.tar
+image: ## Build the trainstep OCI image archive into bin/trainstep-image.tar (no Docker needed); IMAGE names it, VERSION is stamped.
+	$(GO) run ./hack/image -o $(BIN)/trainstep-image.tar -tag $(IMAGE) -version $(VERSION)
 
 ##@ Test
 

@@ -25,8 +25,11 @@ type Config struct {
 	// local.Options.Supervisor). Empty starts the replicas directly.
 	LocalSupervisor []string
 
-	// Kubeconfig is the kubeconfig file to use; empty means in-cluster config.
-	Kubeconfig string
+	// Kubeconfig is the kubeconfig file --kubeconfig names; it wins over
+	// KubeconfigPaths, the files kubectl would read otherwise ($KUBECONFIG's
+	// list, else ~/.kube/config). With neither, the in-cluster config.
+	Kubeconfig      string
+	KubeconfigPaths []string
 	// KubeContext selects a context of Kubeconfig.
 	KubeContext string
 	// PodNamespace is the step pod's own namespace, when known.

@@ -32,28 +32,24 @@ type connection struct {
 	requests *apistats.Counter
 }
 
-// connect builds the client: --kubeconfig (or KUBECONFIG, resolved by the
-// caller), else the in-cluster config. The namespace follows DESIGN's order:
-// -n or metadata.namespace (already in jobNamespace), the step pod's own,
-// then the kubeconfig's.
+// connect builds the client as kubectl does: --kubeconfig, else the files
+// of $KUBECONFIG or ~/.kube/config (resolved by the caller), else the
+// in-cluster config. The namespace follows DESIGN's order: -n or
+// metadata.namespace (already in jobNamespace), the step pod's own, then
+// the kubeconfig's.
 func connect(cfg *Config, jobNamespace string) (*connection, error) {
-	var restConfig *rest.Config
-	kubeNamespace := ""
-	if cfg.Kubeconfig != "" {
-		loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-			&clientcmd.ClientConfigLoadingRules{ExplicitPath: cfg.Kubeconfig},
-			&clientcmd.ConfigOverrides{CurrentContext: cfg.KubeContext})
-		var err error
-		if restConfig, err = loader.ClientConfig(); err != nil {
-			return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("loading kubeconfig %s: %w", cfg.Kubeconfig, err))
-		}
-		kubeNamespace, _, _ = loader.Namespace()
-	} else {
-		var err error
-		if restConfig, err = rest.InClusterConfig(); err != nil {
-			return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("no --kubeconfig, no KUBECONFIG and not in a cluster: %w", err))
-		}
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: cfg.Kubeconfig, Precedence: cfg.KubeconfigPaths},
+		&clientcmd.ConfigOverrides{CurrentContext: cfg.KubeContext})
+	restConfig, err := loader.ClientConfig()
+	switch {
+	case clientcmd.IsEmptyConfig(err):
+		return nil, result.Invalid(result.ReasonNoCluster, errors.New(
+			"no cluster to run on: no --kubeconfig, no $KUBECONFIG, no ~/.kube/config, and not inside a cluster (--local runs the job on this machine)"))
+	case err != nil:
+		return nil, result.Invalid(result.ReasonInvalidKubeconfig, fmt.Errorf("loading the kubeconfig: %w", err))
 	}
+	kubeNamespace, _, _ := loader.Namespace()
 	restConfig.QPS, restConfig.Burst = cfg.QPS, cfg.Burst
 	restConfig.UserAgent = "trainstep"
 	var requests *apistats.Counter

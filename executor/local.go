@@ -11,6 +11,7 @@ import (
 	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/reconcile"
 	"github.com/trainstep/trainstep/pkg/result"
+	"github.com/trainstep/trainstep/pkg/spec"
 )
 
 // runLocal runs the job as local processes with the same policies, log
@@ -42,9 +43,12 @@ func runLocal(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, res *res
 		},
 	})
 	if err != nil {
-		return err
+		// The backend's own checks (a command to run) name TrainJob paths.
+		return spec.InManifestTerms(cfg.Spec, err)
 	}
-	fillResult(res, job, &outcome.View, outcome.Decision)
+	fillResult(res, job, &outcome.View, outcome.Decision, log)
+	// Every process still running when the job ended was stopped.
+	markStopped(res, policy.Desired(job))
 	if terminated() || outcome.Terminated {
 		res.Phase, res.Reason, res.Message = result.PhaseTerminated, result.ReasonTerminated, "the run was stopped; every local process of the job was stopped"
 	}

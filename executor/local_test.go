@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,12 +76,18 @@ func watchLog() logWatch {
 // runLocally runs manifest with opts to its end, logging into watch.
 func runLocally(t *testing.T, ctx context.Context, manifest []byte, opts spec.Options, watch logWatch) localRun {
 	t.Helper()
+	return runLocallyMode(t, ctx, manifest, opts, watch, logs.ModeLeaders)
+}
+
+// runLocallyMode is runLocally with replica logs in mode.
+func runLocallyMode(t *testing.T, ctx context.Context, manifest []byte, opts spec.Options, watch logWatch, mode logs.Mode) localRun {
+	t.Helper()
 	var stdout bytes.Buffer
 	r := localRun{stderr: &testutil.SyncBuffer{}, logs: watch.logs, outputsDir: t.TempDir()}
 	cfg := Config{
 		Spec: manifest, SpecOptions: opts, Local: true,
 		OutputsDir: r.outputsDir, ProgressFile: filepath.Join(r.outputsDir, "progress"),
-		Logs: logs.ModeLeaders, Logger: zap.New(watch.core), Stdout: &stdout, Stderr: r.stderr,
+		Logs: mode, Logger: zap.New(watch.core), Stdout: &stdout, Stderr: r.stderr,
 	}
 	started := time.Now()
 	r.res, r.err = Run(ctx, cfg)
@@ -393,4 +400,112 @@ func TestInterruptLeavesNoProcessBehind(t *testing.T) {
 		t.Errorf("recorded %d process groups, want 3", len(pgids))
 	}
 	proctest.AssertNoneLeft(t, pgids)
+}
+
+// The local backend's own checks name the Kubeflow manifest's paths too.
+func TestLocalErrorsOfAKubeflowManifestUseItsPaths(t *testing.T) {
+	tfjob := `apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {name: dist-mnist}
+spec:
+  tfReplicaSpecs:
+    Worker:
+      replicas: 1
+      template:
+        spec:
+          containers: [{name: tensorflow, image: example.com/mnist:1, command: [no-such-trainer]}]
+`
+	r := runLocally(t, t.Context(), []byte(tfjob), spec.Options{}, watchLog())
+	if r.res.Phase != result.PhaseInvalid {
+		t.Fatalf("phase %s (%v), want Invalid", r.res.Phase, r.err)
+	}
+	if want := "spec.tfReplicaSpecs.Worker.template.spec.containers[0].command[0]"; !strings.Contains(r.res.Message, want) {
+		t.Errorf("message %q does not name %s", r.res.Message, want)
+	}
+}
+
+// recreatedTwiceJob: Worker/0 exits with the retryable code 75 twice, so it
+// is recreated twice, then succeeds; the ps runs until it is stopped.
+const recreatedTwiceJob = `
+apiVersion: trainstep.dev/v1alpha1
+kind: TrainJob
+metadata: {name: recreated}
+spec:
+  framework: tensorflow
+  replicaSpecs:
+    PS:
+      template:
+        spec:
+          containers: [{name: tensorflow, image: none, command: [sleep, "60"]}]
+    Worker:
+      restartPolicy: ExitCode
+      retryableExitCodes: [75]
+      template:
+        spec:
+          containers:
+          - name: tensorflow
+            image: none
+            command: [sh, -c, 'n=$(cat "$COUNT" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$COUNT"; if [ $n -le 2 ]; then exit 75; fi']
+`
+
+// replicas.json: a replica trainstep stopped is Stopped, not Running, and
+// per-replica restarts add up to the job's.
+func TestReplicasShowStoppedAndTheirOwnRestarts(t *testing.T) {
+	count := filepath.Join(t.TempDir(), "count")
+	r := runLocally(t, t.Context(), []byte(recreatedTwiceJob), spec.Options{Envs: []string{"COUNT=" + count}}, watchLog())
+	if r.res.Phase != result.PhaseSucceeded {
+		t.Fatalf("phase %s (%v)\n%s", r.res.Phase, r.err, r.stderr)
+	}
+	var replicas []result.ReplicaStatus
+	if err := json.Unmarshal([]byte(r.output(t, "replicas.json")), &replicas); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	var sum int32
+	for _, rs := range replicas {
+		got[rs.Type] = fmt.Sprintf("%s restarts %d", rs.Phase, rs.Restarts)
+		sum += rs.Restarts
+	}
+	want := map[string]string{"PS": "Stopped restarts 0", "Worker": "Succeeded restarts 2"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("replicas.json (-want +got):\n%s", diff)
+	}
+	if restarts := r.output(t, "restarts"); restarts != "2" || sum != 2 {
+		t.Errorf("job restarts %s, replicas' sum %d; want both 2", restarts, sum)
+	}
+}
+
+// A termination message that is not JSON gives metrics.json {} with a
+// warning, and its text is kept in the termination-message output.
+func TestTerminationMessageThatIsNotJSONIsKeptAndWarnedAbout(t *testing.T) {
+	job := `
+apiVersion: trainstep.dev/v1alpha1
+kind: TrainJob
+metadata: {name: plain}
+spec:
+  framework: jax
+  replicaSpecs:
+    Worker:
+      template:
+        spec:
+          containers:
+          - {name: jax, image: none, command: [sh, -c, 'printf "accuracy=0.93" > "$TRAINSTEP_TERMINATION_MESSAGE_PATH"']}
+`
+	r := runLocally(t, t.Context(), []byte(job), spec.Options{}, watchLog())
+	if r.res.Phase != result.PhaseSucceeded {
+		t.Fatalf("phase %s (%v)", r.res.Phase, r.err)
+	}
+	if got := r.output(t, "metrics.json"); got != "{}" {
+		t.Errorf("metrics.json = %q, want {}", got)
+	}
+	if got := r.output(t, "termination-message"); got != "accuracy=0.93" {
+		t.Errorf("termination-message = %q, want the text the replica wrote", got)
+	}
+	if !strings.Contains(r.stdout, `"terminationMessage":"accuracy=0.93"`) {
+		t.Errorf("stdout %q lacks the termination message", r.stdout)
+	}
+	warned := r.logs.FilterMessageSnippet("gives no metrics").All()
+	if len(warned) != 1 || warned[0].Level != zapcore.WarnLevel {
+		t.Errorf("want one warning about the termination message, got %v", warned)
+	}
 }

@@ -25,11 +25,46 @@ import (
 // under OutputsDir and one JSON line on Stdout. The returned Result's phase
 // gives the exit code; the error, when not nil, explains a run that did not
 // succeed for a reason other than the training itself.
+//
+// An outputs directory that cannot be written ends the run Invalid before
+// anything starts: the outputs would be lost. That is the one exit that
+// writes no file; the result line still goes to Stdout.
 func Run(ctx context.Context, cfg Config) (result.Result, error) {
 	cfg.setDefaults()
 	start := cfg.Clock.Now()
-	res := result.Result{Replicas: []result.ReplicaStatus{}, Metrics: map[string]any{}}
-	err := run(ctx, &cfg, &res)
+	res := newResult(&cfg)
+	var err error
+	if dirErr := outputs.CheckDir(cfg.OutputsDir); dirErr != nil {
+		err = result.Invalid(result.ReasonOutputsDirUnusable, fmt.Errorf("--outputs-dir %s: %w; nothing was started", cfg.OutputsDir, dirErr))
+	} else {
+		err = run(ctx, &cfg, &res)
+	}
+	end(&cfg, &res, err, start)
+	return res, err
+}
+
+// Report writes the outputs of a run that ended before it could start — a
+// job file that cannot be read, a flag with a bad value — so that every
+// exit that knows its outputs directory writes every output file and the
+// result line. err gives the phase and reason.
+func Report(cfg Config, err error) result.Result {
+	cfg.setDefaults()
+	res := newResult(&cfg)
+	end(&cfg, &res, err, cfg.Clock.Now())
+	return res
+}
+
+// newResult is the result before anything is known but the job's name.
+func newResult(cfg *Config) result.Result {
+	return result.Result{
+		JobName:  spec.JobName(cfg.Spec, cfg.SpecOptions),
+		Replicas: []result.ReplicaStatus{}, Metrics: map[string]any{},
+	}
+}
+
+// end fills what err says about the run, when the run did not say it
+// itself, and writes the outputs.
+func end(cfg *Config, res *result.Result, err error, start time.Time) {
 	if err != nil && res.Phase == "" {
 		var re *result.Error
 		res.Phase = result.PhaseOf(err)
@@ -41,9 +76,8 @@ func Run(ctx context.Context, cfg Config) (result.Result, error) {
 		}
 		res.Message = err.Error()
 	}
-	res.DurationSeconds = cfg.Clock.Since(start).Seconds()
-	finish(&cfg, res)
-	return res, err
+	res.DurationSeconds = result.Seconds(cfg.Clock.Since(start).Seconds())
+	finish(cfg, *res)
 }
 
 // finish writes the outputs; it never fails the run, it only logs.
@@ -238,7 +272,7 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 	}
 	wasTerminated := terminated()
 	view := ctrl.View()
-	fillResult(res, job, &view, decision)
+	fillResult(res, job, &view, decision, s.log)
 	switch {
 	case wasTerminated:
 		markTerminated(res, "the step was stopped; every object of the job was deleted")
@@ -257,7 +291,8 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 		lease.stop()
 		return nil
 	}
-	left, err := ctrl.Cleanup(teardownCtx, wasTerminated || runErr != nil, true)
+	deleteAll := wasTerminated || runErr != nil
+	left, err := ctrl.Cleanup(teardownCtx, deleteAll, true)
 	if err != nil {
 		s.log.Error("cleaning up", zap.Error(err), zap.Strings("left", left))
 	}
@@ -267,6 +302,8 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 			res.Message = strings.Replace(res.Message, "every object of the job was deleted", "its objects were deleted", 1)
 		}
 	}
+	plan := policy.Cleanup(job.Spec.RunPolicy.CleanPodPolicyOrDefault(), deleteAll, view.Replicas)
+	markStopped(res, plan.Pods)
 	events.final(s.eventObject, *res)
 	lease.release(teardownCtx)
 	s.log.Info("job ended", zap.String("phase", string(res.Phase)), zap.String("reason", res.Reason), zap.String("message", res.Message))
@@ -325,8 +362,10 @@ func reconcileHoldingLease(ctx context.Context, cfg *Config, s *preparedRun, ctr
 	}
 }
 
-// fillResult turns the final decision and view into the result.
-func fillResult(res *result.Result, job *v1alpha1.TrainJob, view *policy.View, d policy.Decision) {
+// fillResult turns the final decision and view into the result. A
+// termination message that is not a JSON object gives no metrics, with a
+// warning; its text is kept in the result either way.
+func fillResult(res *result.Result, job *v1alpha1.TrainJob, view *policy.View, d policy.Decision, log *zap.Logger) {
 	switch d.Outcome {
 	case policy.OutcomeSucceeded:
 		res.Phase = result.PhaseSucceeded
@@ -338,7 +377,26 @@ func fillResult(res *result.Result, job *v1alpha1.TrainJob, view *policy.View, d
 	res.Reason, res.Message, res.Restarts = d.Reason, d.Message, view.Restarts
 	res.Replicas = replicaStatuses(view)
 	if r := policy.MetricsReplica(view, frameworks.SuccessRuleFor(job)); r != nil {
-		res.Metrics = outputs.ParseMetrics(r.TerminationMessage)
+		metrics, err := outputs.Metrics(r.TerminationMessage)
+		if err != nil {
+			log.Warn("the termination message gives no metrics: metrics.json is {}, the termination-message output keeps its text",
+				zap.Stringer("replica", r.ReplicaID), zap.Error(err), zap.String("terminationMessage", r.TerminationMessage))
+		}
+		res.Metrics, res.TerminationMessage = metrics, r.TerminationMessage
+	}
+}
+
+// markStopped gives the replicas trainstep stopped at the end — still
+// pending or running when the job ended — the phase Stopped, so the
+// outputs do not list them as running on.
+func markStopped(res *result.Result, stopped []policy.ReplicaID) {
+	for _, id := range stopped {
+		for i := range res.Replicas {
+			r := &res.Replicas[i]
+			if r.Type == string(id.Type) && r.Index == id.Index && (r.Phase == string(policy.PhaseRunning) || r.Phase == string(policy.PhasePending)) {
+				r.Phase = result.ReplicaPhaseStopped
+			}
+		}
 	}
 }
 
@@ -347,7 +405,7 @@ func replicaStatuses(view *policy.View) []result.ReplicaStatus {
 	for _, r := range view.Replicas {
 		out = append(out, result.ReplicaStatus{
 			Type: string(r.Type), Index: r.Index, Phase: string(r.Phase),
-			ExitCode: r.ExitCode, Restarts: r.Restarts, Node: r.Node,
+			ExitCode: r.ExitCode, Restarts: r.Restarts + r.EarlierRestarts, Node: r.Node,
 		})
 	}
 	return out

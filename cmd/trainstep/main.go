@@ -1,7 +1,9 @@
 // Command trainstep runs one distributed training job (TensorFlow, PyTorch,
 // MPI, JAX or XGBoost) as an Argo Workflows step, without a training
 // operator: `trainstep run` creates and tends the replicas, `render` prints
-// the objects a job would create, `validate` checks a job file.
+// the objects a job would create, `validate` checks job files, `convert`
+// prints the TrainJob a Kubeflow manifest runs as; `completion` prints shell
+// completion scripts.
 //
 // This package only wires commands: it reads flags, the environment and
 // files, and hands plain values to the packages that do the work. Exit
@@ -17,11 +19,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/trainstep/trainstep/executor"
+	"github.com/trainstep/trainstep/pkg/outputs"
 	"github.com/trainstep/trainstep/pkg/result"
 )
-
-// reasonInvalidArguments is the reason of a command line cobra rejects.
-const reasonInvalidArguments = "InvalidArguments"
 
 func main() {
 	os.Exit(execute(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
@@ -39,14 +40,16 @@ reports the result.
 
 Exit codes: 0 Succeeded, 10 Failed, 11 Invalid (bad spec or flags, nothing
 created), 12 Transient (worth a retry), 13 Terminated by SIGTERM/SIGINT.`,
-		SilenceUsage:      true,
-		SilenceErrors:     true,
-		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       buildVersion(),
 	}
+	root.SetVersionTemplate(versionLine() + "\n")
 	root.AddCommand(
 		newRunCommand(), // run.go
 		newRenderCommand(),
 		newValidateCommand(),
+		newConvertCommand(),
 		newVersionCommand(),
 	)
 	root.AddCommand(newSuperviseCommand()) // hidden: runs one local replica
@@ -71,8 +74,11 @@ func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return result.ExitSucceeded
 	}
 	if !started {
-		err = result.Invalid(reasonInvalidArguments, err)
+		err = result.Invalid(result.ReasonInvalidArguments, err)
 		defer fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
+		if cmd.Name() == "run" && cmd.HasParent() {
+			reportRunUsageError(args, err, stdout)
+		}
 	}
 	printError(stderr, err)
 	return result.PhaseOf(err).ExitCode()
@@ -111,4 +117,47 @@ func markStart(cmd *cobra.Command, started *bool) {
 	for _, sub := range cmd.Commands() {
 		markStart(sub, started)
 	}
+}
+
+// reportRunUsageError writes the outputs of a `trainstep run` whose command
+// line cobra rejected (an unknown flag, a flag value that does not parse):
+// the step still ends with its outputs. The outputs directory is read from
+// the arguments as they are; when --outputs-dir has no value there is no
+// directory to write to, and only the result line is printed.
+func reportRunUsageError(args []string, err error, stdout io.Writer) {
+	cfg := executor.Config{Stdout: stdout}
+	dir, known := outputsDirFromArgs(args)
+	if !known {
+		res := result.Result{Phase: result.PhaseInvalid, Reason: result.ReasonInvalidArguments, Message: err.Error()}
+		_ = outputs.PrintResult(stdout, res)
+		return
+	}
+	cfg.OutputsDir = dir
+	executor.Report(cfg, err)
+}
+
+// outputsDirFromArgs finds --outputs-dir in a command line that may not
+// parse: the last value given, else the default; known is false when the
+// flag is given without a value.
+func outputsDirFromArgs(args []string) (dir string, known bool) {
+	dir, known = executor.DefaultOutputsDir, true
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return dir, known
+		case strings.HasPrefix(a, "--outputs-dir="):
+			dir, known = strings.TrimPrefix(a, "--outputs-dir="), true
+		case a == "--outputs-dir":
+			if i+1 >= len(args) {
+				return "", false
+			}
+			i++
+			dir, known = args[i], true
+		}
+	}
+	if dir == "" {
+		return "", false
+	}
+	return dir, known
 }

@@ -62,6 +62,18 @@ spec:
       template: {spec: {containers: [{name: jax}]}}
 `
 
+const kubeflowTFJob = `apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {name: dist-mnist}
+spec:
+  tfReplicaSpecs:
+    Worker:
+      replicas: 2
+      template:
+        spec:
+          containers: [{name: tensorflow, image: example.com/mnist:1, command: [no-such-trainer]}]
+`
+
 const unknownFieldJob = `apiVersion: trainstep.dev/v1alpha1
 kind: TrainJob
 metadata: {name: spmd}
@@ -99,7 +111,7 @@ func runCLI(t *testing.T, stdin string, files map[string]string, args ...string)
 }
 
 func TestExitCodesAndStreams(t *testing.T) {
-	files := map[string]string{"tf.yaml": tfJob, "bad.yaml": invalidJob, "unknown.yaml": unknownFieldJob}
+	files := map[string]string{"tf.yaml": tfJob, "bad.yaml": invalidJob, "unknown.yaml": unknownFieldJob, "tfjob.yaml": kubeflowTFJob}
 	cases := []struct {
 		name       string
 		stdin      string
@@ -126,10 +138,19 @@ func TestExitCodesAndStreams(t *testing.T) {
 		{name: "lenient turns it into a warning", args: []string{"validate", "--lenient", "-f", "@unknown.yaml"}, wantCode: 0, wantStdout: "valid\n", stderrHas: []string{"Warning:", "spec.colour"}},
 		{name: "--name too long for the replica names", args: []string{"validate", "-f", "@tf.yaml", "--name", strings.Repeat("a", 60)}, wantCode: 11, stderrHas: []string{"metadata.name"}},
 		{name: "missing file", args: []string{"validate", "-f", "@nope.yaml"}, wantCode: 11, stderrHas: []string{"reading the job file"}},
-		{name: "missing -f", args: []string{"render"}, wantCode: 11, stderrHas: []string{`"file" not set`, "trainstep render --help"}},
+		{name: "no job file", args: []string{"render"}, wantCode: 11, stderrHas: []string{"no job file: give one with -f FILE or as an argument"}},
 		{name: "unknown flag", args: []string{"render", "-f", "@tf.yaml", "--colour"}, wantCode: 11, stderrHas: []string{"unknown flag: --colour"}},
 		{name: "unknown command", args: []string{"train"}, wantCode: 11, stderrHas: []string{`unknown command "train"`}},
-		{name: "stray argument", args: []string{"validate", "-f", "@tf.yaml", "extra"}, wantCode: 11, stderrHas: []string{"extra"}},
+		{name: "an argument is a job file too", args: []string{"render", "-f", "@tf.yaml", "extra"}, wantCode: 11, stderrHas: []string{"extra: reading the job file"}},
+		{name: "a Kubeflow manifest's errors use its own paths", args: []string{"validate", "-f", "@tfjob.yaml", "--set", "spec.tfReplicaSpecs.Worker.replicas=-1"}, wantCode: 11,
+			stderrHas: []string{"Error: spec.tfReplicaSpecs.Worker.replicas: Invalid value: -1: must be >= 0\n"}},
+		{name: "a type error names the replica type", args: []string{"validate", "-f", "@tf.yaml", "--set", `spec.replicaSpecs.Worker.replicas="4"`}, wantCode: 11,
+			stderrHas: []string{"Error: spec.replicaSpecs.Worker.replicas: Invalid value: \"4\": must be an integer\n"}},
+		{name: "a name of 70 characters gets this job's limit", args: []string{"validate", "-f", "@tf.yaml", "--name", strings.Repeat("a", 70)}, wantCode: 11,
+			stderrHas: []string{"shorten the name to at most 54 characters"}},
+		{name: "validate a positional file", args: []string{"validate", "@tf.yaml"}, wantCode: 0, wantStdout: "valid\n", quietErr: true},
+		{name: "--version", args: []string{"--version"}, wantCode: 0, stdoutHas: []string{"trainstep ", "linux/", "go1."}, quietErr: true},
+		{name: "completion", args: []string{"completion", "bash"}, wantCode: 0, stdoutHas: []string{"bash completion", "__start_trainstep"}, quietErr: true},
 		{name: "bad output format", args: []string{"render", "-f", "@tf.yaml", "-o", "xml"}, wantCode: 11, stderrHas: []string{`"xml" is not yaml or json`}},
 		{name: "version", args: []string{"version"}, wantCode: 0, stdoutHas: []string{"trainstep "}, quietErr: true},
 	}
@@ -334,6 +355,29 @@ func TestEncodeJSONListMatchesMarshalIndent(t *testing.T) {
 		}
 		if diff := cmp.Diff(string(want)+"\n", got.String()); diff != "" {
 			t.Errorf("%d objects (-MarshalIndent +encodeJSONList):\n%s", len(objs), diff)
+		}
+	}
+}
+
+// Like kubectl, -f may be repeated (or comma-separated) and every file is
+// checked, each line naming its file.
+func TestValidateChecksEveryFile(t *testing.T) {
+	files := map[string]string{"tf.yaml": tfJob, "bad.yaml": invalidJob, "unknown.yaml": unknownFieldJob}
+	for _, args := range [][]string{
+		{"validate", "-f", "@bad.yaml", "-f", "@tf.yaml", "-f", "@unknown.yaml"},
+		{"validate", "@bad.yaml", "@tf.yaml", "@unknown.yaml"},
+	} {
+		got := runCLI(t, "", files, args...)
+		if got.code != 11 {
+			t.Errorf("%v: exit %d, want 11", args, got.code)
+		}
+		if !strings.HasSuffix(strings.TrimSpace(got.stdout), "tf.yaml: valid") || strings.Count(got.stdout, "\n") != 1 {
+			t.Errorf("%v: stdout %q, want only tf.yaml reported valid", args, got.stdout)
+		}
+		for _, want := range []string{"bad.yaml: spec.replicaSpecs.Worker.replicas: Invalid value: -1", "unknown.yaml: spec.colour: unknown field"} {
+			if !strings.Contains(got.stderr, want) {
+				t.Errorf("%v: stderr %q lacks %q", args, got.stderr, want)
+			}
 		}
 	}
 }

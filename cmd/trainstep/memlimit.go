@@ -33,7 +33,7 @@ func goMemoryLimit(getenv func(string) string) (limit int64, ok bool, err error)
 	}
 	bytes, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || bytes <= 0 {
-		return 0, false, result.Invalid(reasonInvalidArguments, fmt.Errorf("$%s: %q is not a positive number of bytes", envMemoryLimit, raw))
+		return 0, false, result.Invalid(result.ReasonInvalidArguments, fmt.Errorf("$%s: %q is not a positive number of bytes", envMemoryLimit, raw))
 	}
 	return bytes/10*9 + bytes%10*9/10, true, nil
 }

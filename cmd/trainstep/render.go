@@ -32,7 +32,7 @@ type renderFlags struct {
 func newRenderCommand() *cobra.Command {
 	f := &renderFlags{}
 	cmd := &cobra.Command{
-		Use:   "render -f JOB.yaml [-o yaml|json]",
+		Use:   "render [-f] JOB.yaml... [-o yaml|json]",
 		Short: "Print every object the job would create, without a cluster",
 		Long: `Print every object the job would create: Secrets, ConfigMaps, headless
 Services and replica Pods, in creation order, as a multi-document YAML stream
@@ -40,44 +40,42 @@ or a JSON v1 List. Nothing is sent to a cluster.
 
 The namespace is -n, else metadata.namespace, else "default". An MPI job's SSH
 Secret holds a key pair generated afresh by this command, so that Secret differs
-from one render to the next; 'trainstep run' generates its own key once per job.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd) },
+from one render to the next; 'trainstep run' generates its own key once per job.
+Several job files (-f a.yaml -f b.yaml, or as arguments) print every job's
+objects, file after file.`,
+		RunE: func(cmd *cobra.Command, args []string) error { return f.run(cmd, args) },
 	}
 	f.spec.register(cmd)
 	cmd.Flags().StringVarP(&f.output, "output", "o", "yaml", "output format: yaml or json")
 	return cmd
 }
 
-func (f *renderFlags) run(cmd *cobra.Command) error {
+func (f *renderFlags) run(cmd *cobra.Command, args []string) error {
 	encode, ok := encoders[f.output]
 	if !ok {
-		return result.Invalidf("--output: %q is not yaml or json", f.output)
+		return result.Invalid(result.ReasonInvalidArguments, fmt.Errorf("--output: %q is not yaml or json", f.output))
 	}
-	job, err := f.spec.load(cmd)
+	all, err := f.spec.loadAll(cmd, args)
 	if err != nil {
 		return err
 	}
-	id := render.Identity{Namespace: job.Namespace, JobName: job.Name}
-	if id.Namespace == "" {
-		id.Namespace = defaultRenderNamespace
+	if err := joinLoadErrors(all); err != nil {
+		return err
 	}
-	var in render.Inputs
-	if job.Spec.Framework == v1alpha1.FrameworkMPI {
-		if in.SSHPrivateKey, in.SSHPublicKey, err = sshkey.Generate(); err != nil {
-			return err
+	paths := make([]string, len(all))
+	for i, l := range all {
+		paths[i] = l.path
+	}
+	streams := make([]objectStream, 0, len(all))
+	for _, l := range all {
+		r, shared, err := prepareRender(l.job)
+		if err != nil {
+			return fmt.Errorf("%s%w", filePrefix(paths, l.path), err)
 		}
-	}
-	r, err := render.NewRenderer(job, id)
-	if err != nil {
-		return result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
-	}
-	shared, err := r.SharedObjects(in)
-	if err != nil {
-		return result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
+		streams = append(streams, prefixErrors(filePrefix(paths, l.path), jobObjects(r, shared)))
 	}
 	out := bufio.NewWriter(cmd.OutOrStdout())
-	if err := encode(out, jobObjects(r, shared)); err != nil {
+	if err := encode(out, concat(streams)); err != nil {
 		var invalid *result.Error
 		if errors.As(err, &invalid) {
 			return err
@@ -85,6 +83,59 @@ func (f *renderFlags) run(cmd *cobra.Command) error {
 		return fmt.Errorf("printing the objects: %w", err)
 	}
 	return out.Flush()
+}
+
+// prepareRender prepares one loaded job's renderer, without a cluster, and
+// renders its shared objects.
+func prepareRender(job *v1alpha1.TrainJob) (*render.Renderer, *render.Objects, error) {
+	var err error
+	id := render.Identity{Namespace: job.Namespace, JobName: job.Name}
+	if id.Namespace == "" {
+		id.Namespace = defaultRenderNamespace
+	}
+	var in render.Inputs
+	if job.Spec.Framework == v1alpha1.FrameworkMPI {
+		if in.SSHPrivateKey, in.SSHPublicKey, err = sshkey.Generate(); err != nil {
+			return nil, nil, err
+		}
+	}
+	r, err := render.NewRenderer(job, id)
+	if err != nil {
+		return nil, nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
+	}
+	shared, err := r.SharedObjects(in)
+	if err != nil {
+		return nil, nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
+	}
+	return r, shared, nil
+}
+
+// concat streams the objects of every stream, one stream after the other.
+func concat(streams []objectStream) objectStream {
+	return func(yield func(runtime.Object) error) error {
+		for _, s := range streams {
+			if err := s(yield); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// prefixErrors names the job file in a rendering error of s (an Invalid
+// one keeps its phase); prefix is empty when there is one file.
+func prefixErrors(prefix string, s objectStream) objectStream {
+	if prefix == "" {
+		return s
+	}
+	return func(yield func(runtime.Object) error) error {
+		var invalid *result.Error
+		err := s(yield)
+		if errors.As(err, &invalid) {
+			return &result.Error{Phase: invalid.Phase, Reason: invalid.Reason, Err: fmt.Errorf("%s%w", prefix, invalid.Err)}
+		}
+		return err
+	}
 }
 
 // objectStream calls yield with each object in turn and stops at the first

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/trainstep/trainstep/executor"
 	"github.com/trainstep/trainstep/pkg/backend/local"
@@ -44,7 +46,7 @@ type runFlags struct {
 func newRunCommand() *cobra.Command {
 	f := &runFlags{}
 	cmd := &cobra.Command{
-		Use:   "run -f JOB.yaml",
+		Use:   "run [-f] JOB.yaml",
 		Short: "Run a training job to its end: create its replicas, keep them healthy, clean up, write outputs",
 		Long: `Run a training job to its end.
 
@@ -52,14 +54,15 @@ trainstep creates the job's replica Pods and headless Services, reconciles them
 until the job succeeds or fails, deletes them per cleanPodPolicy, and writes the
 outputs: one JSON line on stdout and one file per value under --outputs-dir.
 All logs go to stderr. Exit codes: 0 Succeeded, 10 Failed, 11 Invalid,
-12 Transient (worth a retry), 13 Terminated by SIGTERM/SIGINT.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd) },
+12 Transient (worth a retry), 13 Terminated by SIGTERM/SIGINT. Every exit
+writes the outputs, a bad command line included, unless --outputs-dir itself
+cannot be written (or has no value): then only stdout carries the result.`,
+		RunE: func(cmd *cobra.Command, args []string) error { return f.run(cmd, args) },
 	}
 	fl := cmd.Flags()
 	f.spec.register(cmd)
 	fl.BoolVar(&f.local, "local", false, "run the replicas as local processes (no cluster needed)")
-	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else the in-cluster config)")
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else the in-cluster config)")
 	fl.StringVar(&f.context, "context", "", "kubeconfig context to use")
 	fl.StringVar(&f.cfg.OwnerPod, "owner-pod", "", "name of the step pod that owns the job's objects (downward API metadata.name)")
 	fl.StringVar(&f.cfg.OwnerUID, "owner-uid", "", "UID of the owner pod (downward API metadata.uid)")
@@ -77,7 +80,7 @@ All logs go to stderr. Exit codes: 0 Succeeded, 10 Failed, 11 Invalid,
 	fl.IntVar(&f.cfg.Burst, "kube-api-burst", defaultKubeAPIBurst, "client-side burst of queries to the API server (also bounds parallel creates)")
 	fl.StringVar(&f.cfg.APIStatsFile, "api-stats-file", "", "write this run's API requests, counted by verb and resource, to this JSON file (for benchmarks)")
 	fl.StringVar(&f.logs, "logs", string(logs.ModeLeaders), "replica logs to stream to stderr: leaders (chief/master/worker-0/launcher), all or none")
-	fl.StringVar(&f.logFormat, "log-format", "json", "trainstep's own log format on stderr: json or console")
+	fl.StringVar(&f.logFormat, "log-format", "", "trainstep's own log format on stderr: json or console (default: console on a terminal, else json)")
 	// For the benchmarks' profiles; not part of the step's interface.
 	fl.StringVar(&f.cpuProfile, "cpu-profile", "", "write a CPU profile of the run to this file")
 	fl.StringVar(&f.memProfile, "mem-profile", "", "write a heap profile to this file when the run ends")
@@ -86,39 +89,53 @@ All logs go to stderr. Exit codes: 0 Succeeded, 10 Failed, 11 Invalid,
 	return cmd
 }
 
-func (f *runFlags) run(cmd *cobra.Command) error {
-	logger, err := newLogger(f.logFormat)
-	if err != nil {
-		return result.Invalid(result.ReasonInvalidSpec, err)
-	}
+func (f *runFlags) run(cmd *cobra.Command, args []string) error {
+	logger, logErr := newLogger(f.logFormat)
 	defer func() { _ = logger.Sync() }()
-	if err := applyMemoryLimit(os.Getenv, logger); err != nil {
-		return err
-	}
-	mode, err := logs.ParseMode(f.logs)
-	if err != nil {
-		return result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("--logs: %w", err))
-	}
-	data, err := f.spec.read(cmd.InOrStdin())
-	if err != nil {
-		return err
-	}
 	cfg := f.cfg
-	cfg.Spec, cfg.SpecOptions, cfg.Local, cfg.Logs = data, f.spec.options(), f.local, mode
+	cfg.SpecOptions, cfg.Local = f.spec.options(), f.local
+	cfg.Kubeconfig, cfg.KubeconfigPaths = f.kubeconfig, kubeconfigPaths()
 	cfg.LocalSupervisor = localSupervisor()
-	cfg.Kubeconfig = firstNonEmpty(f.kubeconfig, os.Getenv("KUBECONFIG"))
 	cfg.KubeContext = f.context
 	cfg.PodNamespace = podNamespace()
 	cfg.Logger, cfg.Stdout, cfg.Stderr = logger, cmd.OutOrStdout(), cmd.ErrOrStderr()
-	cfg.Signals = terminationSignals(cmd)
 
-	if f.cpuProfile != "" {
-		stop, err := startCPUProfile(f.cpuProfile)
-		if err != nil {
-			return result.Invalid(result.ReasonInvalidSpec, err)
-		}
-		defer stop()
+	// Whatever stops the run before it starts still writes the outputs; the
+	// job file is read first so that they can name the job.
+	memErr := applyMemoryLimit(os.Getenv, logger)
+	var fileErr error
+	cfg.Spec, fileErr = f.spec.readOne(cmd.InOrStdin(), args)
+	mode, err := logs.ParseMode(f.logs)
+	if err != nil {
+		err = result.Invalid(result.ReasonInvalidArguments, fmt.Errorf("--logs: %w", err))
 	}
+	if logErr != nil {
+		err = result.Invalid(result.ReasonInvalidArguments, logErr)
+	}
+	if err == nil {
+		err = memErr
+	}
+	if err == nil {
+		err = fileErr
+	}
+	if err == nil && f.cpuProfile != "" {
+		var stop func()
+		if stop, err = startCPUProfile(f.cpuProfile); err == nil {
+			defer stop()
+		} else {
+			err = result.Invalid(result.ReasonInvalidArguments, err)
+		}
+	}
+	if err != nil {
+		executor.Report(cfg, err)
+		return err
+	}
+	cfg.Logs = mode
+	cfg.Signals = terminationSignals(cmd, func() {
+		executor.Report(cfg, &result.Error{Phase: result.PhaseTerminated, Reason: result.ReasonTerminated,
+			Err: errors.New("a second signal: trainstep exited without waiting for the teardown; what is left goes with its owner")})
+	})
+
 	if f.memProfile != "" {
 		defer writeHeapProfile(f.memProfile, logger)
 	}
@@ -158,8 +175,9 @@ func startCPUProfile(path string) (stop func(), err error) {
 }
 
 // terminationSignals delivers the first SIGTERM/SIGINT to the executor; a
-// second one kills every local process group and exits at once.
-func terminationSignals(cmd *cobra.Command) <-chan os.Signal {
+// second one kills every local process group, writes the Terminated
+// outputs (report) and exits at once.
+func terminationSignals(cmd *cobra.Command, report func()) <-chan os.Signal {
 	incoming := make(chan os.Signal, 2)
 	signal.Notify(incoming, syscall.SIGTERM, syscall.SIGINT)
 	first := make(chan os.Signal, 1)
@@ -168,9 +186,22 @@ func terminationSignals(cmd *cobra.Command) <-chan os.Signal {
 		<-incoming
 		fmt.Fprintln(cmd.ErrOrStderr(), "trainstep: second signal, exiting without waiting for teardown")
 		local.KillProcessGroups() // os.Exit runs no deferred cleanup
+		report()
 		os.Exit(result.ExitTerminated)
 	}()
 	return first
+}
+
+// kubeconfigPaths are the kubeconfig files kubectl reads without
+// --kubeconfig: $KUBECONFIG's list, else ~/.kube/config.
+func kubeconfigPaths() []string {
+	return clientcmd.NewDefaultClientConfigLoadingRules().Precedence
+}
+
+// stderrIsTerminal tells whether a person is reading stderr.
+func stderrIsTerminal() bool {
+	info, err := os.Stderr.Stat()
+	return err == nil && info.Mode()&os.ModeCharDevice != 0
 }
 
 // podNamespace is the step pod's namespace: $POD_NAMESPACE (downward API),
@@ -185,8 +216,18 @@ func podNamespace() string {
 	return ""
 }
 
+// newLogger builds trainstep's logger in format: "" picks console on a
+// terminal and JSON otherwise (as the argo CLI does). An unknown format is
+// an error, with a JSON logger to report it.
 func newLogger(format string) (*zap.Logger, error) {
+	if format == "" {
+		format = "json"
+		if stderrIsTerminal() {
+			format = "console"
+		}
+	}
 	var cfg zap.Config
+	var formatErr error
 	switch format {
 	case "json":
 		cfg = zap.NewProductionConfig()
@@ -195,19 +236,16 @@ func newLogger(format string) (*zap.Logger, error) {
 		cfg = zap.NewDevelopmentConfig()
 		cfg.EncoderConfig.EncodeTime = zapcore.TimeEncoderOfLayout(time.TimeOnly)
 		cfg.DisableStacktrace = true
+		cfg.DisableCaller = true // a person reads it: the source line is noise
 	default:
-		return nil, fmt.Errorf("--log-format: %q is not json or console", format)
+		formatErr = fmt.Errorf("--log-format: %q is not json or console", format)
+		cfg = zap.NewProductionConfig()
 	}
 	cfg.OutputPaths, cfg.ErrorOutputPaths = []string{"stderr"}, []string{"stderr"}
 	cfg.Sampling = nil
-	return cfg.Build()
-}
-
-func firstNonEmpty(values ...string) string {
-	for _, v := range values {
-		if v != "" {
-			return v
-		}
+	logger, err := cfg.Build()
+	if err != nil {
+		return zap.NewNop(), err
 	}
-	return ""
+	return logger, formatErr
 }

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -12,39 +14,66 @@ import (
 	"github.com/trainstep/trainstep/pkg/spec"
 )
 
-// specFlags are the flags that name a job file and shape the job in it,
-// shared by run, render and validate.
+// specFlags are the flags that name job files and shape the job in each,
+// shared by run, render, validate and convert. Files come from -f (repeatable,
+// or comma-separated, as kubectl's) and from the positional arguments.
 type specFlags struct {
-	file string
-	opts spec.Options
+	files []string
+	opts  spec.Options
 }
 
 func (f *specFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVarP(&f.file, "file", "f", "", "job manifest: a TrainJob or a Kubeflow TFJob, PyTorchJob, JAXJob, XGBoostJob or MPIJob (- reads stdin)")
-	_ = cmd.MarkFlagRequired("file")
+	fl.StringSliceVarP(&f.files, "file", "f", nil, "job manifest: a TrainJob or a Kubeflow TFJob, PyTorchJob, JAXJob, XGBoostJob or MPIJob (- reads stdin); also as an argument")
 	fl.StringVarP(&f.opts.Namespace, "namespace", "n", "", "namespace of the job's objects (default: metadata.namespace)")
 	fl.StringVar(&f.opts.Name, "name", "", "job name, prefix of every object's name (default: metadata.name)")
 	fl.BoolVar(&f.opts.Lenient, "lenient", false, "warn about unknown fields instead of rejecting the manifest")
 	fl.StringArrayVar(&f.opts.Sets, "set", nil, "PATH=VALUE: set a field of the manifest before it is read, e.g. spec.replicaSpecs.Worker.replicas=4 (repeatable)")
 	fl.StringArrayVar(&f.opts.Images, "image", nil, "[TYPE=]IMAGE: image of the main container of every replica type, or of TYPE (repeatable)")
 	fl.StringArrayVar(&f.opts.Envs, "env", nil, "[TYPE:]KEY=VALUE: env var of the main container of every replica type, or of TYPE (repeatable)")
+	fl.StringVar(&f.opts.Gang, "gang", "", "gang scheduling of the job: none, builtin, scheduler-plugins, volcano or kueue (replaces spec.runPolicy.schedulingPolicy.gang; Kubeflow manifests too)")
 	fl.StringArrayVar(&f.opts.Args, "arg", nil, "[TYPE:]VALUE: argument appended to the main container's args of every replica type, or of TYPE (repeatable)")
 }
 
-// read returns the manifest's bytes: the file, or stdin for "-".
-func (f *specFlags) read(stdin io.Reader) ([]byte, error) {
+// paths are the job files named by -f and by the arguments, in that order.
+func (f *specFlags) paths(args []string) ([]string, error) {
+	var paths []string
+	for _, p := range append(append([]string{}, f.files...), args...) {
+		if p != "" {
+			paths = append(paths, p)
+		}
+	}
+	if len(paths) == 0 {
+		return nil, result.Invalid(result.ReasonInvalidArguments, errors.New("no job file: give one with -f FILE or as an argument (- reads stdin)"))
+	}
+	return paths, nil
+}
+
+// readOne returns the bytes of the one job file a run takes.
+func (f *specFlags) readOne(stdin io.Reader, args []string) ([]byte, error) {
+	paths, err := f.paths(args)
+	if err != nil {
+		return nil, err
+	}
+	if len(paths) > 1 {
+		return nil, result.Invalid(result.ReasonInvalidArguments, fmt.Errorf("one run takes one job file, got %d: %s", len(paths), strings.Join(paths, ", ")))
+	}
+	return readFile(stdin, paths[0])
+}
+
+// readFile returns a job file's bytes: the file, or stdin for "-".
+func readFile(stdin io.Reader, path string) ([]byte, error) {
 	var (
 		data []byte
 		err  error
 	)
-	if f.file == "-" {
+	if path == "-" {
 		data, err = io.ReadAll(stdin)
 	} else {
-		data, err = os.ReadFile(f.file)
+		data, err = os.ReadFile(path)
 	}
 	if err != nil {
-		return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("reading the job file: %w", err))
+		return nil, result.Invalid(result.ReasonInvalidArguments, fmt.Errorf("reading the job file: %w", err))
 	}
 	return data, nil
 }
@@ -54,18 +83,76 @@ func (f *specFlags) options() spec.Options {
 	return f.opts
 }
 
-// load reads and loads the job, printing spec warnings to stderr.
-func (f *specFlags) load(cmd *cobra.Command) (*v1alpha1.TrainJob, error) {
-	data, err := f.read(cmd.InOrStdin())
+// loaded is one job file loaded, or the error that stopped it.
+type loaded struct {
+	path string
+	job  *v1alpha1.TrainJob
+	err  error
+}
+
+// loadAll reads and loads every job file, printing spec warnings to stderr
+// (prefixed with the file's name when there are several).
+func (f *specFlags) loadAll(cmd *cobra.Command, args []string) ([]loaded, error) {
+	paths, err := f.paths(args)
 	if err != nil {
 		return nil, err
 	}
-	job, warnings, err := spec.Load(data, f.options())
-	for _, w := range warnings {
-		fmt.Fprintln(cmd.ErrOrStderr(), "Warning:", w)
+	out := make([]loaded, 0, len(paths))
+	for _, path := range paths {
+		l := loaded{path: path}
+		data, err := readFile(cmd.InOrStdin(), path)
+		if err == nil {
+			var warnings []string
+			l.job, warnings, err = spec.Load(data, f.options())
+			for _, w := range warnings {
+				fmt.Fprintln(cmd.ErrOrStderr(), "Warning:", filePrefix(paths, path)+w)
+			}
+		}
+		l.err = err
+		out = append(out, l)
 	}
-	if err != nil {
-		return nil, err
+	return out, nil
+}
+
+// filePrefix is "PATH: " when several files are at hand, so each line
+// says which file it is about; "" for a single file.
+func filePrefix(paths []string, path string) string {
+	if len(paths) < 2 {
+		return ""
 	}
-	return job, nil
+	return path + ": "
+}
+
+// joinLoadErrors is every file's error, each line prefixed with its file
+// when there are several; nil when every file loaded.
+func joinLoadErrors(all []loaded) error {
+	paths := make([]string, len(all))
+	for i, l := range all {
+		paths[i] = l.path
+	}
+	var lines []string
+	var first error
+	for _, l := range all {
+		if l.err == nil {
+			continue
+		}
+		if first == nil {
+			first = l.err
+		}
+		for _, line := range strings.Split(l.err.Error(), "\n") {
+			lines = append(lines, filePrefix(paths, l.path)+line)
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	return &result.Error{Phase: result.PhaseOf(first), Reason: reasonOf(first), Err: errors.New(strings.Join(lines, "\n"))}
+}
+
+func reasonOf(err error) string {
+	var re *result.Error
+	if errors.As(err, &re) {
+		return re.Reason
+	}
+	return ""
 }

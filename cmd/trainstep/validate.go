@@ -13,20 +13,32 @@ type validateFlags struct {
 func newValidateCommand() *cobra.Command {
 	f := &validateFlags{}
 	cmd := &cobra.Command{
-		Use:   "validate -f JOB.yaml",
-		Short: "Check a job file: print valid, or every error with its field path",
-		Long: `Check a job file as 'trainstep run' would before creating anything: parse it,
+		Use:   "validate [-f] JOB.yaml...",
+		Short: "Check job files: print valid, or every error with its field path",
+		Long: `Check job files as 'trainstep run' would before creating anything: parse each,
 apply the overrides, default and validate it.
 
-A valid job prints "valid" on stdout and exits 0. An invalid one prints every
-error with its field path on stderr, one per line, and exits 11.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if _, err := f.spec.load(cmd); err != nil {
+A valid job prints "valid" on stdout. An invalid one prints every error with
+its field path on stderr, one per line. Several files (-f a.yaml -f b.yaml,
+or as arguments) are each checked; then every line names its file. Exit 0
+when every file is valid, else 11.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			all, err := f.spec.loadAll(cmd, args)
+			if err != nil {
 				return err
 			}
-			_, err := fmt.Fprintln(cmd.OutOrStdout(), "valid")
-			return err
+			paths := make([]string, len(all))
+			for i, l := range all {
+				paths[i] = l.path
+			}
+			for _, l := range all {
+				if l.err == nil {
+					if _, err := fmt.Fprintln(cmd.OutOrStdout(), filePrefix(paths, l.path)+"valid"); err != nil {
+						return err
+					}
+				}
+			}
+			return joinLoadErrors(all)
 		},
 	}
 	f.spec.register(cmd)

@@ -18,10 +18,15 @@ func newVersionCommand() *cobra.Command {
 		Short: "Print trainstep's version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "trainstep %s (%s, %s/%s)\n", buildVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), versionLine())
 			return err
 		},
 	}
+}
+
+// versionLine is what `trainstep version` and `trainstep --version` print.
+func versionLine() string {
+	return fmt.Sprintf("trainstep %s (%s, %s/%s)", buildVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
 
 // buildVersion is the ldflags version, else the module version and VCS

@@ -260,3 +260,37 @@ func runFromImage(t *testing.T, binary []byte, args []string, want string) {
 		t.Errorf("%s %s printed %q, want it to contain %q", filepath.Base(path), strings.Join(args, " "), out, want)
 	}
 }
+
+// `make image` stamps VERSION into trainstep and the image's labels, so
+// `trainstep version` in the image says which build it is.
+func TestMakeImageStampsTheVersion(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the image; skipped with -short")
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(t.TempDir(), "bin", "trainstep-image.tar")
+	make := exec.Command("make", "image", "BIN="+filepath.Dir(archive), "VERSION=v9.8.7-test", "IMAGE=registry.example.com/trainstep:v9.8.7-test")
+	make.Dir = root
+	if out, err := make.CombinedOutput(); err != nil {
+		t.Fatalf("make image: %v\n%s", err, out)
+	}
+	oci := ociImage(t, archive)
+	cfg, err := oci.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Config.Labels["org.opencontainers.image.version"]; got != "v9.8.7-test" {
+		t.Errorf("label org.opencontainers.image.version = %q, want v9.8.7-test", got)
+	}
+	tag, err := name.NewTag("registry.example.com/trainstep:v9.8.7-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tarball.ImageFromPath(archive, &tag); err != nil {
+		t.Errorf("the archive is not tagged with IMAGE: %v", err)
+	}
+	runFromImage(t, imageFiles(t, oci)["trainstep"].data, []string{"version"}, "trainstep v9.8.7-test (")
+}

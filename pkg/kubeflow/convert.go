@@ -15,7 +15,25 @@ type Object interface {
 	// they differ from the TrainJob's, and returns warnings about fields
 	// that are accepted but change nothing.
 	ToTrainJob() (*v1alpha1.TrainJob, []string)
+	// ReplicaSpecsField is the spec field holding the replicas
+	// (tfReplicaSpecs, …), so errors can name the manifest's own path.
+	ReplicaSpecsField() string
 }
+
+// ReplicaSpecsField implements Object.
+func (*TFJob) ReplicaSpecsField() string { return "tfReplicaSpecs" }
+
+// ReplicaSpecsField implements Object.
+func (*PyTorchJob) ReplicaSpecsField() string { return "pytorchReplicaSpecs" }
+
+// ReplicaSpecsField implements Object.
+func (*JAXJob) ReplicaSpecsField() string { return "jaxReplicaSpecs" }
+
+// ReplicaSpecsField implements Object.
+func (*XGBoostJob) ReplicaSpecsField() string { return "xgbReplicaSpecs" }
+
+// ReplicaSpecsField implements Object.
+func (*MPIJob) ReplicaSpecsField() string { return "mpiReplicaSpecs" }
 
 // New returns an empty object of the given apiVersion and kind to decode a
 // manifest into, or false when the pair is not a supported Kubeflow kind.
@@ -132,6 +150,7 @@ func (c *converter) runPolicy(in RunPolicy) v1alpha1.RunPolicy {
 	}
 	if sp := in.SchedulingPolicy; sp != nil {
 		out.SchedulingPolicy = &v1alpha1.SchedulingPolicy{
+			Gang:                   v1alpha1.GangKind(sp.Gang),
 			MinAvailable:           copyPtr(sp.MinAvailable),
 			Queue:                  sp.Queue,
 			PriorityClass:          sp.PriorityClass,
@@ -141,7 +160,6 @@ func (c *converter) runPolicy(in RunPolicy) v1alpha1.RunPolicy {
 			res := sp.MinResources.DeepCopy()
 			out.SchedulingPolicy.MinResources = &res
 		}
-		c.warnf("spec.runPolicy.schedulingPolicy: Kubeflow turns gang scheduling on operator-wide; trainstep keeps it off (gang: none) for Kubeflow manifests — write a TrainJob with schedulingPolicy.gang to use it")
 	}
 	return out
 }

@@ -215,7 +215,6 @@ func TestToTrainJobKubeflowSpecifics(t *testing.T) {
 		got := append(append(tfWarnings, ptWarnings...), mpiWarnings...)
 		want := []string{
 			"spec.runPolicy.managedBy is ignored: trainstep runs the job itself",
-			"spec.runPolicy.schedulingPolicy: Kubeflow turns gang scheduling on operator-wide; trainstep keeps it off (gang: none) for Kubeflow manifests — write a TrainJob with schedulingPolicy.gang to use it",
 			"spec.enableDynamicWorker is ignored: trainstep runs a fixed set of TensorFlow workers",
 			// training-operator v1.9 pytorchjob_webhook.go's deprecation warning.
 			"spec.elasticPolicy.nProcPerNode is deprecated, use spec.nprocPerNode instead",

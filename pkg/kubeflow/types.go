@@ -52,8 +52,11 @@ type RunPolicy struct {
 	ManagedBy               *string           `json:"managedBy,omitempty"`
 }
 
-// SchedulingPolicy is Kubeflow's SchedulingPolicy.
+// SchedulingPolicy is Kubeflow's SchedulingPolicy, plus trainstep's own
+// gang field: Kubeflow picks the gang scheduler operator-wide, trainstep
+// per job (spec.runPolicy.schedulingPolicy.gang, or --gang).
 type SchedulingPolicy struct {
+	Gang                   string               `json:"gang,omitempty"`
 	MinAvailable           *int32               `json:"minAvailable,omitempty"`
 	Queue                  string               `json:"queue,omitempty"`
 	MinResources           *corev1.ResourceList `json:"minResources,omitempty"`

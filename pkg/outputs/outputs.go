@@ -6,7 +6,10 @@
 // it is: one value per file and no trailing newline. duration-seconds is a
 // plain decimal number of seconds with one decimal place ("12.3"), restarts
 // an integer, replicas.json a JSON array ("[]" when there are none) and
-// metrics.json a JSON object ("{}" when there are none). Every file is
+// metrics.json a JSON object ("{}" when there are none), termination-message
+// the deciding replica's termination message as it wrote it ("" when there
+// is none). The result line on stdout carries the same values, its
+// durationSeconds with the same one decimal place. Every file is
 // written through a temporary file and a rename, so a reader sees either the
 // old content or the new one, never half a file.
 //
@@ -21,7 +24,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -41,7 +43,24 @@ const (
 	FileRestarts        = "restarts"
 	FileReplicas        = "replicas.json"
 	FileMetrics         = "metrics.json"
+	// FileTerminationMessage keeps the raw termination message, so a message
+	// that is not a JSON object (and gives metrics.json "{}") is not lost.
+	FileTerminationMessage = "termination-message"
 )
+
+// CheckDir makes sure dir exists and a file can be written in it, so a
+// run can refuse to start when its outputs would be lost.
+func CheckDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating the outputs directory: %w", err)
+	}
+	probe, err := os.CreateTemp(dir, ".trainstep-write-check.*")
+	if err != nil {
+		return fmt.Errorf("writing in the outputs directory: %w", err)
+	}
+	_ = probe.Close()
+	return os.Remove(probe.Name())
+}
 
 // Write writes every output file for r under dir, creating dir if needed.
 // All files are always written, even when some of them fail; the errors
@@ -66,10 +85,11 @@ func Write(dir string, r result.Result) error {
 		{FilePhase, []byte(r.Phase)},
 		{FileReason, []byte(r.Reason)},
 		{FileJobName, []byte(r.JobName)},
-		{FileDurationSeconds, []byte(formatSeconds(r.DurationSeconds))},
+		{FileDurationSeconds, []byte(r.DurationSeconds.String())},
 		{FileRestarts, []byte(strconv.FormatInt(int64(r.Restarts), 10))},
 		{FileReplicas, replicas},
 		{FileMetrics, metrics},
+		{FileTerminationMessage, []byte(r.TerminationMessage)},
 	}
 	var errs []error
 	for _, f := range files {
@@ -117,17 +137,27 @@ func WriteProgress(path string, done, total int) error {
 // Numbers keep their exact text (json.Number) so re-encoding them does not
 // change them.
 func ParseMetrics(terminationMessage string) map[string]any {
+	metrics, _ := Metrics(terminationMessage)
+	return metrics
+}
+
+// Metrics is ParseMetrics that also says why a message that is not empty
+// gives no metrics, so the caller can warn. The map is never nil.
+func Metrics(terminationMessage string) (map[string]any, error) {
+	if strings.TrimSpace(terminationMessage) == "" {
+		return map[string]any{}, nil
+	}
 	dec := json.NewDecoder(strings.NewReader(terminationMessage))
 	dec.UseNumber()
 	var metrics map[string]any
 	if err := dec.Decode(&metrics); err != nil || metrics == nil {
-		return map[string]any{}
+		return map[string]any{}, errors.New("the termination message is not a JSON object")
 	}
 	// Trailing content after the object means the message is not one object.
 	if _, err := dec.Token(); err != io.EOF {
-		return map[string]any{}
+		return map[string]any{}, errors.New("the termination message holds more than one JSON object")
 	}
-	return metrics
+	return metrics, nil
 }
 
 // normalize gives r the shape written everywhere: replicas sorted by type
@@ -145,21 +175,7 @@ func normalize(r result.Result) result.Result {
 	if r.Metrics == nil {
 		r.Metrics = map[string]any{}
 	}
-	r.DurationSeconds = roundSeconds(r.DurationSeconds)
 	return r
-}
-
-// roundSeconds keeps one decimal place and maps values that are not a
-// duration (negative, NaN, infinite) to 0 so the outputs stay valid numbers.
-func roundSeconds(s float64) float64 {
-	if math.IsNaN(s) || math.IsInf(s, 0) || s < 0 {
-		return 0
-	}
-	return math.Round(s*10) / 10
-}
-
-func formatSeconds(s float64) string {
-	return strconv.FormatFloat(roundSeconds(s), 'f', 1, 64)
 }
 
 // marshalCompact encodes v as JSON without HTML escaping (the files are read

@@ -27,13 +27,14 @@ func TestWriteProducesEveryFileWithExactContent(t *testing.T) {
 			name:   "minimal result still writes every file",
 			result: result.Result{Phase: result.PhaseInvalid, Reason: result.ReasonInvalidSpec},
 			want: map[string]string{
-				"phase":            "Invalid",
-				"reason":           "InvalidSpec",
-				"job-name":         "",
-				"duration-seconds": "0.0",
-				"restarts":         "0",
-				"replicas.json":    "[]",
-				"metrics.json":     "{}",
+				"phase":               "Invalid",
+				"reason":              "InvalidSpec",
+				"job-name":            "",
+				"duration-seconds":    "0.0",
+				"restarts":            "0",
+				"replicas.json":       "[]",
+				"metrics.json":        "{}",
+				"termination-message": "",
 			},
 		},
 		{
@@ -51,7 +52,8 @@ func TestWriteProducesEveryFileWithExactContent(t *testing.T) {
 					{Type: "PS", Index: 0, Phase: "Running"},
 					{Type: "Worker", Index: 0, Phase: "Succeeded", ExitCode: int32Ptr(0), Node: "node-a"},
 				},
-				Metrics: map[string]any{"accuracy": json.Number("0.981"), "note": "a<b"},
+				Metrics:            map[string]any{"accuracy": json.Number("0.981"), "note": "a<b"},
+				TerminationMessage: `{"accuracy": 0.981, "note": "a<b"}`,
 			},
 			want: map[string]string{
 				"phase":            "Succeeded",
@@ -62,20 +64,22 @@ func TestWriteProducesEveryFileWithExactContent(t *testing.T) {
 				"replicas.json": `[{"type":"PS","index":0,"phase":"Running","restarts":0},` +
 					`{"type":"Worker","index":0,"phase":"Succeeded","exitCode":0,"restarts":0,"node":"node-a"},` +
 					`{"type":"Worker","index":1,"phase":"Succeeded","exitCode":0,"restarts":2,"node":"node-b"}]`,
-				"metrics.json": `{"accuracy":0.981,"note":"a<b"}`,
+				"metrics.json":        `{"accuracy":0.981,"note":"a<b"}`,
+				"termination-message": `{"accuracy": 0.981, "note": "a<b"}`,
 			},
 		},
 		{
 			name:   "duration that is not a number is written as zero",
-			result: result.Result{Phase: result.PhaseTerminated, Reason: result.ReasonTerminated, DurationSeconds: math.NaN()},
+			result: result.Result{Phase: result.PhaseTerminated, Reason: result.ReasonTerminated, DurationSeconds: result.Seconds(math.NaN())},
 			want: map[string]string{
-				"phase":            "Terminated",
-				"reason":           "Terminated",
-				"job-name":         "",
-				"duration-seconds": "0.0",
-				"restarts":         "0",
-				"replicas.json":    "[]",
-				"metrics.json":     "{}",
+				"phase":               "Terminated",
+				"reason":              "Terminated",
+				"job-name":            "",
+				"duration-seconds":    "0.0",
+				"restarts":            "0",
+				"replicas.json":       "[]",
+				"metrics.json":        "{}",
+				"termination-message": "",
 			},
 		},
 	}
@@ -178,7 +182,7 @@ func TestPrintResultIsOneLineOfTheSameResult(t *testing.T) {
 		t.Fatalf("PrintResult wrote %q, want exactly one line ending in a newline", text)
 	}
 	want := `{"phase":"Failed","reason":"BackoffLimitExceeded","message":"worker 1 exited 137\nthree times",` +
-		`"jobName":"job","durationSeconds":3,"restarts":3,` +
+		`"jobName":"job","durationSeconds":3.0,"restarts":3,` +
 		`"replicas":[{"type":"Worker","index":1,"phase":"Failed","exitCode":137,"restarts":3}],` +
 		`"metrics":{"step":12345678901234567890}}` + "\n"
 	if diff := cmp.Diff(want, text); diff != "" {
@@ -187,6 +191,56 @@ func TestPrintResultIsOneLineOfTheSameResult(t *testing.T) {
 	var decoded map[string]any
 	if err := json.Unmarshal(out.Bytes(), &decoded); err != nil {
 		t.Errorf("printed line is not valid JSON: %v", err)
+	}
+}
+
+// The result line and the duration-seconds file read the same, whole
+// seconds included (JSON would print 12.0 as 12).
+func TestDurationIsTheSameOnStdoutAndInTheFile(t *testing.T) {
+	for _, seconds := range []float64{12, 12.04, 0.96, 3599.95} {
+		dir := t.TempDir()
+		r := result.Result{Phase: result.PhaseSucceeded, DurationSeconds: result.Seconds(seconds)}
+		if err := Write(dir, r); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		if err := PrintResult(&out, r); err != nil {
+			t.Fatal(err)
+		}
+		var printed struct {
+			DurationSeconds json.RawMessage `json:"durationSeconds"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &printed); err != nil {
+			t.Fatal(err)
+		}
+		if file := readDir(t, dir)["duration-seconds"]; string(printed.DurationSeconds) != file {
+			t.Errorf("%g s: stdout durationSeconds %s, file %q", seconds, printed.DurationSeconds, file)
+		}
+	}
+}
+
+func TestCheckDir(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckDir(filepath.Join(file, "outputs")); err == nil {
+		t.Error("CheckDir under a regular file succeeded, want an error")
+	}
+	dir := filepath.Join(t.TempDir(), "new", "outputs")
+	if err := CheckDir(dir); err != nil {
+		t.Fatalf("CheckDir of a new directory: %v", err)
+	}
+	if left := readDir(t, dir); len(left) != 0 {
+		t.Errorf("CheckDir left files behind: %v", left)
+	}
+}
+
+func TestMetricsSaysWhyAMessageGivesNone(t *testing.T) {
+	for msg, wantErr := range map[string]bool{"": false, "  \n": false, `{"a": 1}`: false, "accuracy=0.9": true, `[1]`: true, `{"a": 1} {"b": 2}`: true} {
+		if _, err := Metrics(msg); (err != nil) != wantErr {
+			t.Errorf("Metrics(%q) error = %v, want error %v", msg, err, wantErr)
+		}
 	}
 }
 

@@ -39,6 +39,11 @@ type Replica struct {
 	ExitCode *int32
 	// Restarts counts in-place restarts of the current instance.
 	Restarts int32
+	// EarlierRestarts counts this replica's restarts before its current
+	// instance: its recreations plus the in-place restarts of the instances
+	// they replaced. Over all replicas, Restarts + EarlierRestarts add up to
+	// View.Restarts.
+	EarlierRestarts int32
 	// WaitingReason is the main container's waiting reason (e.g.
 	// ImagePullBackOff) and WaitingSince when it was first seen.
 	WaitingReason string

@@ -38,6 +38,7 @@ func (c *Controller) observe() policy.View {
 			r.Lost = true
 		}
 		v.Restarts += st.restartsBefore
+		r.EarlierRestarts = st.recreations + st.restartsBefore
 		v.Replicas = append(v.Replicas, r)
 	}
 	return v

@@ -7,6 +7,8 @@ package result
 import (
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 )
 
 // Phase is how a run ended.
@@ -64,7 +66,21 @@ const (
 	// ReasonLeaseLost: another run of the same job took over its Lease
 	// (this one could not renew it); the replicas are left to that run.
 	ReasonLeaseLost = "LeaseLost"
+	// ReasonInvalidArguments: a command line trainstep cannot run (unknown
+	// flag, bad flag value, a job file that cannot be read).
+	ReasonInvalidArguments = "InvalidArguments"
+	// ReasonOutputsDirUnusable: --outputs-dir cannot be written.
+	ReasonOutputsDirUnusable = "OutputsDirUnusable"
+	// ReasonNoCluster: no kubeconfig was found and trainstep does not run
+	// inside a cluster; ReasonInvalidKubeconfig: the kubeconfig cannot be used.
+	ReasonNoCluster         = "NoCluster"
+	ReasonInvalidKubeconfig = "InvalidKubeconfig"
 )
+
+// ReplicaPhaseStopped is the phase in replicas.json of a replica trainstep
+// stopped because the job ended (cleanPodPolicy, a failure elsewhere, a
+// signal), rather than one that ended by itself.
+const ReplicaPhaseStopped = "Stopped"
 
 // Error is an error that carries the phase (and so the exit code) a run
 // ends with. Commands return it; main turns it into the exit code.
@@ -123,10 +139,12 @@ type Result struct {
 	Message         string          `json:"message,omitempty"`
 	JobName         string          `json:"jobName"`
 	Namespace       string          `json:"namespace,omitempty"`
-	DurationSeconds float64         `json:"durationSeconds"`
+	DurationSeconds Seconds         `json:"durationSeconds"`
 	Restarts        int32           `json:"restarts"`
 	Replicas        []ReplicaStatus `json:"replicas"`
 	Metrics         map[string]any  `json:"metrics"`
+	// TerminationMessage is the raw termination message metrics came from.
+	TerminationMessage string `json:"terminationMessage,omitempty"`
 }
 
 // Err is the error a run that ended so returns: nil when it succeeded, an
@@ -137,3 +155,19 @@ func (r *Result) Err() error {
 	}
 	return &Error{Phase: r.Phase, Reason: r.Reason, Err: errors.New(r.Message)}
 }
+
+// Seconds is a duration in seconds, written with one decimal place ("12.0",
+// "12.3") in the result line and the duration-seconds file alike. A value
+// that is not a duration (negative, NaN, infinite) is written as 0.0.
+type Seconds float64
+
+func (s Seconds) String() string {
+	v := float64(s)
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		v = 0
+	}
+	return strconv.FormatFloat(math.Round(v*10)/10, 'f', 1, 64)
+}
+
+// MarshalJSON writes the same text as String.
+func (s Seconds) MarshalJSON() ([]byte, error) { return []byte(s.String()), nil }

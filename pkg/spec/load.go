@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"regexp"
 	"strings"
 
@@ -50,6 +51,10 @@ type Options struct {
 	// Args are [TYPE:]VALUE: an argument appended to the main container's
 	// args of every replica type, or of TYPE only.
 	Args []string
+	// Gang, when set, is the job's spec.runPolicy.schedulingPolicy.gang,
+	// whatever the manifest says: the one way to choose a gang scheduler
+	// for a Kubeflow manifest without editing it.
+	Gang string
 	// In Sets, Images, Envs and Args an empty value is skipped.
 }
 
@@ -92,20 +97,79 @@ func load(data []byte, opts Options) (*v1alpha1.TrainJob, []string, error) {
 	if err != nil {
 		return nil, warnings, err
 	}
+	terms := manifestTerms(doc)
 	if opts.Name != "" {
 		job.Name = opts.Name
 	}
 	if opts.Namespace != "" {
 		job.Namespace = opts.Namespace
 	}
+	if opts.Gang != "" {
+		if job.Spec.RunPolicy.SchedulingPolicy == nil {
+			job.Spec.RunPolicy.SchedulingPolicy = &v1alpha1.SchedulingPolicy{}
+		}
+		job.Spec.RunPolicy.SchedulingPolicy.Gang = v1alpha1.GangKind(opts.Gang)
+	}
+	if sp := job.Spec.RunPolicy.SchedulingPolicy; terms.replicaSpecs != trainJobReplicaSpecs && sp != nil && sp.Gang == "" {
+		warnings = append(warnings, "spec.runPolicy.schedulingPolicy: Kubeflow turns gang scheduling on operator-wide; "+
+			"trainstep keeps it off (gang: none) until you choose one with --gang or spec.runPolicy.schedulingPolicy.gang "+
+			"(builtin, scheduler-plugins, volcano, kueue)")
+	}
 	v1alpha1.SetDefaults(job)
 	if err := applyOverrides(job, opts); err != nil {
 		return nil, warnings, err
 	}
 	if errs := v1alpha1.Validate(job); len(errs) > 0 {
-		return nil, warnings, &ValidationError{Errors: errs}
+		return nil, warnings, &ValidationError{Errors: terms.rewrite(errs)}
 	}
 	return job, warnings, nil
+}
+
+// terms maps the TrainJob's field paths to those of the manifest the user
+// wrote: a TFJob's replicas are under spec.tfReplicaSpecs, not
+// spec.replicaSpecs.
+type terms struct {
+	replicaSpecs string // the manifest's field for spec.replicaSpecs
+}
+
+const trainJobReplicaSpecs = "spec.replicaSpecs"
+
+func manifestTerms(doc map[string]any) terms {
+	apiVersion, _ := doc["apiVersion"].(string)
+	kind, _ := doc["kind"].(string)
+	if obj, ok := kubeflow.New(apiVersion, kind); ok {
+		return terms{replicaSpecs: "spec." + obj.ReplicaSpecsField()}
+	}
+	return terms{replicaSpecs: trainJobReplicaSpecs}
+}
+
+// rewrite renames the paths of errs in place and returns them.
+func (t terms) rewrite(errs field.ErrorList) field.ErrorList {
+	if t.replicaSpecs == trainJobReplicaSpecs || t.replicaSpecs == "" {
+		return errs
+	}
+	for _, e := range errs {
+		if rest, ok := strings.CutPrefix(e.Field, trainJobReplicaSpecs); ok && (rest == "" || rest[0] == '.' || rest[0] == '[') {
+			e.Field = t.replicaSpecs + rest
+		}
+	}
+	return errs
+}
+
+// InManifestTerms rewrites the field paths of a job's validation error —
+// from spec.Load or from a backend that checks the job further — to the
+// paths of the manifest in data. Other errors are returned as they are.
+func InManifestTerms(data []byte, err error) error {
+	var verr *ValidationError
+	if err == nil || !errors.As(err, &verr) {
+		return err
+	}
+	doc, docErr := singleDocument(data)
+	if docErr != nil {
+		return err
+	}
+	manifestTerms(doc).rewrite(verr.Errors)
+	return err
 }
 
 // withoutEmptyOverrides drops empty --set, --image, --env and --arg values:
@@ -184,6 +248,9 @@ func decode(doc map[string]any, lenient bool) (*v1alpha1.TrainJob, []string, err
 	}
 	if apiVersion == v1alpha1.APIVersion && kind == v1alpha1.Kind {
 		job := &v1alpha1.TrainJob{}
+		if errs := checkTypes(doc, reflect.TypeOf(job).Elem(), nil); len(errs) > 0 {
+			return nil, nil, &ValidationError{Errors: errs}
+		}
 		warnings, err := decodeStrict(data, job, kind, lenient)
 		return job, warnings, err
 	}
@@ -194,6 +261,9 @@ func decode(doc map[string]any, lenient bool) (*v1alpha1.TrainJob, []string, err
 			reason = fmt.Sprintf("apiVersion %q kind %q is not supported", apiVersion, kind)
 		}
 		return nil, nil, fmt.Errorf("%s; supported: %s", reason, supportedKinds())
+	}
+	if errs := checkTypes(doc, reflect.TypeOf(obj).Elem(), nil); len(errs) > 0 {
+		return nil, nil, &ValidationError{Errors: errs}
 	}
 	warnings, err := decodeStrict(data, obj, kind, lenient)
 	if err != nil {
@@ -232,4 +302,20 @@ func decodeStrict(data []byte, out any, kind string, lenient bool) ([]string, er
 		return problems, nil
 	}
 	return nil, errors.New(strings.Join(problems, "\n"))
+}
+
+// JobName is the job's name as far as it can be told without loading the
+// job: opts.Name, else the manifest's metadata.name, else "". It lets the
+// outputs of a job that failed to load still name it.
+func JobName(data []byte, opts Options) string {
+	if opts.Name != "" {
+		return opts.Name
+	}
+	doc, err := singleDocument(data)
+	if err != nil {
+		return ""
+	}
+	meta, _ := doc["metadata"].(map[string]any)
+	name, _ := meta["name"].(string)
+	return name
 }

@@ -399,6 +399,16 @@ func checkOutputFiles(t *testing.T, tmpl *wfv1.Template, run stepRun, jobName st
 			}
 			return nil
 		},
+		"termination-message": func(v string) error {
+			var got map[string]any
+			if err := json.Unmarshal([]byte(v), &got); err != nil {
+				return fmt.Errorf("%q is not the JSON termination message: %w", v, err)
+			}
+			if diff := cmp.Diff(metrics, got); diff != "" {
+				return fmt.Errorf("(-termination message +termination-message):\n%s", diff)
+			}
+			return nil
+		},
 	}
 	for _, p := range tmpl.Outputs.Parameters {
 		check, ok := checks[p.Name]

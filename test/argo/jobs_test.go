@@ -108,3 +108,46 @@ func replicaCounts(job *v1alpha1.TrainJob) string {
 	sort.Strings(parts)
 	return strings.Join(parts, ",")
 }
+
+// singleProcessImages train in one process whatever TF_CONFIG says: an
+// example must not run them as a distributed job.
+var singleProcessImages = map[string]string{
+	"kubeflow/tf-mnist-with-summaries": "Kubeflow's mnist_with_summaries example trains in a single process",
+}
+
+// Every example job with more than one replica runs an image that trains
+// distributed, so the example does what its topology says.
+func TestDistributedExamplesRunDistributedImages(t *testing.T) {
+	c := manifests(t)
+	jobs := map[string][]byte{}
+	for path, doc := range c.jobs {
+		jobs[path] = doc
+	}
+	for _, call := range trainArguments(c) {
+		for _, p := range call.params {
+			if p.Name == "job" && p.Value != nil {
+				jobs[call.path+"/"+call.where] = []byte(resolveForCheck(p.Value.String(), call.globals))
+			}
+		}
+	}
+	for where, doc := range jobs {
+		job, _, err := spec.Load(doc, spec.Options{})
+		if err != nil {
+			t.Errorf("%s: %v", where, err)
+			continue
+		}
+		if v1alpha1.TotalReplicas(job) < 2 {
+			continue
+		}
+		for rt := range job.Spec.ReplicaSpecs {
+			main := v1alpha1.MainContainer(job, rt)
+			if main == nil {
+				continue
+			}
+			repo, _, _ := strings.Cut(main.Image, ":")
+			if why, single := singleProcessImages[repo]; single {
+				t.Errorf("%s: %s runs %s as one of %d replicas: %s", where, rt, main.Image, v1alpha1.TotalReplicas(job), why)
+			}
+		}
+	}
+}

@@ -122,8 +122,7 @@ func (p *planner) plan(renderer *render.Renderer, id policy.ReplicaID) (*plan, [
 	}
 	var errs field.ErrorList
 	if _, err := p.lookPath(argv[0]); err != nil {
-		errs = append(errs, field.Invalid(path.Child("command").Index(0), argv[0],
-			"not found on this machine (the local backend runs commands here; put it on PATH or use a path)"))
+		errs = append(errs, field.Invalid(path.Child("command").Index(0), argv[0], commandProblem(argv[0])))
 	}
 	if main.WorkingDir != "" {
 		warnings = append(warnings, fmt.Sprintf("%s: %q is ignored; local processes run in the current directory", path.Child("workingDir"), main.WorkingDir))

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/logs"
 	"github.com/trainstep/trainstep/pkg/policy"
 )
 
@@ -36,6 +37,9 @@ type replica struct {
 	startAt time.Time
 	// delay is the wait before the next restart.
 	delay time.Duration
+	// tail keeps the end of the output of a replica that is not streamed,
+	// to show when it fails.
+	tail *logs.Tail
 }
 
 // startDue starts every replica whose start time has come.
@@ -60,6 +64,9 @@ func (b *backend) launch(r *replica) {
 	var out io.WriteCloser
 	if r.prefix != "" {
 		out = b.prefixer.Writer(r.prefix)
+	} else {
+		r.tail = logs.NewTail(logs.FailedTailLines)
+		out = r.tail
 	}
 	p, err := startProcess(r.argv, r.env, out, b.opts.Supervisor)
 	if err != nil {
@@ -99,6 +106,9 @@ func (b *backend) exited(e exit) {
 		r.delay = 0
 	}
 	log := b.log.With(zap.Stringer("replica", r.id), zap.Int32("exitCode", code))
+	if code != 0 && r.tail != nil {
+		b.showTail(r, log)
+	}
 	if policy.RestartsInPlace(r.spec.RestartPolicy, code) {
 		r.restarts++
 		r.message = ""
@@ -155,6 +165,7 @@ func (b *backend) view() policy.View {
 		replica := policy.Replica{
 			ReplicaID: r.id, Attempt: r.attempt, Phase: r.phase, ExitCode: r.exitCode,
 			Restarts: r.restarts, TerminationMessage: r.message, Node: b.hostname,
+			EarlierRestarts: int32(r.attempt) + r.restartsBefore,
 		}
 		if r.slot {
 			replica = policy.Replica{ReplicaID: r.id, Phase: slotPhase(launcher), Node: b.hostname}
@@ -189,4 +200,13 @@ func readTerminationMessage(path string) string {
 	defer f.Close()
 	data, _ := io.ReadAll(io.LimitReader(f, maxTerminationMessage))
 	return string(data)
+}
+
+// showTail prints the last lines of a failed replica whose output was not
+// streamed, so a failure is never silent whatever the log mode.
+func (b *backend) showTail(r *replica, log *zap.Logger) {
+	log.Warn("replica failed; its last lines follow", zap.Int("lines", logs.FailedTailLines))
+	w := b.prefixer.Writer(logs.ReplicaPrefix(string(r.id.Type), r.id.Index))
+	_, _ = r.tail.WriteTo(w)
+	_ = w.Close()
 }

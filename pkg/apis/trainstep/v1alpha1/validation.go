@@ -56,11 +56,17 @@ func validateMetadata(job *TrainJob) field.ErrorList {
 	if job.Name == "" {
 		return append(errs, field.Required(name, "the job needs a name (metadata.name or --name)"))
 	}
-	if msgs := validation.IsDNS1035Label(job.Name); len(msgs) > 0 {
-		for _, msg := range msgs {
-			errs = append(errs, field.Invalid(name, job.Name, msg))
+	// The length that matters is that of the longest object name the job
+	// makes (checked below, with the limit for this job), not the label's 63.
+	tooLong := validation.MaxLenError(validation.DNS1035LabelMaxLength)
+	var formatErrs field.ErrorList
+	for _, msg := range validation.IsDNS1035Label(job.Name) {
+		if msg != tooLong {
+			formatErrs = append(formatErrs, field.Invalid(name, job.Name, msg))
 		}
-		return errs
+	}
+	if len(formatErrs) > 0 {
+		return append(errs, formatErrs...)
 	}
 	if longest := longestObjectName(job); len(longest) > MaxObjectNameLength {
 		errs = append(errs, field.Invalid(name, job.Name, fmt.Sprintf(

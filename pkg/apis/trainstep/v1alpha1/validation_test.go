@@ -278,3 +278,17 @@ func TestValidateElasticNameUsesMaxReplicas(t *testing.T) {
 		t.Fatalf("errors = %v, want one metadata.name error naming worker-10", errs)
 	}
 }
+
+// A name over 63 characters gets the limit for this job, not the DNS
+// label's 63: tensorflow's "-worker-0" leaves 54.
+func TestValidateNameOver63GivesTheJobsLimit(t *testing.T) {
+	job := validJob(FrameworkTensorFlow)
+	job.Name = strings.Repeat("a", 70)
+	errs := Validate(job)
+	if len(errs) != 1 {
+		t.Fatalf("errors %v, want one", errs)
+	}
+	if msg := errs[0].Error(); !strings.HasSuffix(msg, "shorten the name to at most 54 characters") || strings.Contains(msg, "no more than 63") {
+		t.Errorf("error %q, want the job's limit of 54", msg)
+	}
+}

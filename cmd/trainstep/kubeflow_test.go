@@ -1,0 +1,110 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// `convert` prints a TrainJob that renders exactly the objects the
+// Kubeflow manifest renders.
+func TestConvertPrintsAnEquivalentTrainJob(t *testing.T) {
+	for _, name := range []string{"tfjob_dist_mnist.yaml", "pytorchjob_elastic_echo.yaml", "jaxjob_cpu_demo.yaml", "xgboostjob_iris.yaml"} {
+		t.Run(name, func(t *testing.T) {
+			manifest, err := os.ReadFile(filepath.Join("..", "..", "pkg", "kubeflow", "testdata", name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			converted := runCLI(t, string(manifest), nil, "convert", "-f", "-")
+			if converted.code != 0 || !strings.HasPrefix(converted.stdout, "apiVersion: trainstep.dev/v1alpha1\nkind: TrainJob\n") {
+				t.Fatalf("convert: exit %d, stdout %q, stderr %q", converted.code, converted.stdout, converted.stderr)
+			}
+			fromKubeflow := runCLI(t, string(manifest), nil, "render", "-f", "-", "-o", "json")
+			fromTrainJob := runCLI(t, converted.stdout, nil, "render", "-f", "-", "-o", "json")
+			if fromKubeflow.code != 0 || fromTrainJob.code != 0 {
+				t.Fatalf("render: %q / %q", fromKubeflow.stderr, fromTrainJob.stderr)
+			}
+			if diff := cmp.Diff(fromKubeflow.stdout, fromTrainJob.stdout); diff != "" {
+				t.Errorf("objects of the Kubeflow manifest (-) and of its conversion (+) differ:\n%s", diff)
+			}
+		})
+	}
+}
+
+// kubeflowGangJob declares Kubeflow's own schedulingPolicy.
+const kubeflowGangJob = `apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: ddp}
+spec:
+  runPolicy:
+    schedulingPolicy: {minAvailable: 2, queue: research, priorityClass: high, scheduleTimeoutSeconds: 120}
+  pytorchReplicaSpecs:
+    Master:
+      template: {spec: {containers: [{name: pytorch, image: example.com/ddp:1}]}}
+    Worker:
+      replicas: 2
+      template: {spec: {containers: [{name: pytorch, image: example.com/ddp:1}]}}
+`
+
+// A Kubeflow manifest gets a gang with --gang or --set on its own path, and
+// its schedulingPolicy (minAvailable, queue, priorityClass, timeout) is used.
+func TestKubeflowManifestsCanUseGangScheduling(t *testing.T) {
+	for _, choose := range [][]string{{"--gang", "volcano"}, {"--set", "spec.runPolicy.schedulingPolicy.gang=volcano"}} {
+		t.Run(strings.Join(choose, " "), func(t *testing.T) {
+			got := runCLI(t, kubeflowGangJob, nil, append([]string{"render", "-f", "-", "-o", "json"}, choose...)...)
+			if got.code != 0 {
+				t.Fatalf("exit %d: %s", got.code, got.stderr)
+			}
+			if strings.Contains(got.stderr, "keeps it off") {
+				t.Errorf("warned that gang scheduling is off: %s", got.stderr)
+			}
+			var list struct {
+				Items []struct {
+					Kind string `json:"kind"`
+					Spec struct {
+						MinMember         int32  `json:"minMember"`
+						Queue             string `json:"queue"`
+						PriorityClassName string `json:"priorityClassName"`
+						SchedulerName     string `json:"schedulerName"`
+					} `json:"spec"`
+				} `json:"items"`
+			}
+			if err := json.Unmarshal([]byte(got.stdout), &list); err != nil {
+				t.Fatal(err)
+			}
+			var podGroups, volcanoPods int
+			for _, item := range list.Items {
+				switch item.Kind {
+				case "PodGroup":
+					podGroups++
+					if item.Spec.MinMember != 2 || item.Spec.Queue != "research" || item.Spec.PriorityClassName != "high" {
+						t.Errorf("PodGroup spec %+v, want minMember 2, queue research, priorityClassName high", item.Spec)
+					}
+				case "Pod":
+					if item.Spec.SchedulerName == "volcano" && item.Spec.PriorityClassName == "high" {
+						volcanoPods++
+					}
+				}
+			}
+			if podGroups != 1 || volcanoPods != 3 {
+				t.Errorf("%d PodGroups and %d pods for volcano with priority high, want 1 and 3", podGroups, volcanoPods)
+			}
+		})
+	}
+	t.Run("without a choice the gang stays off, with a warning that says how to choose", func(t *testing.T) {
+		got := runCLI(t, kubeflowGangJob, nil, "validate", "-f", "-")
+		if got.code != 0 || !strings.Contains(got.stderr, "--gang") {
+			t.Errorf("exit %d, stderr %q: want valid with a warning naming --gang", got.code, got.stderr)
+		}
+	})
+	t.Run("a gang that does not exist", func(t *testing.T) {
+		got := runCLI(t, kubeflowGangJob, nil, "validate", "-f", "-", "--gang", "slurm")
+		if got.code != 11 || !strings.Contains(got.stderr, `spec.runPolicy.schedulingPolicy.gang: Unsupported value: "slurm"`) {
+			t.Errorf("exit %d, stderr %q", got.code, got.stderr)
+		}
+	})
+}
