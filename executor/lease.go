@@ -24,6 +24,11 @@ import (
 // renewal: how long a retry waits for a writer that died without letting go.
 const DefaultLeaseDuration = 15 * time.Second
 
+// LeaseRenewPeriod is how often a run renews a Lease of the given
+// duration, and how often a waiting run looks whether it is free: a quarter
+// of it, so that two renewals can fail before the Lease is in doubt.
+func LeaseRenewPeriod(duration time.Duration) time.Duration { return duration / 4 }
+
 // leaseName names a job's Lease. The prefix keeps it apart from leases of
 // other software that a job name could equal.
 func leaseName(job string) string { return "trainstep-" + job }
@@ -77,7 +82,7 @@ func (l *jobLease) acquire(ctx context.Context, job string, takeBack bool, apiTi
 		},
 		LeaseDuration: l.duration,
 		RenewDeadline: l.duration * 2 / 3,
-		RetryPeriod:   l.duration / 8,
+		RetryPeriod:   LeaseRenewPeriod(l.duration),
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(context.Context) { close(started) },
 			OnStoppedLeading: func() { close(stopped) },

@@ -246,7 +246,7 @@ func (h *harness) measurePolling(t *testing.T) PollingResult {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				requests, anomaly, err := h.runToEnd(context.Background(), j, length)
+				requests, took, anomaly, err := h.runToEnd(context.Background(), j, length)
 				errs[i] = err
 				if anomaly != "" {
 					anomalies[i] = fmt.Sprintf("%d workers running %s: %s", pollingReplicas, length, anomaly)
@@ -254,7 +254,7 @@ func (h *harness) measurePolling(t *testing.T) PollingResult {
 				if i == 0 {
 					res.ShortRequests = requests
 				} else {
-					res.LongRequests = requests
+					res.LongRequests, res.LongRun = requests, took
 				}
 			}()
 		}

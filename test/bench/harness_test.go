@@ -326,30 +326,32 @@ func (h *harness) runTeardown(ctx context.Context, j namespacedJob) (teardownRun
 }
 
 // runToEnd runs a job whose workers all exit by themselves and returns the
-// run's API requests (for comparing jobs of different lengths) and any anomaly.
-func (h *harness) runToEnd(ctx context.Context, j namespacedJob, length time.Duration) (map[string]int, string, error) {
+// run's API requests (for comparing jobs of different lengths), how long
+// trainstep ran, and any anomaly.
+func (h *harness) runToEnd(ctx context.Context, j namespacedJob, length time.Duration) (map[string]int, time.Duration, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, runTimeout+length)
 	defer cancel()
 	tracker, err := Track(ctx, h.c.Config, j.ns)
 	if err != nil {
-		return nil, "", err
+		return nil, 0, "", err
 	}
 	p, err := StartTrainstep(RunOptions{Binary: h.binary, Kubeconfig: h.c.Kubeconfig, Namespace: j.ns, JobFile: j.file, Dir: j.dir})
 	if err != nil {
-		return nil, "", err
+		return nil, 0, "", err
 	}
 	exit, err := p.Wait(ctx)
+	took := time.Since(p.Started)
 	if err != nil {
-		return nil, "", err
+		return nil, 0, "", err
 	}
 	if exit.Code != result.ExitSucceeded {
-		return nil, "", fmt.Errorf("trainstep exited %d, want %d; stderr:\n%s", exit.Code, result.ExitSucceeded, tail(exit.Stderr, 4000))
+		return nil, 0, "", fmt.Errorf("trainstep exited %d, want %d; stderr:\n%s", exit.Code, result.ExitSucceeded, tail(exit.Stderr, 4000))
 	}
 	requests, err := p.APIRequests()
 	if err != nil {
-		return nil, "", err
+		return nil, 0, "", err
 	}
-	return requests, anomalyOf(tracker, j.spec.Workers, exit.Stderr), h.clear(ctx, tracker, j.ns, false)
+	return requests, took, anomalyOf(tracker, j.spec.Workers, exit.Stderr), h.clear(ctx, tracker, j.ns, false)
 }
 
 // check ends the test on a failed run.

@@ -14,11 +14,12 @@ import (
 // memorySampleInterval is how often a running trainstep's resident set is read.
 const memorySampleInterval = 20 * time.Millisecond
 
-// residentPeaks are the largest parts of a process's resident set seen.
-type residentPeaks struct{ anon, file int64 }
+// residentPeaks are the largest parts of a process's resident set seen, and
+// its high-water mark.
+type residentPeaks struct{ hwm, anon, file int64 }
 
 // sampleResident reads /proc/<pid>/status until done is closed and returns the
-// largest RssAnon and RssFile seen (zero where /proc is not available).
+// largest VmHWM, RssAnon and RssFile seen (zero where /proc is not available).
 func sampleResident(pid int, done <-chan struct{}) residentPeaks {
 	var peaks residentPeaks
 	path := fmt.Sprintf("/proc/%d/status", pid)
@@ -26,6 +27,7 @@ func sampleResident(pid int, done <-chan struct{}) residentPeaks {
 	defer ticker.Stop()
 	for {
 		if data, err := os.ReadFile(path); err == nil {
+			peaks.hwm = max(peaks.hwm, statusKiB(data, "VmHWM")*1024)
 			peaks.anon = max(peaks.anon, statusKiB(data, "RssAnon")*1024)
 			peaks.file = max(peaks.file, statusKiB(data, "RssFile")*1024)
 		}

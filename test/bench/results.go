@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trainstep/trainstep/executor"
+
 	"github.com/trainstep/trainstep/pkg/apistats"
 )
 
@@ -140,12 +142,26 @@ type PollingResult struct {
 	Replicas                    int
 	Short, Long                 time.Duration
 	ShortRequests, LongRequests map[string]int
-	Anomalies                   []string
+	// LongRun is how long trainstep ran the long job, start to exit.
+	LongRun   time.Duration
+	Anomalies []string
 }
 
-// Growth is how many more requests the long job made than the short one.
+// HeartbeatKey is the request of the job's Lease renewal: one per renewal
+// period while the job runs, by design, so it is bounded on its own and left
+// out of the polling target.
+const HeartbeatKey = "update leases"
+
+// Growth is how many more requests the long job made than the short one,
+// Lease renewals aside.
 func (p PollingResult) Growth() int {
-	return sum(p.LongRequests) - sum(p.ShortRequests)
+	return sum(p.LongRequests) - p.LongRequests[HeartbeatKey] - sum(p.ShortRequests) + p.ShortRequests[HeartbeatKey]
+}
+
+// HeartbeatLimit is the most Lease renewals a run of d may make: one per
+// renewal period of the default lease, and the slack.
+func HeartbeatLimit(d time.Duration) int {
+	return int(d/executor.LeaseRenewPeriod(executor.DefaultLeaseDuration)) + TargetRequestsSlack
 }
 
 // RateLimitResult is trainstep at one --kube-api-qps/--kube-api-burst: its
@@ -225,6 +241,12 @@ func (r Report) Targets() []Target {
 			Measured: fmt.Sprintf("%+d (%d vs %d)", r.Polling.Growth(), sum(r.Polling.LongRequests), sum(r.Polling.ShortRequests)),
 			Met:      r.Polling.Growth() <= TargetRequestsSlack,
 			Limit:    "the requests that grew: " + strings.Join(grown(r.Polling.ShortRequests, r.Polling.LongRequests), ", "),
+		}, Target{
+			Name:     fmt.Sprintf("Lease renewals of the %s job, which trainstep ran for %s (`%s`)", r.Polling.Long, r.Polling.LongRun.Round(time.Second), HeartbeatKey),
+			Goal:     fmt.Sprintf("≤ %d", HeartbeatLimit(r.Polling.LongRun)),
+			Measured: fmt.Sprint(r.Polling.LongRequests[HeartbeatKey]),
+			Met:      r.Polling.LongRequests[HeartbeatKey] <= HeartbeatLimit(r.Polling.LongRun),
+			Limit:    fmt.Sprintf("one renewal every %s", executor.LeaseRenewPeriod(executor.DefaultLeaseDuration)),
 		})
 	}
 	rss := Summarize(mebibytes(largest.PeakRSSBytes))

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -64,8 +63,11 @@ type Process struct {
 // Exit is how a trainstep process ended.
 type Exit struct {
 	Code int
-	// PeakRSS is the process's maximum resident set size, from the kernel's
-	// accounting at exit (getrusage ru_maxrss), in bytes.
+	// PeakRSS is the process's maximum resident set size, in bytes: the
+	// kernel's high-water mark (VmHWM) as last read while sampling. Not
+	// getrusage's ru_maxrss: a child started with vfork shares its parent's
+	// memory until exec, and ru_maxrss keeps that high-water mark, so it
+	// reports the benchmark's own size whenever that is larger.
 	PeakRSS int64
 	// PeakAnon and PeakFile are the largest anonymous (heap, stacks) and
 	// file-backed (the binary's pages) parts of the resident set seen while
@@ -133,12 +135,9 @@ func (p *Process) exit() Exit {
 	state := p.cmd.ProcessState
 	e := Exit{Code: state.ExitCode(), CPU: state.UserTime() + state.SystemTime(),
 		Stdout: p.stdout.String(), Stderr: p.stderr.String()}
-	if usage, ok := state.SysUsage().(*syscall.Rusage); ok {
-		e.PeakRSS = usage.Maxrss * 1024 // kilobytes on Linux
-	}
 	peaks := <-p.memory
 	p.memory <- peaks // exit may be called again
-	e.PeakAnon, e.PeakFile = peaks.anon, peaks.file
+	e.PeakRSS, e.PeakAnon, e.PeakFile = peaks.hwm, peaks.anon, peaks.file
 	return e
 }
 
