@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
-# Builds the test cluster's binaries (etcd, kube-apiserver, kube-scheduler,
-# kube-controller-manager, kwok) into OUTDIR.
+# Builds the test cluster's binaries into OUTDIR:
+#   build.sh OUTDIR          etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kwok
+#   build.sh --node OUTDIR   the real node's kubelet, kube-proxy and pause (the sandbox image's
+#                            binary), for cluster.Options{RealNode: true}
 #
 # The binaries are cached outside the clone, keyed by versions.env and the Go version, so a
 # fresh clone on a warm machine copies them in seconds and a cold machine builds them once.
+# The two sets are separate cache entries: the KWOK cluster never waits for the node's build.
 #   TRAINSTEP_CACHE   cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/trainstep)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-outdir=${1:?usage: build.sh <outdir>}
+node=false
+if [ "${1:-}" = --node ]; then
+	node=true
+	shift
+fi
+outdir=${1:?usage: build.sh [--node] <outdir>}
 go=${GO:-go}
 
 # shellcheck source=versions.env
@@ -16,11 +24,19 @@ source "$here/versions.env"
 : "${KUBERNETES_VERSION:?} ${ETCD_VERSION:?} ${KWOK_VERSION:?}"
 
 kube_commands=(kube-apiserver kube-controller-manager kube-scheduler)
-binaries=(etcd "${kube_commands[@]}" kwok)
+node_commands=(kubelet kube-proxy)
 build_flags=(-trimpath "-ldflags=-s -w")
 go_version=$("$go" env GOVERSION)
-key=$( { grep -v '^#' "$here/versions.env"; cat "$here/etcd/main.go"; echo "$go_version ${build_flags[*]}"; } | sha256sum | cut -c1-16)
 cache_root=${TRAINSTEP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/trainstep}
+if $node; then
+	binaries=("${node_commands[@]}" pause)
+	key=node-$( { echo node; grep -v '^#' "$here/versions.env"; cat "$here/pause/main.go"; echo "$go_version ${build_flags[*]}"; } | sha256sum | cut -c1-16)
+	stamp=.cache-key-node
+else
+	binaries=(etcd "${kube_commands[@]}" kwok)
+	key=$( { grep -v '^#' "$here/versions.env"; cat "$here/etcd/main.go"; echo "$go_version ${build_flags[*]}"; } | sha256sum | cut -c1-16)
+	stamp=.cache-key
+fi
 cache=$cache_root/cluster-bin/$key
 
 log() { echo "cluster-bin: $*" >&2; }
@@ -33,7 +49,7 @@ install_from_cache() {
 		rm -f "$outdir/$b"
 		ln "$cache/$b" "$outdir/$b" 2>/dev/null || cp "$cache/$b" "$outdir/$b"
 	done
-	echo "$key" >"$outdir/.cache-key"
+	echo "$key" >"$outdir/$stamp"
 }
 
 # sync_go_mod writes versions.env into go.mod: the commands' module, etcd, and a replace for
@@ -45,7 +61,7 @@ sync_go_mod() {
 		sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
 	local edits=(-require="k8s.io/kubernetes@$KUBERNETES_VERSION" -require="go.etcd.io/etcd/server/v3@$ETCD_VERSION")
 	# tool lines keep the commands' packages in the module graph through `go mod tidy`.
-	for cmd in "${kube_commands[@]}"; do
+	for cmd in "${kube_commands[@]}" "${node_commands[@]}"; do
 		edits+=(-tool="k8s.io/kubernetes/cmd/$cmd")
 	done
 	local module cmd
@@ -64,6 +80,13 @@ sync_go_mod() {
 build_into() {
 	local dir=$1
 	sync_go_mod
+	if $node; then
+		log "building kubelet, kube-proxy $KUBERNETES_VERSION and pause"
+		(cd "$here" && "$go" build "${build_flags[@]}" -o "$dir/" "${node_commands[@]/#/k8s.io/kubernetes/cmd/}")
+		# pause is the only process of a FROM-scratch image: static, no libc.
+		(cd "$here" && CGO_ENABLED=0 "$go" build "${build_flags[@]}" -o "$dir/pause" ./pause)
+		return
+	fi
 	log "building kube-apiserver, kube-controller-manager, kube-scheduler $KUBERNETES_VERSION and etcd $ETCD_VERSION"
 	(cd "$here" && "$go" build "${build_flags[@]}" -o "$dir/" ./etcd "${kube_commands[@]/#/k8s.io/kubernetes/cmd/}")
 	log "building kwok $KWOK_VERSION"
@@ -72,7 +95,7 @@ build_into() {
 }
 
 installed() {
-	[ -f "$outdir/.cache-key" ] && [ "$(cat "$outdir/.cache-key")" = "$key" ] || return 1
+	[ -f "$outdir/$stamp" ] && [ "$(cat "$outdir/$stamp")" = "$key" ] || return 1
 	for b in "${binaries[@]}"; do [ -x "$outdir/$b" ] || return 1; done
 }
 if installed; then

@@ -1,0 +1,187 @@
+package cluster_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainstep/trainstep/test/cluster"
+)
+
+// podcheckImage is test/cluster/cmd/podcheck in a FROM-scratch image, imported, never pulled.
+const podcheckImage = "docker.io/local/podcheck:test"
+
+// realNodeStartTimeout covers the control plane, containerd, the kubelet's registration and
+// building podcheck on two busy cores.
+const realNodeStartTimeout = 5 * time.Minute
+
+// startRealNodeCluster starts a cluster of its own with the real node and podcheck's image.
+// The cluster is stopped when the test ends unless the test has stopped it.
+func startRealNodeCluster(t *testing.T) *cluster.Cluster {
+	t.Helper()
+	binDir := cluster.RequireRealNode(t)
+	ctx, cancel := context.WithTimeout(context.Background(), realNodeStartTimeout)
+	defer cancel()
+	started := time.Now()
+	c, err := cluster.Start(ctx, cluster.Options{BinDir: binDir, RealNode: true})
+	if err != nil {
+		t.Fatalf("starting a cluster with a real node: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("real-node cluster component logs:\n%s", c.LogTails(40))
+		}
+		c.Stop()
+	})
+	t.Logf("cluster with a real node ready in %s (%s)", time.Since(started).Round(10*time.Millisecond), c.StartupSummary())
+	if err := c.ImportGoImage(ctx, podcheckImage, "./test/cluster/cmd/podcheck"); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// podcheckPod runs podcheck with args, with its identity from the downward API.
+func podcheckPod(name string, args ...string) *corev1.Pod {
+	fieldEnv := func(name, path string) corev1.EnvVar {
+		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name:            "main",
+				Image:           podcheckImage,
+				ImagePullPolicy: corev1.PullNever,
+				Args:            args,
+				Env: []corev1.EnvVar{
+					fieldEnv("POD_NAME", "metadata.name"),
+					fieldEnv("POD_NAMESPACE", "metadata.namespace"),
+					fieldEnv("NODE_NAME", "spec.nodeName"),
+				},
+			}},
+		},
+	}
+}
+
+// runToEnd creates the pod, waits until it has finished and returns it with its log, read
+// through the API server (which fetches it from the kubelet).
+func runToEnd(t *testing.T, c *cluster.Cluster, ns string, pod *corev1.Pod) (*corev1.Pod, string) {
+	t.Helper()
+	created := createPod(t, c, ns, pod)
+	seen := watchPod(t, c, created, finished)
+	last := seen[len(seen)-1]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	log, err := c.Client.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: "main"}).DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("reading the log of pod %s: %v", pod.Name, err)
+	}
+	return last, string(log)
+}
+
+func TestRealNodeRunsPod(t *testing.T) {
+	sysctlsBefore := readSysctls(t)
+	c := startRealNodeCluster(t)
+	node, _ := c.RealNode()
+
+	pod, log := runToEnd(t, c, metav1.NamespaceDefault, podcheckPod("podcheck"))
+
+	if pod.Spec.NodeName != cluster.RealNodeName {
+		t.Errorf("pod ran on node %q, want the real node %q", pod.Spec.NodeName, cluster.RealNodeName)
+	}
+	if pod.Status.Phase != corev1.PodSucceeded {
+		t.Fatalf("pod phase %s, want Succeeded; log:\n%s", pod.Status.Phase, log)
+	}
+	if len(pod.Status.ContainerStatuses) != 1 || pod.Status.ContainerStatuses[0].State.Terminated == nil {
+		t.Fatalf("container statuses %+v, want one terminated container", pod.Status.ContainerStatuses)
+	}
+	terminated := pod.Status.ContainerStatuses[0].State.Terminated
+	if terminated.ExitCode != 0 || terminated.Reason != "Completed" {
+		t.Errorf("container terminated with code %d, reason %q; want 0, Completed", terminated.ExitCode, terminated.Reason)
+	}
+	if !strings.HasPrefix(pod.Status.PodIP, "10.245.0.") {
+		t.Errorf("pod IP %q, want one of the real node's pod network 10.245.0.0/24", pod.Status.PodIP)
+	}
+	lines := strings.Split(strings.TrimSpace(log), "\n")
+	if len(lines) != 2 || lines[0] != "podcheck: pod default/podcheck on node real-node" ||
+		!strings.HasPrefix(lines[1], "podcheck: service-account token of ") {
+		t.Errorf("log:\n%s\nwant the pod's identity from the downward API and its service-account token", log)
+	}
+
+	// Stopping the cluster leaves nothing of the node behind.
+	c.Stop()
+	if _, err := os.Stat("/run/netns/" + node.Namespace); !os.IsNotExist(err) {
+		t.Errorf("network namespace %s still exists after Stop (stat: %v)", node.Namespace, err)
+	}
+	if mounts := mountsUnder(t, node.Dir); len(mounts) > 0 {
+		t.Errorf("mounts left under the node's directory after Stop: %v", mounts)
+	}
+	if procs := processesMentioning(t, node.Dir); len(procs) > 0 {
+		t.Errorf("processes of the node left after Stop: %v", procs)
+	}
+	if _, err := os.Stat(c.Dir); !os.IsNotExist(err) {
+		t.Errorf("cluster directory %s still exists after Stop (stat: %v)", c.Dir, err)
+	}
+	if diff := cmp.Diff(sysctlsBefore, readSysctls(t)); diff != "" {
+		t.Errorf("sysctls the kubelet changed were not put back (-before +after):\n%s", diff)
+	}
+}
+
+// readSysctls reads the host-wide settings a kubelet changes at start.
+func readSysctls(t *testing.T) map[string]string {
+	t.Helper()
+	values := map[string]string{}
+	for _, name := range []string{"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops"} {
+		data, err := os.ReadFile("/proc/sys/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		values[name] = strings.TrimSpace(string(data))
+	}
+	return values
+}
+
+// mountsUnder lists this process's mount points under dir.
+func mountsUnder(t *testing.T, dir string) []string {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mounts []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if fields := strings.Fields(line); len(fields) > 4 && strings.HasPrefix(fields[4], dir) {
+			mounts = append(mounts, fields[4])
+		}
+	}
+	return mounts
+}
+
+// processesMentioning lists running processes whose command line mentions s.
+func processesMentioning(t *testing.T, s string) []string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var procs []string
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(cmdline), s) {
+			procs = append(procs, e.Name()+": "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+		}
+	}
+	return procs
+}
