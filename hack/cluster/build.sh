@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the test cluster's binaries into OUTDIR:
 #   build.sh OUTDIR          etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kwok
-#   build.sh --node OUTDIR   the real node's kubelet, kube-proxy and pause (the sandbox image's
-#                            binary), for cluster.Options{RealNode: true}
+#   build.sh --node OUTDIR   the real node's kubelet, kube-proxy, pause (the sandbox image's
+#                            binary) and coredns, for cluster.Options{RealNode: true}
 #
 # The binaries are cached outside the clone, keyed by versions.env and the Go version, so a
 # fresh clone on a warm machine copies them in seconds and a cold machine builds them once.
@@ -29,8 +29,8 @@ build_flags=(-trimpath "-ldflags=-s -w")
 go_version=$("$go" env GOVERSION)
 cache_root=${TRAINSTEP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/trainstep}
 if $node; then
-	binaries=("${node_commands[@]}" pause)
-	key=node-$( { echo node; grep -v '^#' "$here/versions.env"; cat "$here/pause/main.go"; echo "$go_version ${build_flags[*]}"; } | sha256sum | cut -c1-16)
+	binaries=("${node_commands[@]}" pause coredns)
+	key=node-$( { echo node; grep -v '^#' "$here/versions.env"; cat "$here/pause/main.go" "$here/coredns/main.go" "$here/coredns/go.mod"; echo "$go_version ${build_flags[*]}"; } | sha256sum | cut -c1-16)
 	stamp=.cache-key-node
 else
 	binaries=(etcd "${kube_commands[@]}" kwok)
@@ -85,6 +85,10 @@ build_into() {
 		(cd "$here" && "$go" build "${build_flags[@]}" -o "$dir/" "${node_commands[@]/#/k8s.io/kubernetes/cmd/}")
 		# pause is the only process of a FROM-scratch image: static, no libc.
 		(cd "$here" && CGO_ENABLED=0 "$go" build "${build_flags[@]}" -o "$dir/pause" ./pause)
+		# CoreDNS is its own module (coredns/go.mod pins its version), so its dependencies
+		# never change the versions the Kubernetes binaries are built with.
+		log "building coredns $(sed -n 's#^require github.com/coredns/coredns ##p' "$here/coredns/go.mod")"
+		(cd "$here/coredns" && "$go" build "${build_flags[@]}" -o "$dir/coredns" .)
 		return
 	fi
 	log "building kube-apiserver, kube-controller-manager, kube-scheduler $KUBERNETES_VERSION and etcd $ETCD_VERSION"

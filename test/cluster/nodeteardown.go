@@ -14,8 +14,12 @@ import (
 	"time"
 )
 
-// containerLogLinks is where the kubelet links every container's log (a fixed path).
-const containerLogLinks = "/var/log/containers"
+const (
+	// containerLogLinks is where the kubelet links every container's log (a fixed path).
+	containerLogLinks = "/var/log/containers"
+	// cniResultsDir is where libcni, inside containerd, caches each attachment's result.
+	cniResultsDir = "/var/lib/cni/results"
+)
 
 // tearDown stops the real node and removes everything it left on the machine: the kubelet
 // (through stop), the pods' containers, containerd, the mounts under the node's directory,
@@ -24,6 +28,7 @@ const containerLogLinks = "/var/log/containers"
 // them all. stop ends one component by name and returns once it has exited.
 func (s nodeState) tearDown(stop func(name string)) error {
 	var errs []error
+	stop("coredns")
 	stop("kube-proxy")
 	stop("kubelet")
 	errs = append(errs, s.restoreSysctls())
@@ -39,7 +44,9 @@ func (s nodeState) tearDown(stop func(name string)) error {
 }
 
 // removeContainers kills every task (pod sandboxes and containers) of the node's containerd
-// and deletes it, which also unmounts its root file system.
+// and deletes it, which also unmounts its root file system, then removes libcni's cached
+// loopback results of those sandboxes. A pod's tasks share one shim, so deleting one may take
+// another with it: the rounds repeat until none is listed.
 func (s nodeState) removeContainers() error {
 	if _, err := os.Stat(s.ContainerdSocket); err != nil {
 		return nil // containerd never started
@@ -47,18 +54,35 @@ func (s nodeState) removeContainers() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	n := realNode{s}
+	var ids []string
+	for range 3 {
+		out, err := n.ctr(ctx, "tasks", "list", "--quiet")
+		if err != nil {
+			return fmt.Errorf("listing the node's containers: %w", err)
+		}
+		round := strings.Fields(out)
+		if len(round) == 0 {
+			break
+		}
+		ids = append(ids, round...)
+		for _, id := range round {
+			_, _ = n.ctr(ctx, "tasks", "kill", "--signal", "SIGKILL", id)
+		}
+		for _, id := range round {
+			_, _ = n.ctr(ctx, "tasks", "delete", "--force", id)
+		}
+	}
+	for _, id := range ids {
+		_ = os.Remove(filepath.Join(cniResultsDir, "cni-loopback-"+id+"-lo"))
+	}
 	out, err := n.ctr(ctx, "tasks", "list", "--quiet")
 	if err != nil {
 		return fmt.Errorf("listing the node's containers: %w", err)
 	}
-	var errs []error
-	for _, id := range strings.Fields(out) {
-		_, _ = n.ctr(ctx, "tasks", "kill", "--signal", "SIGKILL", id)
-		if _, err := n.ctr(ctx, "tasks", "delete", "--force", id); err != nil {
-			errs = append(errs, fmt.Errorf("removing container %s: %w", id, err))
-		}
+	if left := strings.Fields(out); len(left) > 0 {
+		return fmt.Errorf("removing the node's containers: still running: %s", strings.Join(left, ", "))
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // killShims kills containerd-shim processes of this node's containerd and their
@@ -116,7 +140,7 @@ func (s nodeState) removeLinks() error {
 		}
 	}
 	if s.CNINetwork != "" {
-		cached, _ := filepath.Glob(filepath.Join("/var/lib/cni/results", s.CNINetwork+"-*"))
+		cached, _ := filepath.Glob(filepath.Join(cniResultsDir, s.CNINetwork+"-*"))
 		for _, path := range cached {
 			if err := os.Remove(path); err != nil {
 				errs = append(errs, err)

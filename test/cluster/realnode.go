@@ -23,7 +23,7 @@ const RealNodeName = "real-node"
 
 // RealNodeBinaries are what Options.RealNode needs in the bin directory besides Binaries,
 // as `make cluster-bin-node` names them.
-var RealNodeBinaries = []string{"kubelet", "kube-proxy", "pause"}
+var RealNodeBinaries = []string{"kubelet", "kube-proxy", "pause", "coredns"}
 
 // realNodePrograms come from Debian packages (hack/cluster/install-node-deps.sh).
 var realNodePrograms = []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "ip", "nsenter", "iptables"}
@@ -100,7 +100,7 @@ type realNode struct {
 // nodeFiles are the real node's credentials, written with the cluster's configuration.
 type nodeFiles struct {
 	kubeconfig, servingCert, servingKey string
-	proxyKubeconfig                     string
+	proxyKubeconfig, dnsKubeconfig      string
 }
 
 // newRealNode creates the node's network namespace; the control plane starts after it, on
@@ -137,11 +137,15 @@ func (c *Cluster) writeNodeCredentials(ca *authority, pki string) (nodeFiles, er
 	if err != nil {
 		return nodeFiles{}, err
 	}
+	dns, err := ca.issue(pki, "coredns", pkix.Name{CommonName: dnsUser}, false)
+	if err != nil {
+		return nodeFiles{}, err
+	}
 	f := nodeFiles{
 		kubeconfig: filepath.Join(c.Dir, "kubelet.kubeconfig"), servingCert: serving.CertFile, servingKey: serving.KeyFile,
-		proxyKubeconfig: filepath.Join(c.Dir, "kube-proxy.kubeconfig"),
+		proxyKubeconfig: filepath.Join(c.Dir, "kube-proxy.kubeconfig"), dnsKubeconfig: filepath.Join(c.Dir, "coredns.kubeconfig"),
 	}
-	for path, pair := range map[string]keyPair{f.kubeconfig: client, f.proxyKubeconfig: proxy} {
+	for path, pair := range map[string]keyPair{f.kubeconfig: client, f.proxyKubeconfig: proxy, f.dnsKubeconfig: dns} {
 		creds := credentials{certPEM: pair.CertPEM, keyPEM: pair.KeyPEM}
 		if err := writeKubeconfig(path, c.Server, c.caPEM, creds, ""); err != nil {
 			return nodeFiles{}, err
@@ -222,7 +226,10 @@ func (c *Cluster) startRealNode(ctx context.Context, f clusterFiles, detached bo
 		return err
 	}
 	c.mark("real node Ready")
-	return c.startKubeProxy(ctx, f, detached, containerd, kubelet)
+	if err := c.startKubeProxy(ctx, f, detached, containerd, kubelet); err != nil {
+		return err
+	}
+	return c.startCoreDNS(ctx, f, detached, containerd, kubelet)
 }
 
 // kubeProxyHealthzPort is kube-proxy's health endpoint on the node IP.
@@ -367,7 +374,7 @@ func (n *realNode) cniConfig() ([]byte, error) {
 // kubeletConfig is the kubelet's configuration for a node that shares this machine: cgroupfs
 // without per-QoS cgroups (no systemd here, cgroup v1 allowed), no swap check, eviction and
 // image garbage collection only at a full disk (images are imported, never pulled, so one
-// collected could not come back), DNS off until the cluster has its own.
+// collected could not come back), the node's CoreDNS as the pods' nameserver.
 func (n *realNode) kubeletConfig(f clusterFiles) ([]byte, error) {
 	config := map[string]any{
 		"apiVersion":         "kubelet.config.k8s.io/v1beta1",
@@ -383,14 +390,16 @@ func (n *realNode) kubeletConfig(f clusterFiles) ([]byte, error) {
 			"webhook":   map[string]bool{"enabled": true},
 			"x509":      map[string]string{"clientCAFile": f.ca},
 		},
-		"authorization":               map[string]string{"mode": "Webhook"},
-		"containerRuntimeEndpoint":    "unix://" + n.ContainerdSocket,
-		"cgroupDriver":                "cgroupfs",
-		"cgroupsPerQOS":               false,
-		"enforceNodeAllocatable":      []string{},
-		"failCgroupV1":                false,
-		"failSwapOn":                  false,
-		"clusterDomain":               "cluster.local",
+		"authorization":            map[string]string{"mode": "Webhook"},
+		"containerRuntimeEndpoint": "unix://" + n.ContainerdSocket,
+		"cgroupDriver":             "cgroupfs",
+		"cgroupsPerQOS":            false,
+		"enforceNodeAllocatable":   []string{},
+		"failCgroupV1":             false,
+		"failSwapOn":               false,
+		"clusterDomain":            clusterDomain,
+		// CoreDNS on the node IP; what it does not serve is refused (no upstream).
+		"clusterDNS":                  []string{n.Network.NodeIP},
 		"resolvConf":                  "",
 		"podLogsDir":                  filepath.Join(n.Dir, "pod-logs"),
 		"volumePluginDir":             filepath.Join(n.Dir, "volume-plugins"),

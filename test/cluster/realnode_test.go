@@ -23,11 +23,12 @@ const podcheckImage = "docker.io/local/podcheck:test"
 // building podcheck on two busy cores.
 const realNodeStartTimeout = 5 * time.Minute
 
-// startRealNodeCluster starts a cluster of its own with the real node and podcheck's image.
-// The cluster is stopped when the test ends unless the test has stopped it.
+// startRealNodeCluster starts a cluster of its own with the real node and podcheck's image,
+// and stops it when the test ends, checking then that nothing of the node is left.
 func startRealNodeCluster(t *testing.T) *cluster.Cluster {
 	t.Helper()
 	binDir := cluster.RequireRealNode(t)
+	before := readMachineState(t)
 	ctx, cancel := context.WithTimeout(context.Background(), realNodeStartTimeout)
 	defer cancel()
 	started := time.Now()
@@ -39,7 +40,9 @@ func startRealNodeCluster(t *testing.T) *cluster.Cluster {
 		if t.Failed() {
 			t.Logf("real-node cluster component logs:\n%s", c.LogTails(40))
 		}
+		node, _ := c.RealNode()
 		c.Stop()
+		checkNothingLeft(t, c, node, before)
 	})
 	t.Logf("cluster with a real node ready in %s (%s)", time.Since(started).Round(10*time.Millisecond), c.StartupSummary())
 	if err := c.ImportGoImage(ctx, podcheckImage, "./test/cluster/cmd/podcheck"); err != nil {
@@ -89,9 +92,7 @@ func runToEnd(t *testing.T, c *cluster.Cluster, ns string, pod *corev1.Pod) (*co
 }
 
 func TestRealNodeRunsPod(t *testing.T) {
-	sysctlsBefore := readSysctls(t)
 	c := startRealNodeCluster(t)
-	node, _ := c.RealNode()
 
 	pod, log := runToEnd(t, c, metav1.NamespaceDefault, podcheckPod("podcheck"))
 
@@ -116,9 +117,23 @@ func TestRealNodeRunsPod(t *testing.T) {
 		!strings.HasPrefix(lines[1], "podcheck: service-account token of ") {
 		t.Errorf("log:\n%s\nwant the pod's identity from the downward API and its service-account token", log)
 	}
+}
 
-	// Stopping the cluster leaves nothing of the node behind.
-	c.Stop()
+// machineState is what a real node changes on the machine while it runs.
+type machineState struct {
+	sysctls map[string]string
+	// files in the directories where the kubelet and libcni write at fixed paths.
+	logLinks, cniResults []string
+}
+
+func readMachineState(t *testing.T) machineState {
+	t.Helper()
+	return machineState{sysctls: readSysctls(t), logLinks: dirEntries(t, "/var/log/containers"), cniResults: dirEntries(t, "/var/lib/cni/results")}
+}
+
+// checkNothingLeft checks what a stopped cluster's real node must have removed or put back.
+func checkNothingLeft(t *testing.T, c *cluster.Cluster, node cluster.RealNodeInfo, before machineState) {
+	t.Helper()
 	if _, err := os.Stat("/run/netns/" + node.Namespace); !os.IsNotExist(err) {
 		t.Errorf("network namespace %s still exists after Stop (stat: %v)", node.Namespace, err)
 	}
@@ -131,9 +146,24 @@ func TestRealNodeRunsPod(t *testing.T) {
 	if _, err := os.Stat(c.Dir); !os.IsNotExist(err) {
 		t.Errorf("cluster directory %s still exists after Stop (stat: %v)", c.Dir, err)
 	}
-	if diff := cmp.Diff(sysctlsBefore, readSysctls(t)); diff != "" {
-		t.Errorf("sysctls the kubelet changed were not put back (-before +after):\n%s", diff)
+	after := readMachineState(t)
+	if diff := cmp.Diff(before, after, cmp.AllowUnexported(machineState{})); diff != "" {
+		t.Errorf("the machine differs after Stop (-before +after):\n%s", diff)
 	}
+}
+
+// dirEntries lists the names in dir (none if it does not exist).
+func dirEntries(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
 }
 
 // readSysctls reads the host-wide settings a kubelet changes at start.
@@ -184,4 +214,68 @@ func processesMentioning(t *testing.T, s string) []string {
 		}
 	}
 	return procs
+}
+
+func TestRealNodeServices(t *testing.T) {
+	c := startRealNodeCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ns := metav1.NamespaceDefault
+
+	// A replica the way trainstep renders one: hostname and subdomain under a job-wide
+	// headless Service (MPI style), and a headless Service of its own named like the pod
+	// (Training Operator style).
+	worker := podcheckPod("demo-worker-0", "-listen", "2222")
+	worker.Labels = map[string]string{"job": "demo", "replica": "demo-worker-0"}
+	worker.Spec.Hostname, worker.Spec.Subdomain = "demo-worker-0", "demo"
+	for name, selector := range map[string]map[string]string{"demo": {"job": "demo"}, "demo-worker-0": {"replica": "demo-worker-0"}} {
+		_, err := c.Client.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.ServiceSpec{
+				ClusterIP: corev1.ClusterIPNone,
+				Selector:  selector,
+				Ports:     []corev1.ServicePort{{Name: "podcheck", Port: 2222}},
+			},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("creating Service %s: %v", name, err)
+		}
+	}
+	seen := watchPod(t, c, createPod(t, c, ns, worker), running)
+	workerIP := seen[len(seen)-1].Status.PodIP
+
+	client := podcheckPod("client", "-api",
+		"-resolve", "demo-worker-0.demo.default.svc.cluster.local",
+		"-resolve", "demo-worker-0.demo.default.svc",
+		"-resolve", "demo-worker-0",
+		"-dial", "demo-worker-0.demo:2222",
+		"-dial", "demo-worker-0:2222")
+	pod, log := runToEnd(t, c, ns, client)
+	t.Logf("client log:\n%s", log)
+	if pod.Status.Phase != corev1.PodSucceeded {
+		t.Fatalf("client pod phase %s, want Succeeded; log:\n%s", pod.Status.Phase, log)
+	}
+	version, err := c.Client.Discovery().ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(log), "\n")
+	if len(lines) < 2 {
+		t.Fatalf("log:\n%s\nwant at least the pod's identity and token lines", log)
+	}
+	want := []string{
+		// Through the kubernetes Service (kube-proxy) with the pod's CA and token.
+		"podcheck: API server " + version.GitVersion,
+		// Through the node's CoreDNS: the pod's full name, the short one, the replica's own
+		// Service by the search path.
+		"podcheck: demo-worker-0.demo.default.svc.cluster.local resolves to " + workerIP,
+		"podcheck: demo-worker-0.demo.default.svc resolves to " + workerIP,
+		"podcheck: demo-worker-0 resolves to " + workerIP,
+		// Pod to pod over the bridge, by name.
+		"podcheck: demo-worker-0.demo:2222 answers demo-worker-0",
+		"podcheck: demo-worker-0:2222 answers demo-worker-0",
+	}
+	if diff := cmp.Diff(want, lines[2:]); diff != "" {
+		t.Errorf("client log after its identity (-want +got):\n%s", diff)
+	}
 }
