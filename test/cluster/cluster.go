@@ -130,7 +130,15 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		}
 	}
 	if opts.RealNode {
+		if swept, err := SweepRealNodes(); err != nil {
+			fmt.Fprintf(os.Stderr, "removing leftovers of earlier real nodes: %v\n", err)
+		} else if len(swept) > 0 {
+			fmt.Fprintf(os.Stderr, "removed leftovers of real nodes whose test process was killed: %s\n", strings.Join(swept, ", "))
+		}
 		if c.node, err = newRealNode(c.Dir); err != nil {
+			return nil, err
+		}
+		if err := c.recordNode(opts.Detached); err != nil {
 			return nil, err
 		}
 		c.mark("node network")

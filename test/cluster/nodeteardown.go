@@ -27,6 +27,11 @@ const (
 // pair; it puts back the sysctls the kubelet changed. It goes on past errors and returns
 // them all. stop ends one component by name and returns once it has exited.
 func (s nodeState) tearDown(stop func(name string)) error {
+	// What follows kills and unmounts by the node's directory: never by a wrong one.
+	if !filepath.IsAbs(s.Dir) || filepath.Clean(s.Dir) != s.Dir || filepath.Base(s.Dir) != "node" ||
+		!strings.HasPrefix(s.Network.Namespace, "trainstep-") {
+		return fmt.Errorf("refusing to tear down a real node recorded as directory %q, namespace %q", s.Dir, s.Network.Namespace)
+	}
 	var errs []error
 	stop("coredns")
 	stop("kube-proxy")
@@ -35,18 +40,23 @@ func (s nodeState) tearDown(stop func(name string)) error {
 	errs = append(errs, s.removeContainers())
 	stop("containerd")
 	// Shims outlive containerd; any left (say containerd did not answer) go with their
-	// containers.
-	errs = append(errs, s.killShims())
+	// containers, as does anything else still running from the node's directory.
+	errs = append(errs, s.killNodeProcesses())
 	errs = append(errs, s.unmountAll())
 	errs = append(errs, s.removeLinks())
 	errs = append(errs, s.Network.delete())
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if err := os.Remove(s.recordPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing the real node's record: %w", err)
+	}
+	return nil
 }
 
 // removeContainers kills every task (pod sandboxes and containers) of the node's containerd
-// and deletes it, which also unmounts its root file system, then removes libcni's cached
-// loopback results of those sandboxes. A pod's tasks share one shim, so deleting one may take
-// another with it: the rounds repeat until none is listed.
+// and deletes it, which also unmounts its root file system. A pod's tasks share one shim, so
+// deleting one may take another with it: the rounds repeat until none is listed.
 func (s nodeState) removeContainers() error {
 	if _, err := os.Stat(s.ContainerdSocket); err != nil {
 		return nil // containerd never started
@@ -54,26 +64,23 @@ func (s nodeState) removeContainers() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	n := realNode{s}
-	var ids []string
 	for range 3 {
 		out, err := n.ctr(ctx, "tasks", "list", "--quiet")
 		if err != nil {
-			return fmt.Errorf("listing the node's containers: %w", err)
+			// containerd is gone (its owner was killed): its shims and their containers are
+			// killed by killNodeProcesses, their root file systems unmounted by unmountAll.
+			return nil
 		}
 		round := strings.Fields(out)
 		if len(round) == 0 {
 			break
 		}
-		ids = append(ids, round...)
 		for _, id := range round {
 			_, _ = n.ctr(ctx, "tasks", "kill", "--signal", "SIGKILL", id)
 		}
 		for _, id := range round {
 			_, _ = n.ctr(ctx, "tasks", "delete", "--force", id)
 		}
-	}
-	for _, id := range ids {
-		_ = os.Remove(filepath.Join(cniResultsDir, "cni-loopback-"+id+"-lo"))
 	}
 	out, err := n.ctr(ctx, "tasks", "list", "--quiet")
 	if err != nil {
@@ -85,15 +92,16 @@ func (s nodeState) removeContainers() error {
 	return nil
 }
 
-// killShims kills containerd-shim processes of this node's containerd and their
-// descendants (the containers).
-func (s nodeState) killShims() error {
+// killNodeProcesses kills every process whose command line names the node's directory —
+// containerd-shims (their -address is the node's socket) and any node component still
+// running — with its descendants (a shim's are the containers).
+func (s nodeState) killNodeProcesses() error {
 	procs, err := processes()
 	if err != nil {
 		return err
 	}
 	for pid, p := range procs {
-		if strings.Contains(p.cmdline, "containerd-shim") && strings.Contains(p.cmdline, s.ContainerdSocket) {
+		if strings.Contains(p.cmdline, s.Dir+"/") {
 			killTree(pid, procs)
 		}
 	}
@@ -124,7 +132,8 @@ func (s nodeState) unmountAll() error {
 }
 
 // removeLinks removes the kubelet's log links into the node's directory and libcni's cached
-// results of the node's network.
+// results of the node's pods (those name the pod's network namespace, under the node's
+// directory).
 func (s nodeState) removeLinks() error {
 	var errs []error
 	entries, err := os.ReadDir(containerLogLinks)
@@ -139,9 +148,11 @@ func (s nodeState) removeLinks() error {
 			}
 		}
 	}
-	if s.CNINetwork != "" {
-		cached, _ := filepath.Glob(filepath.Join(cniResultsDir, s.CNINetwork+"-*"))
-		for _, path := range cached {
+	cached, _ := os.ReadDir(cniResultsDir)
+	for _, e := range cached {
+		path := filepath.Join(cniResultsDir, e.Name())
+		data, err := os.ReadFile(path)
+		if err == nil && strings.Contains(string(data), `"`+s.Dir+"/") {
 			if err := os.Remove(path); err != nil {
 				errs = append(errs, err)
 			}
@@ -203,7 +214,7 @@ func unescapeMountPath(s string) string {
 	return b.String()
 }
 
-// process is what killShims needs of a running process.
+// process is what killNodeProcesses needs of a running process.
 type process struct {
 	ppid    int
 	cmdline string

@@ -197,6 +197,9 @@ func (c *Cluster) startRealNode(ctx context.Context, f clusterFiles, detached bo
 	if n.Sysctls, err = readSysctls(); err != nil {
 		return err
 	}
+	if err := c.recordNode(detached); err != nil {
+		return err
+	}
 	kubeletConfig, err := n.kubeletConfig(f)
 	if err != nil {
 		return err

@@ -1,9 +1,14 @@
 package cluster_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -278,4 +283,98 @@ func TestRealNodeServices(t *testing.T) {
 	if diff := cmp.Diff(want, lines[2:]); diff != "" {
 		t.Errorf("client log after its identity (-want +got):\n%s", diff)
 	}
+}
+
+// killedOwnerEnv makes TestRealNodeKilledOwner run: it is the helper process of
+// TestRealNodeLeftoversAreSwept.
+const killedOwnerEnv = "TRAINSTEP_KILLED_OWNER"
+
+func TestRealNodeLeftoversAreSwept(t *testing.T) {
+	cluster.RequireRealNode(t)
+	before := readMachineState(t)
+	// Another test process starts a real node with a running pod and is killed outright:
+	// no Stop runs, its kubelet and containerd die with it, its pod's container does not.
+	helper := exec.Command(os.Args[0], "-test.run=^TestRealNodeKilledOwner$", "-test.v", "-test.count=1")
+	helper.Env = append(os.Environ(), killedOwnerEnv+"=1")
+	stdout, err := helper.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := helper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = helper.Process.Kill(); _ = helper.Wait() }()
+	var namespace, dir string
+	found := make(chan struct{})
+	go func() {
+		scanner := bufio.NewScanner(stdout)
+		for scanner.Scan() {
+			if fields := strings.Fields(scanner.Text()); len(fields) == 3 && fields[0] == "LEFTOVER" {
+				namespace, dir = fields[1], fields[2]
+				close(found)
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case <-found:
+	case <-time.After(realNodeStartTimeout):
+		t.Fatal("the helper process did not start its real node in time")
+	}
+	if err := helper.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = helper.Wait()
+	if _, err := os.Stat("/run/netns/" + namespace); err != nil {
+		t.Fatalf("the killed process's namespace %s is gone before the sweep (%v): nothing to test", namespace, err)
+	}
+	if procs := processesMentioning(t, dir); len(procs) == 0 {
+		t.Fatalf("no process of the killed process's node is left before the sweep: nothing to test")
+	}
+
+	swept, err := cluster.SweepRealNodes()
+	if err != nil {
+		t.Fatalf("sweeping: %v", err)
+	}
+	if !slices.Contains(swept, namespace) {
+		t.Errorf("swept %v, want %s among them", swept, namespace)
+	}
+	if _, err := os.Stat("/run/netns/" + namespace); !os.IsNotExist(err) {
+		t.Errorf("network namespace %s still exists after the sweep (stat: %v)", namespace, err)
+	}
+	if mounts := mountsUnder(t, dir); len(mounts) > 0 {
+		t.Errorf("mounts left under the node's directory after the sweep: %v", mounts)
+	}
+	if procs := processesMentioning(t, dir); len(procs) > 0 {
+		t.Errorf("processes of the node left after the sweep: %v", procs)
+	}
+	if _, err := os.Stat(filepath.Dir(dir)); !os.IsNotExist(err) {
+		t.Errorf("cluster directory %s still exists after the sweep (stat: %v)", filepath.Dir(dir), err)
+	}
+	if diff := cmp.Diff(before, readMachineState(t), cmp.AllowUnexported(machineState{})); diff != "" {
+		t.Errorf("the machine differs after the sweep (-before +after):\n%s", diff)
+	}
+}
+
+// TestRealNodeKilledOwner is TestRealNodeLeftoversAreSwept's helper process: it starts a
+// real node with a running pod, says where, and waits to be killed.
+func TestRealNodeKilledOwner(t *testing.T) {
+	if os.Getenv(killedOwnerEnv) != "1" {
+		t.Skip("the helper process of TestRealNodeLeftoversAreSwept")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), realNodeStartTimeout)
+	defer cancel()
+	c, err := cluster.Start(ctx, cluster.Options{BinDir: cluster.RequireRealNode(t), RealNode: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ImportGoImage(ctx, podcheckImage, "./test/cluster/cmd/podcheck"); err != nil {
+		t.Fatal(err)
+	}
+	watchPod(t, c, createPod(t, c, metav1.NamespaceDefault, podcheckPod("left-running", "-listen", "2222")), running)
+	node, _ := c.RealNode()
+	fmt.Printf("LEFTOVER %s %s\n", node.Namespace, node.Dir)
+	<-ctx.Done()
+	t.Fatal("not killed in time")
 }
