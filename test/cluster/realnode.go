@@ -154,58 +154,82 @@ func (c *Cluster) writeNodeCredentials(ca *authority, pki string) (nodeFiles, er
 	return f, nil
 }
 
-// startRealNode starts containerd and the kubelet in the node's namespace, imports the
-// pause image and waits until the node is Ready and schedulable.
+// startRealNode starts containerd, the kubelet, kube-proxy and CoreDNS in the node's
+// namespace and returns once the node is Ready and schedulable and Services and DNS work.
 func (c *Cluster) startRealNode(ctx context.Context, f clusterFiles, detached bool) error {
+	ctx, cancel := context.WithTimeout(ctx, realNodeReadyTimeout)
+	defer cancel()
+	containerd, err := c.startContainerd(ctx, detached)
+	if err != nil {
+		return err
+	}
+	kubelet, err := c.startKubelet(ctx, f, detached, containerd)
+	if err != nil {
+		return err
+	}
+	if err := c.startKubeProxy(ctx, f, detached, containerd, kubelet); err != nil {
+		return err
+	}
+	return c.startCoreDNS(ctx, f, detached, containerd, kubelet)
+}
+
+// startContainerd starts the node's containerd with its CNI configuration and imports the
+// pause image into it.
+func (c *Cluster) startContainerd(ctx context.Context, detached bool) (*component, error) {
 	n := c.node
 	for _, sub := range []string{"containerd", "cni/net.d", "cni/ipam", "kubelet", "pod-logs", "volume-plugins", "runc"} {
 		if err := os.MkdirAll(filepath.Join(n.Dir, sub), 0o700); err != nil {
-			return fmt.Errorf("creating the node's directories: %w", err)
+			return nil, fmt.Errorf("creating the node's directories: %w", err)
 		}
 	}
 	containerdConfig := filepath.Join(n.Dir, "containerd.toml")
 	cniConfig, err := n.cniConfig()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	err = writeFiles(map[string][]byte{
 		containerdConfig: []byte(n.containerdConfig()),
 		filepath.Join(n.Dir, "cni/net.d/10-trainstep.conflist"): cniConfig,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, realNodeReadyTimeout)
-	defer cancel()
 	containerd, err := c.startInNode("containerd", detached, "--config", containerdConfig)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	answers := func(ctx context.Context) (bool, error) {
 		_, err := n.ctr(ctx, "version")
 		return err == nil, err
 	}
 	if err := waitFor(ctx, "containerd", []*component{containerd}, answers); err != nil {
-		return err
+		return nil, err
 	}
 	c.mark("containerd")
 	if err := n.importPauseImage(ctx, c.BinDir); err != nil {
-		return err
+		return nil, err
 	}
 	c.mark("pause image")
+	return containerd, nil
+}
 
+// startKubelet records the sysctls the kubelet is about to change, starts it and waits
+// until it has registered the node and the node is Ready and schedulable.
+func (c *Cluster) startKubelet(ctx context.Context, f clusterFiles, detached bool, containerd *component) (*component, error) {
+	n := c.node
+	var err error
 	if n.Sysctls, err = readSysctls(); err != nil {
-		return err
+		return nil, err
 	}
 	if err := c.recordNode(detached); err != nil {
-		return err
+		return nil, err
 	}
 	kubeletConfig, err := n.kubeletConfig(f)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := writeFiles(map[string][]byte{filepath.Join(n.Dir, "kubelet.yaml"): kubeletConfig}); err != nil {
-		return err
+		return nil, err
 	}
 	kubelet, err := c.startInNode("kubelet", detached,
 		"--config="+filepath.Join(n.Dir, "kubelet.yaml"),
@@ -216,7 +240,7 @@ func (c *Cluster) startRealNode(ctx context.Context, f clusterFiles, detached bo
 		"--cert-dir="+filepath.Join(n.Dir, "kubelet", "pki"),
 	)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	schedulable := func(ctx context.Context) (bool, error) {
 		node, err := c.Client.CoreV1().Nodes().Get(ctx, RealNodeName, metav1.GetOptions{})
@@ -226,13 +250,10 @@ func (c *Cluster) startRealNode(ctx context.Context, f clusterFiles, detached bo
 		return nodeSchedulable(node), nil
 	}
 	if err := waitFor(ctx, "the real node to be Ready", []*component{containerd, kubelet}, schedulable); err != nil {
-		return err
+		return nil, err
 	}
 	c.mark("real node Ready")
-	if err := c.startKubeProxy(ctx, f, detached, containerd, kubelet); err != nil {
-		return err
-	}
-	return c.startCoreDNS(ctx, f, detached, containerd, kubelet)
+	return kubelet, nil
 }
 
 // kubeProxyHealthzPort is kube-proxy's health endpoint on the node IP.
