@@ -75,6 +75,10 @@ cluster-bin: ## Build (or reuse cached) etcd, kube-apiserver, kube-scheduler, ku
 cluster-bin-node: ## Build (or reuse cached) the real node's kubelet, kube-proxy and pause into bin/cluster.
 	hack/cluster/build.sh --node $(CLUSTER_BIN)
 
+.PHONY: cluster-bin-argo
+cluster-bin-argo: ## Build (or reuse cached) Argo's workflow-controller and argoexec (trainstep's Argo version) into bin/cluster.
+	hack/cluster/build.sh --argo $(CLUSTER_BIN)
+
 .PHONY: node-deps
 node-deps: ## Install the real node's Debian packages: containerd, runc, CNI plugins, iptables (root).
 	hack/cluster/install-node-deps.sh

@@ -3,6 +3,8 @@
 #   build.sh OUTDIR          etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kwok
 #   build.sh --node OUTDIR   the real node's kubelet, kube-proxy, pause (the sandbox image's
 #                            binary) and coredns, for cluster.Options{RealNode: true}
+#   build.sh --argo OUTDIR   Argo's workflow-controller and argoexec, at the version argo/go.mod
+#                            pins (trainstep's own)
 #
 # The binaries are cached outside the clone, keyed by versions.env and the Go version, so a
 # fresh clone on a warm machine copies them in seconds and a cold machine builds them once.
@@ -11,12 +13,14 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-node=false
-if [ "${1:-}" = --node ]; then
-	node=true
+set=kwok
+case "${1:-}" in
+--node | --argo)
+	set=${1#--}
 	shift
-fi
-outdir=${1:?usage: build.sh [--node] <outdir>}
+	;;
+esac
+outdir=${1:?usage: build.sh [--node|--argo] <outdir>}
 go=${GO:-go}
 
 # shellcheck source=versions.env
@@ -28,15 +32,51 @@ node_commands=(kubelet kube-proxy)
 build_flags=(-trimpath "-ldflags=-s -w")
 go_version=$("$go" env GOVERSION)
 cache_root=${TRAINSTEP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/trainstep}
-if $node; then
+argo_commands=(argoexec workflow-controller)
+argo_module=github.com/argoproj/argo-workflows/v3
+
+# build_argo builds argo_commands from a copy of Argo's module. Module zips leave out
+# symbolic links, and Argo's Linux code of workflow/executor/osspecific is one
+# (signal_linux.go -> signal_darwin.go): without it argoexec fails with "undefined: Setpgid",
+# whatever the cgo setting or build tags. The copy restores the link; argo/go.mod's graph and
+# go.sum are used as they are, with the module replaced by that copy.
+build_argo() {
+	local dir=$1 src work
+	src=$(cd "$here/argo" && "$go" mod download -json "$argo_module@$argo_version" |
+		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	[ -d "$src" ] || { log "cannot find $argo_module@$argo_version in the module cache"; return 1; }
+	rm -rf "$cache_root"/cluster-bin/.argo-src.* # an interrupted build's copy
+	work=$(mktemp -d "$cache_root/cluster-bin/.argo-src.XXXXXX")
+	cp -r "$src" "$work/argo"
+	chmod -R u+w "$work/argo"
+	local link=$work/argo/workflow/executor/osspecific/signal_linux.go
+	[ -e "$link" ] || ln -s signal_darwin.go "$link"
+	cp "$here/argo/go.mod" "$work/go.mod"
+	cp "$here/argo/go.sum" "$work/go.sum"
+	(cd "$here/argo" && "$go" mod edit -modfile="$work/go.mod" -replace="$argo_module=$work/argo")
+	log "building workflow-controller and argoexec $argo_version"
+	(cd "$here/argo" && CGO_ENABLED=0 "$go" build -modfile="$work/go.mod" -trimpath \
+		"-ldflags=-s -w -X $argo_module.version=$argo_version" -o "$dir/" "${argo_commands[@]/#/$argo_module/cmd/}")
+	rm -rf "$work"
+}
+case $set in
+node)
 	binaries=("${node_commands[@]}" pause coredns)
 	key=node-$( { echo node; grep -v '^#' "$here/versions.env"; cat "$here/pause/main.go" "$here/coredns/main.go" "$here/coredns/go.mod"; echo "$go_version ${build_flags[*]}"; } | sha256sum | cut -c1-16)
 	stamp=.cache-key-node
-else
+	;;
+argo)
+	binaries=("${argo_commands[@]}")
+	argo_version=$(sed -n 's#^[[:space:]]*github.com/argoproj/argo-workflows/v3 \(v[^ ]*\).*#\1#p' "$here/argo/go.mod")
+	key=argo-$( { echo argo; cat "$here/argo/go.mod" "$here/argo/go.sum"; declare -f build_argo; echo "$go_version ${build_flags[*]}"; } | sha256sum | cut -c1-16)
+	stamp=.cache-key-argo
+	;;
+*)
 	binaries=(etcd "${kube_commands[@]}" kwok)
 	key=$( { grep -v '^#' "$here/versions.env"; cat "$here/etcd/main.go"; echo "$go_version ${build_flags[*]}"; } | sha256sum | cut -c1-16)
 	stamp=.cache-key
-fi
+	;;
+esac
 cache=$cache_root/cluster-bin/$key
 
 log() { echo "cluster-bin: $*" >&2; }
@@ -79,8 +119,12 @@ sync_go_mod() {
 
 build_into() {
 	local dir=$1
+	if [ "$set" = argo ]; then
+		build_argo "$dir"
+		return
+	fi
 	sync_go_mod
-	if $node; then
+	if [ "$set" = node ]; then
 		log "building kubelet, kube-proxy $KUBERNETES_VERSION and pause"
 		(cd "$here" && "$go" build "${build_flags[@]}" -o "$dir/" "${node_commands[@]/#/k8s.io/kubernetes/cmd/}")
 		# pause is the only process of a FROM-scratch image: static, no libc.
