@@ -45,7 +45,7 @@ integration: cluster-bin ## Run integration tests against the real test cluster.
 	TRAINSTEP_CLUSTER_BIN=$(CLUSTER_BIN) $(GO) test -count=1 -p 1 -timeout 25m $(INTEGRATION_PKGS)
 
 .PHONY: integration-real-node
-integration-real-node: cluster-bin cluster-bin-node ## Run the tests that need the real node (root; see hack/cluster/install-node-deps.sh).
+integration-real-node: cluster-bin cluster-bin-node cluster-bin-argo ## Run the tests that need the real node (root; see hack/cluster/install-node-deps.sh).
 	TRAINSTEP_REAL_NODE=1 TRAINSTEP_CLUSTER_BIN=$(CLUSTER_BIN) $(GO) test -count=1 -p 1 -timeout 25m -run 'RealNode' -v $(INTEGRATION_PKGS)
 
 .PHONY: fuzz
@@ -84,8 +84,8 @@ node-deps: ## Install the real node's Debian packages: containerd, runc, CNI plu
 	hack/cluster/install-node-deps.sh
 
 .PHONY: cluster-up
-cluster-up: cluster-bin $(if $(filter 1,$(REAL_NODE)),cluster-bin-node) ## Start the test cluster in the background (REAL_NODE=1: with the real node); kubeconfig at bin/cluster/kubeconfig.
-	$(GO) run ./test/cluster/cmd/testcluster up --bin $(CLUSTER_BIN) $(if $(filter 1,$(REAL_NODE)),--real-node)
+cluster-up: cluster-bin $(if $(filter 1,$(REAL_NODE)),cluster-bin-node) $(if $(filter 1,$(ARGO)),cluster-bin-argo) ## Start the test cluster in the background (REAL_NODE=1: with the real node, ARGO=1: and Argo); kubeconfig at bin/cluster/kubeconfig.
+	$(GO) run ./test/cluster/cmd/testcluster up --bin $(CLUSTER_BIN) $(if $(filter 1,$(REAL_NODE)),--real-node) $(if $(filter 1,$(ARGO)),--argo)
 
 .PHONY: cluster-down
 cluster-down: ## Stop the test cluster started by cluster-up.

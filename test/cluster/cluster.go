@@ -59,6 +59,10 @@ type Options struct {
 	// cluster-bin-node) and Debian's containerd, runc and CNI plugins
 	// (hack/cluster/install-node-deps.sh); RealNodeMissing says what is lacking.
 	RealNode bool
+	// Argo adds Argo Workflows to the real node (it requires RealNode): its CRDs, the
+	// workflow controller and the executor image ArgoExecutorImage, from ArgoBinaries
+	// (make cluster-bin-argo), at the Argo version trainstep pins.
+	Argo bool
 }
 
 // Cluster is a running test cluster: etcd, kube-apiserver, kube-controller-manager,
@@ -105,6 +109,15 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if missing := MissingBinaries(opts.BinDir); len(missing) > 0 {
 		return nil, fmt.Errorf("%w in %s: %s (build them with `make cluster-bin`)",
 			ErrBinariesMissing, opts.BinDir, strings.Join(missing, ", "))
+	}
+	if opts.Argo && !opts.RealNode {
+		return nil, errors.New("starting the test cluster: Options.Argo needs Options.RealNode")
+	}
+	if opts.Argo {
+		if missing := MissingBinaries(opts.BinDir, ArgoBinaries...); len(missing) > 0 {
+			return nil, fmt.Errorf("%w in %s: %s (build them with `make cluster-bin-argo`)",
+				ErrBinariesMissing, opts.BinDir, strings.Join(missing, ", "))
+		}
 	}
 	if opts.RealNode {
 		if missing := RealNodeMissing(opts.BinDir); len(missing) > 0 {
@@ -170,6 +183,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	c.mark("nodes Ready")
 	if c.node != nil {
 		if err := c.startRealNode(ctx, files, opts.Detached); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Argo {
+		if err := c.startArgo(ctx, opts.Detached); err != nil {
 			return nil, err
 		}
 	}
@@ -401,6 +419,9 @@ func (c *Cluster) writeConfiguration(p ports) (clusterFiles, error) {
 	}
 	if c.node != nil {
 		if f.node, err = c.writeNodeCredentials(ca, pki); err != nil {
+			return clusterFiles{}, err
+		}
+		if err := c.writeArgoCredentials(ca, pki); err != nil {
 			return clusterFiles{}, err
 		}
 	}

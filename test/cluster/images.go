@@ -28,6 +28,7 @@ type imageFile struct {
 	path string // absolute path in the image
 	mode int64
 	data []byte
+	dir  bool // a directory (no data)
 }
 
 // writeImageArchive writes a FROM-scratch linux image of files, with entrypoint, to archive
@@ -41,6 +42,9 @@ func writeImageArchive(archive, ref string, entrypoint []string, files []imageFi
 	tw := tar.NewWriter(&layerTar)
 	for _, f := range files {
 		hdr := &tar.Header{Name: strings.TrimPrefix(f.path, "/"), Mode: f.mode, Size: int64(len(f.data)), Typeflag: tar.TypeReg}
+		if f.dir {
+			hdr.Typeflag, hdr.Size = tar.TypeDir, 0
+		}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return fmt.Errorf("writing image layer: %w", err)
 		}

@@ -33,6 +33,7 @@ func (s nodeState) tearDown(stop func(name string)) error {
 		return fmt.Errorf("refusing to tear down a real node recorded as directory %q, namespace %q", s.Dir, s.Network.Namespace)
 	}
 	var errs []error
+	stop("workflow-controller")
 	stop("coredns")
 	stop("kube-proxy")
 	stop("kubelet")

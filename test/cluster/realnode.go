@@ -301,11 +301,22 @@ func (c *Cluster) startKubeProxy(ctx context.Context, f clusterFiles, detached b
 // namespace is entered: mounts made by the kubelet and containerd are the host's, so
 // each sees the other's volumes and root file systems.
 func (c *Cluster) startInNode(name string, detached bool, args ...string) (*component, error) {
+	return c.startInNodeWithEnv(name, nil, detached, args...)
+}
+
+// startInNodeWithEnv is startInNode with environment variables (NAME=value) added.
+func (c *Cluster) startInNodeWithEnv(name string, env []string, detached bool, args ...string) (*component, error) {
 	exe, err := c.nodeExecutable(name)
 	if err != nil {
 		return nil, err
 	}
-	argv := append([]string{"nsenter", "--net=" + c.node.Network.namespacePath(), "--", exe}, args...)
+	argv := []string{"nsenter", "--net=" + c.node.Network.namespacePath(), "--"}
+	if len(env) > 0 {
+		argv = append(append(append(argv, "env"), env...), exe)
+	} else {
+		argv = append(argv, exe)
+	}
+	argv = append(argv, args...)
 	comp, err := startProcess(filepath.Join(c.Dir, "logs"), name, exe, detached, argv)
 	if err != nil {
 		return nil, err
@@ -317,7 +328,7 @@ func (c *Cluster) startInNode(name string, detached bool, args ...string) (*comp
 // nodeExecutable is the path of a node component: the bin directory's kubelet and
 // kube-proxy, the system's containerd.
 func (c *Cluster) nodeExecutable(name string) (string, error) {
-	for _, b := range RealNodeBinaries {
+	for _, b := range append(RealNodeBinaries, ArgoBinaries...) {
 		if b == name {
 			return filepath.Join(c.BinDir, name), nil
 		}

@@ -17,6 +17,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
 
 	"github.com/trainstep/trainstep/test/cluster"
 )
@@ -28,16 +31,21 @@ const podcheckImage = "docker.io/local/podcheck:test"
 // building podcheck on two busy cores.
 const realNodeStartTimeout = 5 * time.Minute
 
-// startRealNodeCluster starts a cluster of its own with the real node and podcheck's image,
-// and stops it when the test ends, checking then that nothing of the node is left.
-func startRealNodeCluster(t *testing.T) *cluster.Cluster {
+// startRealNodeCluster starts a cluster of its own with the real node (and Argo with
+// withArgo) and podcheck's image, and stops it when the test ends, checking then that
+// nothing of the node is left.
+func startRealNodeCluster(t *testing.T, withArgo ...bool) *cluster.Cluster {
 	t.Helper()
+	argo := len(withArgo) > 0 && withArgo[0]
 	binDir := cluster.RequireRealNode(t)
+	if argo {
+		binDir = cluster.RequireArgo(t)
+	}
 	before := readMachineState(t)
 	ctx, cancel := context.WithTimeout(context.Background(), realNodeStartTimeout)
 	defer cancel()
 	started := time.Now()
-	c, err := cluster.Start(ctx, cluster.Options{BinDir: binDir, RealNode: true})
+	c, err := cluster.Start(ctx, cluster.Options{BinDir: binDir, RealNode: true, Argo: argo})
 	if err != nil {
 		t.Fatalf("starting a cluster with a real node: %v", err)
 	}
@@ -282,6 +290,87 @@ func TestRealNodeServices(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, lines[2:]); diff != "" {
 		t.Errorf("client log after its identity (-want +got):\n%s", diff)
+	}
+}
+
+func TestRealNodeRunsArgoWorkflow(t *testing.T) {
+	c := startRealNodeCluster(t, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ns := metav1.NamespaceDefault
+	workflow := &unstructured.Unstructured{}
+	err := yaml.Unmarshal([]byte(`
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata:
+  name: podcheck
+spec:
+  entrypoint: main
+  templates:
+  - name: main
+    container:
+      image: `+podcheckImage+`
+      imagePullPolicy: Never
+      command: [/podcheck]
+      args: [-api, -resolve, kubernetes.default.svc]
+      env:
+      - {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
+      - {name: POD_NAMESPACE, valueFrom: {fieldRef: {fieldPath: metadata.namespace}}}
+      - {name: NODE_NAME, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}
+`), &workflow.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dynamicClient, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	workflows := dynamicClient.Resource(cluster.WorkflowResource).Namespace(ns)
+	if _, err := workflows.Create(ctx, workflow, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating the Workflow: %v", err)
+	}
+	var phase, message string
+	eventually(t, 2*time.Minute, "the Workflow to finish", func() (bool, error) {
+		wf, err := workflows.Get(ctx, "podcheck", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		phase, _, _ = unstructured.NestedString(wf.Object, "status", "phase")
+		message, _, _ = unstructured.NestedString(wf.Object, "status", "message")
+		return phase == "Succeeded" || phase == "Failed" || phase == "Error", nil
+	})
+	if phase != "Succeeded" {
+		t.Fatalf("Workflow phase %s (%s), want Succeeded", phase, message)
+	}
+	// Argo names a single-step workflow's pod after the workflow; its init and wait
+	// containers are argoexec, main runs podcheck through argoexec's emissary.
+	pod := getPod(t, c, ns, "podcheck")
+	var containers []string
+	for _, ctr := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
+		containers = append(containers, ctr.Name+"="+ctr.Image)
+	}
+	wantContainers := []string{"init=" + cluster.ArgoExecutorImage, "wait=" + cluster.ArgoExecutorImage, "main=" + podcheckImage}
+	if diff := cmp.Diff(wantContainers, containers); diff != "" {
+		t.Errorf("workflow pod containers (-want +got):\n%s", diff)
+	}
+	log, err := c.Client.CoreV1().Pods(ns).GetLogs("podcheck", &corev1.PodLogOptions{Container: "main"}).DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("reading the main container's log: %v", err)
+	}
+	version, err := c.Client.Discovery().ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(log)), "\n")
+	want := []string{
+		"podcheck: pod default/podcheck on node real-node",
+		"podcheck: API server " + version.GitVersion,
+		"podcheck: kubernetes.default.svc resolves to 10.96.0.1",
+	}
+	// argoexec's emissary, the main container's first process, logs after podcheck.
+	if len(lines) < 4 || !strings.HasPrefix(lines[1], "podcheck: service-account token of ") ||
+		cmp.Diff(want, []string{lines[0], lines[2], lines[3]}) != "" {
+		t.Errorf("main container log:\n%s\nwant:\n%s", log, strings.Join(want, "\n"))
 	}
 }
 

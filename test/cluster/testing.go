@@ -197,3 +197,14 @@ func RequireRealNode(t testing.TB) string {
 	}
 	return binDir
 }
+
+// RequireArgo is RequireRealNode for tests that also need Argo (Options.Argo): it fails the
+// test when ArgoBinaries are missing.
+func RequireArgo(t testing.TB) string {
+	t.Helper()
+	binDir := RequireRealNode(t)
+	if missing := MissingBinaries(binDir, ArgoBinaries...); len(missing) > 0 {
+		t.Fatalf("%v in %s: %s (build them with `make cluster-bin-argo`)", ErrBinariesMissing, binDir, strings.Join(missing, ", "))
+	}
+	return binDir
+}

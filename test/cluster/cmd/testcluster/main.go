@@ -16,10 +16,11 @@ import (
 	"github.com/trainstep/trainstep/test/cluster"
 )
 
-const usage = `usage: testcluster up|down [--bin DIR] [--real-node]
+const usage = `usage: testcluster up|down [--bin DIR] [--real-node [--argo]]
 
   up    start the test cluster in the background (admin kubeconfig: DIR/kubeconfig);
-        --real-node adds a kubelet with containerd (root, make cluster-bin-node)
+        --real-node adds a kubelet with containerd (root, make cluster-bin-node),
+        --argo Argo's workflow controller on it (make cluster-bin-argo)
   down  stop it and remove its files
 `
 
@@ -32,12 +33,13 @@ func main() {
 	flags := flag.NewFlagSet("testcluster", flag.ExitOnError)
 	binDir := flags.String("bin", cluster.DefaultBinDir(), "directory with the cluster binaries (make cluster-bin)")
 	realNode := flags.Bool("real-node", false, "also start the real node (a kubelet with containerd)")
+	argo := flags.Bool("argo", false, "also start Argo's workflow controller (needs --real-node)")
 	_ = flags.Parse(os.Args[2:])
 
 	var err error
 	switch command {
 	case "up":
-		err = up(*binDir, *realNode)
+		err = up(*binDir, *realNode, *argo)
 	case "down":
 		err = down(*binDir)
 	default:
@@ -52,7 +54,7 @@ func main() {
 
 func stateFile(binDir string) string { return filepath.Join(binDir, "cluster-state.json") }
 
-func up(binDir string, realNode bool) error {
+func up(binDir string, realNode, argo bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	state, recorded, err := cluster.ReadDetachedState(stateFile(binDir))
@@ -81,6 +83,7 @@ func up(binDir string, realNode bool) error {
 		KubeconfigPath: filepath.Join(binDir, "kubeconfig"),
 		Nodes:          cluster.DefaultNodes(),
 		RealNode:       realNode,
+		Argo:           argo,
 	}, stateFile(binDir))
 	if err != nil {
 		return fmt.Errorf("starting the test cluster: %w", err)
@@ -91,6 +94,9 @@ func up(binDir string, realNode bool) error {
 		fmt.Printf("The real node %s is Ready: node IP %s in network namespace %s, API server at %s.\n",
 			cluster.RealNodeName, node.NodeIP, node.Namespace, c.Server)
 		fmt.Printf("  its containerd: ctr --address %s -n k8s.io images ls\n", relative(node.ContainerdSocket))
+	}
+	if argo {
+		fmt.Printf("Argo's workflow controller runs on it (namespace %s); workflow pods use %s.\n", cluster.ArgoNamespace, cluster.ArgoExecutorImage)
 	}
 	printHowTo(c.Kubeconfig, c.Dir)
 	return nil
