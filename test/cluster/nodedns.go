@@ -25,7 +25,7 @@ const (
 
 // startCoreDNS runs CoreDNS in the node's namespace on the node IP, port 53, serving
 // cluster.local from the API server; the kubelet gives pods the node IP as their
-// nameserver. Names outside the cluster are refused: there is no upstream.
+// nameserver. There is no upstream: other names do not resolve.
 func (c *Cluster) startCoreDNS(ctx context.Context, f clusterFiles, detached bool, watched ...*component) error {
 	n := c.node
 	if err := c.grantCoreDNS(ctx); err != nil {

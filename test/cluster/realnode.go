@@ -433,7 +433,7 @@ func (n *realNode) kubeletConfig(f clusterFiles) ([]byte, error) {
 		"failCgroupV1":             false,
 		"failSwapOn":               false,
 		"clusterDomain":            clusterDomain,
-		// CoreDNS on the node IP; what it does not serve is refused (no upstream).
+		// CoreDNS on the node IP; it serves cluster.local only (no upstream).
 		"clusterDNS":                  []string{n.Network.NodeIP},
 		"resolvConf":                  "",
 		"podLogsDir":                  filepath.Join(n.Dir, "pod-logs"),
