@@ -467,3 +467,34 @@ func TestRealNodeKilledOwner(t *testing.T) {
 	<-ctx.Done()
 	t.Fatal("not killed in time")
 }
+
+// TestRealNodeDetachedStops checks make cluster-up REAL_NODE=1 / make cluster-down: a real
+// node started detached, with a pod running, leaves nothing behind after StopDetached.
+func TestRealNodeDetachedStops(t *testing.T) {
+	binDir := cluster.RequireRealNode(t)
+	before := readMachineState(t)
+	ctx, cancel := context.WithTimeout(context.Background(), realNodeStartTimeout)
+	defer cancel()
+	stateFile := filepath.Join(t.TempDir(), "cluster-state.json")
+	c, err := cluster.StartDetached(ctx, cluster.Options{BinDir: binDir, Dir: filepath.Join(t.TempDir(), "run"), RealNode: true}, stateFile)
+	if err != nil {
+		t.Fatalf("starting a detached cluster with a real node: %v", err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = cluster.StopDetached(stateFile)
+		}
+	})
+	node, _ := c.RealNode()
+	if err := c.ImportGoImage(ctx, podcheckImage, "./test/cluster/cmd/podcheck"); err != nil {
+		t.Fatal(err)
+	}
+	watchPod(t, c, createPod(t, c, metav1.NamespaceDefault, podcheckPod("left-running", "-listen", "2222")), running)
+
+	if err := cluster.StopDetached(stateFile); err != nil {
+		t.Fatalf("stopping the detached cluster: %v", err)
+	}
+	stopped = true
+	checkNothingLeft(t, c, node, before)
+}
