@@ -47,6 +47,10 @@ unit: ## Run unit tests (no cluster).
 integration: cluster-bin ## Run integration tests against the real test cluster.
 	TRAINSTEP_CLUSTER_BIN=$(CLUSTER_BIN) $(GO) test -count=1 -p 1 -timeout 25m $(INTEGRATION_PKGS)
 
+.PHONY: integration-real-node
+integration-real-node: cluster-bin cluster-bin-node cluster-bin-argo ## Run the tests that need the real node (root; see hack/cluster/install-node-deps.sh).
+	TRAINSTEP_REAL_NODE=1 TRAINSTEP_CLUSTER_BIN=$(CLUSTER_BIN) $(GO) test -count=1 -p 1 -timeout 25m -run 'RealNode' -v $(INTEGRATION_PKGS)
+
 .PHONY: fuzz
 fuzz: ## Fuzz parse → default → validate → render for FUZZTIME (default 5m).
 	$(GO) test ./pkg/render/ -run '^$$' -fuzz FuzzRenderPipeline -fuzztime $(FUZZTIME)
@@ -70,9 +74,21 @@ verify: lint ## lint, then fail if go.mod/go.sum are not tidy.
 cluster-bin: ## Build (or reuse cached) etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kwok into bin/cluster.
 	hack/cluster/build.sh $(CLUSTER_BIN)
 
+.PHONY: cluster-bin-node
+cluster-bin-node: ## Build (or reuse cached) the real node's kubelet, kube-proxy and pause into bin/cluster.
+	hack/cluster/build.sh --node $(CLUSTER_BIN)
+
+.PHONY: cluster-bin-argo
+cluster-bin-argo: ## Build (or reuse cached) Argo's workflow-controller and argoexec (trainstep's Argo version) into bin/cluster.
+	hack/cluster/build.sh --argo $(CLUSTER_BIN)
+
+.PHONY: node-deps
+node-deps: ## Install the real node's Debian packages: containerd, runc, CNI plugins, iptables (root).
+	hack/cluster/install-node-deps.sh
+
 .PHONY: cluster-up
-cluster-up: cluster-bin ## Start the test cluster in the background; kubeconfig at bin/cluster/kubeconfig.
-	$(GO) run ./test/cluster/cmd/testcluster up --bin $(CLUSTER_BIN)
+cluster-up: cluster-bin $(if $(filter 1,$(REAL_NODE)),cluster-bin-node) $(if $(filter 1,$(ARGO)),cluster-bin-argo) ## Start the test cluster in the background (REAL_NODE=1: with the real node, ARGO=1: and Argo); kubeconfig at bin/cluster/kubeconfig.
+	$(GO) run ./test/cluster/cmd/testcluster up --bin $(CLUSTER_BIN) $(if $(filter 1,$(REAL_NODE)),--real-node) $(if $(filter 1,$(ARGO)),--argo)
 
 .PHONY: cluster-down
 cluster-down: ## Stop the test cluster started by cluster-up.

@@ -1,14 +1,26 @@
 #!/usr/bin/env bash
-# Builds the test cluster's binaries (etcd, kube-apiserver, kube-scheduler,
-# kube-controller-manager, kwok) into OUTDIR.
+# Builds the test cluster's binaries into OUTDIR:
+#   build.sh OUTDIR          etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kwok
+#   build.sh --node OUTDIR   the real node's kubelet, kube-proxy, pause (the sandbox image's
+#                            binary) and coredns, for cluster.Options{RealNode: true}
+#   build.sh --argo OUTDIR   Argo's workflow-controller and argoexec, at the version argo/go.mod
+#                            pins (trainstep's own)
 #
 # The binaries are cached outside the clone, keyed by versions.env and the Go version, so a
 # fresh clone on a warm machine copies them in seconds and a cold machine builds them once.
+# The two sets are separate cache entries: the KWOK cluster never waits for the node's build.
 #   TRAINSTEP_CACHE   cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/trainstep)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-outdir=${1:?usage: build.sh <outdir>}
+set=kwok
+case "${1:-}" in
+--node | --argo)
+	set=${1#--}
+	shift
+	;;
+esac
+outdir=${1:?usage: build.sh [--node|--argo] <outdir>}
 go=${GO:-go}
 
 # shellcheck source=versions.env
@@ -16,11 +28,55 @@ source "$here/versions.env"
 : "${KUBERNETES_VERSION:?} ${ETCD_VERSION:?} ${KWOK_VERSION:?}"
 
 kube_commands=(kube-apiserver kube-controller-manager kube-scheduler)
-binaries=(etcd "${kube_commands[@]}" kwok)
+node_commands=(kubelet kube-proxy)
 build_flags=(-trimpath "-ldflags=-s -w")
 go_version=$("$go" env GOVERSION)
-key=$( { grep -v '^#' "$here/versions.env"; cat "$here/etcd/main.go"; echo "$go_version ${build_flags[*]}"; } | sha256sum | cut -c1-16)
 cache_root=${TRAINSTEP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/trainstep}
+argo_commands=(argoexec workflow-controller)
+argo_module=github.com/argoproj/argo-workflows/v3
+
+# build_argo builds argo_commands from a copy of Argo's module. Module zips leave out
+# symbolic links, and Argo's Linux code of workflow/executor/osspecific is one
+# (signal_linux.go -> signal_darwin.go): without it argoexec fails with "undefined: Setpgid",
+# whatever the cgo setting or build tags. The copy restores the link; argo/go.mod's graph and
+# go.sum are used as they are, with the module replaced by that copy.
+build_argo() {
+	local dir=$1 src work
+	src=$(cd "$here/argo" && "$go" mod download -json "$argo_module@$argo_version" |
+		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	[ -d "$src" ] || { log "cannot find $argo_module@$argo_version in the module cache"; return 1; }
+	rm -rf "$cache_root"/cluster-bin/.argo-src.* # an interrupted build's copy
+	work=$(mktemp -d "$cache_root/cluster-bin/.argo-src.XXXXXX")
+	cp -r "$src" "$work/argo"
+	chmod -R u+w "$work/argo"
+	local link=$work/argo/workflow/executor/osspecific/signal_linux.go
+	[ -e "$link" ] || ln -s signal_darwin.go "$link"
+	cp "$here/argo/go.mod" "$work/go.mod"
+	cp "$here/argo/go.sum" "$work/go.sum"
+	(cd "$here/argo" && "$go" mod edit -modfile="$work/go.mod" -replace="$argo_module=$work/argo")
+	log "building workflow-controller and argoexec $argo_version"
+	(cd "$here/argo" && CGO_ENABLED=0 "$go" build -modfile="$work/go.mod" -trimpath \
+		"-ldflags=-s -w -X $argo_module.version=$argo_version" -o "$dir/" "${argo_commands[@]/#/$argo_module/cmd/}")
+	rm -rf "$work"
+}
+case $set in
+node)
+	binaries=("${node_commands[@]}" pause coredns)
+	key=node-$( { echo node; grep -v '^#' "$here/versions.env"; cat "$here/pause/main.go" "$here/coredns/main.go" "$here/coredns/go.mod"; echo "$go_version ${build_flags[*]}"; } | sha256sum | cut -c1-16)
+	stamp=.cache-key-node
+	;;
+argo)
+	binaries=("${argo_commands[@]}")
+	argo_version=$(sed -n 's#^[[:space:]]*github.com/argoproj/argo-workflows/v3 \(v[^ ]*\).*#\1#p' "$here/argo/go.mod")
+	key=argo-$( { echo argo; cat "$here/argo/go.mod" "$here/argo/go.sum"; declare -f build_argo; echo "$go_version ${build_flags[*]}"; } | sha256sum | cut -c1-16)
+	stamp=.cache-key-argo
+	;;
+*)
+	binaries=(etcd "${kube_commands[@]}" kwok)
+	key=$( { grep -v '^#' "$here/versions.env"; cat "$here/etcd/main.go"; echo "$go_version ${build_flags[*]}"; } | sha256sum | cut -c1-16)
+	stamp=.cache-key
+	;;
+esac
 cache=$cache_root/cluster-bin/$key
 
 log() { echo "cluster-bin: $*" >&2; }
@@ -33,7 +89,7 @@ install_from_cache() {
 		rm -f "$outdir/$b"
 		ln "$cache/$b" "$outdir/$b" 2>/dev/null || cp "$cache/$b" "$outdir/$b"
 	done
-	echo "$key" >"$outdir/.cache-key"
+	echo "$key" >"$outdir/$stamp"
 }
 
 # sync_go_mod writes versions.env into go.mod: the commands' module, etcd, and a replace for
@@ -45,7 +101,7 @@ sync_go_mod() {
 		sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
 	local edits=(-require="k8s.io/kubernetes@$KUBERNETES_VERSION" -require="go.etcd.io/etcd/server/v3@$ETCD_VERSION")
 	# tool lines keep the commands' packages in the module graph through `go mod tidy`.
-	for cmd in "${kube_commands[@]}"; do
+	for cmd in "${kube_commands[@]}" "${node_commands[@]}"; do
 		edits+=(-tool="k8s.io/kubernetes/cmd/$cmd")
 	done
 	local module cmd
@@ -63,7 +119,22 @@ sync_go_mod() {
 
 build_into() {
 	local dir=$1
+	if [ "$set" = argo ]; then
+		build_argo "$dir"
+		return
+	fi
 	sync_go_mod
+	if [ "$set" = node ]; then
+		log "building kubelet, kube-proxy $KUBERNETES_VERSION and pause"
+		(cd "$here" && "$go" build "${build_flags[@]}" -o "$dir/" "${node_commands[@]/#/k8s.io/kubernetes/cmd/}")
+		# pause is the only process of a FROM-scratch image: static, no libc.
+		(cd "$here" && CGO_ENABLED=0 "$go" build "${build_flags[@]}" -o "$dir/pause" ./pause)
+		# CoreDNS is its own module (coredns/go.mod pins its version), so its dependencies
+		# never change the versions the Kubernetes binaries are built with.
+		log "building coredns $(sed -n 's#^require github.com/coredns/coredns ##p' "$here/coredns/go.mod")"
+		(cd "$here/coredns" && "$go" build "${build_flags[@]}" -o "$dir/coredns" .)
+		return
+	fi
 	log "building kube-apiserver, kube-controller-manager, kube-scheduler $KUBERNETES_VERSION and etcd $ETCD_VERSION"
 	(cd "$here" && "$go" build "${build_flags[@]}" -o "$dir/" ./etcd "${kube_commands[@]/#/k8s.io/kubernetes/cmd/}")
 	log "building kwok $KWOK_VERSION"
@@ -72,7 +143,7 @@ build_into() {
 }
 
 installed() {
-	[ -f "$outdir/.cache-key" ] && [ "$(cat "$outdir/.cache-key")" = "$key" ] || return 1
+	[ -f "$outdir/$stamp" ] && [ "$(cat "$outdir/$stamp")" = "$key" ] || return 1
 	for b in "${binaries[@]}"; do [ -x "$outdir/$b" ] || return 1; done
 }
 if installed; then

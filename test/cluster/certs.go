@@ -25,6 +25,8 @@ type authority struct {
 	cert    *x509.Certificate
 	key     crypto.Signer
 	certPEM []byte
+	// servingIPs are added to every serving certificate's 127.0.0.1 (the real node's link).
+	servingIPs []net.IP
 }
 
 // keyPair is a PEM-encoded certificate and key, also written to disk for the components.
@@ -75,7 +77,7 @@ func (ca *authority) issue(dir, name string, subject pkix.Name, serving bool, dn
 	}
 	if serving {
 		template.ExtKeyUsage = append(template.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
-		template.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.ParseIP(serviceClusterIP)}
+		template.IPAddresses = append([]net.IP{net.IPv4(127, 0, 0, 1), net.ParseIP(serviceClusterIP)}, ca.servingIPs...)
 		template.DNSNames = append([]string{"localhost"}, dnsNames...)
 	}
 	der, err := x509.CreateCertificate(rand.Reader, template, ca.cert, key.Public(), ca.key)

@@ -52,10 +52,22 @@ type Options struct {
 	Detached bool
 	// Nodes are KWOK nodes created, and waited for to be Ready, before Start returns.
 	Nodes []NodeSpec
+	// RealNode adds a real node, RealNodeName: a kubelet with containerd in a network
+	// namespace of the cluster's own, running real containers of images imported with
+	// ImportImage or ImportGoImage. kube-apiserver then listens on this host's end of that
+	// namespace's veth pair instead of 127.0.0.1. It needs root, RealNodeBinaries (make
+	// cluster-bin-node) and Debian's containerd, runc and CNI plugins
+	// (hack/cluster/install-node-deps.sh); RealNodeMissing says what is lacking.
+	RealNode bool
+	// Argo adds Argo Workflows to the real node (it requires RealNode): its CRDs, the
+	// workflow controller and the executor image ArgoExecutorImage, from ArgoBinaries
+	// (make cluster-bin-argo), at the Argo version trainstep pins.
+	Argo bool
 }
 
 // Cluster is a running test cluster: etcd, kube-apiserver, kube-controller-manager,
-// kube-scheduler and kwok, all on 127.0.0.1.
+// kube-scheduler and kwok, all on 127.0.0.1, and with Options.RealNode a kubelet and
+// containerd in a network namespace (kube-apiserver then on that namespace's link).
 type Cluster struct {
 	// Config is an admin (system:masters) client configuration.
 	Config *rest.Config
@@ -75,6 +87,7 @@ type Cluster struct {
 	kubeletURL  string // kwok's kubelet endpoint, where container logs are served
 	kubeletHTTP *http.Client
 	components  []*component
+	node        *realNode // nil without Options.RealNode
 	began       time.Time
 	steps       []string // start-up milestones with their time since began
 	removeDir   bool
@@ -97,6 +110,21 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, fmt.Errorf("%w in %s: %s (build them with `make cluster-bin`)",
 			ErrBinariesMissing, opts.BinDir, strings.Join(missing, ", "))
 	}
+	if opts.Argo && !opts.RealNode {
+		return nil, errors.New("starting the test cluster: Options.Argo needs Options.RealNode")
+	}
+	if opts.Argo {
+		if missing := MissingBinaries(opts.BinDir, ArgoBinaries...); len(missing) > 0 {
+			return nil, fmt.Errorf("%w in %s: %s (build them with `make cluster-bin-argo`)",
+				ErrBinariesMissing, opts.BinDir, strings.Join(missing, ", "))
+		}
+	}
+	if opts.RealNode {
+		if missing := RealNodeMissing(opts.BinDir); len(missing) > 0 {
+			return nil, fmt.Errorf("%w: missing %s (as root: `make cluster-bin-node` and hack/cluster/install-node-deps.sh)",
+				ErrRealNodeUnavailable, strings.Join(missing, ", "))
+		}
+	}
 	c := &Cluster{BinDir: opts.BinDir, Dir: opts.Dir, began: time.Now()}
 	if c.Dir == "" {
 		if c.Dir, err = os.MkdirTemp("", "trainstep-cluster-"); err != nil {
@@ -113,6 +141,20 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		if err := os.MkdirAll(filepath.Join(c.Dir, sub), 0o700); err != nil {
 			return nil, fmt.Errorf("creating cluster directory: %w", err)
 		}
+	}
+	if opts.RealNode {
+		if swept, err := SweepRealNodes(); err != nil {
+			fmt.Fprintf(os.Stderr, "removing leftovers of earlier real nodes: %v\n", err)
+		} else if len(swept) > 0 {
+			fmt.Fprintf(os.Stderr, "removed leftovers of real nodes whose test process was killed: %s\n", strings.Join(swept, ", "))
+		}
+		if c.node, err = newRealNode(c.Dir); err != nil {
+			return nil, err
+		}
+		if err := c.recordNode(opts.Detached); err != nil {
+			return nil, err
+		}
+		c.mark("node network")
 	}
 	c.Kubeconfig = opts.KubeconfigPath
 	if c.Kubeconfig == "" {
@@ -139,6 +181,16 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	c.mark("nodes Ready")
+	if c.node != nil {
+		if err := c.startRealNode(ctx, files, opts.Detached); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Argo {
+		if err := c.startArgo(ctx, opts.Detached); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
 }
 
@@ -146,10 +198,29 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 // It is safe to call more than once.
 func (c *Cluster) Stop() {
 	c.stopOnce.Do(func() {
+		// The real node first: its containers and mounts go while containerd still answers.
+		nodeComponents := map[string]bool{}
+		if c.node != nil {
+			stop := func(name string) {
+				nodeComponents[name] = true
+				for _, comp := range c.components {
+					if comp.name == name {
+						comp.stop(stopGrace)
+					}
+				}
+			}
+			if err := c.node.tearDown(stop); err != nil {
+				fmt.Fprintf(os.Stderr, "stopping the real node: %v\n", err)
+				c.removeDir = false // a mount may be left in it
+			}
+		}
 		// Clients of the API server first, so they do not spend the grace period retrying
 		// it; then kube-apiserver; etcd last.
 		var clients, apiserver, etcd []*component
 		for _, comp := range c.components {
+			if nodeComponents[comp.name] {
+				continue // stopped with the node
+			}
 			switch comp.name {
 			case "etcd":
 				etcd = append(etcd, comp)
@@ -204,10 +275,23 @@ func (c *Cluster) processGroups() map[string]int {
 	return groups
 }
 
-// MissingBinaries lists the Binaries not present (as executable files) in binDir.
-func MissingBinaries(binDir string) []string {
+// executables lists the components' programs.
+func (c *Cluster) executables() map[string]string {
+	exes := map[string]string{}
+	for _, comp := range c.components {
+		exes[comp.name] = comp.exe
+	}
+	return exes
+}
+
+// MissingBinaries lists the names (default: Binaries) not present as executable files in
+// binDir.
+func MissingBinaries(binDir string, names ...string) []string {
+	if len(names) == 0 {
+		names = Binaries
+	}
 	var missing []string
-	for _, b := range Binaries {
+	for _, b := range names {
 		info, err := os.Stat(filepath.Join(binDir, b))
 		if err != nil || info.IsDir() || info.Mode()&0o111 == 0 {
 			missing = append(missing, b)
@@ -222,21 +306,11 @@ func DefaultBinDir() string {
 	if dir := os.Getenv("TRAINSTEP_CLUSTER_BIN"); dir != "" {
 		return dir
 	}
-	dir, err := os.Getwd()
+	root, err := moduleRoot()
 	if err != nil {
 		return filepath.Join("bin", "cluster")
 	}
-	for {
-		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && strings.HasPrefix(string(data), "module github.com/trainstep/trainstep\n") {
-			return filepath.Join(dir, "bin", "cluster")
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return filepath.Join("bin", "cluster")
-		}
-		dir = parent
-	}
+	return filepath.Join(root, "bin", "cluster")
 }
 
 // freePorts asks the kernel for unused loopback ports. They are released before the
@@ -267,6 +341,7 @@ type clusterFiles struct {
 	serviceAccountKey, serviceAccountPub                                 string
 	controllerManagerKubeconfig, schedulerKubeconfig, kwokKubeconfig     string
 	kwokConfig                                                           string
+	node                                                                 nodeFiles
 }
 
 // writeConfiguration creates the PKI, kubeconfigs and kwok's Stages, and fills in the
@@ -278,6 +353,13 @@ func (c *Cluster) writeConfiguration(p ports) (clusterFiles, error) {
 		return clusterFiles{}, err
 	}
 	c.caPEM = ca.certPEM
+	host := "127.0.0.1"
+	if c.node != nil {
+		// Serving certificates name both ends of the node's link; the API server is on
+		// this host's.
+		ca.servingIPs = append(ca.servingIPs, net.ParseIP(c.node.Network.HostIP), net.ParseIP(c.node.Network.NodeIP))
+		host = c.node.Network.HostIP
+	}
 	f := clusterFiles{ca: filepath.Join(pki, "ca.crt"), kwokConfig: filepath.Join(c.Dir, "kwok.yaml")}
 	kwokConfig := append(append([]byte{}, stagesYAML...), clusterLogsYAML(c.noOutputLog())...)
 	if err := writeFiles(map[string][]byte{f.ca: ca.certPEM, f.kwokConfig: kwokConfig, c.noOutputLog(): nil}); err != nil {
@@ -298,7 +380,7 @@ func (c *Cluster) writeConfiguration(p ports) (clusterFiles, error) {
 		return clusterFiles{}, err
 	}
 
-	c.Server = "https://127.0.0.1:" + strconv.Itoa(p.apiserver)
+	c.Server = "https://" + host + ":" + strconv.Itoa(p.apiserver)
 	c.kubeletURL = "https://127.0.0.1:" + strconv.Itoa(p.kubelet)
 	clients := []struct {
 		name    string
@@ -332,6 +414,14 @@ func (c *Cluster) writeConfiguration(p ports) (clusterFiles, error) {
 			*client.path = filepath.Join(c.Dir, client.name+".kubeconfig")
 		}
 		if err := writeKubeconfig(*client.path, c.Server, c.caPEM, creds, ""); err != nil {
+			return clusterFiles{}, err
+		}
+	}
+	if c.node != nil {
+		if f.node, err = c.writeNodeCredentials(ca, pki); err != nil {
+			return clusterFiles{}, err
+		}
+		if err := c.writeArgoCredentials(ca, pki); err != nil {
 			return clusterFiles{}, err
 		}
 	}

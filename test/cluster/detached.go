@@ -21,7 +21,11 @@ type DetachedState struct {
 	Kubeconfig    string         `json:"kubeconfig"`
 	Server        string         `json:"server"`
 	ProcessGroups map[string]int `json:"processGroups"`
-	StartedAt     time.Time      `json:"startedAt"`
+	// Executables are the components' programs, each process group's leader runs.
+	Executables map[string]string `json:"executables,omitempty"`
+	// Node is the real node, when there is one (Options.RealNode).
+	Node      *nodeState `json:"node,omitempty"`
+	StartedAt time.Time  `json:"startedAt"`
 }
 
 // StartDetached starts a cluster whose processes outlive this one and records it in
@@ -37,7 +41,10 @@ func StartDetached(ctx context.Context, opts Options, stateFile string) (*Cluste
 	}
 	state := DetachedState{
 		Dir: c.Dir, BinDir: c.BinDir, Kubeconfig: c.Kubeconfig, Server: c.Server,
-		ProcessGroups: c.processGroups(), StartedAt: time.Now(),
+		ProcessGroups: c.processGroups(), Executables: c.executables(), StartedAt: time.Now(),
+	}
+	if c.node != nil {
+		state.Node = &c.node.nodeState
 	}
 	data, err := json.MarshalIndent(state, "", "  ")
 	if err == nil {
@@ -88,14 +95,29 @@ func StopDetached(stateFile string) error {
 	if err != nil || !ok {
 		return err
 	}
+	stop := func(name string) {
+		pgid := state.ProcessGroups[name]
+		exe := state.Executables[name]
+		if exe == "" {
+			exe = filepath.Join(state.BinDir, name)
+		}
+		if pgid > 0 && runsBinary(pgid, exe) {
+			stopProcessGroup(pgid, stopGrace, nil)
+		}
+	}
+	var nodeErr error
+	if state.Node != nil {
+		nodeErr = state.Node.tearDown(stop)
+	}
 	order := [][]string{{"kwok", "kube-scheduler", "kube-controller-manager"}, {"kube-apiserver"}, {"etcd"}}
 	for _, names := range order {
 		for _, name := range names {
-			pgid := state.ProcessGroups[name]
-			if pgid > 0 && runsBinary(pgid, filepath.Join(state.BinDir, name)) {
-				stopProcessGroup(pgid, stopGrace, nil)
-			}
+			stop(name)
 		}
+	}
+	if nodeErr != nil {
+		// A mount may be left in the directory: keep it, and the state to retry with.
+		return fmt.Errorf("stopping the real node: %w", nodeErr)
 	}
 	for _, path := range []string{state.Dir, state.Kubeconfig, stateFile} {
 		if err := os.RemoveAll(path); err != nil {

@@ -5,6 +5,12 @@
 // play containers that run, exit with a chosen code, restart in place or stay Waiting, as
 // annotations on the live pod ask (see the Annotation constants).
 //
+// Options.RealNode adds one real node, opt-in because it needs root, `make cluster-bin-node`
+// and Debian's containerd, runc and CNI plugins: a kubelet, containerd and kube-proxy in a
+// network namespace the cluster creates, running real containers of images imported into
+// that containerd (ImportImage, ImportGoImage) — nothing is pulled. Stop removes every
+// process, mount and the namespace again.
+//
 // A test package calls Main from TestMain and Get from each test. The package must not be
 // imported by product code, and it never fakes an API: behaviour asserted against it is
 // Kubernetes' own.

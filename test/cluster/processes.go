@@ -19,6 +19,7 @@ import (
 type component struct {
 	name    string
 	pgid    int
+	exe     string // the executable the process runs (after nsenter, if any)
 	logPath string
 	exited  chan struct{} // closed when the process has exited (attached mode only)
 	waitErr error
@@ -59,6 +60,13 @@ func (s *spawner) start(cmd *exec.Cmd) error {
 // startComponent runs binDir/binary with args. Detached components survive this process
 // (for `make cluster-up`); attached ones die with it.
 func startComponent(binDir, logDir, name, binary string, detached bool, args ...string) (*component, error) {
+	exe := filepath.Join(binDir, binary)
+	return startProcess(logDir, name, exe, detached, append([]string{exe}, args...))
+}
+
+// startProcess runs argv as component name, whose executable (once argv has exec'd through
+// any wrapper such as nsenter) is exe.
+func startProcess(logDir, name, exe string, detached bool, argv []string) (*component, error) {
 	logPath := filepath.Join(logDir, name+".log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -66,7 +74,7 @@ func startComponent(binDir, logDir, name, binary string, detached bool, args ...
 	}
 	defer logFile.Close() // the child holds its own descriptor
 
-	cmd := exec.Command(filepath.Join(binDir, binary), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.Dir = logDir
@@ -80,7 +88,7 @@ func startComponent(binDir, logDir, name, binary string, detached bool, args ...
 	if err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	c := &component{name: name, pgid: cmd.Process.Pid, logPath: logPath, exited: make(chan struct{})}
+	c := &component{name: name, pgid: cmd.Process.Pid, exe: exe, logPath: logPath, exited: make(chan struct{})}
 	if detached {
 		// Nobody waits for a detached process here; once this process exits, init reaps it.
 		_ = cmd.Process.Release()

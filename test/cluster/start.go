@@ -44,31 +44,26 @@ func (c *Cluster) startControlPlane(ctx context.Context, p ports, f clusterFiles
 	}
 	c.mark("etcd")
 
-	apiserver, err := c.start(logs, "kube-apiserver", detached,
-		"--etcd-servers="+etcdClient,
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(p.apiserver),
-		"--tls-cert-file="+f.apiserverCert,
-		"--tls-private-key-file="+f.apiserverKey,
-		"--client-ca-file="+f.ca,
+	apiserver, err := c.start(logs, "kube-apiserver", detached, append([]string{
+		"--etcd-servers=" + etcdClient,
+		"--secure-port=" + strconv.Itoa(p.apiserver),
+		"--tls-cert-file=" + f.apiserverCert,
+		"--tls-private-key-file=" + f.apiserverKey,
+		"--client-ca-file=" + f.ca,
 		"--authorization-mode=Node,RBAC",
-		"--service-account-issuer="+serviceAccountIssuer,
-		"--service-account-key-file="+f.serviceAccountPub,
-		"--service-account-signing-key-file="+f.serviceAccountKey,
-		"--service-cluster-ip-range="+serviceClusterIPRange,
+		"--service-account-issuer=" + serviceAccountIssuer,
+		"--service-account-key-file=" + f.serviceAccountPub,
+		"--service-account-signing-key-file=" + f.serviceAccountKey,
+		"--service-cluster-ip-range=" + serviceClusterIPRange,
 		// Container logs: kube-apiserver calls kwok's kubelet endpoint at the node's
 		// InternalIP (127.0.0.1) and verifies its certificate against the cluster CA.
-		"--kubelet-client-certificate="+f.kubeletClientCert,
-		"--kubelet-client-key="+f.kubeletClientKey,
-		"--kubelet-certificate-authority="+f.ca,
+		"--kubelet-client-certificate=" + f.kubeletClientCert,
+		"--kubelet-client-key=" + f.kubeletClientKey,
+		"--kubelet-certificate-authority=" + f.ca,
 		"--kubelet-preferred-address-types=InternalIP",
-		// The kubernetes Service's endpoint would be 127.0.0.1, which Endpoints reject;
-		// nothing in the cluster dials it (pods are KWOK's).
-		"--endpoint-reconciler-type=none",
 		"--allow-privileged=true",
 		"--profiling=false",
-	)
+	}, c.apiserverAddressFlags()...)...)
 	if err != nil {
 		return err
 	}
@@ -81,6 +76,23 @@ func (c *Cluster) startControlPlane(ctx context.Context, p ports, f clusterFiles
 	}
 	c.mark("kube-apiserver")
 	return nil
+}
+
+// apiserverAddressFlags say where kube-apiserver listens and what the kubernetes Service
+// points at.
+func (c *Cluster) apiserverAddressFlags() []string {
+	if c.node != nil {
+		// This host's end of the real node's link: reachable from the node and its pods
+		// (the kubernetes Service's endpoint) and from this host.
+		return []string{"--bind-address=" + c.node.Network.HostIP, "--advertise-address=" + c.node.Network.HostIP}
+	}
+	return []string{
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		// The kubernetes Service's endpoint would be 127.0.0.1, which Endpoints reject;
+		// nothing in the cluster dials it (pods are KWOK's).
+		"--endpoint-reconciler-type=none",
+	}
 }
 
 func (c *Cluster) startKWOK(ctx context.Context, p ports, f clusterFiles, detached bool) error {

@@ -177,3 +177,34 @@ func (c *Cluster) KubeconfigForToken(t testing.TB, token, namespace string) stri
 func (c *Cluster) ConfigForToken(token string) *rest.Config {
 	return restConfigFor(c.Server, c.caPEM, credentials{token: token})
 }
+
+// RealNodeEnv opts a test run into tests that need the real node (Options.RealNode):
+// `make integration-real-node` sets it to 1. They need root and more than the KWOK tests do.
+const RealNodeEnv = "TRAINSTEP_REAL_NODE"
+
+// RequireRealNode skips the test unless RealNodeEnv is 1, and fails it when this machine lacks
+// what the real node needs. It returns the bin directory to start the cluster from.
+func RequireRealNode(t testing.TB) string {
+	t.Helper()
+	if os.Getenv(RealNodeEnv) != "1" {
+		t.Skipf("needs the real node: run with %s=1 (make integration-real-node)", RealNodeEnv)
+	}
+	binDir := DefaultBinDir()
+	missing := append(MissingBinaries(binDir), RealNodeMissing(binDir)...)
+	if len(missing) > 0 {
+		t.Fatalf("%v: missing %s (as root: `make cluster-bin cluster-bin-node` and hack/cluster/install-node-deps.sh)",
+			ErrRealNodeUnavailable, strings.Join(missing, ", "))
+	}
+	return binDir
+}
+
+// RequireArgo is RequireRealNode for tests that also need Argo (Options.Argo): it fails the
+// test when ArgoBinaries are missing.
+func RequireArgo(t testing.TB) string {
+	t.Helper()
+	binDir := RequireRealNode(t)
+	if missing := MissingBinaries(binDir, ArgoBinaries...); len(missing) > 0 {
+		t.Fatalf("%v in %s: %s (build them with `make cluster-bin-argo`)", ErrBinariesMissing, binDir, strings.Join(missing, ", "))
+	}
+	return binDir
+}

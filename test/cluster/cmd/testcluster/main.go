@@ -1,6 +1,7 @@
 // Command testcluster starts and stops the test cluster in the background for people
 // (make cluster-up / make cluster-down): the same etcd, kube-apiserver, controllers,
-// scheduler and kwok that integration tests use, with four KWOK nodes.
+// scheduler and kwok that integration tests use, with four KWOK nodes, and with --real-node
+// the real node (a kubelet with containerd) too.
 // It is a developer tool only; nothing in the product calls it.
 package main
 
@@ -15,9 +16,11 @@ import (
 	"github.com/trainstep/trainstep/test/cluster"
 )
 
-const usage = `usage: testcluster up|down [--bin DIR]
+const usage = `usage: testcluster up|down [--bin DIR] [--real-node [--argo]]
 
-  up    start the test cluster in the background (admin kubeconfig: DIR/kubeconfig)
+  up    start the test cluster in the background (admin kubeconfig: DIR/kubeconfig);
+        --real-node adds a kubelet with containerd (root, make cluster-bin-node),
+        --argo Argo's workflow controller on it (make cluster-bin-argo)
   down  stop it and remove its files
 `
 
@@ -29,12 +32,14 @@ func main() {
 	command := os.Args[1]
 	flags := flag.NewFlagSet("testcluster", flag.ExitOnError)
 	binDir := flags.String("bin", cluster.DefaultBinDir(), "directory with the cluster binaries (make cluster-bin)")
+	realNode := flags.Bool("real-node", false, "also start the real node (a kubelet with containerd)")
+	argo := flags.Bool("argo", false, "also start Argo's workflow controller (needs --real-node)")
 	_ = flags.Parse(os.Args[2:])
 
 	var err error
 	switch command {
 	case "up":
-		err = up(*binDir)
+		err = up(*binDir, *realNode, *argo)
 	case "down":
 		err = down(*binDir)
 	default:
@@ -49,8 +54,8 @@ func main() {
 
 func stateFile(binDir string) string { return filepath.Join(binDir, "cluster-state.json") }
 
-func up(binDir string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+func up(binDir string, realNode, argo bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	state, recorded, err := cluster.ReadDetachedState(stateFile(binDir))
 	if err != nil {
@@ -77,12 +82,22 @@ func up(binDir string) error {
 		Dir:            runDir,
 		KubeconfigPath: filepath.Join(binDir, "kubeconfig"),
 		Nodes:          cluster.DefaultNodes(),
+		RealNode:       realNode,
+		Argo:           argo,
 	}, stateFile(binDir))
 	if err != nil {
 		return fmt.Errorf("starting the test cluster: %w", err)
 	}
 	fmt.Printf("The test cluster is up (%s to ready) with 4 KWOK nodes of 8 cpu, 32Gi, 110 pods, 8 nvidia.com/gpu.\n",
 		time.Since(started).Round(100*time.Millisecond))
+	if node, ok := c.RealNode(); ok {
+		fmt.Printf("The real node %s is Ready: node IP %s in network namespace %s, API server at %s.\n",
+			cluster.RealNodeName, node.NodeIP, node.Namespace, c.Server)
+		fmt.Printf("  its containerd: ctr --address %s -n k8s.io images ls\n", relative(node.ContainerdSocket))
+	}
+	if argo {
+		fmt.Printf("Argo's workflow controller runs on it (namespace %s); workflow pods use %s.\n", cluster.ArgoNamespace, cluster.ArgoExecutorImage)
+	}
 	printHowTo(c.Kubeconfig, c.Dir)
 	return nil
 }

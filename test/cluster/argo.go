@@ -1,0 +1,207 @@
+package cluster
+
+import (
+	"context"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+)
+
+// ArgoBinaries are what Options.Argo needs in the bin directory, as `make cluster-bin-argo`
+// names them.
+var ArgoBinaries = []string{"workflow-controller", "argoexec"}
+
+// ArgoExecutorImage is argoexec (bin/cluster/argoexec) in a FROM-scratch image, imported into
+// the real node's containerd: the executor of every workflow pod.
+const ArgoExecutorImage = "docker.io/local/argoexec:trainstep"
+
+// ArgoNamespace is where the workflow controller keeps its ConfigMap and leader lease.
+const ArgoNamespace = "argo"
+
+// WorkflowResource is Argo's Workflow.
+var WorkflowResource = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "workflows"}
+
+// argoControllerHealthz is the controller's health endpoint port, on the node IP.
+const argoControllerHealthz = "6060"
+
+// startArgo installs Argo's CRDs from the module hack/cluster/argo pins, lets every service
+// account report task results (what Argo's executor role grants), imports the executor image
+// and runs the workflow controller in the node's namespace, where its ports are its own.
+func (c *Cluster) startArgo(ctx context.Context, detached bool) error {
+	if err := c.installArgoCRDs(ctx); err != nil {
+		return err
+	}
+	c.mark("Argo CRDs")
+	if err := c.grantArgoExecutor(ctx); err != nil {
+		return err
+	}
+	data, err := os.ReadFile(filepath.Join(c.BinDir, "argoexec"))
+	if err != nil {
+		return fmt.Errorf("reading argoexec: %w", err)
+	}
+	archive := filepath.Join(c.node.Dir, "argoexec-image.tar")
+	defer os.Remove(archive)
+	// The controller runs `argoexec init|wait`: the image's PATH (/) finds it.
+	if err := writeImageArchive(archive, ArgoExecutorImage, []string{"/argoexec"}, []imageFile{
+		{path: "/argoexec", mode: 0o755, data: data},
+		{path: "/tmp/", mode: 0o1777, dir: true},
+	}); err != nil {
+		return err
+	}
+	if err := c.node.importImage(ctx, archive); err != nil {
+		return err
+	}
+	kubeconfig, err := c.argoControllerKubeconfig()
+	if err != nil {
+		return err
+	}
+	// One controller: no leader to elect.
+	controller, err := c.startInNodeWithEnv("workflow-controller", []string{"LEADER_ELECTION_DISABLE=true"}, detached,
+		"--kubeconfig", kubeconfig,
+		"--executor-image", ArgoExecutorImage,
+		"--executor-image-pull-policy", string(corev1.PullNever),
+	)
+	if err != nil {
+		return err
+	}
+	plain := &http.Client{Timeout: 2 * time.Second}
+	healthz := "http://" + c.node.Network.NodeIP + ":" + argoControllerHealthz + "/healthz"
+	if err := waitFor(ctx, "the workflow controller /healthz", []*component{controller}, httpOK(plain, healthz)); err != nil {
+		return err
+	}
+	c.mark("workflow controller")
+	return nil
+}
+
+// argoControllerKubeconfig creates ArgoNamespace with the controller's (default)
+// ConfigMap and returns the controller's kubeconfig, whose namespace that is.
+func (c *Cluster) argoControllerKubeconfig() (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ArgoNamespace}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", fmt.Errorf("creating namespace %s: %w", ArgoNamespace, err)
+	}
+	_, err = c.Client.CoreV1().ConfigMaps(ArgoNamespace).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "workflow-controller-configmap"},
+	}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", fmt.Errorf("creating the workflow controller's ConfigMap: %w", err)
+	}
+	return filepath.Join(c.Dir, "workflow-controller.kubeconfig"), nil
+}
+
+// writeArgoCredentials writes the workflow controller's kubeconfig, in ArgoNamespace. It
+// acts as an administrator, as Argo's cluster-wide install nearly does.
+func (c *Cluster) writeArgoCredentials(ca *authority, pki string) error {
+	pair, err := ca.issue(pki, "workflow-controller", pkix.Name{
+		CommonName: "argo-workflow-controller", Organization: []string{"system:masters"},
+	}, false)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(c.Dir, "workflow-controller.kubeconfig")
+	return writeKubeconfig(path, c.Server, c.caPEM, credentials{certPEM: pair.CertPEM, keyPEM: pair.KeyPEM}, ArgoNamespace)
+}
+
+// installArgoCRDs creates the CRDs of Argo's manifests/base/crds/minimal and waits until
+// Workflows are served.
+func (c *Cluster) installArgoCRDs(ctx context.Context) error {
+	dir, err := argoModuleDir(ctx)
+	if err != nil {
+		return err
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "manifests", "base", "crds", "minimal", "argoproj.io_*.yaml"))
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("finding Argo's CRDs in %s: %v", dir, err)
+	}
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", file, err)
+		}
+		crd := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(data, &crd.Object); err != nil {
+			return fmt.Errorf("parsing %s: %w", file, err)
+		}
+		if _, err := c.dynamic.Resource(crdResource).Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating CRD %s: %w", crd.GetName(), err)
+		}
+	}
+	served := func(ctx context.Context) (bool, error) {
+		_, err := c.dynamic.Resource(WorkflowResource).Namespace(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil, err
+	}
+	return waitFor(ctx, "Argo's Workflow CRD", c.components, served)
+}
+
+// argoVersionLine finds the Argo module's version in hack/cluster/argo/go.mod.
+var argoVersionLine = regexp.MustCompile(`(?m)^\s*github\.com/argoproj/argo-workflows/v3 (v\S+)`)
+
+// argoModuleDir is the module cache's copy of the Argo module hack/cluster/argo pins
+// (make cluster-bin-argo downloaded it).
+func argoModuleDir(ctx context.Context) (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(root, "hack", "cluster", "argo")
+	gomod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		return "", fmt.Errorf("reading the Argo version: %w", err)
+	}
+	m := argoVersionLine.FindSubmatch(gomod)
+	if m == nil {
+		return "", errors.New("reading the Argo version: no github.com/argoproj/argo-workflows/v3 in hack/cluster/argo/go.mod")
+	}
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", "github.com/argoproj/argo-workflows/v3@"+string(m[1]))
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("finding Argo's module %s: %w", m[1], err)
+	}
+	var module struct{ Dir string }
+	if err := json.Unmarshal(out, &module); err != nil || module.Dir == "" {
+		return "", fmt.Errorf("finding Argo's module %s: %v: %s", m[1], err, strings.TrimSpace(string(out)))
+	}
+	return module.Dir, nil
+}
+
+// grantArgoExecutor lets every service account create and patch WorkflowTaskResults, which
+// Argo's executor writes from inside each workflow pod.
+func (c *Cluster) grantArgoExecutor(ctx context.Context) error {
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "trainstep:argo-executor"},
+		Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{"argoproj.io"}, Resources: []string{"workflowtaskresults"}, Verbs: []string{"create", "patch"},
+		}},
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "trainstep:argo-executor"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: "system:serviceaccounts"}},
+	}
+	if _, err := c.Client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the Argo executor's ClusterRole: %w", err)
+	}
+	if _, err := c.Client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the Argo executor's ClusterRoleBinding: %w", err)
+	}
+	return nil
+}

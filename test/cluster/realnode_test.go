@@ -1,0 +1,500 @@
+package cluster_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
+
+	"github.com/trainstep/trainstep/test/cluster"
+)
+
+// podcheckImage is test/cluster/cmd/podcheck in a FROM-scratch image, imported, never pulled.
+const podcheckImage = "docker.io/local/podcheck:test"
+
+// realNodeStartTimeout covers the control plane, containerd, the kubelet's registration and
+// building podcheck on two busy cores.
+const realNodeStartTimeout = 5 * time.Minute
+
+// startRealNodeCluster starts a cluster of its own with the real node (and Argo with
+// withArgo) and podcheck's image, and stops it when the test ends, checking then that
+// nothing of the node is left.
+func startRealNodeCluster(t *testing.T, withArgo ...bool) *cluster.Cluster {
+	t.Helper()
+	argo := len(withArgo) > 0 && withArgo[0]
+	binDir := cluster.RequireRealNode(t)
+	if argo {
+		binDir = cluster.RequireArgo(t)
+	}
+	before := readMachineState(t)
+	ctx, cancel := context.WithTimeout(context.Background(), realNodeStartTimeout)
+	defer cancel()
+	started := time.Now()
+	c, err := cluster.Start(ctx, cluster.Options{BinDir: binDir, RealNode: true, Argo: argo})
+	if err != nil {
+		t.Fatalf("starting a cluster with a real node: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("real-node cluster component logs:\n%s", c.LogTails(40))
+		}
+		node, _ := c.RealNode()
+		c.Stop()
+		checkNothingLeft(t, c, node, before)
+	})
+	t.Logf("cluster with a real node ready in %s (%s)", time.Since(started).Round(10*time.Millisecond), c.StartupSummary())
+	if err := c.ImportGoImage(ctx, podcheckImage, "./test/cluster/cmd/podcheck"); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// podcheckPod runs podcheck with args, with its identity from the downward API.
+func podcheckPod(name string, args ...string) *corev1.Pod {
+	fieldEnv := func(name, path string) corev1.EnvVar {
+		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name:            "main",
+				Image:           podcheckImage,
+				ImagePullPolicy: corev1.PullNever,
+				Args:            args,
+				Env: []corev1.EnvVar{
+					fieldEnv("POD_NAME", "metadata.name"),
+					fieldEnv("POD_NAMESPACE", "metadata.namespace"),
+					fieldEnv("NODE_NAME", "spec.nodeName"),
+				},
+			}},
+		},
+	}
+}
+
+// runToEnd creates the pod, waits until it has finished and returns it with its log, read
+// through the API server (which fetches it from the kubelet).
+func runToEnd(t *testing.T, c *cluster.Cluster, ns string, pod *corev1.Pod) (*corev1.Pod, string) {
+	t.Helper()
+	created := createPod(t, c, ns, pod)
+	seen := watchPod(t, c, created, finished)
+	last := seen[len(seen)-1]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	log, err := c.Client.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: "main"}).DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("reading the log of pod %s: %v", pod.Name, err)
+	}
+	return last, string(log)
+}
+
+func TestRealNodeRunsPod(t *testing.T) {
+	c := startRealNodeCluster(t)
+
+	pod, log := runToEnd(t, c, metav1.NamespaceDefault, podcheckPod("podcheck"))
+
+	if pod.Spec.NodeName != cluster.RealNodeName {
+		t.Errorf("pod ran on node %q, want the real node %q", pod.Spec.NodeName, cluster.RealNodeName)
+	}
+	if pod.Status.Phase != corev1.PodSucceeded {
+		t.Fatalf("pod phase %s, want Succeeded; log:\n%s", pod.Status.Phase, log)
+	}
+	if len(pod.Status.ContainerStatuses) != 1 || pod.Status.ContainerStatuses[0].State.Terminated == nil {
+		t.Fatalf("container statuses %+v, want one terminated container", pod.Status.ContainerStatuses)
+	}
+	terminated := pod.Status.ContainerStatuses[0].State.Terminated
+	if terminated.ExitCode != 0 || terminated.Reason != "Completed" {
+		t.Errorf("container terminated with code %d, reason %q; want 0, Completed", terminated.ExitCode, terminated.Reason)
+	}
+	if !strings.HasPrefix(pod.Status.PodIP, "10.245.0.") {
+		t.Errorf("pod IP %q, want one of the real node's pod network 10.245.0.0/24", pod.Status.PodIP)
+	}
+	lines := strings.Split(strings.TrimSpace(log), "\n")
+	if len(lines) != 2 || lines[0] != "podcheck: pod default/podcheck on node real-node" ||
+		!strings.HasPrefix(lines[1], "podcheck: service-account token of ") {
+		t.Errorf("log:\n%s\nwant the pod's identity from the downward API and its service-account token", log)
+	}
+}
+
+// machineState is what a real node changes on the machine while it runs.
+type machineState struct {
+	sysctls map[string]string
+	// files in the directories where the kubelet and libcni write at fixed paths.
+	logLinks, cniResults []string
+}
+
+func readMachineState(t *testing.T) machineState {
+	t.Helper()
+	return machineState{sysctls: readSysctls(t), logLinks: dirEntries(t, "/var/log/containers"), cniResults: dirEntries(t, "/var/lib/cni/results")}
+}
+
+// checkNothingLeft checks what a stopped cluster's real node must have removed or put back.
+func checkNothingLeft(t *testing.T, c *cluster.Cluster, node cluster.RealNodeInfo, before machineState) {
+	t.Helper()
+	if _, err := os.Stat("/run/netns/" + node.Namespace); !os.IsNotExist(err) {
+		t.Errorf("network namespace %s still exists after Stop (stat: %v)", node.Namespace, err)
+	}
+	if mounts := mountsUnder(t, node.Dir); len(mounts) > 0 {
+		t.Errorf("mounts left under the node's directory after Stop: %v", mounts)
+	}
+	if procs := processesMentioning(t, node.Dir); len(procs) > 0 {
+		t.Errorf("processes of the node left after Stop: %v", procs)
+	}
+	if _, err := os.Stat(c.Dir); !os.IsNotExist(err) {
+		t.Errorf("cluster directory %s still exists after Stop (stat: %v)", c.Dir, err)
+	}
+	after := readMachineState(t)
+	if diff := cmp.Diff(before, after, cmp.AllowUnexported(machineState{})); diff != "" {
+		t.Errorf("the machine differs after Stop (-before +after):\n%s", diff)
+	}
+}
+
+// dirEntries lists the names in dir (none if it does not exist).
+func dirEntries(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// readSysctls reads the host-wide settings a kubelet changes at start.
+func readSysctls(t *testing.T) map[string]string {
+	t.Helper()
+	values := map[string]string{}
+	for _, name := range []string{"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops"} {
+		data, err := os.ReadFile("/proc/sys/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		values[name] = strings.TrimSpace(string(data))
+	}
+	return values
+}
+
+// mountsUnder lists this process's mount points under dir.
+func mountsUnder(t *testing.T, dir string) []string {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mounts []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if fields := strings.Fields(line); len(fields) > 4 && strings.HasPrefix(fields[4], dir) {
+			mounts = append(mounts, fields[4])
+		}
+	}
+	return mounts
+}
+
+// processesMentioning lists running processes whose command line mentions s.
+func processesMentioning(t *testing.T, s string) []string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var procs []string
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(cmdline), s) {
+			procs = append(procs, e.Name()+": "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+		}
+	}
+	return procs
+}
+
+func TestRealNodeServices(t *testing.T) {
+	c := startRealNodeCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ns := metav1.NamespaceDefault
+
+	// A replica the way trainstep renders one: hostname and subdomain under a job-wide
+	// headless Service (MPI style), and a headless Service of its own named like the pod
+	// (Training Operator style).
+	worker := podcheckPod("demo-worker-0", "-listen", "2222")
+	worker.Labels = map[string]string{"job": "demo", "replica": "demo-worker-0"}
+	worker.Spec.Hostname, worker.Spec.Subdomain = "demo-worker-0", "demo"
+	for name, selector := range map[string]map[string]string{"demo": {"job": "demo"}, "demo-worker-0": {"replica": "demo-worker-0"}} {
+		_, err := c.Client.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.ServiceSpec{
+				ClusterIP: corev1.ClusterIPNone,
+				Selector:  selector,
+				Ports:     []corev1.ServicePort{{Name: "podcheck", Port: 2222}},
+			},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("creating Service %s: %v", name, err)
+		}
+	}
+	seen := watchPod(t, c, createPod(t, c, ns, worker), running)
+	workerIP := seen[len(seen)-1].Status.PodIP
+
+	client := podcheckPod("client", "-api",
+		"-resolve", "demo-worker-0.demo.default.svc.cluster.local",
+		"-resolve", "demo-worker-0.demo.default.svc",
+		"-resolve", "demo-worker-0",
+		"-dial", "demo-worker-0.demo:2222",
+		"-dial", "demo-worker-0:2222")
+	pod, log := runToEnd(t, c, ns, client)
+	t.Logf("client log:\n%s", log)
+	if pod.Status.Phase != corev1.PodSucceeded {
+		t.Fatalf("client pod phase %s, want Succeeded; log:\n%s", pod.Status.Phase, log)
+	}
+	version, err := c.Client.Discovery().ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(log), "\n")
+	if len(lines) < 2 {
+		t.Fatalf("log:\n%s\nwant at least the pod's identity and token lines", log)
+	}
+	want := []string{
+		// Through the kubernetes Service (kube-proxy) with the pod's CA and token.
+		"podcheck: API server " + version.GitVersion,
+		// Through the node's CoreDNS: the pod's full name, the short one, the replica's own
+		// Service by the search path.
+		"podcheck: demo-worker-0.demo.default.svc.cluster.local resolves to " + workerIP,
+		"podcheck: demo-worker-0.demo.default.svc resolves to " + workerIP,
+		"podcheck: demo-worker-0 resolves to " + workerIP,
+		// Pod to pod over the bridge, by name.
+		"podcheck: demo-worker-0.demo:2222 answers demo-worker-0",
+		"podcheck: demo-worker-0:2222 answers demo-worker-0",
+	}
+	if diff := cmp.Diff(want, lines[2:]); diff != "" {
+		t.Errorf("client log after its identity (-want +got):\n%s", diff)
+	}
+}
+
+func TestRealNodeRunsArgoWorkflow(t *testing.T) {
+	c := startRealNodeCluster(t, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ns := metav1.NamespaceDefault
+	workflow := &unstructured.Unstructured{}
+	err := yaml.Unmarshal([]byte(`
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata:
+  name: podcheck
+spec:
+  entrypoint: main
+  templates:
+  - name: main
+    container:
+      image: `+podcheckImage+`
+      imagePullPolicy: Never
+      command: [/podcheck]
+      args: [-api, -resolve, kubernetes.default.svc]
+      env:
+      - {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
+      - {name: POD_NAMESPACE, valueFrom: {fieldRef: {fieldPath: metadata.namespace}}}
+      - {name: NODE_NAME, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}
+`), &workflow.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dynamicClient, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	workflows := dynamicClient.Resource(cluster.WorkflowResource).Namespace(ns)
+	if _, err := workflows.Create(ctx, workflow, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating the Workflow: %v", err)
+	}
+	var phase, message string
+	eventually(t, 2*time.Minute, "the Workflow to finish", func() (bool, error) {
+		wf, err := workflows.Get(ctx, "podcheck", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		phase, _, _ = unstructured.NestedString(wf.Object, "status", "phase")
+		message, _, _ = unstructured.NestedString(wf.Object, "status", "message")
+		return phase == "Succeeded" || phase == "Failed" || phase == "Error", nil
+	})
+	if phase != "Succeeded" {
+		t.Fatalf("Workflow phase %s (%s), want Succeeded", phase, message)
+	}
+	// Argo names a single-step workflow's pod after the workflow; its init and wait
+	// containers are argoexec, main runs podcheck through argoexec's emissary.
+	pod := getPod(t, c, ns, "podcheck")
+	var containers []string
+	for _, ctr := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
+		containers = append(containers, ctr.Name+"="+ctr.Image)
+	}
+	wantContainers := []string{"init=" + cluster.ArgoExecutorImage, "wait=" + cluster.ArgoExecutorImage, "main=" + podcheckImage}
+	if diff := cmp.Diff(wantContainers, containers); diff != "" {
+		t.Errorf("workflow pod containers (-want +got):\n%s", diff)
+	}
+	log, err := c.Client.CoreV1().Pods(ns).GetLogs("podcheck", &corev1.PodLogOptions{Container: "main"}).DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("reading the main container's log: %v", err)
+	}
+	version, err := c.Client.Discovery().ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(log)), "\n")
+	want := []string{
+		"podcheck: pod default/podcheck on node real-node",
+		"podcheck: API server " + version.GitVersion,
+		"podcheck: kubernetes.default.svc resolves to 10.96.0.1",
+	}
+	// argoexec's emissary, the main container's first process, logs after podcheck.
+	if len(lines) < 4 || !strings.HasPrefix(lines[1], "podcheck: service-account token of ") ||
+		cmp.Diff(want, []string{lines[0], lines[2], lines[3]}) != "" {
+		t.Errorf("main container log:\n%s\nwant:\n%s", log, strings.Join(want, "\n"))
+	}
+}
+
+// killedOwnerEnv makes TestRealNodeKilledOwner run: it is the helper process of
+// TestRealNodeLeftoversAreSwept.
+const killedOwnerEnv = "TRAINSTEP_KILLED_OWNER"
+
+func TestRealNodeLeftoversAreSwept(t *testing.T) {
+	cluster.RequireRealNode(t)
+	before := readMachineState(t)
+	// Another test process starts a real node with a running pod and is killed outright:
+	// no Stop runs, its kubelet and containerd die with it, its pod's container does not.
+	helper := exec.Command(os.Args[0], "-test.run=^TestRealNodeKilledOwner$", "-test.v", "-test.count=1")
+	helper.Env = append(os.Environ(), killedOwnerEnv+"=1")
+	stdout, err := helper.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := helper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = helper.Process.Kill(); _ = helper.Wait() }()
+	var namespace, dir string
+	found := make(chan struct{})
+	go func() {
+		scanner := bufio.NewScanner(stdout)
+		for scanner.Scan() {
+			if fields := strings.Fields(scanner.Text()); len(fields) == 3 && fields[0] == "LEFTOVER" {
+				namespace, dir = fields[1], fields[2]
+				close(found)
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case <-found:
+	case <-time.After(realNodeStartTimeout):
+		t.Fatal("the helper process did not start its real node in time")
+	}
+	if err := helper.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = helper.Wait()
+	if _, err := os.Stat("/run/netns/" + namespace); err != nil {
+		t.Fatalf("the killed process's namespace %s is gone before the sweep (%v): nothing to test", namespace, err)
+	}
+	if procs := processesMentioning(t, dir); len(procs) == 0 {
+		t.Fatalf("no process of the killed process's node is left before the sweep: nothing to test")
+	}
+
+	swept, err := cluster.SweepRealNodes()
+	if err != nil {
+		t.Fatalf("sweeping: %v", err)
+	}
+	if !slices.Contains(swept, namespace) {
+		t.Errorf("swept %v, want %s among them", swept, namespace)
+	}
+	if _, err := os.Stat("/run/netns/" + namespace); !os.IsNotExist(err) {
+		t.Errorf("network namespace %s still exists after the sweep (stat: %v)", namespace, err)
+	}
+	if mounts := mountsUnder(t, dir); len(mounts) > 0 {
+		t.Errorf("mounts left under the node's directory after the sweep: %v", mounts)
+	}
+	if procs := processesMentioning(t, dir); len(procs) > 0 {
+		t.Errorf("processes of the node left after the sweep: %v", procs)
+	}
+	if _, err := os.Stat(filepath.Dir(dir)); !os.IsNotExist(err) {
+		t.Errorf("cluster directory %s still exists after the sweep (stat: %v)", filepath.Dir(dir), err)
+	}
+	if diff := cmp.Diff(before, readMachineState(t), cmp.AllowUnexported(machineState{})); diff != "" {
+		t.Errorf("the machine differs after the sweep (-before +after):\n%s", diff)
+	}
+}
+
+// TestRealNodeKilledOwner is TestRealNodeLeftoversAreSwept's helper process: it starts a
+// real node with a running pod, says where, and waits to be killed.
+func TestRealNodeKilledOwner(t *testing.T) {
+	if os.Getenv(killedOwnerEnv) != "1" {
+		t.Skip("the helper process of TestRealNodeLeftoversAreSwept")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), realNodeStartTimeout)
+	defer cancel()
+	c, err := cluster.Start(ctx, cluster.Options{BinDir: cluster.RequireRealNode(t), RealNode: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ImportGoImage(ctx, podcheckImage, "./test/cluster/cmd/podcheck"); err != nil {
+		t.Fatal(err)
+	}
+	watchPod(t, c, createPod(t, c, metav1.NamespaceDefault, podcheckPod("left-running", "-listen", "2222")), running)
+	node, _ := c.RealNode()
+	fmt.Printf("LEFTOVER %s %s\n", node.Namespace, node.Dir)
+	<-ctx.Done()
+	t.Fatal("not killed in time")
+}
+
+// TestRealNodeDetachedStops checks make cluster-up REAL_NODE=1 / make cluster-down: a real
+// node started detached, with a pod running, leaves nothing behind after StopDetached.
+func TestRealNodeDetachedStops(t *testing.T) {
+	binDir := cluster.RequireRealNode(t)
+	before := readMachineState(t)
+	ctx, cancel := context.WithTimeout(context.Background(), realNodeStartTimeout)
+	defer cancel()
+	stateFile := filepath.Join(t.TempDir(), "cluster-state.json")
+	c, err := cluster.StartDetached(ctx, cluster.Options{BinDir: binDir, Dir: filepath.Join(t.TempDir(), "run"), RealNode: true}, stateFile)
+	if err != nil {
+		t.Fatalf("starting a detached cluster with a real node: %v", err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = cluster.StopDetached(stateFile)
+		}
+	})
+	node, _ := c.RealNode()
+	if err := c.ImportGoImage(ctx, podcheckImage, "./test/cluster/cmd/podcheck"); err != nil {
+		t.Fatal(err)
+	}
+	watchPod(t, c, createPod(t, c, metav1.NamespaceDefault, podcheckPod("left-running", "-listen", "2222")), running)
+
+	if err := cluster.StopDetached(stateFile); err != nil {
+		t.Fatalf("stopping the detached cluster: %v", err)
+	}
+	stopped = true
+	checkNothingLeft(t, c, node, before)
+}
