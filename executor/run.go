@@ -262,6 +262,12 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 	// Streams of replicas still running never drain by themselves: bound
 	// the wait so the cleanup below keeps most of the grace period.
 	drainCtx, cancelDrain := context.WithTimeout(teardownCtx, cfg.TerminationGrace/5)
+	if terminated() {
+		// Stopped: nothing is waited for before the deletes. Argo signals a
+		// stopped step again within seconds, and a second signal ends
+		// trainstep before its teardown.
+		cancelDrain()
+	}
 	streamer.stop(drainCtx)
 	cancelDrain()
 	if superseded && !terminated() {
