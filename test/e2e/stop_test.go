@@ -8,7 +8,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -88,6 +91,27 @@ func TestRealNodeStopTrainEvaluateWorkflow(t *testing.T) {
 	} else if !ok {
 		t.Logf("the train node has no outputs: Argo completed the stopped Workflow before the step's task result (node %s: %s)", train.Phase, train.Message)
 	}
+	// What the wait container saved: the WorkflowTaskResult of the train node.
+	taskResult, err := e.dynamic.Resource(taskResultResource).Namespace(e.namespace).Get(ctx, train.ID, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		params, _, _ := unstructured.NestedSlice(taskResult.Object, "outputs", "parameters")
+		var phase string
+		for _, p := range params {
+			if m, _ := p.(map[string]any); m["name"] == "phase" {
+				phase, _ = m["value"].(string)
+			}
+		}
+		if phase != "Terminated" {
+			t.Errorf("the wait container saved phase %q, want Terminated (written at the signal, before the teardown)", phase)
+		} else {
+			t.Logf("the wait container saved phase Terminated")
+		}
+	case apierrors.IsNotFound(err):
+		t.Logf("the train node's WorkflowTaskResult is gone")
+	default:
+		t.Errorf("reading the train node's WorkflowTaskResult: %v", err)
+	}
 	if t.Failed() {
 		t.Logf("the step's log:\n%s", lastLines(stepLog, 40))
 		t.Logf("the step's wait container:\n%s", lastLines(e.logOf(t, stepPod.Name, "wait"), 40))
@@ -121,6 +145,10 @@ func containerStates(pod *corev1.Pod) string {
 	}
 	return strings.Join(states, ", ")
 }
+
+// taskResultResource is Argo's WorkflowTaskResult: a pod's outputs as its wait container
+// reported them, named like the pod's node.
+var taskResultResource = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "workflowtaskresults"}
 
 // optionalParam is the value of a node's parameter, if it has one.
 func optionalParam(params []parameter, name string) (string, bool) {
