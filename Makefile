@@ -48,7 +48,7 @@ integration: cluster-bin ## Run integration tests against the real test cluster.
 	TRAINSTEP_CLUSTER_BIN=$(CLUSTER_BIN) $(GO) test -count=1 -p 1 -timeout 25m $(INTEGRATION_PKGS)
 
 .PHONY: integration-real-node
-integration-real-node: cluster-bin cluster-bin-node cluster-bin-argo ## Run the tests that need the real node (root; see hack/cluster/install-node-deps.sh).
+integration-real-node: cluster-bin cluster-bin-node cluster-bin-argo ## Run the tests that need the real node (root; see hack/cluster/install-node-deps.sh), test/e2e's Argo workflows included.
 	TRAINSTEP_REAL_NODE=1 TRAINSTEP_CLUSTER_BIN=$(CLUSTER_BIN) $(GO) test -count=1 -p 1 -timeout 25m -run 'RealNode' -v $(INTEGRATION_PKGS)
 
 .PHONY: fuzz

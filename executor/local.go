@@ -20,7 +20,7 @@ import (
 func runLocal(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, res *result.Result) error {
 	runCtx, cancelRun := context.WithCancel(ctx)
 	defer cancelRun()
-	terminated := watchSignals(runCtx, cfg.Signals, cancelRun)
+	terminated, _ := watchSignals(runCtx, cfg.Signals, cancelRun, nil)
 	log := cfg.Logger.With(zap.String("job", job.Name))
 
 	report := progressReporter(cfg, log)

@@ -107,8 +107,8 @@ func run(ctx context.Context, cfg *Config, res *result.Result) error {
 
 	// The first signal cancels the run; teardown then runs on its own context.
 	runCtx, cancelRun := context.WithCancel(ctx)
-	defer cancelRun()
-	terminated := watchSignals(runCtx, cfg.Signals, cancelRun)
+	terminated, signalsDone := watchSignals(runCtx, cfg.Signals, cancelRun, func() { writeStoppingOutputs(cfg, res.JobName) })
+	defer func() { cancelRun(); <-signalsDone }()
 
 	s, err := prepare(runCtx, cfg, job)
 	if err != nil && terminated() {
@@ -131,6 +131,20 @@ func run(ctx context.Context, cfg *Config, res *result.Result) error {
 		return err
 	}
 	return res.Err()
+}
+
+// writeStoppingOutputs writes the Terminated output files as soon as the step
+// is signalled, before the teardown; they are written again when it ends.
+// Argo signals the step's wait container together with it, and that saves
+// the output parameters from whatever files exist within about a second:
+// without these, a stopped step's outputs were the template's defaults.
+func writeStoppingOutputs(cfg *Config, jobName string) {
+	res := newResult(cfg)
+	res.JobName = jobName
+	markTerminated(&res, "the step was stopped; deleting the job's objects")
+	if err := outputs.Write(cfg.OutputsDir, res); err != nil {
+		cfg.Logger.Error("writing output files", zap.String("dir", cfg.OutputsDir), zap.Error(err))
+	}
 }
 
 // markTerminated records a run the step's signal ended.
@@ -262,6 +276,12 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 	// Streams of replicas still running never drain by themselves: bound
 	// the wait so the cleanup below keeps most of the grace period.
 	drainCtx, cancelDrain := context.WithTimeout(teardownCtx, cfg.TerminationGrace/5)
+	if terminated() {
+		// Stopped: nothing is waited for before the deletes. Argo signals a
+		// stopped step again within seconds, and a second signal ends
+		// trainstep before its teardown.
+		cancelDrain()
+	}
 	streamer.stop(drainCtx)
 	cancelDrain()
 	if superseded && !terminated() {

@@ -6,20 +6,28 @@ import (
 	"sync/atomic"
 )
 
-// watchSignals cancels the run on the first signal and reports whether one
-// came. (A second signal is handled by the command: it exits at once.)
-func watchSignals(ctx context.Context, signals <-chan os.Signal, cancel context.CancelFunc) func() bool {
+// watchSignals cancels the run on the first signal, after onSignal (when
+// given) has run, and reports whether one came. done is closed once the
+// watch is over: after ctx ends, or after the signal's onSignal and cancel.
+// (A second signal is handled by the command: it exits at once.)
+func watchSignals(ctx context.Context, signals <-chan os.Signal, cancel context.CancelFunc, onSignal func()) (terminated func() bool, done <-chan struct{}) {
 	var got atomic.Bool
+	finished := make(chan struct{})
 	if signals == nil {
-		return got.Load
+		close(finished)
+		return got.Load, finished
 	}
 	go func() {
+		defer close(finished)
 		select {
 		case <-signals:
 			got.Store(true)
+			if onSignal != nil {
+				onSignal()
+			}
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
-	return got.Load
+	return got.Load, finished
 }

@@ -43,7 +43,7 @@ func writeArchive(img v1.Image, tag, output, layoutDir string) error {
 		return err
 	}
 	err = path.AppendImage(img, layout.WithAnnotations(map[string]string{
-		annotationContainerdName: ref.Name(),
+		annotationContainerdName: containerdName(ref),
 		annotationOCIRefName:     ref.TagStr(),
 	}))
 	if err != nil {
@@ -57,6 +57,17 @@ func writeArchive(img v1.Image, tag, output, layoutDir string) error {
 		return err
 	}
 	return tarDirectory(layoutDir, output, map[string][]byte{"manifest.json": manifest})
+}
+
+// containerdName is the reference containerd records for the image: the
+// kubelet asks for Docker Hub images as docker.io/<repository>:<tag>
+// (docker.io/library/ for official ones), while go-containerregistry names
+// that registry index.docker.io, under which a pod would never find it.
+func containerdName(ref name.Tag) string {
+	if ref.RegistryStr() == name.DefaultRegistry {
+		return "docker.io/" + ref.RepositoryStr() + ":" + ref.TagStr()
+	}
+	return ref.Name()
 }
 
 func dockerManifest(img v1.Image, ref name.Tag) ([]byte, error) {

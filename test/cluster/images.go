@@ -4,12 +4,16 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -32,8 +36,13 @@ type imageFile struct {
 }
 
 // writeImageArchive writes a FROM-scratch linux image of files, with entrypoint, to archive
-// in the `docker save` format that `ctr images import` reads, tagged ref.
+// in the `docker save` format that `ctr images import` reads, tagged ref. Its PATH is /.
 func writeImageArchive(archive, ref string, entrypoint []string, files []imageFile) error {
+	return writeImageArchiveWithPath(archive, ref, entrypoint, "/", files)
+}
+
+// writeImageArchiveWithPath is writeImageArchive with the image's PATH.
+func writeImageArchiveWithPath(archive, ref string, entrypoint []string, path string, files []imageFile) error {
 	tag, err := name.NewTag(ref)
 	if err != nil {
 		return fmt.Errorf("parsing image reference %q: %w", ref, err)
@@ -64,7 +73,7 @@ func writeImageArchive(archive, ref string, entrypoint []string, files []imageFi
 	img, err := mutate.ConfigFile(empty.Image, &v1.ConfigFile{
 		Architecture: runtime.GOARCH,
 		OS:           "linux",
-		Config:       v1.Config{Entrypoint: entrypoint, Env: []string{"PATH=/"}},
+		Config:       v1.Config{Entrypoint: entrypoint, Env: []string{"PATH=" + path}},
 	})
 	if err != nil {
 		return fmt.Errorf("building image config: %w", err)
@@ -119,6 +128,70 @@ func (c *Cluster) ImportGoImage(ctx context.Context, ref, pkg string) error {
 	archive := filepath.Join(dir, "image.tar")
 	entry := "/" + filepath.Base(pkg)
 	if err := writeImageArchive(archive, ref, []string{entry}, []imageFile{{path: entry, mode: 0o755, data: data}}); err != nil {
+		return err
+	}
+	return c.node.importImage(ctx, archive)
+}
+
+// HostImagePath is the PATH of the images ImportHostFilesImage builds.
+const HostImagePath = "/usr/local/bin:/usr/bin:/bin"
+
+// ImportHostFilesImage builds a FROM-scratch image named ref from copies of this machine's
+// files and imports it into the real node's containerd: files maps a path in the image to a
+// file or directory here (a directory is copied whole; a symbolic link inside it to a file
+// becomes a copy of that file, one to a directory an empty directory, a dangling one is left
+// out). The image has no entrypoint and PATH HostImagePath. It is how a
+// test runs a program of this machine (an interpreter and the libraries it loads) in a pod,
+// since the real node pulls nothing.
+func (c *Cluster) ImportHostFilesImage(ctx context.Context, ref string, files map[string]string) error {
+	if c.node == nil {
+		return fmt.Errorf("importing image %s: the cluster has no real node (Options.RealNode)", ref)
+	}
+	var entries []imageFile
+	dirs := map[string]bool{}
+	addParents := func(p string) {
+		for d := filepath.Dir(p); d != "/" && !dirs[d]; d = filepath.Dir(d) {
+			dirs[d] = true
+			entries = append(entries, imageFile{path: d + "/", mode: 0o755, dir: true})
+		}
+	}
+	for _, imagePath := range slices.Sorted(maps.Keys(files)) {
+		hostPath := files[imagePath]
+		err := filepath.WalkDir(hostPath, func(p string, _ fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			target := filepath.Join(imagePath, strings.TrimPrefix(p, hostPath))
+			info, err := os.Stat(p)
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // a dangling link
+			}
+			if err != nil {
+				return err
+			}
+			addParents(target)
+			if info.IsDir() {
+				if !dirs[target] {
+					dirs[target] = true
+					entries = append(entries, imageFile{path: target + "/", mode: 0o755, dir: true})
+				}
+				return nil
+			}
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			entries = append(entries, imageFile{path: target, mode: int64(info.Mode().Perm()), data: data})
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("copying %s into image %s: %w", hostPath, ref, err)
+		}
+	}
+	entries = append(entries, imageFile{path: "/tmp/", mode: 0o1777, dir: true})
+	archive := filepath.Join(c.node.Dir, "host-files-image.tar")
+	defer os.Remove(archive)
+	if err := writeImageArchiveWithPath(archive, ref, nil, HostImagePath, entries); err != nil {
 		return err
 	}
 	return c.node.importImage(ctx, archive)

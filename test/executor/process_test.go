@@ -30,10 +30,17 @@ func TestSIGTERMDeletesEveryObjectAndSaysTerminated(t *testing.T) {
 
 	p := startBinary(t, "run", "-f", writeFile(t, job.yaml(t)), "--kubeconfig", c.Kubeconfig, "-n", ns)
 	waitRunning(t, c, ns, "sigterm", 16)
+	signalled := time.Now()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	code := p.wait(t, time.Minute)
+	// Argo signals a stopped step again within seconds (every reconciliation of the
+	// workflow), and a second signal ends trainstep at once: the teardown must be done by
+	// then, not wait for the replicas' log streams first.
+	if took := time.Since(signalled); took > 4*time.Second {
+		t.Errorf("trainstep exited %s after SIGTERM, want the teardown done within 4s", took.Round(100*time.Millisecond))
+	}
 
 	if code != result.ExitTerminated {
 		t.Errorf("exit code %d, want %d; stderr:\n%s", code, result.ExitTerminated, p.stderr)

@@ -1,0 +1,470 @@
+// Package e2e_test runs trainstep as users do, end to end: the image `make image` builds,
+// deploy/ and templates/ applied as shipped, and a workflow of workflows/ submitted to the
+// real Argo workflow controller, whose steps and replicas run as containers on the test
+// cluster's real node. It needs the real node and Argo (make integration-real-node); without
+// them every test skips, so `make test` is unaffected.
+//
+// The tests read the repository's files and must not modify them: what they change to run
+// here (image references, where pods run) they change in memory and say so.
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
+
+	"github.com/trainstep/trainstep/test/cluster"
+)
+
+const (
+	// shippedImage is the trainstep image templates/ and workflows/ name. The real node
+	// pulls nothing, so the tests replace it with localImage, `make image`'s archive
+	// imported under a tag that is not :latest (pods then default to IfNotPresent).
+	shippedImage = "ghcr.io/trainstep/trainstep:latest"
+	localImage   = "docker.io/local/trainstep:e2e"
+	// shippedPython is the image of the examples' script steps. The tests run those scripts
+	// with this machine's python3 in an image of its own, pythonImage.
+	shippedPython = "python:3.12-alpine"
+	pythonImage   = "docker.io/local/python:host"
+	// realNodeName is the real node's name; workflows are pinned to it.
+	realNodeName = "real-node"
+	// jobNameLabel is on every object trainstep creates for a job.
+	jobNameLabel = "trainstep.dev/job-name"
+)
+
+var (
+	workflowTemplateResource = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "workflowtemplates"}
+	// trainingLine is a step line of the demo trainer's log.
+	trainingLine = regexp.MustCompile(`(?m)step \d+ loss \S+$`)
+)
+
+// e2e is one cluster with the real node and Argo, trainstep's image imported, and a
+// namespace holding deploy/ and templates/.
+type e2e struct {
+	c         *cluster.Cluster
+	dynamic   dynamic.Interface
+	namespace string
+}
+
+// setUp builds trainstep's image, starts the cluster, imports the images and installs
+// deploy/ and templates/ in a namespace of their own.
+func setUp(t *testing.T) *e2e {
+	t.Helper()
+	binDir := cluster.RequireArgo(t)
+	root := repoRoot(t)
+	archive := filepath.Join(t.TempDir(), "trainstep-image.tar")
+	started := time.Now()
+	// What `make image IMAGE=<localImage>` runs.
+	build := exec.Command("go", "run", "./hack/image", "-o", archive, "-tag", localImage, "-version", "e2e")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the trainstep image: %v\n%s", err, out)
+	}
+	t.Logf("trainstep image built in %s", time.Since(started).Round(100*time.Millisecond))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	started = time.Now()
+	c, err := cluster.Start(ctx, cluster.Options{BinDir: binDir, RealNode: true, Argo: true})
+	if err != nil {
+		t.Fatalf("starting a cluster with the real node and Argo: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("component logs:\n%s", c.LogTails(40))
+		}
+		c.Stop()
+	})
+	t.Logf("cluster ready in %s (%s)", time.Since(started).Round(10*time.Millisecond), c.StartupSummary())
+	if err := c.ImportImage(ctx, archive); err != nil {
+		t.Fatal(err)
+	}
+	python, err := filepath.EvalSymlinks("/usr/bin/python3")
+	if err != nil {
+		t.Fatalf("the examples' script steps need this machine's python3: %v", err)
+	}
+	stdlib := "/usr/lib/" + filepath.Base(python)
+	files := map[string]string{"/usr/bin/python": python, stdlib: stdlib, "/lib64/ld-linux-x86-64.so.2": "/lib64/ld-linux-x86-64.so.2"}
+	for _, lib := range sharedLibraries(t, python) {
+		files[lib] = lib
+	}
+	if err := c.ImportHostFilesImage(ctx, pythonImage, files); err != nil {
+		t.Fatal(err)
+	}
+
+	e := &e2e{c: c, namespace: "e2e"}
+	if e.dynamic, err = dynamic.NewForConfig(c.Config); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.namespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.applyDeploy(t, root)
+	e.applyTemplate(t, root)
+	return e
+}
+
+// sharedLibraries lists the shared libraries a program of this machine loads (ldd).
+func sharedLibraries(t *testing.T, program string) []string {
+	t.Helper()
+	out, err := exec.Command("ldd", program).Output()
+	if err != nil {
+		t.Fatalf("listing the libraries of %s: %v", program, err)
+	}
+	var libs []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if fields := strings.Fields(line); len(fields) >= 3 && fields[1] == "=>" && strings.HasPrefix(fields[2], "/") {
+			libs = append(libs, fields[2])
+		}
+	}
+	return libs
+}
+
+// applyDeploy creates what deploy/kustomization.yaml lists, as the files say: what
+// `kubectl apply -k deploy/ -n <namespace>` does.
+func (e *e2e) applyDeploy(t *testing.T, root string) {
+	t.Helper()
+	dir := filepath.Join(root, "deploy")
+	var kustomization struct {
+		APIVersion string   `json:"apiVersion"`
+		Kind       string   `json:"kind"`
+		Resources  []string `json:"resources"`
+	}
+	readYAML(t, filepath.Join(dir, "kustomization.yaml"), &kustomization)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, file := range kustomization.Resources {
+		path := filepath.Join(dir, file)
+		var meta metav1.TypeMeta
+		if err := yaml.Unmarshal(readFile(t, path), &meta); err != nil {
+			t.Fatalf("reading %s: %v", path, err)
+		}
+		var err error
+		switch meta.Kind {
+		case "ServiceAccount":
+			var sa corev1.ServiceAccount
+			readYAML(t, path, &sa)
+			_, err = e.c.Client.CoreV1().ServiceAccounts(e.namespace).Create(ctx, &sa, metav1.CreateOptions{})
+		case "Role":
+			var role rbacv1.Role
+			readYAML(t, path, &role)
+			_, err = e.c.Client.RbacV1().Roles(e.namespace).Create(ctx, &role, metav1.CreateOptions{})
+		case "RoleBinding":
+			var binding rbacv1.RoleBinding
+			readYAML(t, path, &binding)
+			_, err = e.c.Client.RbacV1().RoleBindings(e.namespace).Create(ctx, &binding, metav1.CreateOptions{})
+		default:
+			t.Fatalf("deploy/%s: kind %q: teach applyDeploy to create it", file, meta.Kind)
+		}
+		if err != nil {
+			t.Fatalf("applying deploy/%s: %v", file, err)
+		}
+	}
+}
+
+// applyTemplate creates the WorkflowTemplate of templates/workflowtemplate.yaml, its
+// trainstep image replaced by localImage.
+func (e *e2e) applyTemplate(t *testing.T, root string) {
+	t.Helper()
+	text := replaceOnce(t, "templates/workflowtemplate.yaml", string(readFile(t, filepath.Join(root, "templates", "workflowtemplate.yaml"))), shippedImage, localImage)
+	tmpl := &unstructured.Unstructured{}
+	if err := yaml.UnmarshalStrict([]byte(text), &tmpl.Object); err != nil {
+		t.Fatalf("reading templates/workflowtemplate.yaml: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := e.dynamic.Resource(workflowTemplateResource).Namespace(e.namespace).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("applying templates/workflowtemplate.yaml: %v", err)
+	}
+}
+
+// loadWorkflow reads a Workflow of workflows/ with the image references replaced (see
+// shippedImage and shippedPython) and every pod of its own pinned to the real node
+// (spec.nodeSelector, which Argo gives each step pod).
+func loadWorkflow(t *testing.T, path string) *unstructured.Unstructured {
+	t.Helper()
+	text := string(readFile(t, filepath.Join(repoRoot(t), path)))
+	for _, r := range [][2]string{{shippedImage, localImage}, {shippedPython, pythonImage}} {
+		if !strings.Contains(text, r[0]) {
+			t.Fatalf("%s does not name %s any more: update the test", path, r[0])
+		}
+		text = strings.ReplaceAll(text, r[0], r[1])
+	}
+	wf := &unstructured.Unstructured{}
+	if err := yaml.UnmarshalStrict([]byte(text), &wf.Object); err != nil {
+		t.Fatalf("reading %s: %v", path, err)
+	}
+	if err := unstructured.SetNestedStringMap(wf.Object, map[string]string{corev1.LabelHostname: realNodeName}, "spec", "nodeSelector"); err != nil {
+		t.Fatal(err)
+	}
+	return wf
+}
+
+// replaceOnce replaces the one occurrence of old in text.
+func replaceOnce(t *testing.T, what, text, old, replacement string) string {
+	t.Helper()
+	if n := strings.Count(text, old); n != 1 {
+		t.Fatalf("%s names %s %d times, want once: update the test", what, old, n)
+	}
+	return strings.Replace(text, old, replacement, 1)
+}
+
+// submit creates the Workflow and returns its name.
+func (e *e2e) submit(t *testing.T, wf *unstructured.Unstructured) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	created, err := e.workflows().Create(ctx, wf, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("submitting the Workflow: %v", err)
+	}
+	return created.GetName()
+}
+
+func (e *e2e) workflows() dynamic.ResourceInterface {
+	return e.dynamic.Resource(cluster.WorkflowResource).Namespace(e.namespace)
+}
+
+// waitForWorkflow waits until the Workflow's phase is one of phases and returns it.
+func (e *e2e) waitForWorkflow(t *testing.T, name string, timeout time.Duration, phases ...string) *unstructured.Unstructured {
+	t.Helper()
+	var wf *unstructured.Unstructured
+	var phase string
+	eventually(t, timeout, "Workflow "+name+" to reach "+strings.Join(phases, " or "), func(ctx context.Context) (bool, error) {
+		var err error
+		if wf, err = e.workflows().Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return false, err
+		}
+		phase, _, _ = unstructured.NestedString(wf.Object, "status", "phase")
+		for _, p := range phases {
+			if phase == p {
+				return true, nil
+			}
+		}
+		return false, nil
+	}, func() string { return "last phase " + phase + "; nodes:\n" + nodeSummary(wf) + e.podSummary(t) })
+	return wf
+}
+
+// workflowNode is the part of a Workflow's status.nodes entry the tests read.
+type workflowNode struct {
+	ID           string `json:"id"`
+	Name         string `json:"name"`
+	DisplayName  string `json:"displayName"`
+	Type         string `json:"type"`
+	TemplateName string `json:"templateName"`
+	Phase        string `json:"phase"`
+	Message      string `json:"message"`
+	Inputs       struct {
+		Parameters []parameter `json:"parameters"`
+	} `json:"inputs"`
+	Outputs struct {
+		Parameters []parameter `json:"parameters"`
+		Result     *string     `json:"result"`
+		ExitCode   *string     `json:"exitCode"`
+	} `json:"outputs"`
+}
+
+type parameter struct {
+	Name  string  `json:"name"`
+	Value *string `json:"value"`
+}
+
+// nodes decodes the Workflow's status.nodes.
+func nodes(t *testing.T, wf *unstructured.Unstructured) map[string]workflowNode {
+	t.Helper()
+	raw, _, err := unstructured.NestedMap(wf.Object, "status", "nodes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.Marshal(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]workflowNode
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// podNode is the Pod node of the task or step displayed as name (a retried template's
+// last attempt).
+func podNode(t *testing.T, wf *unstructured.Unstructured, name string) workflowNode {
+	t.Helper()
+	var found *workflowNode
+	for _, n := range nodes(t, wf) {
+		if n.Type == "Pod" && (n.DisplayName == name || strings.HasPrefix(n.DisplayName, name+"(")) {
+			if found == nil || n.DisplayName > found.DisplayName {
+				found = &n
+			}
+		}
+	}
+	if found == nil {
+		t.Fatalf("Workflow %s has no pod node %s; nodes:\n%s", wf.GetName(), name, nodeSummary(wf))
+	}
+	return *found
+}
+
+func nodeSummary(wf *unstructured.Unstructured) string {
+	if wf == nil {
+		return ""
+	}
+	raw, _, _ := unstructured.NestedMap(wf.Object, "status", "nodes")
+	var b strings.Builder
+	for _, v := range raw {
+		n, _ := v.(map[string]any)
+		fmt.Fprintf(&b, "  %v (%v, %v) %v %v\n", n["displayName"], n["type"], n["templateName"], n["phase"], n["message"])
+	}
+	return b.String()
+}
+
+// podSummary lists the namespace's pods with their phase and node, for failure messages.
+func (e *e2e) podSummary(t *testing.T) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pods, err := e.c.Client.CoreV1().Pods(e.namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "listing pods: " + err.Error()
+	}
+	var b strings.Builder
+	b.WriteString("pods:\n")
+	for _, p := range pods.Items {
+		fmt.Fprintf(&b, "  %s %s on %q", p.Name, p.Status.Phase, p.Spec.NodeName)
+		for _, s := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+			switch {
+			case s.State.Waiting != nil:
+				fmt.Fprintf(&b, " %s=waiting:%s:%s", s.Name, s.State.Waiting.Reason, s.State.Waiting.Message)
+			case s.State.Terminated != nil:
+				fmt.Fprintf(&b, " %s=exit:%d", s.Name, s.State.Terminated.ExitCode)
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// param is the value of a node's parameter, failing the test when it has none.
+func param(t *testing.T, params []parameter, name string) string {
+	t.Helper()
+	for _, p := range params {
+		if p.Name == name && p.Value != nil {
+			return *p.Value
+		}
+	}
+	t.Fatalf("no parameter %s with a value among %+v", name, params)
+	return ""
+}
+
+// podOfNode is the pod Argo ran for a workflow node.
+func (e *e2e) podOfNode(t *testing.T, wf *unstructured.Unstructured, node workflowNode) *corev1.Pod {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pods, err := e.c.Client.CoreV1().Pods(e.namespace).List(ctx, metav1.ListOptions{LabelSelector: "workflows.argoproj.io/workflow=" + wf.GetName()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range pods.Items {
+		if pods.Items[i].Annotations["workflows.argoproj.io/node-id"] == node.ID ||
+			pods.Items[i].Annotations["workflows.argoproj.io/node-name"] == node.Name {
+			return &pods.Items[i]
+		}
+	}
+	t.Fatalf("no pod of node %s (%s)\n%s", node.Name, node.ID, e.podSummary(t))
+	return nil
+}
+
+// logOf is a container's log, read through the API as `kubectl logs` does.
+func (e *e2e) logOf(t *testing.T, pod, container string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	data, err := e.c.Client.CoreV1().Pods(e.namespace).GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("reading the log of %s/%s: %v", pod, container, err)
+	}
+	return string(data)
+}
+
+// jobObjects lists the pods and Services of a job that still exist.
+func (e *e2e) jobObjects(ctx context.Context, job string) (pods []corev1.Pod, services []string, err error) {
+	selector := metav1.ListOptions{LabelSelector: jobNameLabel + "=" + job}
+	podList, err := e.c.Client.CoreV1().Pods(e.namespace).List(ctx, selector)
+	if err != nil {
+		return nil, nil, err
+	}
+	serviceList, err := e.c.Client.CoreV1().Services(e.namespace).List(ctx, selector)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, s := range serviceList.Items {
+		services = append(services, s.Name)
+	}
+	return podList.Items, services, nil
+}
+
+// eventually polls cond every half second until it holds, failing the test after timeout
+// with what describe says.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func(context.Context) (bool, error), describe func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var lastErr error
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		ok, err := cond(ctx)
+		cancel()
+		if ok {
+			return
+		}
+		if err != nil {
+			lastErr = err
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s (last error: %v); %s", timeout, what, lastErr, describe())
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// readYAML decodes a YAML file strictly into obj.
+func readYAML(t *testing.T, path string, obj any) {
+	t.Helper()
+	if err := yaml.UnmarshalStrict(readFile(t, path), obj); err != nil {
+		t.Fatalf("reading %s: %v", path, err)
+	}
+}
+
+// repoRoot is the repository's root: two levels above this package.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}

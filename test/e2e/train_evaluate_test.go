@@ -1,0 +1,170 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// trainEvaluate is the example DAG preprocess → train → evaluate.
+const trainEvaluate = "workflows/train-evaluate/workflow.yaml"
+
+// TestRealNodeTrainEvaluateWorkflow submits workflows/train-evaluate as shipped (images
+// replaced, pods pinned to the real node) to Argo's controller and follows it to its end:
+// the workflow succeeds, the train step's outputs reach evaluate, the replicas really ran
+// the demo trainer and found each other by their Services' DNS names, and deleting the
+// workflow leaves nothing of the job.
+func TestRealNodeTrainEvaluateWorkflow(t *testing.T) {
+	e := setUp(t)
+	started := time.Now()
+	name := e.submit(t, loadWorkflow(t, trainEvaluate))
+	wf := e.waitForWorkflow(t, name, 5*time.Minute, "Succeeded", "Failed", "Error")
+	t.Logf("Workflow %s ended %s in %s", name, phaseOf(wf), time.Since(started).Round(100*time.Millisecond))
+	if phaseOf(wf) != "Succeeded" {
+		t.Fatalf("Workflow %s: phase %s, want Succeeded; nodes:\n%s%s", name, phaseOf(wf), nodeSummary(wf), e.podSummary(t))
+	}
+
+	// The train step's outputs, as trainstep wrote them, and evaluate's inputs from them.
+	train := podNode(t, wf, "train")
+	outputs := train.Outputs.Parameters
+	if got := param(t, outputs, "phase"); got != "Succeeded" {
+		t.Errorf("train output phase = %q, want Succeeded", got)
+	}
+	job := param(t, outputs, "job-name")
+	if !strings.HasPrefix(job, "ts-") || len(job) != len("ts-")+10 {
+		t.Errorf("train output job-name = %q, want ts- and ten hex digits (the template's default)", job)
+	}
+	metricsJSON := param(t, outputs, "metrics")
+	var metrics struct {
+		Loss  *float64 `json:"loss"`
+		Steps int      `json:"steps"`
+	}
+	// Parameter-server training is asynchronous: the workers' steps add up to at least the
+	// 300 the job asks for.
+	if err := json.Unmarshal([]byte(metricsJSON), &metrics); err != nil || metrics.Loss == nil || metrics.Steps < 300 {
+		t.Fatalf("train output metrics = %s (%v), want the demo trainer's loss after at least 300 steps", metricsJSON, err)
+	}
+	evaluate := podNode(t, wf, "evaluate")
+	if got := param(t, evaluate.Inputs.Parameters, "metrics"); got != metricsJSON {
+		t.Errorf("evaluate's metrics input = %s, want train's metrics output %s", got, metricsJSON)
+	}
+	if got := param(t, evaluate.Inputs.Parameters, "job-name"); got != job {
+		t.Errorf("evaluate's job-name input = %s, want %s", got, job)
+	}
+	evaluateLog := e.logOf(t, e.podOfNode(t, wf, evaluate).Name, "main")
+	if want := fmt.Sprintf("job %s: loss %v after %d steps", job, *metrics.Loss, metrics.Steps); !strings.Contains(evaluateLog, want) {
+		t.Errorf("evaluate's log %q does not say %q", evaluateLog, want)
+	}
+
+	// The step's own log: trainstep's JSON lines with worker 0's training copied in.
+	stepPod := e.podOfNode(t, wf, train)
+	if stepPod.Spec.NodeName != realNodeName {
+		t.Errorf("train step pod ran on %q, want %s", stepPod.Spec.NodeName, realNodeName)
+	}
+	stepLog := e.logOf(t, stepPod.Name, "main")
+	if !strings.Contains(stepLog, "[worker-0]") || !trainingLine.MatchString(stepLog) {
+		t.Errorf("the train step's log has no training line of [worker-0]:\n%s", lastLines(stepLog, 30))
+	}
+
+	// The replicas: real containers of the demo trainer on the real node, addressing each
+	// other by Service names, which cluster DNS resolved.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pods, services, err := e.jobObjects(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.checkReplicasTrained(t, job, pods, metrics.Steps)
+	for _, p := range pods {
+		if p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodPending {
+			t.Errorf("replica %s is still %s after the workflow ended", p.Name, p.Status.Phase)
+		}
+	}
+	t.Logf("after the workflow: %d replica pods (ended, kept by cleanPodPolicy Running), Services %v", len(pods), services)
+
+	// Deleting the workflow (argo delete) deletes its pods; the replicas and their Services,
+	// owned by the step pod, go with it.
+	if err := e.workflows().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("deleting the Workflow: %v", err)
+	}
+	deleted := time.Now()
+	var leftPods []corev1.Pod
+	var leftServices []string
+	eventually(t, 2*time.Minute, "the job's pods and Services to be gone after deleting the Workflow", func(ctx context.Context) (bool, error) {
+		var err error
+		leftPods, leftServices, err = e.jobObjects(ctx, job)
+		return err == nil && len(leftPods) == 0 && len(leftServices) == 0, err
+	}, func() string { return "left: " + podNames(leftPods) + " services " + strings.Join(leftServices, ",") })
+	t.Logf("the job's pods and Services gone %s after deleting the Workflow", time.Since(deleted).Round(100*time.Millisecond))
+}
+
+// checkReplicasTrained checks the replica pods left after the job: each ran on the real
+// node, worker 0 trained (its log has step lines and the final loss), its TF_CONFIG named
+// its peers by their Services' DNS names, and the parameter server heard from every
+// training task — through those names.
+func (e *e2e) checkReplicasTrained(t *testing.T, job string, pods []corev1.Pod, steps int) {
+	t.Helper()
+	byName := map[string]*corev1.Pod{}
+	for i := range pods {
+		byName[pods[i].Name] = &pods[i]
+		if pods[i].Spec.NodeName != realNodeName {
+			t.Errorf("replica %s ran on %q, want %s", pods[i].Name, pods[i].Spec.NodeName, realNodeName)
+		}
+	}
+	worker := byName[job+"-worker-0"]
+	if worker == nil {
+		t.Fatalf("worker 0 (%s-worker-0), which decides the job, is gone after the job; left: %s", job, podNames(pods))
+	}
+	workerLog := e.logOf(t, worker.Name, "tensorflow")
+	final := fmt.Sprintf("final steps %d loss ", steps)
+	if n := len(trainingLine.FindAllString(workerLog, -1)); n == 0 || !strings.Contains(workerLog, final) {
+		t.Errorf("worker 0's log has %d training lines, and %q?\n%s", n, final, lastLines(workerLog, 20))
+	}
+	var tfConfig string
+	for _, env := range worker.Spec.Containers[0].Env {
+		if env.Name == "TF_CONFIG" {
+			tfConfig = env.Value
+		}
+	}
+	psAddress := job + "-ps-0." + e.namespace + ".svc:"
+	if !strings.Contains(tfConfig, psAddress) {
+		t.Errorf("worker 0's TF_CONFIG %s does not name the parameter server by its Service (%s…)", tfConfig, psAddress)
+	}
+	if !strings.Contains(workerLog, "1 parameter servers") {
+		t.Errorf("worker 0 did not connect to the parameter server:\n%s", lastLines(workerLog, 20))
+	}
+	if ps := byName[job+"-ps-0"]; ps != nil {
+		psLog := e.logOf(t, ps.Name, "tensorflow")
+		if !strings.Contains(psLog, "training is over and every training task knows") {
+			t.Errorf("the parameter server did not hear from every training task:\n%s", lastLines(psLog, 20))
+		}
+	}
+}
+
+func phaseOf(wf interface{ UnstructuredContent() map[string]any }) string {
+	status, _ := wf.UnstructuredContent()["status"].(map[string]any)
+	phase, _ := status["phase"].(string)
+	return phase
+}
+
+func podNames(pods []corev1.Pod) string {
+	var names []string
+	for _, p := range pods {
+		names = append(names, p.Name+"("+string(p.Status.Phase)+")")
+	}
+	return strings.Join(names, ",")
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
