@@ -232,7 +232,11 @@ func (c *Controller) observePodDeleted(obj any) {
 	if pod, ok := obj.(*corev1.Pod); ok {
 		c.mu.Lock()
 		if st := c.byName[pod.Name]; st != nil {
-			st.podDeleted(pod.UID)
+			before := st.stage
+			if st.podDeleted(pod.UID) {
+				c.opts.Logger.Debug("replica's pod deleted", zap.Stringer("replica", st.id), zap.String("uid", string(pod.UID)),
+					zap.Stringer("from", before), zap.Stringer("to", st.stage))
+			}
 		}
 		c.mu.Unlock()
 	}

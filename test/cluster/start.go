@@ -130,6 +130,9 @@ func (c *Cluster) startKWOK(ctx context.Context, p ports, f clusterFiles, detach
 	if err := c.installLogsCRD(ctx); err != nil {
 		return err
 	}
+	if err := c.installKWOKDeleteGuard(ctx); err != nil {
+		return err
+	}
 	c.mark("Logs CRD")
 	_, err = c.start(logs, "kwok", detached,
 		"--kubeconfig="+f.kwokKubeconfig,
