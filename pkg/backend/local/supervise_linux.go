@@ -1,7 +1,6 @@
 package local
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +16,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/trainstep/trainstep/internal/procfs"
 )
 
 // A replica under a supervisor: trainstep starts a small process of its
@@ -238,25 +239,11 @@ func endAll(pgid int, noChildren <-chan struct{}) {
 
 // childrenOf lists the processes whose parent is ppid, from /proc.
 func childrenOf(ppid int) []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	want := strconv.Itoa(ppid)
+	procs, _ := procfs.List()
 	var children []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// "pid (comm) state ppid ...": comm may hold spaces, so read after ')'.
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(fields) >= 2 && fields[1] == want {
-			children = append(children, pid)
+	for _, p := range procs {
+		if p.PPID == ppid {
+			children = append(children, p.PID)
 		}
 	}
 	return children

@@ -3,13 +3,12 @@
 package proctest
 
 import (
-	"bytes"
 	"errors"
 	"os"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/trainstep/trainstep/internal/procfs"
 )
 
 // LiveInGroup lists the processes of a process group that are still
@@ -17,7 +16,7 @@ import (
 // system init's business, not trainstep's. Without /proc (macOS) it can
 // only tell whether the group has any member, and returns its id if so.
 func LiveInGroup(pgid int) []int {
-	entries, err := os.ReadDir("/proc")
+	procs, err := procfs.List()
 	if err != nil {
 		if syscall.Kill(-pgid, 0) == nil {
 			return []int{pgid}
@@ -25,23 +24,9 @@ func LiveInGroup(pgid int) []int {
 		return nil
 	}
 	var live []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// "pid (comm) state ppid pgrp ...": comm may hold spaces, so read after ')'.
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(fields) < 3 {
-			continue
-		}
-		state, group := fields[0], fields[2]
-		if group == strconv.Itoa(pgid) && state != "Z" && state != "X" {
-			live = append(live, pid)
+	for _, p := range procs {
+		if p.PGID == pgid && !p.Ended() {
+			live = append(live, p.PID)
 		}
 	}
 	return live
@@ -66,10 +51,9 @@ func AssertNoneLeft(t testing.TB, pgids []int) {
 // Alive reports whether process pid exists and has not ended (a zombie
 // has). Without /proc it can only tell whether the pid exists.
 func Alive(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	p, err := procfs.Stat(pid)
 	if err != nil {
 		return !errors.Is(err, os.ErrNotExist) && syscall.Kill(pid, 0) == nil
 	}
-	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	return len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
+	return !p.Ended()
 }
