@@ -293,18 +293,18 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 	wasTerminated := terminated()
 	view := ctrl.View()
 	fillResult(res, job, &view, decision, s.log)
+	var re *result.Error
+	errors.As(runErr, &re)
 	switch {
 	case wasTerminated:
-		markTerminated(res, "the step was stopped; every object of the job was deleted")
+		markTerminated(res, "the step was stopped")
 	case runErr != nil:
 		res.Phase, res.Message = result.PhaseOf(runErr), runErr.Error()
-		var re *result.Error
-		if errors.As(runErr, &re) {
+		if re != nil {
 			res.Reason = re.Reason
 		}
 	}
-	var re *result.Error
-	if !wasTerminated && errors.As(runErr, &re) && re.Reason == result.ReasonAPIUnreachable {
+	if !wasTerminated && re != nil && re.Reason == result.ReasonAPIUnreachable {
 		// The API server is away: the step's retry re-attaches to the
 		// replicas, and the owner reference removes them if none comes.
 		s.log.Warn("left the job's objects for a retry of the step to re-attach")
@@ -316,11 +316,14 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 	if err != nil {
 		s.log.Error("cleaning up", zap.Error(err), zap.Strings("left", left))
 	}
+	switch {
+	case wasTerminated && len(left) == 0:
+		res.Message += "; every object of the job was deleted"
+	case wasTerminated:
+		res.Message += "; its objects were deleted"
+	}
 	if len(left) > 0 {
 		res.Message += fmt.Sprintf("; %d objects were still there when the teardown ended: %s", len(left), strings.Join(left, ", "))
-		if wasTerminated {
-			res.Message = strings.Replace(res.Message, "every object of the job was deleted", "its objects were deleted", 1)
-		}
 	}
 	plan := policy.Cleanup(job.Spec.RunPolicy.CleanPodPolicyOrDefault(), deleteAll, view.Replicas)
 	markStopped(res, plan.Pods)
