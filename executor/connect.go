@@ -13,21 +13,29 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/trainstep/trainstep/pkg/apistats"
 	"github.com/trainstep/trainstep/pkg/result"
 )
 
 // connection is a client for the cluster and the namespace the job runs in.
+// It holds only the API groups trainstep uses: the full clientset links the
+// client of every group, which costs the step megabytes of resident memory.
 type connection struct {
-	config    *rest.Config
-	client    kubernetes.Interface
-	dynamic   dynamic.Interface
-	namespace string
+	core          corev1client.CoreV1Interface
+	coordination  coordinationv1client.CoordinationV1Interface
+	authorization authorizationv1client.AuthorizationV1Interface
+	discovery     discovery.ServerResourcesInterface
+	dynamic       dynamic.Interface
+	namespace     string
 	// requests counts the run's API requests when Config.APIStatsFile is set.
 	requests *apistats.Counter
 }
@@ -57,16 +65,42 @@ func connect(cfg *Config, jobNamespace string) (*connection, error) {
 		requests = apistats.New()
 		restConfig.Wrap(requests.Wrap)
 	}
-	client, err := kubernetes.NewForConfig(restConfig)
+	conn, err := newConnection(restConfig)
 	if err != nil {
 		return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("building the Kubernetes client: %w", err))
 	}
-	dyn, err := dynamic.NewForConfig(restConfig)
-	if err != nil {
-		return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("building the dynamic client: %w", err))
-	}
 	ns := firstNonEmpty(jobNamespace, cfg.PodNamespace, kubeNamespace, metav1.NamespaceDefault)
-	return &connection{config: restConfig, client: client, dynamic: dyn, namespace: ns, requests: requests}, nil
+	conn.namespace, conn.requests = ns, requests
+	return conn, nil
+}
+
+// newConnection builds the group clients over one HTTP client and one rate
+// limiter, as the full clientset would, so --kube-api-qps is one budget.
+func newConnection(restConfig *rest.Config) (*connection, error) {
+	if restConfig.RateLimiter == nil && restConfig.QPS > 0 {
+		restConfig.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(restConfig.QPS, restConfig.Burst)
+	}
+	httpClient, err := rest.HTTPClientFor(restConfig)
+	if err != nil {
+		return nil, err
+	}
+	c := &connection{}
+	if c.core, err = corev1client.NewForConfigAndClient(restConfig, httpClient); err != nil {
+		return nil, err
+	}
+	if c.coordination, err = coordinationv1client.NewForConfigAndClient(restConfig, httpClient); err != nil {
+		return nil, err
+	}
+	if c.authorization, err = authorizationv1client.NewForConfigAndClient(restConfig, httpClient); err != nil {
+		return nil, err
+	}
+	if c.discovery, err = discovery.NewDiscoveryClientForConfigAndClient(restConfig, httpClient); err != nil {
+		return nil, err
+	}
+	if c.dynamic, err = dynamic.NewForConfigAndClient(restConfig, httpClient); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 func firstNonEmpty(values ...string) string {
@@ -142,7 +176,7 @@ func (c *connection) preflight(ctx context.Context, apiTimeout time.Duration, pe
 		reqCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
 		review := &authorizationv1.SelfSubjectRulesReview{Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: c.namespace}}
-		rules, err := c.client.AuthorizationV1().SelfSubjectRulesReviews().Create(reqCtx, review, metav1.CreateOptions{})
+		rules, err := c.authorization.SelfSubjectRulesReviews().Create(reqCtx, review, metav1.CreateOptions{})
 		if err != nil {
 			return classify(err)
 		}
@@ -181,7 +215,7 @@ func (c *connection) accessReview(ctx context.Context, p permission) (bool, erro
 			Namespace: c.namespace, Verb: p.verb, Group: p.group, Resource: p.resource, Subresource: p.subresource,
 		},
 	}}
-	got, err := c.client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+	got, err := c.authorization.SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
 	if err != nil {
 		return false, err
 	}

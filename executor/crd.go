@@ -19,7 +19,7 @@ import (
 func (c *connection) checkCRD(ctx context.Context, apiTimeout time.Duration, gvr schema.GroupVersionResource) error {
 	served := false
 	check := func() error {
-		list, err := c.client.Discovery().ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+		list, err := c.discovery.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

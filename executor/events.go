@@ -10,7 +10,6 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
@@ -44,9 +43,9 @@ type eventRecorder struct {
 	sink        *countingSink
 }
 
-func newEventRecorder(client kubernetes.Interface, namespace string) *eventRecorder {
+func newEventRecorder(events typedcorev1.EventsGetter, namespace string) *eventRecorder {
 	b := record.NewBroadcaster(record.WithCorrelatorOptions(record.CorrelatorOptions{SpamKeyFunc: observationKey}))
-	sink := &countingSink{EventSink: &typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events(namespace)}}
+	sink := &countingSink{EventSink: &typedcorev1.EventSinkImpl{Interface: events.Events(namespace)}}
 	b.StartRecordingToSink(sink)
 	source := corev1.EventSource{Component: "trainstep"}
 	return &eventRecorder{

@@ -23,7 +23,7 @@ func TestFlushWaitsOnlyForEventsThatCanBeWritten(t *testing.T) {
 	const namespace, total = "team", 40
 	client := fake.NewClientset()
 	owner := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "step", UID: "step-uid"}}
-	events := newEventRecorder(client, namespace)
+	events := newEventRecorder(client.CoreV1(), namespace)
 	for i := range total {
 		// Twelve replicas taking turns: repeated messages are counted on
 		// one event, similar ones aggregated, as client-go does.

@@ -25,7 +25,7 @@ func renderInputs(ctx context.Context, conn *connection, job *v1alpha1.TrainJob,
 	name := v1alpha1.MPISSHSecretName(job.Name)
 	var existing *corev1.Secret
 	err := retryTransient(ctx, apiTimeout, func() error {
-		s, err := conn.client.CoreV1().Secrets(conn.namespace).Get(ctx, name, metav1.GetOptions{})
+		s, err := conn.core.Secrets(conn.namespace).Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 			return nil

@@ -77,7 +77,7 @@ func (l *jobLease) acquire(ctx context.Context, job string, takeBack bool, apiTi
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: &resourcelock.LeaseLock{
 			LeaseMeta:  metav1.ObjectMeta{Name: l.name, Namespace: l.conn.namespace},
-			Client:     l.conn.client.CoordinationV1(),
+			Client:     l.conn.coordination,
 			LockConfig: resourcelock.ResourceLockConfig{Identity: l.identity},
 		},
 		LeaseDuration: l.duration,
@@ -141,7 +141,7 @@ func ensureLease(ctx context.Context, conn *connection, name, job string, owner 
 	if owner != nil {
 		lease.OwnerReferences = []metav1.OwnerReference{*owner}
 	}
-	_, err := conn.client.CoordinationV1().Leases(conn.namespace).Create(ctx, lease, metav1.CreateOptions{})
+	_, err := conn.coordination.Leases(conn.namespace).Create(ctx, lease, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating the job's lease %s: %w", name, err)
 	}
@@ -159,7 +159,7 @@ func (l *jobLease) own(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = l.conn.client.CoordinationV1().Leases(l.conn.namespace).Patch(ctx, l.name, types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err = l.conn.coordination.Leases(l.conn.namespace).Patch(ctx, l.name, types.MergePatchType, patch, metav1.PatchOptions{})
 	return err
 }
 
@@ -167,7 +167,7 @@ func (l *jobLease) own(ctx context.Context) error {
 // the job does not wait for it to expire.
 func (l *jobLease) release(ctx context.Context) {
 	l.stop()
-	err := l.conn.client.CoordinationV1().Leases(l.conn.namespace).Delete(ctx, l.name, metav1.DeleteOptions{})
+	err := l.conn.coordination.Leases(l.conn.namespace).Delete(ctx, l.name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		l.log.Warn("deleting the job's lease", zap.Error(err))
 	}

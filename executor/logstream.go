@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/frameworks"
@@ -27,7 +27,7 @@ type logStreamer struct {
 	types   map[string]v1alpha1.ReplicaType // label value → type
 	leaders map[frameworks.ReplicaRef]bool
 
-	client    kubernetes.Interface
+	client    corev1client.PodsGetter
 	namespace string
 	out       *logs.Prefixer
 	log       *zap.Logger
@@ -47,7 +47,7 @@ const tailTimeout = 10 * time.Second
 
 func newLogStreamer(cfg *Config, conn *connection, job *v1alpha1.TrainJob, log *zap.Logger) *logStreamer {
 	s := &logStreamer{mode: cfg.Logs, job: job, types: map[string]v1alpha1.ReplicaType{}, leaders: map[frameworks.ReplicaRef]bool{},
-		client: conn.client, namespace: conn.namespace, out: logs.NewPrefixer(cfg.Stderr), log: log, tails: map[failedInstance]bool{}}
+		client: conn.core, namespace: conn.namespace, out: logs.NewPrefixer(cfg.Stderr), log: log, tails: map[failedInstance]bool{}}
 	for t := range job.Spec.ReplicaSpecs {
 		s.types[strings.ToLower(string(t))] = t
 	}
@@ -55,7 +55,7 @@ func newLogStreamer(cfg *Config, conn *connection, job *v1alpha1.TrainJob, log *
 		s.leaders[ref] = true
 	}
 	if cfg.Logs != logs.ModeNone {
-		s.pods = logs.NewPodStreamer(conn.client, conn.namespace, s.out, log)
+		s.pods = logs.NewPodStreamer(conn.core, conn.namespace, s.out, log)
 	}
 	return s
 }

@@ -234,7 +234,7 @@ var errLeaseLost = errors.New("this run lost the job's lease to another run of t
 // step is stopped, then tears down on a context the signal does not cancel
 // and fills res.
 func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *preparedRun, terminated func() bool, res *result.Result) error {
-	events := newEventRecorder(s.conn.client, s.conn.namespace)
+	events := newEventRecorder(s.conn.core, s.conn.namespace)
 	defer events.flush(cfg.Logger)
 	lease := newJobLease(cfg, s)
 	if err := lease.acquire(ctx, job.Name, false, cfg.APITimeout); err != nil {
@@ -247,7 +247,7 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 
 	streamer := newLogStreamer(cfg, s.conn, job, s.log)
 	ctrl := reconcile.New(reconcile.Options{
-		Client: s.conn.client, Dynamic: s.conn.dynamic, Job: job, Identity: s.identity, Renderer: s.renderer, Desired: s.desired,
+		Core: s.conn.core, Dynamic: s.conn.dynamic, Job: job, Identity: s.identity, Renderer: s.renderer, Desired: s.desired,
 		Rule:        frameworks.SuccessRuleFor(job),
 		Timeouts:    policy.Timeouts{Stuck: cfg.StuckTimeout, Pending: cfg.PendingTimeout},
 		APITimeout:  cfg.APITimeout,

@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
 // Defaults of a PodStreamer.
@@ -85,12 +85,12 @@ type instanceKey struct {
 
 // NewPodStreamer returns a streamer reading pods' logs in namespace through
 // client and writing them to out; logger receives its own diagnostics.
-func NewPodStreamer(client kubernetes.Interface, namespace string, out *Prefixer, logger *zap.Logger) *PodStreamer {
+func NewPodStreamer(client corev1client.PodsGetter, namespace string, out *Prefixer, logger *zap.Logger) *PodStreamer {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	pods := client.CoreV1().Pods(namespace)
+	pods := client.Pods(namespace)
 	return &PodStreamer{
 		namespace: namespace,
 		out:       out,

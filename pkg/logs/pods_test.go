@@ -123,7 +123,7 @@ func TestPodStreamerStartsOneStreamPerInstance(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			client := fake.NewClientset()
 			var out testutil.SyncBuffer
-			streamer := NewPodStreamer(client, testNamespace, NewPrefixer(&out), zap.NewNop())
+			streamer := NewPodStreamer(client.CoreV1(), testNamespace, NewPrefixer(&out), zap.NewNop())
 			for _, o := range tc.observations {
 				streamer.Observe(replicaPod(o.uid, o.status), "worker-0", testContainer)
 			}
@@ -154,7 +154,7 @@ func TestPodStreamerStartsOneStreamPerInstance(t *testing.T) {
 func TestPodStreamerDefaultsToThePodsFirstContainer(t *testing.T) {
 	client := fake.NewClientset()
 	var out testutil.SyncBuffer
-	streamer := NewPodStreamer(client, testNamespace, NewPrefixer(&out), zap.NewNop())
+	streamer := NewPodStreamer(client.CoreV1(), testNamespace, NewPrefixer(&out), zap.NewNop())
 	streamer.Observe(replicaPod("a", running(0)), "launcher-0", "")
 	stopWithin(t, streamer, 5*time.Second)
 	requests := logRequests(t, client)
@@ -169,7 +169,7 @@ func TestPodStreamerDefaultsToThePodsFirstContainer(t *testing.T) {
 func TestPodStreamerIgnoresPodsAfterStop(t *testing.T) {
 	client := fake.NewClientset()
 	var out testutil.SyncBuffer
-	streamer := NewPodStreamer(client, testNamespace, NewPrefixer(&out), zap.NewNop())
+	streamer := NewPodStreamer(client.CoreV1(), testNamespace, NewPrefixer(&out), zap.NewNop())
 	stopWithin(t, streamer, time.Second)
 	streamer.Observe(replicaPod("a", running(0)), "worker-0", testContainer)
 	stopWithin(t, streamer, time.Second) // a second Stop is harmless

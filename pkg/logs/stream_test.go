@@ -138,7 +138,7 @@ func (s *logServer) requestsMade() []logRequest {
 // newTestStreamer returns a streamer reading from server with a short
 // quiet period and fast, bounded retries.
 func newTestStreamer(server *logServer, out io.Writer, logger *zap.Logger) *PodStreamer {
-	s := NewPodStreamer(fake.NewClientset(), testNamespace, NewPrefixer(out), logger)
+	s := NewPodStreamer(fake.NewClientset().CoreV1(), testNamespace, NewPrefixer(out), logger)
 	s.open = server.open
 	s.quiet = 50 * time.Millisecond
 	s.newBackOff = func() backoff.BackOff {

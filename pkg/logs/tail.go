@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
 // FailedTailLines is how many of its last lines a failed replica whose log
@@ -92,8 +92,8 @@ func (t *Tail) WriteTo(w io.Writer) (int64, error) {
 // PrintPodTail writes the last lines of a pod container's log, as the
 // kubelet keeps it, to out with prefix: previous selects the instance that
 // ended before an in-place restart.
-func PrintPodTail(ctx context.Context, client kubernetes.Interface, namespace, pod, container string, previous bool, lines int64, out *Prefixer, prefix string) error {
-	data, err := client.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{
+func PrintPodTail(ctx context.Context, client corev1client.PodsGetter, namespace, pod, container string, previous bool, lines int64, out *Prefixer, prefix string) error {
+	data, err := client.Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{
 		Container: container, TailLines: &lines, Previous: previous,
 	}).DoRaw(ctx)
 	if err != nil {

@@ -65,7 +65,7 @@ func (c *Controller) adopt(ctx context.Context) error {
 		owned = append(owned, s)
 	}
 
-	errs := c.parallel(ctx, len(stale), func(i int) error { return deletePod(ctx, c.opts.Client, stale[i]) })
+	errs := c.parallel(ctx, len(stale), func(i int) error { return deletePod(ctx, c.opts.Core, stale[i]) })
 	if err := joinErrors(errs); err != nil {
 		return c.apiError(fmt.Errorf("deleting replicas of an earlier attempt: %w", err))
 	}
@@ -96,7 +96,7 @@ func (c *Controller) setOwner(ctx context.Context, obj metav1.Object) error {
 	if err != nil {
 		return err
 	}
-	core := c.opts.Client.CoreV1()
+	core := c.opts.Core
 	ns, name := obj.GetNamespace(), obj.GetName()
 	switch obj.(type) {
 	case *corev1.Pod:

@@ -42,7 +42,7 @@ func (c *Controller) Cleanup(ctx context.Context, everything, waitGone bool) ([]
 		return nil, nil
 	}
 	ns := c.opts.Identity.Namespace
-	core := c.opts.Client.CoreV1()
+	core := c.opts.Core
 	var deletes []func() error
 	for name := range doomed {
 		deletes = append(deletes, func() error { return core.Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}) })
@@ -132,7 +132,7 @@ func (c *Controller) waitForCaches(ctx context.Context, isDoomed func(kind, name
 		return
 	}
 	ns := c.opts.Identity.Namespace
-	core := c.opts.Client.CoreV1()
+	core := c.opts.Core
 	deletedAgain := deletedByName
 	_ = wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
 		var again []func() error
@@ -146,7 +146,7 @@ func (c *Controller) waitForCaches(ctx context.Context, isDoomed func(kind, name
 			if p.DeletionTimestamp == nil && !deletedAgain[p.UID] {
 				deletedAgain[p.UID] = true
 				name, uid := p.Name, p.UID
-				again = append(again, func() error { return deletePodUID(ctx, c.opts.Client, ns, name, uid) })
+				again = append(again, func() error { return deletePodUID(ctx, c.opts.Core, ns, name, uid) })
 			}
 		}
 		for _, s := range c.listServices() {
@@ -174,7 +174,7 @@ func (c *Controller) waitForCaches(ctx context.Context, isDoomed func(kind, name
 // remains when ctx ends is returned by name.
 func (c *Controller) confirmGone(ctx context.Context, isDoomed func(kind, name string) bool) ([]string, error) {
 	ns := c.opts.Identity.Namespace
-	core := c.opts.Client.CoreV1()
+	core := c.opts.Core
 	selector := metav1.ListOptions{LabelSelector: render.JobSelector(c.opts.Identity.JobName).String()}
 	var left []string
 	var lastErr error

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/trainstep/trainstep/pkg/result"
@@ -19,18 +19,18 @@ import (
 
 // createObject creates one rendered child with the typed client and
 // returns the UID the API server gave it.
-func createObject(ctx context.Context, client kubernetes.Interface, obj runtime.Object) (types.UID, error) {
+func createObject(ctx context.Context, client corev1client.CoreV1Interface, obj runtime.Object) (types.UID, error) {
 	var created metav1.Object
 	var err error
 	switch o := obj.(type) {
 	case *corev1.Pod:
-		created, err = client.CoreV1().Pods(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		created, err = client.Pods(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 	case *corev1.Service:
-		created, err = client.CoreV1().Services(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		created, err = client.Services(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 	case *corev1.ConfigMap:
-		created, err = client.CoreV1().ConfigMaps(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		created, err = client.ConfigMaps(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 	case *corev1.Secret:
-		created, err = client.CoreV1().Secrets(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		created, err = client.Secrets(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 	default:
 		return "", fmt.Errorf("creating %T: not a kind trainstep creates", obj)
 	}
@@ -42,13 +42,13 @@ func createObject(ctx context.Context, client kubernetes.Interface, obj runtime.
 
 // deletePod deletes exactly the instance given (UID precondition), so a
 // replacement with the same name is never deleted by mistake.
-func deletePod(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod) error {
+func deletePod(ctx context.Context, client corev1client.CoreV1Interface, pod *corev1.Pod) error {
 	return deletePodUID(ctx, client, pod.Namespace, pod.Name, pod.UID)
 }
 
 // deletePodUID deletes the pod name only if it is still the instance uid.
-func deletePodUID(ctx context.Context, client kubernetes.Interface, namespace, name string, uid types.UID) error {
-	err := client.CoreV1().Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+func deletePodUID(ctx context.Context, client corev1client.CoreV1Interface, namespace, name string, uid types.UID) error {
+	err := client.Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}

@@ -13,9 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -35,7 +35,9 @@ const syncKey = "job"
 
 // Options configures a Controller.
 type Options struct {
-	Client kubernetes.Interface
+	// Core is the client of the core API group, the only one the controller
+	// writes (the full clientset would link every API group's client).
+	Core corev1client.CoreV1Interface
 	// Dynamic creates the job's PodGroup; needed only when Desired has one.
 	Dynamic  dynamic.Interface
 	Job      *v1alpha1.TrainJob
@@ -71,7 +73,7 @@ type Controller struct {
 	opts  Options
 	queue workqueue.TypedRateLimitingInterface[string]
 
-	factory    informers.SharedInformerFactory
+	informers  []cache.SharedIndexInformer
 	pods       corelisters.PodLister
 	services   corelisters.ServiceLister
 	configMaps corelisters.ConfigMapLister
@@ -138,13 +140,9 @@ func New(opts Options) *Controller {
 // caches, and re-attaches children left by an earlier attempt of the job.
 func (c *Controller) Start(ctx context.Context) error {
 	selector := render.JobSelector(c.opts.Identity.JobName).String()
-	c.factory = informers.NewSharedInformerFactoryWithOptions(c.opts.Client, 0,
-		informers.WithNamespace(c.opts.Identity.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }),
-		informers.WithTransform(slimForCache))
-	core := c.factory.Core().V1()
+	ns, core := c.opts.Identity.Namespace, c.opts.Core
 
-	podInformer := core.Pods().Informer()
+	podInformer := c.newInformer(listWatch(core.Pods(ns), selector), &corev1.Pod{})
 	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.observePod,
 		UpdateFunc: func(_, obj any) { c.observePod(obj) },
@@ -152,8 +150,7 @@ func (c *Controller) Start(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("watching pods: %w", err)
 	}
-	c.pods = core.Pods().Lister()
-	c.synced = append(c.synced, podInformer.HasSynced)
+	c.pods = corelisters.NewPodLister(podInformer.GetIndexer())
 
 	enqueue := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { c.enqueue() },
@@ -163,32 +160,31 @@ func (c *Controller) Start(ctx context.Context) error {
 			c.enqueue()
 		},
 	}
-	serviceInformer := core.Services().Informer()
+	serviceInformer := c.newInformer(listWatch(core.Services(ns), selector), &corev1.Service{})
 	if _, err := serviceInformer.AddEventHandler(enqueue); err != nil {
 		return fmt.Errorf("watching services: %w", err)
 	}
-	c.services = core.Services().Lister()
-	c.synced = append(c.synced, serviceInformer.HasSynced)
+	c.services = corelisters.NewServiceLister(serviceInformer.GetIndexer())
 	// ConfigMaps and Secrets are watched only by jobs that have them, so a
 	// job that needs none needs no right to list them.
 	if len(c.opts.Desired.ConfigMaps) > 0 {
-		inf := core.ConfigMaps().Informer()
+		inf := c.newInformer(listWatch(core.ConfigMaps(ns), selector), &corev1.ConfigMap{})
 		if _, err := inf.AddEventHandler(enqueue); err != nil {
 			return fmt.Errorf("watching configmaps: %w", err)
 		}
-		c.configMaps = core.ConfigMaps().Lister()
-		c.synced = append(c.synced, inf.HasSynced)
+		c.configMaps = corelisters.NewConfigMapLister(inf.GetIndexer())
 	}
 	if len(c.opts.Desired.Secrets) > 0 {
-		inf := core.Secrets().Informer()
+		inf := c.newInformer(listWatch(core.Secrets(ns), selector), &corev1.Secret{})
 		if _, err := inf.AddEventHandler(enqueue); err != nil {
 			return fmt.Errorf("watching secrets: %w", err)
 		}
-		c.secrets = core.Secrets().Lister()
-		c.synced = append(c.synced, inf.HasSynced)
+		c.secrets = corelisters.NewSecretLister(inf.GetIndexer())
 	}
 
-	c.factory.Start(ctx.Done())
+	for _, inf := range c.informers {
+		go inf.RunWithContext(ctx)
+	}
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 		return errors.New("waiting for the job's informer caches to sync: context ended")
 	}
@@ -262,24 +258,66 @@ func (c *Controller) newQueue() workqueue.TypedRateLimitingInterface[string] {
 	return workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: "trainstep", Clock: c.opts.Clock})
 }
 
+// listWatcher is a typed client of one resource in one namespace.
+type listWatcher[L runtime.Object] interface {
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// listWatch lists and watches the job's objects of one resource, as
+// client-go's generated informers do, but from a single group's client.
+func listWatch[L runtime.Object](client listWatcher[L], selector string) *cache.ListWatch {
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.LabelSelector = selector
+			return client.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.LabelSelector = selector
+			return client.Watch(ctx, opts)
+		},
+	}
+}
+
+// newInformer builds an informer whose cache keeps only what slimForCache
+// leaves; Start runs it.
+func (c *Controller) newInformer(lw *cache.ListWatch, obj runtime.Object) cache.SharedIndexInformer {
+	inf := cache.NewSharedIndexInformerWithOptions(lw, obj, cache.SharedIndexInformerOptions{
+		Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+	})
+	// SetTransform fails only on a started informer.
+	_ = inf.SetTransform(slimForCache)
+	c.informers = append(c.informers, inf)
+	c.synced = append(c.synced, inf.HasSynced)
+	return inf
+}
+
 // slimForCache keeps of a cached pod only what the controller and the log
 // streamer read — metadata, node, scheduling gates, container names and
-// status — and drops managed fields from every cached object, so that a
-// large job's cache stays small (a 512-replica TF_CONFIG alone is 17 KiB per
-// pod).
+// status — and of the job-wide children only their metadata, since only
+// their existence and owners matter; managed fields and annotations go from
+// everything. A large job's cache stays small: a 512-replica TF_CONFIG alone
+// is 17 KiB per pod.
 func slimForCache(obj any) (any, error) {
-	if pod, ok := obj.(*corev1.Pod); ok {
-		pod.Annotations = nil
-		pod.Spec = corev1.PodSpec{
-			NodeName:        pod.Spec.NodeName,
-			SchedulingGates: pod.Spec.SchedulingGates,
-			RestartPolicy:   pod.Spec.RestartPolicy,
-			Containers:      containerNames(pod.Spec.Containers),
-			InitContainers:  containerNames(pod.Spec.InitContainers),
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		o.Spec = corev1.PodSpec{
+			NodeName:        o.Spec.NodeName,
+			SchedulingGates: o.Spec.SchedulingGates,
+			RestartPolicy:   o.Spec.RestartPolicy,
+			Containers:      containerNames(o.Spec.Containers),
+			InitContainers:  containerNames(o.Spec.InitContainers),
 		}
+	case *corev1.Service:
+		o.Spec, o.Status = corev1.ServiceSpec{}, corev1.ServiceStatus{}
+	case *corev1.ConfigMap:
+		o.Data, o.BinaryData = nil, nil
+	case *corev1.Secret:
+		o.Data, o.StringData = nil, nil
 	}
 	if m, ok := obj.(metav1.Object); ok {
 		m.SetManagedFields(nil)
+		m.SetAnnotations(nil)
 	}
 	return obj, nil
 }

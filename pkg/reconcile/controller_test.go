@@ -69,7 +69,7 @@ func startWith(t *testing.T, job *v1alpha1.TrainJob, setup func(h *harness, o *O
 		}
 		return false, nil, nil
 	})
-	opts := Options{Client: h.client, Job: job, Identity: id, Renderer: renderer, Desired: desired,
+	opts := Options{Core: h.client.CoreV1(), Job: job, Identity: id, Renderer: renderer, Desired: desired,
 		Rule: frameworks.SuccessRuleFor(job), Timeouts: policy.Timeouts{Stuck: time.Hour, Pending: time.Hour}, Logger: zaptest.NewLogger(t)}
 	if setup != nil {
 		setup(h, &opts)

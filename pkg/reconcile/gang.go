@@ -129,7 +129,7 @@ func (c *Controller) ungate(ctx context.Context, pods []*corev1.Pod) error {
 		if err != nil {
 			return err
 		}
-		_, err = c.opts.Client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		_, err = c.opts.Core.Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 		return err
 	})
 	return joinErrors(errs)
@@ -155,7 +155,7 @@ func (c *Controller) releaseAll(ctx context.Context) error {
 	}
 	c.mu.Unlock()
 	errs := c.parallel(ctx, len(pods), func(i int) error {
-		return deletePodUID(ctx, c.opts.Client, c.opts.Identity.Namespace, pods[i].name, pods[i].uid)
+		return deletePodUID(ctx, c.opts.Core, c.opts.Identity.Namespace, pods[i].name, pods[i].uid)
 	})
 	return joinErrors(errs)
 }

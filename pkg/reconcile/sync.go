@@ -68,7 +68,7 @@ func (c *Controller) confirmVanished(ctx context.Context) error {
 	}
 	c.mu.Unlock()
 	for _, st := range vanished {
-		live, err := c.opts.Client.CoreV1().Pods(c.opts.Identity.Namespace).Get(ctx, st.name, metav1.GetOptions{})
+		live, err := c.opts.Core.Pods(c.opts.Identity.Namespace).Get(ctx, st.name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 			live = nil
@@ -115,7 +115,7 @@ func (c *Controller) createMissing(ctx context.Context) error {
 	}
 	errs := c.parallel(ctx, shared+len(pending), func(i int) error {
 		if i < shared {
-			_, err := createObject(ctx, c.opts.Client, objs[i])
+			_, err := createObject(ctx, c.opts.Core, objs[i])
 			if apierrors.IsAlreadyExists(err) {
 				err = nil // created by an earlier attempt; the cache has not caught up
 			}
@@ -168,7 +168,7 @@ func (c *Controller) createReplica(ctx context.Context, p podCreate) error {
 		return result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering pod %s: %w", p.st.name, err))
 	}
 	c.gangGate(pod)
-	uid, err := createObject(ctx, c.opts.Client, pod)
+	uid, err := createObject(ctx, c.opts.Core, pod)
 	attempt := p.attempt
 	if apierrors.IsAlreadyExists(err) {
 		uid, attempt, err = c.adoptExisting(ctx, p.st.name)
@@ -187,7 +187,7 @@ func (c *Controller) createReplica(ctx context.Context, p podCreate) error {
 // (and no error: the next sync looks again) while it is being deleted; an
 // error with a Warning event when someone else controls it.
 func (c *Controller) adoptExisting(ctx context.Context, name string) (types.UID, int, error) {
-	pod, err := c.opts.Client.CoreV1().Pods(c.opts.Identity.Namespace).Get(ctx, name, metav1.GetOptions{})
+	pod, err := c.opts.Core.Pods(c.opts.Identity.Namespace).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return "", 0, nil // gone meanwhile: created on the next sync
@@ -256,7 +256,7 @@ func (c *Controller) recreate(ctx context.Context, ids []policy.ReplicaID) error
 	}
 	c.mu.Unlock()
 	errs := c.parallel(ctx, len(toDelete), func(i int) error {
-		return deletePod(ctx, c.opts.Client, toDelete[i])
+		return deletePod(ctx, c.opts.Core, toDelete[i])
 	})
 	if err := joinErrors(errs); err != nil {
 		return fmt.Errorf("deleting failed replicas: %w", err)
