@@ -434,12 +434,19 @@ func replicaStatuses(view *policy.View) []result.ReplicaStatus {
 	return out
 }
 
-// parallelism matches concurrent creates to the client's burst.
+// maxParallelism bounds the creates and deletes in flight at once. The API
+// server's pace, not the client's, bounds a large job's launch, and each
+// create in flight holds its rendered pod and the server's answer (about
+// 100 KiB at 512 TensorFlow workers): more in flight only costs memory.
+const maxParallelism = 32
+
+// parallelism matches concurrent creates to the client's burst, up to
+// maxParallelism.
 func parallelism(burst int) int {
 	if burst <= 0 {
 		return 16
 	}
-	return min(burst, 128)
+	return min(burst, maxParallelism)
 }
 
 // startWithin starts the controller. The caches cannot sync while the API
