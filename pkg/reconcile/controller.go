@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,6 +80,10 @@ type Controller struct {
 	configMaps corelisters.ConfigMapLister
 	secrets    corelisters.SecretLister
 	synced     []cache.InformerSynced
+	// The caches of the job-wide children, and those children with their
+	// keys, looked up on every sync without allocating.
+	servicesCache, configMapsCache, secretsCache cache.Store
+	jobWide                                      []jobWideChild
 
 	// mu guards the replicas' states and created: the informers' handlers
 	// write them, the single worker reads and advances them.
@@ -101,6 +106,7 @@ type Controller struct {
 	// once Start returned without error.
 	cachesSynced, started atomic.Bool
 	view                  policy.View
+	viewReplicas          []policy.Replica // backs view.Replicas
 	lastProgress          string
 	createdEvent          bool
 	apiErrorsSince        time.Time
@@ -165,6 +171,7 @@ func (c *Controller) Start(ctx context.Context) error {
 		return fmt.Errorf("watching services: %w", err)
 	}
 	c.services = corelisters.NewServiceLister(serviceInformer.GetIndexer())
+	c.servicesCache = serviceInformer.GetStore()
 	// ConfigMaps and Secrets are watched only by jobs that have them, so a
 	// job that needs none needs no right to list them.
 	if len(c.opts.Desired.ConfigMaps) > 0 {
@@ -173,6 +180,7 @@ func (c *Controller) Start(ctx context.Context) error {
 			return fmt.Errorf("watching configmaps: %w", err)
 		}
 		c.configMaps = corelisters.NewConfigMapLister(inf.GetIndexer())
+		c.configMapsCache = inf.GetStore()
 	}
 	if len(c.opts.Desired.Secrets) > 0 {
 		inf := c.newInformer(listWatch(core.Secrets(ns), selector), &corev1.Secret{})
@@ -180,6 +188,7 @@ func (c *Controller) Start(ctx context.Context) error {
 			return fmt.Errorf("watching secrets: %w", err)
 		}
 		c.secrets = corelisters.NewSecretLister(inf.GetIndexer())
+		c.secretsCache = inf.GetStore()
 	}
 
 	for _, inf := range c.informers {
@@ -187,6 +196,15 @@ func (c *Controller) Start(ctx context.Context) error {
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 		return errors.New("waiting for the job's informer caches to sync: context ended")
+	}
+	for _, s := range c.opts.Desired.Secrets {
+		c.keepJobWide(s, c.secretsCache)
+	}
+	for _, cm := range c.opts.Desired.ConfigMaps {
+		c.keepJobWide(cm, c.configMapsCache)
+	}
+	for _, svc := range c.opts.Desired.Services {
+		c.keepJobWide(svc, c.servicesCache)
 	}
 	c.cachesSynced.Store(true)
 	c.startTime = c.opts.Clock.Now()
@@ -256,6 +274,21 @@ func (c *Controller) newQueue() workqueue.TypedRateLimitingInterface[string] {
 		&workqueue.TypedBucketRateLimiter[string]{Limiter: newBucket()},
 	)
 	return workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: "trainstep", Clock: c.opts.Clock})
+}
+
+// jobWideChild is a Service, ConfigMap or Secret the job keeps while it runs.
+type jobWideChild struct {
+	obj   runtime.Object
+	key   string
+	cache cache.Store
+}
+
+func (c *Controller) keepJobWide(obj runtime.Object, store cache.Store) {
+	key, err := cache.MetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return // rendered objects always have a name
+	}
+	c.jobWide = append(c.jobWide, jobWideChild{obj: obj, key: key, cache: store})
 }
 
 // listWatcher is a typed client of one resource in one namespace.
@@ -427,10 +460,12 @@ func (c *Controller) Run(ctx context.Context) (policy.Decision, error) {
 // View returns the last view of the job the controller decided on, or the
 // replicas as they stand when it decided nothing yet.
 func (c *Controller) View() policy.View {
-	if c.view.Job == nil {
-		return c.observe()
+	v := c.view
+	if v.Job == nil {
+		v = c.observe()
 	}
-	return c.view
+	v.Replicas = slices.Clone(v.Replicas)
+	return v
 }
 
 // isFatal reports errors that retrying cannot fix.

@@ -14,8 +14,10 @@ import (
 // decision is taken on them.
 func (c *Controller) observe() policy.View {
 	now := c.opts.Clock.Now()
+	// The replicas' slice is reused from sync to sync: a view lives until
+	// the next one, and View hands out copies.
 	v := policy.View{Job: c.opts.Job, StartTime: c.startTime, Now: now, Restarts: c.restarts,
-		Replicas: make([]policy.Replica, 0, len(c.order))}
+		Replicas: c.viewReplicas[:0]}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, id := range c.order {
@@ -41,6 +43,7 @@ func (c *Controller) observe() policy.View {
 		r.EarlierRestarts = st.recreations + st.restartsBefore
 		v.Replicas = append(v.Replicas, r)
 	}
+	c.viewReplicas = v.Replicas
 	return v
 }
 

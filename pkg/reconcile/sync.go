@@ -91,22 +91,10 @@ func (c *Controller) confirmVanished(ctx context.Context) error {
 // instance (first creation, or a replacement whose predecessor is gone).
 func (c *Controller) createMissing(ctx context.Context) error {
 	var objs []runtime.Object
-	missing := func(obj runtime.Object, err error) {
-		if apierrors.IsNotFound(err) && !c.wasCreated(obj) {
-			objs = append(objs, obj)
+	for _, child := range c.jobWide {
+		if _, exists, _ := child.cache.GetByKey(child.key); !exists && !c.wasCreated(child.obj) {
+			objs = append(objs, child.obj)
 		}
-	}
-	for _, s := range c.opts.Desired.Secrets {
-		_, err := c.secrets.Secrets(s.Namespace).Get(s.Name)
-		missing(s, err)
-	}
-	for _, cm := range c.opts.Desired.ConfigMaps {
-		_, err := c.configMaps.ConfigMaps(cm.Namespace).Get(cm.Name)
-		missing(cm, err)
-	}
-	for _, svc := range c.opts.Desired.Services {
-		_, err := c.services.Services(svc.Namespace).Get(svc.Name)
-		missing(svc, err)
 	}
 	shared := len(objs)
 	pending := c.podsToCreate()
