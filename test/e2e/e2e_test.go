@@ -1,8 +1,10 @@
 // Package e2e_test runs trainstep as users do, end to end: the image `make image` builds,
-// deploy/ and templates/ applied as shipped, and a workflow of workflows/ submitted to the
-// real Argo workflow controller, whose steps and replicas run as containers on the test
-// cluster's real node. It needs the real node and Argo (make integration-real-node); without
-// them every test skips, so `make test` is unaffected.
+// deploy/ and templates/ applied as shipped, and the workflows of workflows/ (and the
+// README's calls of the templates) submitted to the real Argo workflow controller, whose
+// steps and replicas run as containers on the test cluster's real node. The package's
+// tests share one such cluster, each in a namespace of its own. They need the real node
+// and Argo: `make test` runs them (as root); without TRAINSTEP_REAL_NODE=1 they skip, and
+// under CI=true they fail instead.
 //
 // The tests read the repository's files and must not modify them: what they change to run
 // here (image references, where pods run) they change in memory and say so.
