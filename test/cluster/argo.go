@@ -40,17 +40,15 @@ var WorkflowResource = schema.GroupVersionResource{Group: "argoproj.io", Version
 // argoControllerHealthz is the controller's health endpoint port, on the node IP.
 const argoControllerHealthz = "6060"
 
-// startArgo installs Argo's CRDs from the module hack/cluster/argo pins, lets every service
-// account report task results (what Argo's executor role grants), imports the executor image
-// and runs the workflow controller in the node's namespace, where its ports are its own.
+// startArgo installs Argo's CRDs from the module hack/cluster/argo pins, imports the executor
+// image and runs the workflow controller in the node's namespace, where its ports are its
+// own. Like Argo's own install, it lets no workflow's service account report task results:
+// see AllowArgoExecutor.
 func (c *Cluster) startArgo(ctx context.Context, detached bool) error {
 	if err := c.installArgoCRDs(ctx); err != nil {
 		return err
 	}
 	c.mark("Argo CRDs")
-	if err := c.grantArgoExecutor(ctx); err != nil {
-		return err
-	}
 	data, err := os.ReadFile(filepath.Join(c.BinDir, "argoexec"))
 	if err != nil {
 		return fmt.Errorf("reading argoexec: %w", err)
@@ -183,25 +181,27 @@ func argoModuleDir(ctx context.Context) (string, error) {
 	return module.Dir, nil
 }
 
-// grantArgoExecutor lets every service account create and patch WorkflowTaskResults, which
-// Argo's executor writes from inside each workflow pod.
-func (c *Cluster) grantArgoExecutor(ctx context.Context) error {
-	role := &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "trainstep:argo-executor"},
+// AllowArgoExecutor lets ServiceAccount ns/serviceAccount create and patch
+// WorkflowTaskResults, which Argo's executor writes from inside each workflow pod to hand the
+// step's outputs to the controller: the minimum Argo's documentation asks of a workflow's
+// service account (its quick-start binds this to the default ServiceAccount of namespace argo).
+func (c *Cluster) AllowArgoExecutor(ctx context.Context, ns, serviceAccount string) error {
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "argo-executor"},
 		Rules: []rbacv1.PolicyRule{{
 			APIGroups: []string{"argoproj.io"}, Resources: []string{"workflowtaskresults"}, Verbs: []string{"create", "patch"},
 		}},
 	}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "trainstep:argo-executor"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: "system:serviceaccounts"}},
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "argo-executor-" + serviceAccount},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: serviceAccount, Namespace: ns}},
 	}
-	if _, err := c.Client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating the Argo executor's ClusterRole: %w", err)
+	if _, err := c.Client.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the Argo executor's Role in %s: %w", ns, err)
 	}
-	if _, err := c.Client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating the Argo executor's ClusterRoleBinding: %w", err)
+	if _, err := c.Client.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("binding the Argo executor's Role to %s/%s: %w", ns, serviceAccount, err)
 	}
 	return nil
 }

@@ -321,6 +321,10 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The workflow pod runs as the namespace's default ServiceAccount.
+	if err := c.AllowArgoExecutor(ctx, ns, "default"); err != nil {
+		t.Fatal(err)
+	}
 	dynamicClient, err := dynamic.NewForConfig(c.Config)
 	if err != nil {
 		t.Fatal(err)

@@ -179,15 +179,20 @@ func (c *Cluster) ConfigForToken(token string) *rest.Config {
 }
 
 // RealNodeEnv opts a test run into tests that need the real node (Options.RealNode):
-// `make integration-real-node` sets it to 1. They need root and more than the KWOK tests do.
+// `make test` and `make integration` set it to 1 (to 0 with REAL_NODE=0). They need root and
+// more than the KWOK tests do.
 const RealNodeEnv = "TRAINSTEP_REAL_NODE"
 
 // RequireRealNode skips the test unless RealNodeEnv is 1, and fails it when this machine lacks
-// what the real node needs. It returns the bin directory to start the cluster from.
+// what the real node needs. Under CI=true it never skips: a test run there without the real
+// node fails. It returns the bin directory to start the cluster from.
 func RequireRealNode(t testing.TB) string {
 	t.Helper()
 	if os.Getenv(RealNodeEnv) != "1" {
-		t.Skipf("needs the real node: run with %s=1 (make integration-real-node)", RealNodeEnv)
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("needs the real node, which CI=true runs: set %s=1 (make test does) on a machine with root", RealNodeEnv)
+		}
+		t.Skipf("needs the real node: run with %s=1 (make test, make integration-real-node)", RealNodeEnv)
 	}
 	binDir := DefaultBinDir()
 	missing := append(MissingBinaries(binDir), RealNodeMissing(binDir)...)

@@ -1,8 +1,10 @@
 // Package e2e_test runs trainstep as users do, end to end: the image `make image` builds,
-// deploy/ and templates/ applied as shipped, and a workflow of workflows/ submitted to the
-// real Argo workflow controller, whose steps and replicas run as containers on the test
-// cluster's real node. It needs the real node and Argo (make integration-real-node); without
-// them every test skips, so `make test` is unaffected.
+// deploy/ and templates/ applied as shipped, and the workflows of workflows/ (and the
+// README's calls of the templates) submitted to the real Argo workflow controller, whose
+// steps and replicas run as containers on the test cluster's real node. The package's
+// tests share one such cluster, each in a namespace of its own. They need the real node
+// and Argo: `make test` runs them (as root); without TRAINSTEP_REAL_NODE=1 they skip, and
+// under CI=true they fail instead.
 //
 // The tests read the repository's files and must not modify them: what they change to run
 // here (image references, where pods run) they change in memory and say so.
@@ -14,9 +16,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -48,32 +53,85 @@ const (
 )
 
 var (
-	workflowTemplateResource = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "workflowtemplates"}
+	clusterWorkflowTemplateResource = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "clusterworkflowtemplates"}
+	workflowTemplateResource        = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "workflowtemplates"}
 	// trainingLine is a step line of the demo trainer's log.
 	trainingLine = regexp.MustCompile(`(?m)step \d+ loss \S+$`)
 )
 
-// e2e is one cluster with the real node and Argo, trainstep's image imported, and a
-// namespace holding deploy/ and templates/.
+// shared is the package's one cluster with the real node and Argo, started by the first
+// test that needs it and stopped by TestMain: trainstep's image and the examples' script
+// image imported, and the ClusterWorkflowTemplate of templates/ installed.
+var shared struct {
+	once    sync.Once
+	c       *cluster.Cluster
+	dynamic dynamic.Interface
+	err     error
+}
+
+// TestMain stops the shared cluster after the tests, also when `go test` is interrupted (a
+// killed one relies on the cluster's Pdeathsig and its sweep of leftover real nodes).
+func TestMain(m *testing.M) {
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-signals
+		fmt.Fprintf(os.Stderr, "%s: stopping the test cluster; tests still running will fail\n", sig)
+		if shared.c != nil {
+			shared.c.Stop()
+		}
+		os.Exit(1)
+	}()
+	code := m.Run()
+	if shared.c != nil {
+		shared.c.Stop()
+	}
+	os.Exit(code)
+}
+
+// e2e is the shared cluster seen from one test: a namespace of the test's own holding
+// deploy/ and templates/workflowtemplate.yaml.
 type e2e struct {
 	c         *cluster.Cluster
 	dynamic   dynamic.Interface
 	namespace string
 }
 
-// setUp builds trainstep's image, starts the cluster, imports the images and installs
-// deploy/ and templates/ in a namespace of their own.
+// setUp hands the test the shared cluster, starting it on first use, and a namespace of
+// its own with deploy/ and templates/ applied as the README says. When the test fails, its
+// output ends with the namespace's pods and the end of every component's log.
 func setUp(t *testing.T) *e2e {
 	t.Helper()
 	binDir := cluster.RequireArgo(t)
+	shared.once.Do(func() { shared.err = startShared(t, binDir) })
+	if shared.err != nil {
+		t.Fatalf("the shared cluster: %v", shared.err)
+	}
+	e := &e2e{c: shared.c, dynamic: shared.dynamic}
+	e.namespace = e.c.Namespace(t)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s\ncomponent logs:\n%s", e.podSummary(t), e.c.LogTails(40))
+		}
+	})
 	root := repoRoot(t)
-	archive := filepath.Join(t.TempDir(), "trainstep-image.tar")
+	e.applyDeploy(t, root)
+	e.applyTemplate(t, root)
+	return e
+}
+
+// startShared builds trainstep's image (what `make image IMAGE=<localImage>` runs), starts
+// the cluster, imports the images and applies templates/clusterworkflowtemplate.yaml as
+// shipped (`kubectl apply -f`).
+func startShared(t *testing.T, binDir string) error {
+	root := repoRoot(t)
+	archive := filepath.Join(os.TempDir(), fmt.Sprintf("trainstep-e2e-image-%d.tar", os.Getpid()))
+	defer os.Remove(archive)
 	started := time.Now()
-	// What `make image IMAGE=<localImage>` runs.
 	build := exec.Command("go", "run", "./hack/image", "-o", archive, "-tag", localImage, "-version", "e2e")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the trainstep image: %v\n%s", err, out)
+		return fmt.Errorf("building the trainstep image: %v\n%s", err, out)
 	}
 	t.Logf("trainstep image built in %s", time.Since(started).Round(100*time.Millisecond))
 
@@ -82,57 +140,71 @@ func setUp(t *testing.T) *e2e {
 	started = time.Now()
 	c, err := cluster.Start(ctx, cluster.Options{BinDir: binDir, RealNode: true, Argo: true})
 	if err != nil {
-		t.Fatalf("starting a cluster with the real node and Argo: %v", err)
+		return fmt.Errorf("starting a cluster with the real node and Argo: %w", err)
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("component logs:\n%s", c.LogTails(40))
-		}
-		c.Stop()
-	})
+	shared.c = c
 	t.Logf("cluster ready in %s (%s)", time.Since(started).Round(10*time.Millisecond), c.StartupSummary())
+	if shared.dynamic, err = dynamic.NewForConfig(c.Config); err != nil {
+		return err
+	}
 	if err := c.ImportImage(ctx, archive); err != nil {
-		t.Fatal(err)
+		return err
 	}
-	python, err := filepath.EvalSymlinks("/usr/bin/python3")
+	if err := importPythonImage(ctx, c); err != nil {
+		return err
+	}
+	var cwt unstructured.Unstructured
+	path := filepath.Join(root, "templates", "clusterworkflowtemplate.yaml")
+	data, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("the examples' script steps need this machine's python3: %v", err)
+		return err
 	}
-	stdlib := "/usr/lib/" + filepath.Base(python)
-	files := map[string]string{"/usr/bin/python": python, stdlib: stdlib, "/lib64/ld-linux-x86-64.so.2": "/lib64/ld-linux-x86-64.so.2"}
-	for _, lib := range sharedLibraries(t, python) {
-		files[lib] = lib
+	if err := yaml.UnmarshalStrict(data, &cwt.Object); err != nil {
+		return fmt.Errorf("reading %s: %w", path, err)
 	}
-	if err := c.ImportHostFilesImage(ctx, pythonImage, files); err != nil {
-		t.Fatal(err)
+	if _, err := shared.dynamic.Resource(clusterWorkflowTemplateResource).Create(ctx, &cwt, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("applying templates/clusterworkflowtemplate.yaml: %w", err)
 	}
-
-	e := &e2e{c: c, namespace: "e2e"}
-	if e.dynamic, err = dynamic.NewForConfig(c.Config); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.namespace}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.applyDeploy(t, root)
-	e.applyTemplate(t, root)
-	return e
+	return nil
 }
 
-// sharedLibraries lists the shared libraries a program of this machine loads (ldd).
-func sharedLibraries(t *testing.T, program string) []string {
-	t.Helper()
+// importPythonImage packs this machine's python3, its standard library and the libraries
+// it loads into pythonImage.
+func importPythonImage(ctx context.Context, c *cluster.Cluster) error {
+	python, err := filepath.EvalSymlinks("/usr/bin/python3")
+	if err != nil {
+		return fmt.Errorf("the examples' script steps need this machine's python3: %w", err)
+	}
+	stdlib := "/usr/lib/" + filepath.Base(python)
+	files := map[string]string{"/usr/bin/python": python, stdlib: stdlib}
+	libs, err := sharedLibraries(python)
+	if err != nil {
+		return err
+	}
+	for _, lib := range libs {
+		files[lib] = lib
+	}
+	return c.ImportHostFilesImage(ctx, pythonImage, files)
+}
+
+// sharedLibraries lists the shared libraries a program of this machine loads (ldd), the
+// dynamic loader included.
+func sharedLibraries(program string) ([]string, error) {
 	out, err := exec.Command("ldd", program).Output()
 	if err != nil {
-		t.Fatalf("listing the libraries of %s: %v", program, err)
+		return nil, fmt.Errorf("listing the libraries of %s: %w", program, err)
 	}
 	var libs []string
 	for _, line := range strings.Split(string(out), "\n") {
-		if fields := strings.Fields(line); len(fields) >= 3 && fields[1] == "=>" && strings.HasPrefix(fields[2], "/") {
+		fields := strings.Fields(line)
+		switch {
+		case len(fields) >= 3 && fields[1] == "=>" && strings.HasPrefix(fields[2], "/"):
 			libs = append(libs, fields[2])
+		case len(fields) >= 1 && strings.HasPrefix(fields[0], "/"):
+			libs = append(libs, fields[0]) // the loader: /lib64/ld-linux-x86-64.so.2 (0x…)
 		}
 	}
-	return libs
+	return libs, nil
 }
 
 // applyDeploy creates what deploy/kustomization.yaml lists, as the files say: what
@@ -209,10 +281,17 @@ func loadWorkflow(t *testing.T, path string) *unstructured.Unstructured {
 	if err := yaml.UnmarshalStrict([]byte(text), &wf.Object); err != nil {
 		t.Fatalf("reading %s: %v", path, err)
 	}
+	pinToRealNode(t, wf)
+	return wf
+}
+
+// pinToRealNode sets the Workflow's spec.nodeSelector, which Argo gives each of its pods, to
+// the real node.
+func pinToRealNode(t *testing.T, wf *unstructured.Unstructured) {
+	t.Helper()
 	if err := unstructured.SetNestedStringMap(wf.Object, map[string]string{corev1.LabelHostname: realNodeName}, "spec", "nodeSelector"); err != nil {
 		t.Fatal(err)
 	}
-	return wf
 }
 
 // replaceOnce replaces the one occurrence of old in text.

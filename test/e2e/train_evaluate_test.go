@@ -30,8 +30,20 @@ func TestRealNodeTrainEvaluateWorkflow(t *testing.T) {
 		t.Fatalf("Workflow %s: phase %s, want Succeeded; nodes:\n%s%s", name, phaseOf(wf), nodeSummary(wf), e.podSummary(t))
 	}
 
-	// The train step's outputs, as trainstep wrote them, and evaluate's inputs from them.
+	// preprocess ran as the namespace's default ServiceAccount, which only deploy/ lets
+	// report outputs (the cluster, like Argo's install, grants no one), and its seed
+	// reached train's arguments.
+	preprocess := podNode(t, wf, "preprocess")
+	if sa := e.podOfNode(t, wf, preprocess).Spec.ServiceAccountName; sa != "default" {
+		t.Errorf("preprocess ran as ServiceAccount %q, want the namespace's default", sa)
+	}
+	seed := param(t, preprocess.Outputs.Parameters, "seed")
 	train := podNode(t, wf, "train")
+	if got, want := param(t, train.Inputs.Parameters, "arg"), "--seed="+seed; got != want {
+		t.Errorf("train's arg input = %q, want %q from preprocess's seed output", got, want)
+	}
+
+	// The train step's outputs, as trainstep wrote them, and evaluate's inputs from them.
 	outputs := train.Outputs.Parameters
 	if got := param(t, outputs, "phase"); got != "Succeeded" {
 		t.Errorf("train output phase = %q, want Succeeded", got)
