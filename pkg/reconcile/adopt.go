@@ -20,8 +20,10 @@ import (
 
 // adopt re-attaches the children an earlier attempt of the same job left
 // behind (the step was killed, or ended Transient and Argo retried it):
-// live replica pods and the other children get the new owner; finished,
-// failed or surplus pods are replaced rather than adopted.
+// running and succeeded replica pods and the other children get the new
+// owner — a replica that already finished its work counts as done, as it
+// would for the run that created it; failed, deleting or surplus pods are
+// replaced rather than adopted.
 func (c *Controller) adopt(ctx context.Context) error {
 	pods, err := c.pods.Pods(c.opts.Identity.Namespace).List(labels.Everything())
 	if err != nil {
@@ -40,7 +42,7 @@ func (c *Controller) adopt(ctx context.Context) error {
 		switch {
 		case !ok:
 			stale = append(stale, pod) // not part of the job as it is now specified
-		case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || pod.DeletionTimestamp != nil:
+		case pod.Status.Phase == corev1.PodFailed || pod.DeletionTimestamp != nil:
 			// Replaced, not adopted: removed, then created at the next attempt.
 			st := c.replicas[id]
 			st.adopted(pod, attemptOf(pod, 0))

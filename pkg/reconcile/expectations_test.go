@@ -20,6 +20,7 @@ import (
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/policy"
+	"github.com/trainstep/trainstep/pkg/render"
 )
 
 // laggingPodLister misses one Get of a pod once armed, as an informer cache
@@ -223,5 +224,47 @@ func TestControllerWarnsAboutAPodItDoesNotControl(t *testing.T) {
 	}
 	if n := deletesOf(h.client, "mnist-worker-1"); n != 0 {
 		t.Errorf("the foreign pod was deleted %d times, want 0", n)
+	}
+}
+
+// A retried step finds the replicas of the attempt before it. One that
+// already succeeded is adopted as done, so the job that in fact finished
+// ends Succeeded at once, instead of that replica being deleted and its
+// work run again.
+func TestControllerAdoptsAReplicaThatSucceededBeforeTheRetry(t *testing.T) {
+	job := tfJob(v1alpha1.RestartPolicyNever)
+	h := startWith(t, job, func(h *harness, _ *Options) {
+		renderer, err := render.NewRenderer(job, render.Identity{Namespace: ns, JobName: job.Name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range policy.Desired(job) {
+			pod, err := renderer.Pod(id.Type, id.Index, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pod.UID = uuid.NewUUID()
+			cs := corev1.ContainerStatus{Name: "tensorflow", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
+			pod.Status.Phase = corev1.PodRunning
+			if pod.Name == "mnist-worker-0" {
+				pod.Status.Phase = corev1.PodSucceeded
+				cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}
+			}
+			pod.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
+			if err := h.client.Tracker().Create(corev1.SchemeGroupVersion.WithResource("pods"), pod, ns); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	if d := h.decision(); d.Outcome != policy.OutcomeSucceeded {
+		t.Fatalf("decision %+v, want Succeeded", d)
+	}
+	if n := deletesOf(h.client, "mnist-worker-0"); n != 0 {
+		t.Errorf("the succeeded worker-0 was deleted %d times, want 0", n)
+	}
+	for _, a := range h.client.Actions() {
+		if a.GetVerb() == "create" && a.GetResource().Resource == "pods" {
+			t.Errorf("created pod %s, want every replica re-attached", a.(k8stesting.CreateAction).GetObject().(metav1.Object).GetName())
+		}
 	}
 }
