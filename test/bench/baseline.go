@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 )
 
@@ -129,6 +131,79 @@ func DeleteAll(ctx context.Context, client kubernetes.Interface, ns string, grac
 		}
 		return nil
 	})
+}
+
+// DeleteWay is how the baseline deletes a job's objects.
+type DeleteWay string
+
+// The two ways the baseline tears a job down, each measured.
+const (
+	// DeleteLoop deletes every pod and Service by name from BaselineWorkers goroutines.
+	DeleteLoop DeleteWay = "parallel deletes"
+	// DeleteByLabel sends one DeleteCollection of the job's pods by label and
+	// one of its Services (or, where the API server does not offer
+	// deletecollection on Services, deletes them by name in parallel).
+	DeleteByLabel DeleteWay = "DeleteCollection"
+)
+
+// CanDeleteServiceCollection says whether the API server offers the
+// deletecollection verb on Services.
+func CanDeleteServiceCollection(client kubernetes.Interface) (bool, error) {
+	resources, err := client.Discovery().ServerResourcesForGroupVersion("v1")
+	if err != nil {
+		return false, fmt.Errorf("discovering the core API's verbs: %w", err)
+	}
+	for _, r := range resources.APIResources {
+		if r.Name == "services" {
+			return slices.Contains(r.Verbs, "deletecollection"), nil
+		}
+	}
+	return false, errors.New("the core API lists no services resource")
+}
+
+// DeleteCollections deletes the pods and Services of namespace ns that match
+// selector with one DeleteCollection each, the two side by side; the pods'
+// deletes are graceful, as trainstep's. Without serviceCollection the
+// Services are deleted by name from BaselineWorkers goroutines instead.
+func DeleteCollections(ctx context.Context, client kubernetes.Interface, ns, selector string, serviceCollection bool) error {
+	list := metav1.ListOptions{LabelSelector: selector}
+	var wg sync.WaitGroup
+	var podErr, serviceErr error
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		podErr = client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, list)
+	}()
+	go func() {
+		defer wg.Done()
+		if serviceCollection {
+			// client-go's typed Services client has no DeleteCollection: the
+			// same request through its REST client.
+			serviceErr = client.CoreV1().RESTClient().Delete().Namespace(ns).Resource("services").
+				VersionedParams(&list, scheme.ParameterCodec).Body(&metav1.DeleteOptions{}).Do(ctx).Error()
+			return
+		}
+		services, err := client.CoreV1().Services(ns).List(ctx, list)
+		if err != nil {
+			serviceErr = fmt.Errorf("listing services to delete: %w", err)
+			return
+		}
+		serviceErr = forEach(len(services.Items), func(i int) error {
+			err := client.CoreV1().Services(ns).Delete(ctx, services.Items[i].Name, metav1.DeleteOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return err
+		})
+	}()
+	wg.Wait()
+	if podErr != nil {
+		podErr = fmt.Errorf("deleting the pod collection: %w", podErr)
+	}
+	if serviceErr != nil && serviceCollection {
+		serviceErr = fmt.Errorf("deleting the service collection: %w", serviceErr)
+	}
+	return errors.Join(podErr, serviceErr)
 }
 
 // forEach runs work(0..n-1) on BaselineWorkers goroutines and returns the

@@ -15,19 +15,24 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/render"
 	"github.com/trainstep/trainstep/pkg/result"
 	"github.com/trainstep/trainstep/test/cluster"
 )
 
-// runTimeout bounds one measured run, generous for 512 replicas on two busy cores.
-const runTimeout = 4 * time.Minute
+// runTimeout bounds one measured run of n replicas, generous on two busy
+// cores: 4 minutes, and a tenth of a second more per replica.
+func runTimeout(n int) time.Duration { return 4*time.Minute + time.Duration(n)*100*time.Millisecond }
 
 // harness runs the measurements against one test cluster.
 type harness struct {
 	c      *cluster.Cluster
 	binary string
+	build  string // how the binary was built, for the report
 	// admin deletes and patches for the bench; it has no client-side rate limit.
 	admin kubernetes.Interface
+	// serviceCollection: the API server offers deletecollection on Services.
+	serviceCollection bool
 }
 
 // namespacedJob is a fresh namespace and a job file for one run.
@@ -72,7 +77,7 @@ type trainstepRun struct {
 func (h *harness) runTrainstep(ctx context.Context, j namespacedJob, qps float32, burst int, env []string, extraArgs ...string) (trainstepRun, error) {
 	var run trainstepRun
 	n := j.spec.Workers
-	ctx, cancel := context.WithTimeout(ctx, runTimeout)
+	ctx, cancel := context.WithTimeout(ctx, runTimeout(j.spec.Workers))
 	defer cancel()
 	tracker, err := Track(ctx, h.c.Config, j.ns)
 	if err != nil {
@@ -134,7 +139,7 @@ func (h *harness) runTrainstep(ctx context.Context, j namespacedJob, qps float32
 // objects created; then it kills trainstep and clears the namespace.
 func (h *harness) runLaunchOnly(ctx context.Context, j namespacedJob, qps float32, burst int) (time.Duration, error) {
 	n := j.spec.Workers
-	ctx, cancel := context.WithTimeout(ctx, runTimeout)
+	ctx, cancel := context.WithTimeout(ctx, runTimeout(j.spec.Workers))
 	defer cancel()
 	tracker, err := Track(ctx, h.c.Config, j.ns)
 	if err != nil {
@@ -231,16 +236,17 @@ func (h *harness) clear(ctx context.Context, tracker *Tracker, ns string, gracef
 // baselineRun is what one run of the client-go loop produced.
 type baselineRun struct {
 	first, created, running time.Duration // from the start of the loop
-	deleted                 time.Duration // the same loop deleting everything, until gone
+	deleted                 time.Duration // deleting everything the measured way, until gone
 }
 
 // runBaseline creates the objects `trainstep render` prints with the plain
-// client-go loop, waits for every pod to run, then deletes them all with the
-// same loop.
-func (h *harness) runBaseline(ctx context.Context, j namespacedJob) (baselineRun, error) {
+// client-go loop and waits for every pod to run. Then it deletes them all:
+// with a DeleteWay, gracefully as trainstep does and measured until gone;
+// without one, at once and unmeasured.
+func (h *harness) runBaseline(ctx context.Context, j namespacedJob, way DeleteWay) (baselineRun, error) {
 	var run baselineRun
 	n := j.spec.Workers
-	ctx, cancel := context.WithTimeout(ctx, runTimeout)
+	ctx, cancel := context.WithTimeout(ctx, runTimeout(n))
 	defer cancel()
 	objs, err := Render(ctx, h.binary, j.file, j.ns)
 	if err != nil {
@@ -266,9 +272,21 @@ func (h *harness) runBaseline(ctx context.Context, j namespacedJob) (baselineRun
 	}
 	run.first = tracker.FirstCreatedAt().Sub(start)
 	run.created, run.running = tracker.CreatedAt(n).Sub(start), tracker.RunningAt(n).Sub(start)
-	// Measured like trainstep's own deletes: graceful, completed by KWOK.
 	deleteStart := time.Now()
-	if err := h.clear(ctx, tracker, j.ns, true); err != nil {
+	switch way {
+	case "":
+		return run, h.clear(ctx, tracker, j.ns, false)
+	case DeleteLoop:
+		err = DeleteAll(ctx, client, j.ns, true)
+	case DeleteByLabel:
+		err = DeleteCollections(ctx, client, j.ns, render.JobSelector(j.spec.Name).String(), h.serviceCollection)
+	default:
+		return run, fmt.Errorf("unknown delete way %q", way)
+	}
+	if err != nil {
+		return run, fmt.Errorf("baseline %s: %w", way, err)
+	}
+	if err := tracker.WaitFor(ctx, "the namespace to empty", func(c Counts) bool { return c.LivePods == 0 && c.LiveServices == 0 }); err != nil {
 		return run, err
 	}
 	run.deleted = tracker.LastGoneAt().Sub(deleteStart)
@@ -288,7 +306,7 @@ type teardownRun struct {
 func (h *harness) runTeardown(ctx context.Context, j namespacedJob) (teardownRun, error) {
 	var run teardownRun
 	n := j.spec.Workers
-	ctx, cancel := context.WithTimeout(ctx, runTimeout)
+	ctx, cancel := context.WithTimeout(ctx, runTimeout(j.spec.Workers))
 	defer cancel()
 	tracker, err := Track(ctx, h.c.Config, j.ns)
 	if err != nil {
@@ -329,7 +347,7 @@ func (h *harness) runTeardown(ctx context.Context, j namespacedJob) (teardownRun
 // run's API requests (for comparing jobs of different lengths), how long
 // trainstep ran, and any anomaly.
 func (h *harness) runToEnd(ctx context.Context, j namespacedJob, length time.Duration) (map[string]int, time.Duration, string, error) {
-	ctx, cancel := context.WithTimeout(ctx, runTimeout+length)
+	ctx, cancel := context.WithTimeout(ctx, runTimeout(j.spec.Workers)+length)
 	defer cancel()
 	tracker, err := Track(ctx, h.c.Config, j.ns)
 	if err != nil {
