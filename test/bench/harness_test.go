@@ -10,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
@@ -45,7 +48,7 @@ type namespacedJob struct {
 
 func (h *harness) prepare(t testing.TB, spec JobSpec) namespacedJob {
 	t.Helper()
-	j := namespacedJob{ns: h.c.Namespace(t), spec: spec, dir: t.TempDir()}
+	j := namespacedJob{ns: h.namespace(t), spec: spec, dir: t.TempDir()}
 	manifest, err := spec.Manifest()
 	if err != nil {
 		t.Fatal(err)
@@ -55,6 +58,45 @@ func (h *harness) prepare(t testing.TB, spec JobSpec) namespacedJob {
 		t.Fatal(err)
 	}
 	return j
+}
+
+// namespacePrefix starts the bench's namespaces. Every address in a pod's
+// TF_CONFIG names the namespace, and at 2048 workers a namespace named after
+// the test (36 characters) makes TF_CONFIG longer than the 128 KiB Linux
+// allows one environment variable, which trainstep refuses before creating
+// anything: the bench's namespaces are "b-" and five random characters.
+const namespacePrefix = "b-"
+
+// namespace creates a fresh namespace for one run, deleted when the test
+// ends, once its default ServiceAccount exists (pods need it).
+func (h *harness) namespace(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ns, err := h.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: namespacePrefix},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := h.admin.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting namespace %s: %v", ns.Name, err)
+		}
+	})
+	err = wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, err := h.admin.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		t.Fatalf("waiting for the default ServiceAccount of %s: %v", ns.Name, err)
+	}
+	return ns.Name
 }
 
 // trainstepRun is what one measured `trainstep run` produced.
@@ -92,13 +134,15 @@ func (h *harness) runTrainstep(ctx context.Context, j namespacedJob, qps float32
 		p.Kill()
 		return run, fmt.Errorf("%w; trainstep stderr:\n%s", err, tail(p.stderr.String(), 4000))
 	}
-	if err := waitCreated(ctx, tracker, n); err != nil {
+	launching, stop := p.WhileRunning(ctx)
+	defer stop()
+	if err := waitCreated(launching, tracker, n); err != nil {
 		return fail(err)
 	}
 	if run.cpuToCreated, err = p.CPUSoFar(); err != nil {
 		return fail(err)
 	}
-	if err := waitRunning(ctx, tracker, n); err != nil {
+	if err := waitRunning(launching, tracker, n); err != nil {
 		return fail(err)
 	}
 	run.first = tracker.FirstCreatedAt().Sub(p.Started)
@@ -150,7 +194,9 @@ func (h *harness) runLaunchOnly(ctx context.Context, j namespacedJob, qps float3
 	if err != nil {
 		return 0, err
 	}
-	err = waitCreated(ctx, tracker, n)
+	launching, stop := p.WhileRunning(ctx)
+	err = waitCreated(launching, tracker, n)
+	stop()
 	p.Kill()
 	if err != nil {
 		return 0, fmt.Errorf("%w; trainstep stderr:\n%s", err, tail(p.stderr.String(), 4000))
@@ -316,9 +362,11 @@ func (h *harness) runTeardown(ctx context.Context, j namespacedJob) (teardownRun
 	if err != nil {
 		return run, err
 	}
-	if err := waitLaunched(ctx, tracker, n); err != nil {
+	launching, stop := p.WhileRunning(ctx)
+	defer stop()
+	if err := waitLaunched(launching, tracker, n); err != nil {
 		p.Kill()
-		return run, err
+		return run, fmt.Errorf("%w; trainstep stderr:\n%s", err, tail(p.stderr.String(), 4000))
 	}
 	signalled := time.Now()
 	if err := p.Signal(syscall.SIGTERM); err != nil {

@@ -113,6 +113,21 @@ func StartTrainstep(o RunOptions) (*Process, error) {
 	return p, nil
 }
 
+// WhileRunning is ctx, also cancelled when the process exits: a wait for the
+// cluster to reach a state ends as soon as trainstep gave up, instead of at
+// its timeout.
+func (p *Process) WhileRunning(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-p.done:
+			cancel(errors.New("trainstep exited"))
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(nil) }
+}
+
 // Signal sends sig to the process.
 func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
 
