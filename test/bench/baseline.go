@@ -161,26 +161,46 @@ func CanDeleteServiceCollection(client kubernetes.Interface) (bool, error) {
 	return false, errors.New("the core API lists no services resource")
 }
 
+// collectionAttempts bounds the DeleteCollection requests for one kind of
+// object. The API server deletes a collection one object after another
+// (--delete-collection-workers defaults to 1) and ends any request after 60 s
+// (--request-timeout): at thousands of pods a client repeats the request
+// until one completes.
+const collectionAttempts = 5
+
 // DeleteCollections deletes the pods and Services of namespace ns that match
-// selector with one DeleteCollection each, the two side by side; the pods'
-// deletes are graceful, as trainstep's. Without serviceCollection the
-// Services are deleted by name from BaselineWorkers goroutines instead.
-func DeleteCollections(ctx context.Context, client kubernetes.Interface, ns, selector string, serviceCollection bool) error {
+// selector with DeleteCollection, the two side by side, each repeated until
+// one request completes; the pods' deletes are graceful, as trainstep's.
+// Without serviceCollection the Services are deleted by name from
+// BaselineWorkers goroutines instead. It returns how many DeleteCollection
+// requests it sent.
+func DeleteCollections(ctx context.Context, client kubernetes.Interface, ns, selector string, serviceCollection bool) (int, error) {
 	list := metav1.ListOptions{LabelSelector: selector}
 	var wg sync.WaitGroup
+	var podRequests, serviceRequests int
 	var podErr, serviceErr error
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		podErr = client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, list)
+		podRequests, podErr = repeat(ctx, func() error {
+			return client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, list)
+		})
+		if podErr != nil {
+			podErr = fmt.Errorf("deleting the pod collection: %w", podErr)
+		}
 	}()
 	go func() {
 		defer wg.Done()
 		if serviceCollection {
-			// client-go's typed Services client has no DeleteCollection: the
-			// same request through its REST client.
-			serviceErr = client.CoreV1().RESTClient().Delete().Namespace(ns).Resource("services").
-				VersionedParams(&list, scheme.ParameterCodec).Body(&metav1.DeleteOptions{}).Do(ctx).Error()
+			serviceRequests, serviceErr = repeat(ctx, func() error {
+				// client-go's typed Services client has no DeleteCollection: the
+				// same request through its REST client.
+				return client.CoreV1().RESTClient().Delete().Namespace(ns).Resource("services").
+					VersionedParams(&list, scheme.ParameterCodec).Body(&metav1.DeleteOptions{}).Do(ctx).Error()
+			})
+			if serviceErr != nil {
+				serviceErr = fmt.Errorf("deleting the service collection: %w", serviceErr)
+			}
 			return
 		}
 		services, err := client.CoreV1().Services(ns).List(ctx, list)
@@ -197,13 +217,18 @@ func DeleteCollections(ctx context.Context, client kubernetes.Interface, ns, sel
 		})
 	}()
 	wg.Wait()
-	if podErr != nil {
-		podErr = fmt.Errorf("deleting the pod collection: %w", podErr)
+	return podRequests + serviceRequests, errors.Join(podErr, serviceErr)
+}
+
+// repeat calls request until it succeeds, collectionAttempts times at most
+// or until ctx ends, and returns how often it called it and its last error.
+func repeat(ctx context.Context, request func() error) (int, error) {
+	var err error
+	for n := 1; ; n++ {
+		if err = request(); err == nil || n == collectionAttempts || ctx.Err() != nil {
+			return n, err
+		}
 	}
-	if serviceErr != nil && serviceCollection {
-		serviceErr = fmt.Errorf("deleting the service collection: %w", serviceErr)
-	}
-	return errors.Join(podErr, serviceErr)
 }
 
 // forEach runs work(0..n-1) on BaselineWorkers goroutines and returns the

@@ -269,7 +269,10 @@ func (h *harness) measureTeardown(t *testing.T, n, runs int) TeardownResult {
 			run, err := h.runBaseline(context.Background(), j, way)
 			check(t, "baseline", err)
 			*into = append(*into, run.deleted)
-			t.Logf("baseline %s: gone %s", way, ms(run.deleted))
+			if way == DeleteByLabel {
+				res.CollectionRequests = append(res.CollectionRequests, run.collectionRequests)
+			}
+			t.Logf("baseline %s: gone %s (%d DeleteCollection requests)", way, ms(run.deleted), run.collectionRequests)
 		}
 	}
 	for round := 1; round <= runs; round++ {

@@ -283,6 +283,7 @@ func (h *harness) clear(ctx context.Context, tracker *Tracker, ns string, gracef
 type baselineRun struct {
 	first, created, running time.Duration // from the start of the loop
 	deleted                 time.Duration // deleting everything the measured way, until gone
+	collectionRequests      int           // DeleteCollection requests sent, with DeleteByLabel
 }
 
 // runBaseline creates the objects `trainstep render` prints with the plain
@@ -325,7 +326,7 @@ func (h *harness) runBaseline(ctx context.Context, j namespacedJob, way DeleteWa
 	case DeleteLoop:
 		err = DeleteAll(ctx, client, j.ns, true)
 	case DeleteByLabel:
-		err = DeleteCollections(ctx, client, j.ns, render.JobSelector(j.spec.Name).String(), h.serviceCollection)
+		run.collectionRequests, err = DeleteCollections(ctx, client, j.ns, render.JobSelector(j.spec.Name).String(), h.serviceCollection)
 	default:
 		return run, fmt.Errorf("unknown delete way %q", way)
 	}

@@ -157,8 +157,12 @@ type TeardownResult struct {
 	// running job until no pod or Service is left, by name in parallel
 	// (DeleteLoop) and by label (DeleteByLabel).
 	BaselineLoop, BaselineCollection []time.Duration
-	Requests                         RequestRuns
-	Anomalies                        []string
+	// CollectionRequests are the DeleteCollection requests of each
+	// BaselineCollection run: two, unless the API server ended some before
+	// they were done.
+	CollectionRequests []int
+	Requests           RequestRuns
+	Anomalies          []string
 }
 
 // FasterBaseline is the baseline's delete way with the smaller median, and its runs.
@@ -174,6 +178,15 @@ func (t TeardownResult) FasterBaseline() (DeleteWay, []time.Duration) {
 func (t TeardownResult) Ratio() Spread {
 	_, faster := t.FasterBaseline()
 	return Summarize(Ratios(t.Gone, faster))
+}
+
+// CollectionRequestCounts spreads CollectionRequests.
+func (t TeardownResult) CollectionRequestCounts() Spread {
+	counts := make([]float64, len(t.CollectionRequests))
+	for i, c := range t.CollectionRequests {
+		counts[i] = float64(c)
+	}
+	return Summarize(counts)
 }
 
 // FasterLabel names the faster baseline way.
