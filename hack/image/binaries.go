@@ -1,14 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/trainstep/trainstep/hack/image/gobuild"
 )
 
 // modulePath is the product's module; the build runs from its root.
@@ -19,43 +19,23 @@ type builtBinaries struct {
 	trainstep, demoTrainer string
 }
 
-// buildBinaries compiles trainstep and the demo trainer as static linux
-// binaries (no cgo, so they run FROM scratch) into dir.
+// buildBinaries compiles trainstep (with the version stamped) and the demo
+// trainer into dir, as gobuild builds them.
 func buildBinaries(ctx context.Context, opts Options, dir string) (builtBinaries, error) {
 	out := builtBinaries{
 		trainstep:   filepath.Join(dir, "trainstep"),
 		demoTrainer: filepath.Join(dir, "demo-trainer"),
 	}
-	ldflags := "-s -w"
-	if opts.Version != "" {
-		ldflags += " -X main.version=" + opts.Version
-	}
-	builds := []struct{ pkg, output, ldflags string }{
-		{"./cmd/trainstep", out.trainstep, ldflags},
-		{"./cmd/demo-trainer", out.demoTrainer, "-s -w"},
+	builds := []struct{ pkg, output, version string }{
+		{gobuild.TrainstepPackage, out.trainstep, opts.Version},
+		{gobuild.DemoTrainerPackage, out.demoTrainer, ""},
 	}
 	for _, b := range builds {
-		if err := goBuild(ctx, opts.ModuleRoot, opts.Arch, b.pkg, b.output, b.ldflags); err != nil {
+		if err := gobuild.Build(ctx, opts.ModuleRoot, opts.Arch, b.pkg, b.output, b.version); err != nil {
 			return builtBinaries{}, err
 		}
 	}
 	return out, nil
-}
-
-func goBuild(ctx context.Context, moduleRoot, arch, pkg, output, ldflags string) error {
-	goCmd := os.Getenv("GO")
-	if goCmd == "" {
-		goCmd = "go"
-	}
-	cmd := exec.CommandContext(ctx, goCmd, "build", "-trimpath", "-ldflags="+ldflags, "-o", output, pkg)
-	cmd.Dir = moduleRoot
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
-	var stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("building %s: %w\n%s", pkg, err, strings.TrimSpace(stderr.String()))
-	}
-	return nil
 }
 
 // moduleRoot finds the trainstep module's directory from the working

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 )
 
@@ -129,6 +131,104 @@ func DeleteAll(ctx context.Context, client kubernetes.Interface, ns string, grac
 		}
 		return nil
 	})
+}
+
+// DeleteWay is how the baseline deletes a job's objects.
+type DeleteWay string
+
+// The two ways the baseline tears a job down, each measured.
+const (
+	// DeleteLoop deletes every pod and Service by name from BaselineWorkers goroutines.
+	DeleteLoop DeleteWay = "parallel deletes"
+	// DeleteByLabel sends one DeleteCollection of the job's pods by label and
+	// one of its Services (or, where the API server does not offer
+	// deletecollection on Services, deletes them by name in parallel).
+	DeleteByLabel DeleteWay = "DeleteCollection"
+)
+
+// CanDeleteServiceCollection says whether the API server offers the
+// deletecollection verb on Services.
+func CanDeleteServiceCollection(client kubernetes.Interface) (bool, error) {
+	resources, err := client.Discovery().ServerResourcesForGroupVersion("v1")
+	if err != nil {
+		return false, fmt.Errorf("discovering the core API's verbs: %w", err)
+	}
+	for _, r := range resources.APIResources {
+		if r.Name == "services" {
+			return slices.Contains(r.Verbs, "deletecollection"), nil
+		}
+	}
+	return false, errors.New("the core API lists no services resource")
+}
+
+// collectionAttempts bounds the DeleteCollection requests for one kind of
+// object. The API server deletes a collection one object after another
+// (--delete-collection-workers defaults to 1) and ends any request after 60 s
+// (--request-timeout): at thousands of pods a client repeats the request
+// until one completes.
+const collectionAttempts = 5
+
+// DeleteCollections deletes the pods and Services of namespace ns that match
+// selector with DeleteCollection, the two side by side, each repeated until
+// one request completes; the pods' deletes are graceful, as trainstep's.
+// Without serviceCollection the Services are deleted by name from
+// BaselineWorkers goroutines instead. It returns how many DeleteCollection
+// requests it sent.
+func DeleteCollections(ctx context.Context, client kubernetes.Interface, ns, selector string, serviceCollection bool) (int, error) {
+	list := metav1.ListOptions{LabelSelector: selector}
+	var wg sync.WaitGroup
+	var podRequests, serviceRequests int
+	var podErr, serviceErr error
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		podRequests, podErr = repeat(ctx, func() error {
+			return client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, list)
+		})
+		if podErr != nil {
+			podErr = fmt.Errorf("deleting the pod collection: %w", podErr)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		if serviceCollection {
+			serviceRequests, serviceErr = repeat(ctx, func() error {
+				// client-go's typed Services client has no DeleteCollection: the
+				// same request through its REST client.
+				return client.CoreV1().RESTClient().Delete().Namespace(ns).Resource("services").
+					VersionedParams(&list, scheme.ParameterCodec).Body(&metav1.DeleteOptions{}).Do(ctx).Error()
+			})
+			if serviceErr != nil {
+				serviceErr = fmt.Errorf("deleting the service collection: %w", serviceErr)
+			}
+			return
+		}
+		services, err := client.CoreV1().Services(ns).List(ctx, list)
+		if err != nil {
+			serviceErr = fmt.Errorf("listing services to delete: %w", err)
+			return
+		}
+		serviceErr = forEach(len(services.Items), func(i int) error {
+			err := client.CoreV1().Services(ns).Delete(ctx, services.Items[i].Name, metav1.DeleteOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return err
+		})
+	}()
+	wg.Wait()
+	return podRequests + serviceRequests, errors.Join(podErr, serviceErr)
+}
+
+// repeat calls request until it succeeds, collectionAttempts times at most
+// or until ctx ends, and returns how often it called it and its last error.
+func repeat(ctx context.Context, request func() error) (int, error) {
+	var err error
+	for n := 1; ; n++ {
+		if err = request(); err == nil || n == collectionAttempts || ctx.Err() != nil {
+			return n, err
+		}
+	}
 }
 
 // forEach runs work(0..n-1) on BaselineWorkers goroutines and returns the

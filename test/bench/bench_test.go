@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trainstep/trainstep/hack/image/gobuild"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/test/cluster"
 )
@@ -23,16 +25,18 @@ import (
 // Environment knobs for shorter runs while working on the bench itself; `make
 // bench` uses the defaults.
 const (
-	runsEnv   = "TRAINSTEP_BENCH_RUNS"   // runs per figure (default 5, and 3 from 256 workers)
-	sizesEnv  = "TRAINSTEP_BENCH_SIZES"  // comma-separated worker counts (default 8,64,512)
-	binaryEnv = "TRAINSTEP_BENCH_BINARY" // a trainstep binary to measure instead of building cmd/trainstep
-	renderEnv = "TRAINSTEP_BENCH_RENDER" // rewrite BENCHMARKS.md and the plots from the last run's results.json
+	runsEnv    = "TRAINSTEP_BENCH_RUNS"    // runs per figure (default 5, 3 from 256 workers, 2 from 2048)
+	sizesEnv   = "TRAINSTEP_BENCH_SIZES"   // comma-separated worker counts (default 8,64,512,2048)
+	binaryEnv  = "TRAINSTEP_BENCH_BINARY"  // a trainstep binary to measure instead of building cmd/trainstep
+	versionEnv = "TRAINSTEP_BENCH_VERSION" // the version stamped into the built binary, as `make image` does
+	renderEnv  = "TRAINSTEP_BENCH_RENDER"  // rewrite BENCHMARKS.md and the plots from the last run's results.json
 )
 
-// Extra KWOK nodes so the largest job fits beside the cluster's default 4×110 pod slots.
+// Extra KWOK nodes so the largest job (2048 workers) fits beside the
+// cluster's default 4×110 pod slots, with room for the polling jobs.
 const (
 	extraNodes       = 2
-	extraNodePodSlot = 300
+	extraNodePodSlot = 1100
 )
 
 // pollingJob is the pair of job lengths compared for polling, at pollingReplicas workers.
@@ -58,24 +62,29 @@ func TestBench(t *testing.T) {
 	c := cluster.Get(t)
 	h := newHarness(t, c)
 	root := repoRoot(t)
-	report := Report{Generated: began, Machine: machine(), Cluster: clusterVersions(root)}
+	report := Report{Generated: began, Machine: machine(), Cluster: clusterVersions(root),
+		BinaryBuild: h.build, ServiceCollection: h.serviceCollection}
 	report.DefaultQPS, report.DefaultBurst = trainstepDefaults(t, h.binary)
 	if info, err := os.Stat(h.binary); err == nil {
 		report.BinaryBytes = info.Size()
 	}
-	largest := sizes[len(sizes)-1]
+	reference, largest := referenceSize(sizes), sizes[len(sizes)-1]
 
 	h.warmUp(t)
 	for _, n := range sizes {
 		report.Sizes = append(report.Sizes, h.measureSize(t, n, runs.forSize(n)))
 	}
-	report.Teardown = h.measureTeardown(t, largest, runs.forSize(largest))
+	for _, n := range distinct(reference, largest) {
+		report.Teardowns = append(report.Teardowns, h.measureTeardown(t, n, runs.forSize(n)))
+	}
 	// The two small polling jobs mostly sit idle for a minute: they run beside
 	// the rate-limit and profile runs instead of adding that minute.
 	polling := make(chan PollingResult, 1)
 	go func() { polling <- h.measurePolling(t) }()
-	report.RateLimits = h.measureRateLimits(t, largest, min(runs.forSize(largest), 2), report.DefaultQPS, report.DefaultBurst)
-	h.measureProfile(t, largest, &report)
+	report.RateLimits = h.measureRateLimits(t, reference, min(runs.forSize(reference), 2), report.DefaultQPS, report.DefaultBurst)
+	for _, n := range distinct(reference, largest) {
+		report.Profiles = append(report.Profiles, h.measureProfile(t, n))
+	}
 	report.Polling = <-polling
 	report.Took = time.Since(began)
 
@@ -92,6 +101,22 @@ func TestBench(t *testing.T) {
 	if all := report.AllAnomalies(); len(all) > 0 {
 		t.Errorf("trainstep recreated objects that nothing deleted in %d runs:\n%s", len(all), strings.Join(all, "\n"))
 	}
+}
+
+// referenceSize is where most targets are set, TargetReplicas, when
+// measured; else the largest size.
+func referenceSize(sizes []int) int {
+	if slices.Contains(sizes, TargetReplicas) {
+		return TargetReplicas
+	}
+	return sizes[len(sizes)-1]
+}
+
+func distinct(a, b int) []int {
+	if a == b {
+		return []int{a}
+	}
+	return []int{a, b}
 }
 
 // TestRenderBenchmarks rewrites BENCHMARKS.md and the plots from the
@@ -128,13 +153,21 @@ func newHarness(t *testing.T, c *cluster.Cluster) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	binary := os.Getenv(binaryEnv)
-	if binary == "" {
-		if binary, err = BuildTrainstep(repoRoot(t), t.TempDir()); err != nil {
-			t.Fatal(err)
-		}
+	serviceCollection, err := CanDeleteServiceCollection(admin)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return &harness{c: c, binary: binary, admin: admin}
+	h := &harness{c: c, admin: admin, serviceCollection: serviceCollection, binary: os.Getenv(binaryEnv)}
+	if h.binary != "" {
+		h.build = "given by " + binaryEnv
+		return h
+	}
+	version := os.Getenv(versionEnv)
+	if h.binary, err = BuildTrainstep(ctx, repoRoot(t), t.TempDir(), version); err != nil {
+		t.Fatal(err)
+	}
+	h.build = fmt.Sprintf("`go build -trimpath -ldflags=%q` with CGO_ENABLED=0, as `make image` builds it", gobuild.LDFlags(version))
+	return h
 }
 
 // warmUp runs each side once at a small size, unrecorded, so connection
@@ -146,7 +179,7 @@ func (h *harness) warmUp(t *testing.T) {
 		_, err := h.runTrainstep(context.Background(), j, 0, 0, nil)
 		check(t, "trainstep", err)
 		j = h.prepare(t, spec)
-		_, err = h.runBaseline(context.Background(), j)
+		_, err = h.runBaseline(context.Background(), j, "")
 		check(t, "baseline", err)
 	})
 }
@@ -180,13 +213,12 @@ func (h *harness) measureSize(t *testing.T, n, runs int) SizeResult {
 		}
 		baseline := func(t *testing.T) {
 			j := h.prepare(t, jobSpec(n, v1alpha1.CleanPodPolicyNone, ""))
-			run, err := h.runBaseline(context.Background(), j)
+			run, err := h.runBaseline(context.Background(), j, "")
 			check(t, "baseline", err)
 			res.Baseline.First = append(res.Baseline.First, run.first)
 			res.Baseline.Created = append(res.Baseline.Created, run.created)
 			res.Baseline.Running = append(res.Baseline.Running, run.running)
-			res.BaselineDelete = append(res.BaselineDelete, run.deleted)
-			t.Logf("baseline: first %s, created %s, running %s, deleted %s", ms(run.first), ms(run.created), ms(run.running), ms(run.deleted))
+			t.Logf("baseline: first %s, created %s, running %s", ms(run.first), ms(run.created), ms(run.running))
 		}
 		first, second := trainstep, baseline
 		firstName, secondName := "trainstep", "baseline"
@@ -211,11 +243,13 @@ func (h *harness) measureSize(t *testing.T, n, runs int) SizeResult {
 	return res
 }
 
-// measureTeardown sends SIGTERM to running jobs of n workers.
+// measureTeardown sends SIGTERM to running jobs of n workers and, in the
+// same rounds, lets the baseline delete a running job of its own each way,
+// the three taking turns at going first.
 func (h *harness) measureTeardown(t *testing.T, n, runs int) TeardownResult {
 	res := TeardownResult{Replicas: n}
-	for round := 1; round <= runs; round++ {
-		t.Run(fmt.Sprintf("teardown/%d/run-%d", n, round), func(t *testing.T) {
+	trainstep := func(round int) func(t *testing.T) {
+		return func(t *testing.T) {
 			j := h.prepare(t, jobSpec(n, "", ""))
 			run, err := h.runTeardown(context.Background(), j)
 			check(t, "teardown", err)
@@ -227,7 +261,33 @@ func (h *harness) measureTeardown(t *testing.T, n, runs int) TeardownResult {
 				t.Logf("anomaly: %s", run.anomaly)
 			}
 			t.Logf("teardown: gone %s, exited %s, requests %v", ms(run.gone), ms(run.exited), run.requests)
-		})
+		}
+	}
+	baseline := func(way DeleteWay, into *[]time.Duration) func(t *testing.T) {
+		return func(t *testing.T) {
+			j := h.prepare(t, jobSpec(n, "", ""))
+			run, err := h.runBaseline(context.Background(), j, way)
+			check(t, "baseline", err)
+			*into = append(*into, run.deleted)
+			if way == DeleteByLabel {
+				res.CollectionRequests = append(res.CollectionRequests, run.collectionRequests)
+			}
+			t.Logf("baseline %s: gone %s (%d DeleteCollection requests)", way, ms(run.deleted), run.collectionRequests)
+		}
+	}
+	for round := 1; round <= runs; round++ {
+		turns := []struct {
+			name string
+			run  func(t *testing.T)
+		}{
+			{"trainstep", trainstep(round)},
+			{"baseline-loop", baseline(DeleteLoop, &res.BaselineLoop)},
+			{"baseline-collection", baseline(DeleteByLabel, &res.BaselineCollection)},
+		}
+		for i := range turns {
+			turn := turns[(i+round-1)%len(turns)]
+			t.Run(fmt.Sprintf("teardown/%d/run-%d/%s", n, round, turn.name), turn.run)
+		}
 	}
 	return res
 }
@@ -298,16 +358,16 @@ func (h *harness) measureRateLimits(t *testing.T, n, runs int, defaultQPS float3
 	return results
 }
 
-// measureProfile runs the largest job once more under --cpu-profile and
+// measureProfile runs a job of n workers once more under --cpu-profile and
 // --mem-profile with the runtime's GC trace, and keeps pprof's top functions.
-func (h *harness) measureProfile(t *testing.T, n int, report *Report) {
+func (h *harness) measureProfile(t *testing.T, n int) ProfileResult {
+	p := ProfileResult{Replicas: n}
 	t.Run(fmt.Sprintf("profile/%d", n), func(t *testing.T) {
 		j := h.prepare(t, jobSpec(n, v1alpha1.CleanPodPolicyNone, ""))
 		cpuProfile, memProfile := filepath.Join(j.dir, "cpu.pprof"), filepath.Join(j.dir, "heap.pprof")
 		run, err := h.runTrainstep(context.Background(), j, 0, 0, []string{"GODEBUG=gctrace=1"},
 			"--cpu-profile", cpuProfile, "--mem-profile", memProfile)
 		check(t, "trainstep", err)
-		p := &report.Profile
 		p.CPUTop = pprofTop(t, h.binary, cpuProfile)
 		p.CPUOwn = pprofTop(t, h.binary, cpuProfile, "-cum", "-show=^github.com/trainstep/")
 		p.AllocTop = pprofTop(t, h.binary, memProfile, "-sample_index=alloc_space")
@@ -315,6 +375,7 @@ func (h *harness) measureProfile(t *testing.T, n int, report *Report) {
 		p.PeakRSS, p.PeakAnon, p.PeakFile = run.exit.PeakRSS, run.exit.PeakAnon, run.exit.PeakFile
 		t.Logf("profile: CPU %s over %s; GC %+v", ms(run.exit.CPU), ms(run.wall), p.GC)
 	})
+	return p
 }
 
 // pprofTop is `go tool pprof -top` of a profile, its top 12 entries, without
@@ -340,7 +401,7 @@ func ms(d time.Duration) string { return d.Round(time.Millisecond).String() }
 func benchSizes(t *testing.T) []int {
 	value := os.Getenv(sizesEnv)
 	if value == "" {
-		return []int{8, 64, 512}
+		return []int{8, 64, TargetReplicas, TargetLargeReplicas}
 	}
 	var sizes []int
 	for _, field := range strings.Split(value, ",") {
@@ -355,15 +416,22 @@ func benchSizes(t *testing.T) []int {
 
 // runCounts says how many runs each figure gets.
 type runCounts struct {
-	small, large int // below and from largeJob workers
+	small, large, huge int // below largeJob workers, from largeJob, from hugeJob
 }
 
-// largeJob is the size from which a run takes tens of seconds, so it gets
-// fewer runs to keep `make bench` within its time budget.
-const largeJob = 256
+// largeJob is the size from which a run takes tens of seconds, hugeJob the
+// one from which it takes about a minute: they get fewer runs to keep `make
+// bench` within its time budget.
+const (
+	largeJob = 256
+	hugeJob  = 2048
+)
 
 func (r runCounts) forSize(n int) int {
-	if n >= largeJob {
+	switch {
+	case n >= hugeJob:
+		return r.huge
+	case n >= largeJob:
 		return r.large
 	}
 	return r.small
@@ -372,13 +440,13 @@ func (r runCounts) forSize(n int) int {
 func benchRuns(t *testing.T) runCounts {
 	value := os.Getenv(runsEnv)
 	if value == "" {
-		return runCounts{small: 5, large: 3}
+		return runCounts{small: 5, large: 3, huge: 2}
 	}
 	n, err := strconv.Atoi(value)
 	if err != nil || n < 1 {
 		t.Fatalf("%s: %q is not a positive number", runsEnv, value)
 	}
-	return runCounts{small: n, large: n}
+	return runCounts{small: n, large: n, huge: n}
 }
 
 // repoRoot is the module root, two directories above this package.

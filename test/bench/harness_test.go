@@ -10,24 +10,32 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/render"
 	"github.com/trainstep/trainstep/pkg/result"
 	"github.com/trainstep/trainstep/test/cluster"
 )
 
-// runTimeout bounds one measured run, generous for 512 replicas on two busy cores.
-const runTimeout = 4 * time.Minute
+// runTimeout bounds one measured run of n replicas, generous on two busy
+// cores: 4 minutes, and a tenth of a second more per replica.
+func runTimeout(n int) time.Duration { return 4*time.Minute + time.Duration(n)*100*time.Millisecond }
 
 // harness runs the measurements against one test cluster.
 type harness struct {
 	c      *cluster.Cluster
 	binary string
+	build  string // how the binary was built, for the report
 	// admin deletes and patches for the bench; it has no client-side rate limit.
 	admin kubernetes.Interface
+	// serviceCollection: the API server offers deletecollection on Services.
+	serviceCollection bool
 }
 
 // namespacedJob is a fresh namespace and a job file for one run.
@@ -40,7 +48,7 @@ type namespacedJob struct {
 
 func (h *harness) prepare(t testing.TB, spec JobSpec) namespacedJob {
 	t.Helper()
-	j := namespacedJob{ns: h.c.Namespace(t), spec: spec, dir: t.TempDir()}
+	j := namespacedJob{ns: h.namespace(t), spec: spec, dir: t.TempDir()}
 	manifest, err := spec.Manifest()
 	if err != nil {
 		t.Fatal(err)
@@ -50,6 +58,45 @@ func (h *harness) prepare(t testing.TB, spec JobSpec) namespacedJob {
 		t.Fatal(err)
 	}
 	return j
+}
+
+// namespacePrefix starts the bench's namespaces. Every address in a pod's
+// TF_CONFIG names the namespace, and at 2048 workers a namespace named after
+// the test (36 characters) makes TF_CONFIG longer than the 128 KiB Linux
+// allows one environment variable, which trainstep refuses before creating
+// anything: the bench's namespaces are "b-" and five random characters.
+const namespacePrefix = "b-"
+
+// namespace creates a fresh namespace for one run, deleted when the test
+// ends, once its default ServiceAccount exists (pods need it).
+func (h *harness) namespace(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ns, err := h.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: namespacePrefix},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := h.admin.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting namespace %s: %v", ns.Name, err)
+		}
+	})
+	err = wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, err := h.admin.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		t.Fatalf("waiting for the default ServiceAccount of %s: %v", ns.Name, err)
+	}
+	return ns.Name
 }
 
 // trainstepRun is what one measured `trainstep run` produced.
@@ -72,7 +119,7 @@ type trainstepRun struct {
 func (h *harness) runTrainstep(ctx context.Context, j namespacedJob, qps float32, burst int, env []string, extraArgs ...string) (trainstepRun, error) {
 	var run trainstepRun
 	n := j.spec.Workers
-	ctx, cancel := context.WithTimeout(ctx, runTimeout)
+	ctx, cancel := context.WithTimeout(ctx, runTimeout(j.spec.Workers))
 	defer cancel()
 	tracker, err := Track(ctx, h.c.Config, j.ns)
 	if err != nil {
@@ -87,13 +134,15 @@ func (h *harness) runTrainstep(ctx context.Context, j namespacedJob, qps float32
 		p.Kill()
 		return run, fmt.Errorf("%w; trainstep stderr:\n%s", err, tail(p.stderr.String(), 4000))
 	}
-	if err := waitCreated(ctx, tracker, n); err != nil {
+	launching, stop := p.WhileRunning(ctx)
+	defer stop()
+	if err := waitCreated(launching, tracker, n); err != nil {
 		return fail(err)
 	}
 	if run.cpuToCreated, err = p.CPUSoFar(); err != nil {
 		return fail(err)
 	}
-	if err := waitRunning(ctx, tracker, n); err != nil {
+	if err := waitRunning(launching, tracker, n); err != nil {
 		return fail(err)
 	}
 	run.first = tracker.FirstCreatedAt().Sub(p.Started)
@@ -134,7 +183,7 @@ func (h *harness) runTrainstep(ctx context.Context, j namespacedJob, qps float32
 // objects created; then it kills trainstep and clears the namespace.
 func (h *harness) runLaunchOnly(ctx context.Context, j namespacedJob, qps float32, burst int) (time.Duration, error) {
 	n := j.spec.Workers
-	ctx, cancel := context.WithTimeout(ctx, runTimeout)
+	ctx, cancel := context.WithTimeout(ctx, runTimeout(j.spec.Workers))
 	defer cancel()
 	tracker, err := Track(ctx, h.c.Config, j.ns)
 	if err != nil {
@@ -145,7 +194,9 @@ func (h *harness) runLaunchOnly(ctx context.Context, j namespacedJob, qps float3
 	if err != nil {
 		return 0, err
 	}
-	err = waitCreated(ctx, tracker, n)
+	launching, stop := p.WhileRunning(ctx)
+	err = waitCreated(launching, tracker, n)
+	stop()
 	p.Kill()
 	if err != nil {
 		return 0, fmt.Errorf("%w; trainstep stderr:\n%s", err, tail(p.stderr.String(), 4000))
@@ -231,16 +282,18 @@ func (h *harness) clear(ctx context.Context, tracker *Tracker, ns string, gracef
 // baselineRun is what one run of the client-go loop produced.
 type baselineRun struct {
 	first, created, running time.Duration // from the start of the loop
-	deleted                 time.Duration // the same loop deleting everything, until gone
+	deleted                 time.Duration // deleting everything the measured way, until gone
+	collectionRequests      int           // DeleteCollection requests sent, with DeleteByLabel
 }
 
 // runBaseline creates the objects `trainstep render` prints with the plain
-// client-go loop, waits for every pod to run, then deletes them all with the
-// same loop.
-func (h *harness) runBaseline(ctx context.Context, j namespacedJob) (baselineRun, error) {
+// client-go loop and waits for every pod to run. Then it deletes them all:
+// with a DeleteWay, gracefully as trainstep does and measured until gone;
+// without one, at once and unmeasured.
+func (h *harness) runBaseline(ctx context.Context, j namespacedJob, way DeleteWay) (baselineRun, error) {
 	var run baselineRun
 	n := j.spec.Workers
-	ctx, cancel := context.WithTimeout(ctx, runTimeout)
+	ctx, cancel := context.WithTimeout(ctx, runTimeout(n))
 	defer cancel()
 	objs, err := Render(ctx, h.binary, j.file, j.ns)
 	if err != nil {
@@ -266,9 +319,21 @@ func (h *harness) runBaseline(ctx context.Context, j namespacedJob) (baselineRun
 	}
 	run.first = tracker.FirstCreatedAt().Sub(start)
 	run.created, run.running = tracker.CreatedAt(n).Sub(start), tracker.RunningAt(n).Sub(start)
-	// Measured like trainstep's own deletes: graceful, completed by KWOK.
 	deleteStart := time.Now()
-	if err := h.clear(ctx, tracker, j.ns, true); err != nil {
+	switch way {
+	case "":
+		return run, h.clear(ctx, tracker, j.ns, false)
+	case DeleteLoop:
+		err = DeleteAll(ctx, client, j.ns, true)
+	case DeleteByLabel:
+		run.collectionRequests, err = DeleteCollections(ctx, client, j.ns, render.JobSelector(j.spec.Name).String(), h.serviceCollection)
+	default:
+		return run, fmt.Errorf("unknown delete way %q", way)
+	}
+	if err != nil {
+		return run, fmt.Errorf("baseline %s: %w", way, err)
+	}
+	if err := tracker.WaitFor(ctx, "the namespace to empty", func(c Counts) bool { return c.LivePods == 0 && c.LiveServices == 0 }); err != nil {
 		return run, err
 	}
 	run.deleted = tracker.LastGoneAt().Sub(deleteStart)
@@ -288,7 +353,7 @@ type teardownRun struct {
 func (h *harness) runTeardown(ctx context.Context, j namespacedJob) (teardownRun, error) {
 	var run teardownRun
 	n := j.spec.Workers
-	ctx, cancel := context.WithTimeout(ctx, runTimeout)
+	ctx, cancel := context.WithTimeout(ctx, runTimeout(j.spec.Workers))
 	defer cancel()
 	tracker, err := Track(ctx, h.c.Config, j.ns)
 	if err != nil {
@@ -298,9 +363,11 @@ func (h *harness) runTeardown(ctx context.Context, j namespacedJob) (teardownRun
 	if err != nil {
 		return run, err
 	}
-	if err := waitLaunched(ctx, tracker, n); err != nil {
+	launching, stop := p.WhileRunning(ctx)
+	defer stop()
+	if err := waitLaunched(launching, tracker, n); err != nil {
 		p.Kill()
-		return run, err
+		return run, fmt.Errorf("%w; trainstep stderr:\n%s", err, tail(p.stderr.String(), 4000))
 	}
 	signalled := time.Now()
 	if err := p.Signal(syscall.SIGTERM); err != nil {
@@ -329,7 +396,7 @@ func (h *harness) runTeardown(ctx context.Context, j namespacedJob) (teardownRun
 // run's API requests (for comparing jobs of different lengths), how long
 // trainstep ran, and any anomaly.
 func (h *harness) runToEnd(ctx context.Context, j namespacedJob, length time.Duration) (map[string]int, time.Duration, string, error) {
-	ctx, cancel := context.WithTimeout(ctx, runTimeout+length)
+	ctx, cancel := context.WithTimeout(ctx, runTimeout(j.spec.Workers)+length)
 	defer cancel()
 	tracker, err := Track(ctx, h.c.Config, j.ns)
 	if err != nil {

@@ -19,21 +19,34 @@ import (
 const (
 	PlotFile          = "docs/benchmarks/launch.svg"
 	RateLimitPlotFile = "docs/benchmarks/rate-limits.svg"
+	MemoryPlotFile    = "docs/benchmarks/memory.svg"
 )
 
 var (
 	trainstepColor = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
 	baselineColor  = color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}
 	runningDashes  = []vg.Length{vg.Points(6), vg.Points(3)}
+	anonColor      = color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}
+	fileColor      = color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff}
+	limitDashes    = []vg.Length{vg.Points(2), vg.Points(2)}
 )
 
 // series is one line of medians with min–max error bars.
 type series struct {
 	name    string
 	x       []float64
-	samples [][]time.Duration
+	samples [][]float64
 	color   color.Color
 	dashes  []vg.Length
+}
+
+// seconds turns each run's durations into seconds for a series.
+func seconds(runs [][]time.Duration) [][]float64 {
+	out := make([][]float64, len(runs))
+	for i, ds := range runs {
+		out[i] = Seconds(ds)
+	}
+	return out
 }
 
 // medianPoints are a series' medians with their distance to min and max.
@@ -45,7 +58,7 @@ type medianPoints struct {
 func (s series) points() medianPoints {
 	var m medianPoints
 	for i, samples := range s.samples {
-		spread := Summarize(Seconds(samples))
+		spread := Summarize(samples)
 		if spread.Runs == 0 {
 			continue
 		}
@@ -97,10 +110,10 @@ func LaunchPlot(r Report) (*plot.Plot, error) {
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	p.Legend.Top, p.Legend.Left = true, true
 	for _, s := range []series{
-		{"trainstep: all created", x, tsCreated, trainstepColor, nil},
-		{"trainstep: all Running", x, tsRunning, trainstepColor, runningDashes},
-		{"baseline: all created", x, blCreated, baselineColor, nil},
-		{"baseline: all Running", x, blRunning, baselineColor, runningDashes},
+		{"trainstep: all created", x, seconds(tsCreated), trainstepColor, nil},
+		{"trainstep: all Running", x, seconds(tsRunning), trainstepColor, runningDashes},
+		{"baseline: all created", x, seconds(blCreated), baselineColor, nil},
+		{"baseline: all Running", x, seconds(blRunning), baselineColor, runningDashes},
 	} {
 		if err := s.addTo(p); err != nil {
 			return nil, err
@@ -109,15 +122,15 @@ func LaunchPlot(r Report) (*plot.Plot, error) {
 	return p, nil
 }
 
-// RateLimitPlot draws the largest job's launch against trainstep's client
-// rate limit, with the baseline's median as a reference line.
+// RateLimitPlot draws the launch of the job the rate limits were measured
+// at against trainstep's client rate limit, with the baseline's median as a reference line.
 func RateLimitPlot(r Report) (*plot.Plot, error) {
-	if len(r.RateLimits) == 0 || len(r.Sizes) == 0 {
+	if len(r.RateLimits) == 0 {
 		return nil, nil
 	}
-	largest := r.Sizes[len(r.Sizes)-1]
+	n := r.RateLimits[0].Replicas
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Launch of %d workers by --kube-api-qps/--kube-api-burst (median, min–max)", largest.Replicas)
+	p.Title.Text = fmt.Sprintf("Launch of %d workers by --kube-api-qps/--kube-api-burst (median, min–max)", n)
 	p.X.Label.Text = "--kube-api-qps"
 	p.Y.Label.Text = "seconds from start"
 	p.X.Scale = plot.LogScale{}
@@ -131,17 +144,68 @@ func RateLimitPlot(r Report) (*plot.Plot, error) {
 	}
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	p.Legend.Top = true
-	if err := (series{"trainstep: all created", x, created, trainstepColor, nil}).addTo(p); err != nil {
+	if err := (series{"trainstep: all created", x, seconds(created), trainstepColor, nil}).addTo(p); err != nil {
 		return nil, err
 	}
-	if baseline := Summarize(Seconds(largest.Baseline.Created)); baseline.Runs > 0 {
+	size, _ := r.Size(n)
+	if baseline := Summarize(Seconds(size.Baseline.Created)); baseline.Runs > 0 {
 		ref := plotter.NewFunction(func(float64) float64 { return baseline.Median })
-		ref.Color, ref.Dashes = baselineColor, []vg.Length{vg.Points(2), vg.Points(2)}
+		ref.Color, ref.Dashes = baselineColor, limitDashes
 		p.Add(ref)
 		p.Legend.Add("baseline: all created (no client limit)", ref)
 	}
 	p.Y.Min = 0
 	p.X.Min, p.X.Max = p.X.Min/1.3, p.X.Max*1.3 // room for the end labels
+	return p, nil
+}
+
+// MemoryPlot draws trainstep's peak resident memory, and its anonymous and
+// file-backed parts, against the job size, with the targets' limits.
+func MemoryPlot(r Report) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = "trainstep's peak resident memory (median, min–max)"
+	p.X.Label.Text = "workers (one pod and one headless Service each)"
+	p.Y.Label.Text = "MiB"
+	p.X.Scale = plot.LogScale{}
+	var x []float64
+	var ticks []plot.Tick
+	var rss, anon, file [][]float64
+	for _, s := range r.Sizes {
+		x = append(x, float64(s.Replicas))
+		ticks = append(ticks, plot.Tick{Value: float64(s.Replicas), Label: strconv.Itoa(s.Replicas)})
+		rss, anon, file = append(rss, mebibytes(s.PeakRSSBytes)), append(anon, mebibytes(s.PeakAnonBytes)), append(file, mebibytes(s.PeakFileBytes))
+	}
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
+	p.Legend.Top, p.Legend.Left = true, true
+	for _, s := range []series{
+		{"peak RSS (VmHWM)", x, rss, trainstepColor, nil},
+		{"anonymous (heap, stacks)", x, anon, anonColor, runningDashes},
+		{"file-backed (the binary's pages)", x, file, fileColor, runningDashes},
+	} {
+		if err := s.addTo(p); err != nil {
+			return nil, err
+		}
+	}
+	for _, limit := range []struct {
+		n     int
+		bytes int64
+	}{{TargetReplicas, TargetPeakRSSBytes}, {TargetLargeReplicas, TargetLargePeakRSSBytes}} {
+		mib := float64(limit.bytes >> 20)
+		target, err := plotter.NewLine(plotter.XYs{{X: float64(limit.n) / 1.15, Y: mib}, {X: float64(limit.n) * 1.15, Y: mib}})
+		if err != nil {
+			return nil, fmt.Errorf("plotting the RSS target: %w", err)
+		}
+		target.Color, target.Dashes, target.Width = baselineColor, limitDashes, vg.Points(1.5)
+		p.Add(target)
+		if limit.n == TargetReplicas {
+			p.Legend.Add(fmt.Sprintf("target: %d MiB at %d, %d MiB at %d", TargetPeakRSSBytes>>20, TargetReplicas,
+				TargetLargePeakRSSBytes>>20, TargetLargeReplicas), target)
+		}
+	}
+	p.Y.Min = 0
+	if len(x) > 0 {
+		p.X.Min, p.X.Max = min(p.X.Min, x[0])/1.3, max(p.X.Max, x[len(x)-1])*1.3
+	}
 	return p, nil
 }
 

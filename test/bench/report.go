@@ -34,6 +34,13 @@ func (r Report) WriteFiles(root string) error {
 	if err := savePlot(launch, filepath.Join(root, PlotFile)); err != nil {
 		return err
 	}
+	rss, err := MemoryPlot(r)
+	if err != nil {
+		return err
+	}
+	if err := savePlot(rss, filepath.Join(root, MemoryPlotFile)); err != nil {
+		return err
+	}
 	limits, err := RateLimitPlot(r)
 	if err != nil {
 		return err
@@ -92,6 +99,17 @@ var templateFuncs = template.FuncMap{
 	},
 	"requestRows": requestRows,
 	"largest":     func(r Report) SizeResult { return r.Sizes[len(r.Sizes)-1] },
+	"megabytes":   func(b int64) float64 { return float64(b) / 1e6 },
+	"size": func(r Report, n int) *SizeResult {
+		if s, ok := r.Size(n); ok {
+			return &s
+		}
+		return nil
+	},
+	"teardown":    func(r Report, n int) TeardownResult { t, _ := r.Teardown(n); return t },
+	"targetSize":  func() int { return TargetReplicas },
+	"largeSize":   func() int { return TargetLargeReplicas },
+	"slopeGrowth": func() float64 { return TargetSlopeGrowth },
 	"indent":      func(s string) string { return "    " + strings.ReplaceAll(s, "\n", "\n    ") },
 	"percent": func(part, whole time.Duration) string {
 		return fmt.Sprintf("%.0f%%", 100*part.Seconds()/whole.Seconds())
@@ -143,9 +161,10 @@ func (r Report) Table() string {
 			s.CleanRequests.Count("create").Format("%.0f"), s.CleanRequests.Count("delete").Format("%.0f"), RequestLimit(s.Replicas))
 	}
 	fmt.Fprintln(w)
-	if len(r.Teardown.Gone) > 0 {
-		fmt.Fprintf(w, "teardown of %d workers: gone %s, trainstep exited %s\n", r.Teardown.Replicas,
-			formatSeconds(r.Teardown.Gone), formatSeconds(r.Teardown.Exited))
+	for _, t := range r.Teardowns {
+		fmt.Fprintf(w, "teardown of %d workers: gone %s, trainstep exited %s; baseline %s %s, %s %s; ratio %s\n", t.Replicas,
+			formatSeconds(t.Gone), formatSeconds(t.Exited), DeleteLoop, formatSeconds(t.BaselineLoop),
+			DeleteByLabel, formatSeconds(t.BaselineCollection), t.Ratio().Format("%.2f"))
 	}
 	if r.Polling.LongRequests != nil {
 		fmt.Fprintf(w, "polling check, requests: %s job %d, %s job %d\n", r.Polling.Short, sum(r.Polling.ShortRequests), r.Polling.Long, sum(r.Polling.LongRequests))

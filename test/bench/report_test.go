@@ -23,42 +23,73 @@ func secs(values ...float64) []time.Duration {
 func sampleReport() Report {
 	return Report{
 		Generated: time.Date(2025, 1, 2, 3, 4, 0, 0, time.UTC), Took: 9 * time.Minute,
-		Machine: "test CPU, 2 cores", BinaryBytes: 73e6, Cluster: "Kubernetes v1.34.4", DefaultQPS: 200, DefaultBurst: 400,
+		Machine: "test CPU, 2 cores", BinaryBytes: 52e6, BinaryBuild: "`go build -trimpath`", ServiceCollection: true,
+		Cluster: "Kubernetes v1.34.4", DefaultQPS: 200, DefaultBurst: 400,
 		Sizes: []SizeResult{
 			{
-				Replicas:  8,
+				Replicas:  64,
 				Trainstep: LaunchTimes{Created: secs(0.4, 0.5, 0.6), Running: secs(0.6, 0.7, 0.8)},
 				Baseline:  LaunchTimes{Created: secs(0.1, 0.1, 0.1), Running: secs(0.3, 0.3, 0.3)},
-				Detection: secs(0.05, 0.06, 0.07), EndToOutputs: secs(0.1, 0.2, 0.3), BaselineDelete: secs(0.1),
+				Detection: secs(0.05, 0.06, 0.07), EndToOutputs: secs(0.1, 0.2, 0.3),
 				PeakRSSBytes: []float64{30 << 20}, PeakAnonBytes: []float64{10 << 20}, PeakFileBytes: []float64{20 << 20}, CPU: secs(0.2),
 				CleanRequests: RequestRuns{
-					{"create pods": 8, "create services": 8, "delete pods": 7, "delete services": 7, "watch pods": 1},
-					{"create pods": 8, "create services": 9, "delete pods": 7, "delete services": 7, "watch pods": 1},
+					{"create pods": 64, "create services": 64, "delete pods": 63, "delete services": 63, "watch pods": 1},
+					{"create pods": 64, "create services": 65, "delete pods": 63, "delete services": 63, "watch pods": 1},
 				},
 			},
 			{
 				Replicas:  512,
 				Trainstep: LaunchTimes{First: secs(0.5, 0.6, 0.7), Created: secs(8, 9, 10), Running: secs(9, 10, 11)},
 				Baseline:  LaunchTimes{First: secs(0.1, 0.1, 0.1), Created: secs(8, 8, 8), Running: secs(9, 9, 9)},
-				Detection: secs(0.1, 0.3, 0.4), EndToOutputs: secs(3), BaselineDelete: secs(4),
-				PeakRSSBytes: []float64{50 << 20, 70 << 20, 80 << 20}, CPU: secs(3), CPUToCreated: secs(2),
+				Detection: secs(0.1, 0.3, 0.4), EndToOutputs: secs(3),
+				// 28 MiB more than at 64 workers over 448 more workers: 64 KiB per replica.
+				PeakRSSBytes: []float64{50 << 20, 58 << 20, 80 << 20}, PeakAnonBytes: []float64{30 << 20}, PeakFileBytes: []float64{28 << 20},
+				CPU: secs(3), CPUToCreated: secs(1, 1.1, 1.2),
 				CleanRequests: RequestRuns{
 					{"create pods": 512, "create services": 512, "create selfsubjectaccessreviews": 12, "delete pods": 511, "delete services": 511},
 				},
 				Anomalies: []string{"512 workers, round 2: trainstep made 513 pods"},
 			},
+			{
+				Replicas:  2048,
+				Trainstep: LaunchTimes{First: secs(0.5, 0.6), Created: secs(40, 42), Running: secs(50, 52)},
+				Baseline:  LaunchTimes{First: secs(0.1, 0.1), Created: secs(40, 40), Running: secs(50, 50)},
+				Detection: secs(0.1, 0.1), EndToOutputs: secs(10, 11),
+				// 192 MiB more than at 512 over 1536 more workers: 128 KiB per replica, twice the slope below.
+				PeakRSSBytes: []float64{250 << 20}, PeakAnonBytes: []float64{220 << 20}, PeakFileBytes: []float64{30 << 20},
+				CPU: secs(12, 13), CPUToCreated: secs(4, 4),
+				CleanRequests: RequestRuns{
+					{"create pods": 2048, "create services": 2048, "delete pods": 2047, "delete services": 2047},
+					{"create pods": 2048, "create services": 2048, "delete pods": 2047, "delete services": 2047},
+				},
+			},
 		},
-		Teardown: TeardownResult{Replicas: 512, Gone: secs(5), Exited: secs(5.5),
-			Requests: RequestRuns{{"create pods": 512, "create services": 512, "delete pods": 512, "delete services": 512}}},
+		Teardowns: []TeardownResult{
+			{Replicas: 512, Gone: secs(5, 6), Exited: secs(5.5, 6.5), BaselineLoop: secs(4, 5), BaselineCollection: secs(6, 7), CollectionRequests: []int{2, 2},
+				Requests: RequestRuns{{"create pods": 512, "create services": 512, "delete pods": 512, "delete services": 512}}},
+			{Replicas: 2048, Gone: secs(30, 30), Exited: secs(20, 20), BaselineLoop: secs(25, 25), BaselineCollection: secs(20, 22), CollectionRequests: []int{3, 4},
+				Requests: RequestRuns{{"create pods": 2048, "create services": 2048, "delete pods": 2048, "delete services": 2048}}},
+		},
 		Polling: PollingResult{Replicas: 8, Short: 10 * time.Second, Long: time.Minute,
 			ShortRequests: map[string]int{"watch pods": 1, "list pods": 1}, LongRequests: map[string]int{"watch pods": 2, "list pods": 1},
 			Anomalies: []string{"8 workers running 1m0s: trainstep made 9 pods"}},
 		RateLimits: []RateLimitResult{{Replicas: 512, QPS: 50, Burst: 100, Created: secs(20)}},
-		Profile: ProfileResult{
-			CPUTop: "flat  flat%\n1s 50% runtime.gcBgMarkWorker", AllocTop: "Type: alloc_space\n      flat  flat%   sum%        cum   cum%\n      90MB 60% 60% 90MB 60% encoding/json.Marshal",
-			CPU: 3 * time.Second, Wall: 12 * time.Second,
-			PeakRSS: 150 << 20, PeakAnon: 120 << 20, PeakFile: 30 << 20,
-			GC: GCTrace{Collections: 20, PeakHeapMB: 90, PeakLiveMB: 45, PeakGoalMB: 92},
+		Profiles: []ProfileResult{
+			{
+				Replicas: 512,
+				CPUTop:   "flat  flat%\n1s 50% runtime.gcBgMarkWorker", AllocTop: "Type: alloc_space\n      flat  flat%   sum%        cum   cum%\n      90MB 60% 60% 90MB 60% encoding/json.Marshal",
+				CPUOwn: "      flat  flat%   sum%        cum   cum%\n         0     0%     0%      1.5s 50.00%  github.com/trainstep/trainstep/pkg/reconcile.(*Controller).launch",
+				CPU:    3 * time.Second, Wall: 12 * time.Second,
+				PeakRSS: 150 << 20, PeakAnon: 120 << 20, PeakFile: 30 << 20,
+				GC: GCTrace{Collections: 20, PeakHeapMB: 90, PeakLiveMB: 45, PeakGoalMB: 92},
+			},
+			{
+				Replicas: 2048,
+				CPUTop:   "flat  flat%\n4s 50% runtime.gcBgMarkWorker", AllocTop: "Type: alloc_space\n      flat  flat%   sum%        cum   cum%\n      400MB 60% 60% 400MB 60% k8s.io/api/core/v1.(*EnvVar).Unmarshal",
+				CPU: 12 * time.Second, Wall: 60 * time.Second,
+				PeakRSS: 250 << 20, PeakAnon: 220 << 20, PeakFile: 30 << 20,
+				GC: GCTrace{Collections: 50, PeakHeapMB: 300, PeakLiveMB: 150, PeakGoalMB: 300},
+			},
 		},
 	}
 }
@@ -74,14 +105,24 @@ func TestTargetsNameWhatIsMissed(t *testing.T) {
 		measured string
 	}{
 		// 9/8 = 1.125 median of the paired ratios 1.0, 1.125, 1.25.
-		{"launch at 512: trainstep/baseline, all created", true, "1.12 (1.00–1.25)"},
-		{"detection at 8 (median)", true, "60 (50–70) ms"},
+		{"launch at 512: trainstep/baseline, all created", false, "1.12 (1.00–1.25)"},
+		// 10/9 = 1.11 median of 1.0, 1.11, 1.22.
+		{"launch at 512: trainstep/baseline, all Running", false, "1.11 (1.00–1.22)"},
+		{"first object at 512: trainstep's start → its first object", false, "0.60 (0.50–0.70) s"},
+		{"trainstep's CPU until all created at 512", true, "1.100 (1.000–1.200) s"},
+		// Against the loop (median 4.5 s, faster than DeleteCollection's 6.5 s): 5/4 and 6/5.
+		{"SIGTERM teardown at 512: trainstep/faster baseline way", false, "1.23 (1.20–1.25) (against parallel deletes)"},
+		{"detection at 64 (median)", true, "60 (50–70) ms"},
 		{"detection at 512 (median)", false, "300 (100–400) ms"},
-		{"API cost at 8: creates / deletes of a clean run", true, "16 (16–17) / 14"},
+		{"API cost at 64: creates / deletes of a clean run", true, "128 (128–129) / 126"},
 		{"API cost at 512: creates / deletes of a clean run", false, "1036 / 1022"},
 		{"API cost at 512: creates / deletes of a stopped run", true, "1024 / 1024"},
+		{"API cost at 2048: creates / deletes of a stopped run", true, "4096 / 4096"},
+		{"no pod or Service created twice in any run of 2048 workers", true, "0 of 6 runs"},
 		{"no polling: requests of a 1m0s job minus a 10s job, 8 workers", true, "+1 (3 vs 2)"},
-		{"peak RSS at 512", false, "70 (50–80) MiB"},
+		{"peak RSS at 512", true, "58 (50–80) MiB"},
+		{"peak RSS at 2048", false, "250 MiB"},
+		{"RSS per replica flat from 512 to 2048", false, "128.0 KiB per replica from 512 to 2048, 64.0 from 64 to 512 (2.00 ×)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -96,6 +137,26 @@ func TestTargetsNameWhatIsMissed(t *testing.T) {
 	}
 }
 
+func TestTargetsOfSizesNotMeasuredAreMissed(t *testing.T) {
+	r := sampleReport()
+	r.Sizes, r.Teardowns = r.Sizes[:2], r.Teardowns[:1]
+	for _, target := range r.Targets() {
+		if strings.Contains(target.Name, "2048") && (target.Met || target.Measured != "not measured") {
+			t.Errorf("target %q without a run of 2048 workers: met=%v measured %q", target.Name, target.Met, target.Measured)
+		}
+	}
+}
+
+func TestTeardownComparesWithTheFasterBaselineWay(t *testing.T) {
+	td := TeardownResult{Gone: secs(10, 12), BaselineLoop: secs(9, 9), BaselineCollection: secs(5, 6)}
+	if got := td.FasterLabel(); got != string(DeleteByLabel) {
+		t.Errorf("faster way %q, want %q", got, DeleteByLabel)
+	}
+	if got := td.Ratio().Format("%.2f"); got != "2.00" {
+		t.Errorf("ratio %s, want 2.00 (10/5 and 12/6)", got)
+	}
+}
+
 func TestMarkdownShowsFiguresAndMissedTargets(t *testing.T) {
 	doc, err := sampleReport().Markdown()
 	if err != nil {
@@ -104,19 +165,31 @@ func TestMarkdownShowsFiguresAndMissedTargets(t *testing.T) {
 	for _, want := range []string{
 		"| 512 | 9.00 (8.00–10.00) s | 8.00 s | 1.12 (1.00–1.25) |",
 		"| detection at 512 (median) | ≤ 200 ms | 300 (100–400) ms | **missed** |",
-		"| `create selfsubjectaccessreviews` | 12 | 0 |",
+		"| `create pods` | 2048 | 2048 |",
 		"| `watch pods` | 1 | 2 |",
 		"| 50/100 | 20.00 s |",
 		"    1s 50% runtime.gcBgMarkWorker",
 		"          90MB 60% 60% 90MB 60% encoding/json.Marshal",
 		"3.00 s of CPU over 12.00 s (25%)",
 		"at most 45 MB live after a collection",
+		"### 2048 workers",
 		"docs/benchmarks/launch.svg",
+		"docs/benchmarks/memory.svg",
+		"`go build -trimpath`, 52.0 MB",
 		"## Anomalies\n\n- 512 workers, round 2: trainstep made 513 pods\n- 8 workers running 1m0s: trainstep made 9 pods\n",
-		"| 512 | 0.60 (0.50–0.70) s | 0.10 s | 2.00 s |",
-		"- **Missed: peak RSS at 512**, 70 (50–80) MiB against ≤ 64 MiB. What limits it: of the profiled run's 150 MiB, 30 MiB are file-backed",
-		"the largest allocators over the run: `encoding/json.Marshal` (90MB).",
+		"| 512 | 0.60 (0.50–0.70) s | 0.10 s | 1.10 (1.00–1.20) s |",
+		"| 512 | 5.50 (5.00–6.00) s | 6.00 (5.50–6.50) s | 4.50 (4.00–5.00) s | 6.50 (6.00–7.00) s | 2 | 1.23 (1.20–1.25) (parallel deletes) |",
+		"| 2048 | 30.00 s | 20.00 s | 25.00 s | 21.00 (20.00–22.00) s | 4 (3–4) | 1.43 (1.36–1.50) (DeleteCollection) |",
+		"At 2048 workers trainstep exited before the last object was gone",
+		"| 2048 | 250.0 MiB | 220.0 MiB | 30.0 MiB | 128.0 KiB (from 512) | 12.50 (12.00–13.00) s |",
+		"| 64 | 30.0 MiB | 10.0 MiB | 20.0 MiB | – | 0.20 s |",
+		"one for its Services (the API server offers `deletecollection` on",
+		"- **Missed: peak RSS at 2048**, 250 MiB against ≤ 128 MiB. What limits it: of the profiled run of 2048 workers' 250 MiB, 30 MiB are file-backed",
+		"the largest allocators over the run: `k8s.io/api/core/v1.(*EnvVar).Unmarshal` (400MB).",
 		"- **Missed: API cost at 512: creates / deletes of a clean run**, 1036 / 1022 against ≤ 1034 each. What limits it: besides one request per pod and Service of the job, the costliest run sent 12 × `create selfsubjectaccessreviews`.",
+		"- **Missed: first object at 512: trainstep's start → its first object**, 0.60 (0.50–0.70) s against ≤ 0.30 s. What limits it:",
+		"trainstep's own functions with the most cumulative CPU: `github.com/trainstep/trainstep/pkg/reconcile.(*Controller).launch` (1.5s)",
+		"- **Missed: RSS per replica flat from 512 to 2048**, 128.0 KiB per replica from 512 to 2048, 64.0 from 64 to 512 (2.00 ×) against ≤ 1.25 × the KiB per replica below 512. What limits it: per replica, anonymous memory grew 126.7 KiB from 512 to 2048 against 45.7 KiB below",
 	} {
 		if !strings.Contains(string(doc), want) {
 			t.Errorf("BENCHMARKS.md lacks %q:\n%s", want, doc)
@@ -132,7 +205,7 @@ func TestWriteFilesWritesReportAndPlots(t *testing.T) {
 	if err := sampleReport().WriteFiles(root); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{BenchmarksFile, PlotFile, RateLimitPlotFile} {
+	for _, name := range []string{BenchmarksFile, PlotFile, RateLimitPlotFile, MemoryPlotFile} {
 		data, err := os.ReadFile(filepath.Join(root, name))
 		if err != nil {
 			t.Fatal(err)
@@ -188,7 +261,7 @@ Showing nodes accounting for 786.58MB, 89.67% of 877.17MB total
 		"`github.com/trainstep/trainstep/pkg/reconcile.(*Controller).observe` (138.99MB)",
 		"`k8s.io/apimachinery/pkg/runtime.(*Unknown).Unmarshal` (85.23MB)",
 	}
-	if diff := cmp.Diff(want, topEntries(top, 2)); diff != "" {
+	if diff := cmp.Diff(want, topEntries(top, 2, false)); diff != "" {
 		t.Errorf("topEntries (-want +got):\n%s", diff)
 	}
 }

@@ -10,11 +10,26 @@ import (
 	"github.com/trainstep/trainstep/pkg/apistats"
 )
 
-// Targets the issue sets for trainstep, checked by Report.Targets.
+// Targets the issue sets for trainstep, checked by Report.Targets. Most are
+// set at TargetReplicas workers; the scale targets at TargetLargeReplicas.
 const (
-	TargetLaunchRatio  = 1.2                    // trainstep/baseline time to all objects created, at the largest size
-	TargetDetection    = 200 * time.Millisecond // median, at every size
-	TargetPeakRSSBytes = 64 << 20               // at the largest size
+	TargetReplicas      = 512
+	TargetLargeReplicas = 2048
+
+	TargetCreatedRatio  = 1.05                    // trainstep/baseline time to all objects created
+	TargetRunningRatio  = 1.10                    // trainstep/baseline time to all pods Running
+	TargetFirstObject   = 300 * time.Millisecond  // trainstep's start → its first object, median
+	TargetCPUToCreated  = 1135 * time.Millisecond // trainstep's CPU until all created, median: half of an earlier 2.27 s
+	TargetTeardownRatio = 1.2                     // SIGTERM → all gone, over the faster of the baseline's delete ways
+	TargetDetection     = 200 * time.Millisecond  // median, at every size
+
+	TargetPeakRSSBytes      = 64 << 20  // at TargetReplicas
+	TargetLargePeakRSSBytes = 128 << 20 // at TargetLargeReplicas
+	// TargetSlopeGrowth bounds "RSS per replica flat": the resident memory
+	// each replica adds from TargetReplicas to TargetLargeReplicas may be at
+	// most this many times what each added below TargetReplicas.
+	TargetSlopeGrowth = 1.25
+
 	// TargetRequestsSlack: a job six times longer may cost at most this many
 	// more requests (a watch that the server happened to close and trainstep
 	// re-opened), else trainstep polls.
@@ -30,18 +45,24 @@ type Report struct {
 	// DefaultQPS and DefaultBurst are trainstep's --kube-api-qps/--kube-api-burst defaults.
 	DefaultQPS   float32
 	DefaultBurst int
-	// BinaryBytes is the size of the measured trainstep binary.
+	// BinaryBytes is the size of the measured trainstep binary, BinaryBuild
+	// how it was built.
 	BinaryBytes int64
+	BinaryBuild string
+	// ServiceCollection: the API server offers deletecollection on Services,
+	// so the baseline's DeleteCollection way deletes them with one request too.
+	ServiceCollection bool
 
 	Sizes      []SizeResult
-	Teardown   TeardownResult
+	Teardowns  []TeardownResult
 	Polling    PollingResult
 	RateLimits []RateLimitResult
-	Profile    ProfileResult
+	Profiles   []ProfileResult
 }
 
-// ProfileResult is one more trainstep run of the largest job, profiled.
+// ProfileResult is one more trainstep run of a job of Replicas workers, profiled.
 type ProfileResult struct {
+	Replicas int
 	// CPUTop and AllocTop are `go tool pprof -top` of the CPU profile and of
 	// the heap profile's allocated bytes; CPUOwn is trainstep's own functions
 	// by cumulative CPU.
@@ -63,9 +84,7 @@ type SizeResult struct {
 	// EndToOutputs is the same with the default cleanPodPolicy Running:
 	// trainstep first deletes the other workers and waits until they are gone.
 	EndToOutputs []time.Duration
-	// BaselineDelete is the baseline loop deleting its objects, until gone.
-	BaselineDelete []time.Duration
-	PeakRSSBytes   []float64
+	PeakRSSBytes []float64
 	// PeakAnonBytes and PeakFileBytes split the resident set: heap and
 	// stacks, and the binary's pages.
 	PeakAnonBytes, PeakFileBytes []float64
@@ -128,13 +147,52 @@ func (r RequestRuns) Costliest() map[string]int {
 // RequestLimit is the issue's bound on creates and on deletes: 2N + 10.
 func RequestLimit(replicas int) int { return 2*replicas + 10 }
 
-// TeardownResult is SIGTERM of a running job.
+// TeardownResult is SIGTERM of a running job, and the baseline deleting the
+// same job of its own both ways, in the same rounds.
 type TeardownResult struct {
 	Replicas int
 	// Gone: SIGTERM → no pod or Service left; Exited: SIGTERM → trainstep exited.
 	Gone, Exited []time.Duration
-	Requests     RequestRuns
-	Anomalies    []string
+	// BaselineLoop and BaselineCollection: the baseline's deletes of its own
+	// running job until no pod or Service is left, by name in parallel
+	// (DeleteLoop) and by label (DeleteByLabel).
+	BaselineLoop, BaselineCollection []time.Duration
+	// CollectionRequests are the DeleteCollection requests of each
+	// BaselineCollection run: two, unless the API server ended some before
+	// they were done.
+	CollectionRequests []int
+	Requests           RequestRuns
+	Anomalies          []string
+}
+
+// FasterBaseline is the baseline's delete way with the smaller median, and its runs.
+func (t TeardownResult) FasterBaseline() (DeleteWay, []time.Duration) {
+	loop, collection := Summarize(Seconds(t.BaselineLoop)), Summarize(Seconds(t.BaselineCollection))
+	if collection.Runs > 0 && (loop.Runs == 0 || collection.Median < loop.Median) {
+		return DeleteByLabel, t.BaselineCollection
+	}
+	return DeleteLoop, t.BaselineLoop
+}
+
+// Ratio is trainstep's time until all gone over the faster baseline way's, round by round.
+func (t TeardownResult) Ratio() Spread {
+	_, faster := t.FasterBaseline()
+	return Summarize(Ratios(t.Gone, faster))
+}
+
+// CollectionRequestCounts spreads CollectionRequests.
+func (t TeardownResult) CollectionRequestCounts() Spread {
+	counts := make([]float64, len(t.CollectionRequests))
+	for i, c := range t.CollectionRequests {
+		counts[i] = float64(c)
+	}
+	return Summarize(counts)
+}
+
+// FasterLabel names the faster baseline way.
+func (t TeardownResult) FasterLabel() string {
+	way, _ := t.FasterBaseline()
+	return string(way)
 }
 
 // PollingResult compares the requests of a short and a long job.
@@ -198,8 +256,129 @@ func (r Report) AllAnomalies() []string {
 	for _, s := range r.Sizes {
 		all = append(all, s.Anomalies...)
 	}
-	all = append(all, r.Teardown.Anomalies...)
+	for _, t := range r.Teardowns {
+		all = append(all, t.Anomalies...)
+	}
 	return append(all, r.Polling.Anomalies...)
+}
+
+// Size is the result for n workers, if they were measured.
+func (r Report) Size(n int) (SizeResult, bool) {
+	for _, s := range r.Sizes {
+		if s.Replicas == n {
+			return s, true
+		}
+	}
+	return SizeResult{}, false
+}
+
+// Teardown is the teardown result for n workers, if measured.
+func (r Report) Teardown(n int) (TeardownResult, bool) {
+	for _, t := range r.Teardowns {
+		if t.Replicas == n {
+			return t, true
+		}
+	}
+	return TeardownResult{}, false
+}
+
+// Profile is the profiled run of n workers, else of the largest profiled
+// size below n, else of the smallest; false when none was taken.
+func (r Report) Profile(n int) (ProfileResult, bool) {
+	var below, smallest *ProfileResult
+	for i := range r.Profiles {
+		p := &r.Profiles[i]
+		if p.Replicas == n {
+			return *p, true
+		}
+		if p.Replicas < n && (below == nil || p.Replicas > below.Replicas) {
+			below = p
+		}
+		if smallest == nil || p.Replicas < smallest.Replicas {
+			smallest = p
+		}
+	}
+	switch {
+	case below != nil:
+		return *below, true
+	case smallest != nil:
+		return *smallest, true
+	}
+	return ProfileResult{}, false
+}
+
+// RSSSlope is the resident memory each replica added between the measured
+// sizes from and to: the difference of their median peak RSS over the
+// difference of their replicas, in bytes.
+func (r Report) RSSSlope(from, to int) (float64, bool) {
+	return r.slope(from, to, func(s SizeResult) []float64 { return s.PeakRSSBytes })
+}
+
+func (r Report) slope(from, to int, values func(SizeResult) []float64) (float64, bool) {
+	a, okA := r.Size(from)
+	b, okB := r.Size(to)
+	if !okA || !okB || from == to {
+		return 0, false
+	}
+	ma, mb := Summarize(values(a)), Summarize(values(b))
+	if ma.Runs == 0 || mb.Runs == 0 {
+		return 0, false
+	}
+	return (mb.Median - ma.Median) / float64(to-from), true
+}
+
+// sizeBefore is the largest measured size below n.
+func (r Report) sizeBefore(n int) (int, bool) {
+	before, ok := 0, false
+	for _, s := range r.Sizes {
+		if s.Replicas < n && s.Replicas > before {
+			before, ok = s.Replicas, true
+		}
+	}
+	return before, ok
+}
+
+// FootprintRow is one line of the footprint table.
+type FootprintRow struct {
+	SizeResult
+	// PerReplica is the resident memory each replica added since the
+	// previous size, "–" for the first.
+	PerReplica string
+}
+
+// FootprintRows are the footprint table's lines.
+func (r Report) FootprintRows() []FootprintRow {
+	var rows []FootprintRow
+	for i, s := range r.Sizes {
+		row := FootprintRow{SizeResult: s, PerReplica: "–"}
+		if i > 0 {
+			if slope, ok := r.RSSSlope(r.Sizes[i-1].Replicas, s.Replicas); ok {
+				row.PerReplica = fmt.Sprintf("%.1f KiB (from %d)", slope/1024, r.Sizes[i-1].Replicas)
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// notMeasured is a target whose size the run did not measure: missed, as
+// nothing shows it met.
+func (r Report) notMeasured(name, goal string, n int) Target {
+	var sizes []string
+	for _, s := range r.Sizes {
+		sizes = append(sizes, fmt.Sprint(s.Replicas))
+	}
+	return Target{Name: name, Goal: goal, Measured: "not measured",
+		Limit: fmt.Sprintf("this run measured %s workers, not %d", strings.Join(sizes, ", "), n)}
+}
+
+// medianTarget checks the median of values against goal (both in the unit the format prints).
+func medianTarget(name string, values []float64, goal float64, format, unit, limit string) Target {
+	spread := Summarize(values)
+	return Target{
+		Name: name, Goal: "≤ " + fmt.Sprintf(format, goal) + unit, Measured: spread.Format(format) + unit,
+		Met: spread.Runs > 0 && spread.Median <= goal, Limit: limit,
+	}
 }
 
 // Targets checks every target against the report.
@@ -207,32 +386,47 @@ func (r Report) Targets() []Target {
 	if len(r.Sizes) == 0 {
 		return nil
 	}
-	largest := r.Sizes[len(r.Sizes)-1]
 	var targets []Target
-	ratio := largest.CreatedRatio()
-	targets = append(targets, Target{
-		Name:     fmt.Sprintf("launch at %d: trainstep/baseline, all created", largest.Replicas),
-		Goal:     fmt.Sprintf("≤ %.1f", TargetLaunchRatio),
-		Measured: ratio.Format("%.2f"),
-		Met:      ratio.Runs > 0 && ratio.Median <= TargetLaunchRatio,
-		Limit:    r.launchLimit(),
-	})
-	for _, s := range r.Sizes {
-		d := Summarize(millis(s.Detection))
+	at := TargetReplicas
+	if s, ok := r.Size(at); ok {
+		targets = append(targets,
+			medianTarget(fmt.Sprintf("launch at %d: trainstep/baseline, all created", at),
+				Ratios(s.Trainstep.Created, s.Baseline.Created), TargetCreatedRatio, "%.2f", "", r.launchLimit(s)),
+			medianTarget(fmt.Sprintf("launch at %d: trainstep/baseline, all Running", at),
+				Ratios(s.Trainstep.Running, s.Baseline.Running), TargetRunningRatio, "%.2f", "", r.launchLimit(s)),
+			medianTarget(fmt.Sprintf("first object at %d: trainstep's start → its first object", at),
+				Seconds(s.Trainstep.First), TargetFirstObject.Seconds(), "%.2f", " s", r.startLimit(s)),
+			medianTarget(fmt.Sprintf("trainstep's CPU until all created at %d", at),
+				Seconds(s.CPUToCreated), TargetCPUToCreated.Seconds(), "%.3f", " s", r.cpuToCreatedLimit(s)))
+	} else {
+		for _, name := range []string{"launch at %d: trainstep/baseline, all created", "launch at %d: trainstep/baseline, all Running",
+			"first object at %d: trainstep's start → its first object", "trainstep's CPU until all created at %d"} {
+			targets = append(targets, r.notMeasured(fmt.Sprintf(name, at), "as set", at))
+		}
+	}
+	teardownName := fmt.Sprintf("SIGTERM teardown at %d: trainstep/faster baseline way", at)
+	if t, ok := r.Teardown(at); ok {
+		ratio := t.Ratio()
 		targets = append(targets, Target{
-			Name:     fmt.Sprintf("detection at %d (median)", s.Replicas),
-			Goal:     fmt.Sprintf("≤ %d ms", TargetDetection.Milliseconds()),
-			Measured: d.Format("%.0f") + " ms",
-			Met:      d.Runs > 0 && d.Median <= float64(TargetDetection.Milliseconds()),
-			Limit:    r.cpuLimit(),
+			Name: teardownName, Goal: fmt.Sprintf("≤ %.1f", TargetTeardownRatio),
+			Measured: ratio.Format("%.2f") + " (against " + t.FasterLabel() + ")",
+			Met:      ratio.Runs > 0 && ratio.Median <= TargetTeardownRatio,
+			Limit:    r.teardownLimit(t),
 		})
+	} else {
+		targets = append(targets, r.notMeasured(teardownName, fmt.Sprintf("≤ %.1f", TargetTeardownRatio), at))
+	}
+	for _, s := range r.Sizes {
+		targets = append(targets, medianTarget(fmt.Sprintf("detection at %d (median)", s.Replicas),
+			millis(s.Detection), float64(TargetDetection.Milliseconds()), "%.0f", " ms", r.cpuLimit()))
 	}
 	for _, s := range r.Sizes {
 		targets = append(targets, requestTarget(fmt.Sprintf("API cost at %d: creates / deletes of a clean run", s.Replicas), s.Replicas, s.CleanRequests))
 	}
-	if len(r.Teardown.Requests) > 0 {
-		targets = append(targets, requestTarget(fmt.Sprintf("API cost at %d: creates / deletes of a stopped run", r.Teardown.Replicas), r.Teardown.Replicas, r.Teardown.Requests))
+	for _, t := range r.Teardowns {
+		targets = append(targets, requestTarget(fmt.Sprintf("API cost at %d: creates / deletes of a stopped run", t.Replicas), t.Replicas, t.Requests))
 	}
+	targets = append(targets, r.duplicateTarget(TargetLargeReplicas))
 	if r.Polling.LongRequests != nil {
 		targets = append(targets, Target{
 			Name: fmt.Sprintf("no polling: requests of a %s job minus a %s job, %d workers",
@@ -249,15 +443,68 @@ func (r Report) Targets() []Target {
 			Limit:    fmt.Sprintf("one renewal every %s", executor.LeaseRenewPeriod(executor.DefaultLeaseDuration)),
 		})
 	}
-	rss := Summarize(mebibytes(largest.PeakRSSBytes))
-	targets = append(targets, Target{
-		Name:     fmt.Sprintf("peak RSS at %d", largest.Replicas),
-		Goal:     fmt.Sprintf("≤ %d MiB", TargetPeakRSSBytes>>20),
-		Measured: rss.Format("%.0f") + " MiB",
-		Met:      rss.Runs > 0 && rss.Median <= TargetPeakRSSBytes>>20,
-		Limit:    r.memoryLimit(),
-	})
-	return targets
+	for _, goal := range []struct {
+		n     int
+		bytes int64
+	}{{TargetReplicas, TargetPeakRSSBytes}, {TargetLargeReplicas, TargetLargePeakRSSBytes}} {
+		name := fmt.Sprintf("peak RSS at %d", goal.n)
+		s, ok := r.Size(goal.n)
+		if !ok {
+			targets = append(targets, r.notMeasured(name, fmt.Sprintf("≤ %d MiB", goal.bytes>>20), goal.n))
+			continue
+		}
+		targets = append(targets, medianTarget(name, mebibytes(s.PeakRSSBytes), float64(goal.bytes>>20), "%.0f", " MiB", r.memoryLimit(goal.n)))
+	}
+	return append(targets, r.flatnessTarget())
+}
+
+// flatnessTarget checks that each replica from TargetReplicas to
+// TargetLargeReplicas adds at most TargetSlopeGrowth times the memory each
+// added from the size before TargetReplicas.
+func (r Report) flatnessTarget() Target {
+	name := fmt.Sprintf("RSS per replica flat from %d to %d", TargetReplicas, TargetLargeReplicas)
+	before, ok := r.sizeBefore(TargetReplicas)
+	below, okBelow := r.RSSSlope(before, TargetReplicas)
+	above, okAbove := r.RSSSlope(TargetReplicas, TargetLargeReplicas)
+	goal := fmt.Sprintf("≤ %.2f × the KiB per replica below %d", TargetSlopeGrowth, TargetReplicas)
+	if !ok || !okBelow || !okAbove {
+		missing := TargetLargeReplicas
+		if _, has := r.Size(TargetReplicas); !has {
+			missing = TargetReplicas
+		}
+		return r.notMeasured(name, goal, missing)
+	}
+	anonBelow, _ := r.slope(before, TargetReplicas, func(s SizeResult) []float64 { return s.PeakAnonBytes })
+	anonAbove, _ := r.slope(TargetReplicas, TargetLargeReplicas, func(s SizeResult) []float64 { return s.PeakAnonBytes })
+	fileBelow, _ := r.slope(before, TargetReplicas, func(s SizeResult) []float64 { return s.PeakFileBytes })
+	fileAbove, _ := r.slope(TargetReplicas, TargetLargeReplicas, func(s SizeResult) []float64 { return s.PeakFileBytes })
+	return Target{
+		Name: name, Goal: goal,
+		Measured: fmt.Sprintf("%.1f KiB per replica from %d to %d, %.1f from %d to %d (%.2f ×)",
+			above/1024, TargetReplicas, TargetLargeReplicas, below/1024, before, TargetReplicas, above/below),
+		Met: below > 0 && above <= TargetSlopeGrowth*below,
+		Limit: fmt.Sprintf("per replica, anonymous memory grew %.1f KiB from %d to %d against %.1f KiB below, file-backed pages %.1f KiB against %.1f KiB; %s",
+			anonAbove/1024, TargetReplicas, TargetLargeReplicas, anonBelow/1024, fileAbove/1024, fileBelow/1024, r.memoryLimit(TargetLargeReplicas)),
+	}
+}
+
+// duplicateTarget checks that no run of n workers created an object twice.
+func (r Report) duplicateTarget(n int) Target {
+	name := fmt.Sprintf("no pod or Service created twice in any run of %d workers", n)
+	s, ok := r.Size(n)
+	if !ok {
+		return r.notMeasured(name, "0 runs", n)
+	}
+	runs := len(s.Trainstep.Created) + len(s.CleanRequests)
+	anomalies := append([]string(nil), s.Anomalies...)
+	if t, ok := r.Teardown(n); ok {
+		runs += len(t.Gone)
+		anomalies = append(anomalies, t.Anomalies...)
+	}
+	return Target{
+		Name: name, Goal: "0 runs", Measured: fmt.Sprintf("%d of %d runs", len(anomalies), runs),
+		Met: runs > 0 && len(anomalies) == 0, Limit: strings.Join(anomalies, "; "),
+	}
 }
 
 // requestTarget checks the runs' creates and deletes against 2N + 10 (every
@@ -299,50 +546,92 @@ func extraRequests(n int, requests map[string]int) string {
 
 // launchLimit explains a slow launch from the measurements: trainstep's
 // start-up (its time to the first object against the baseline's), the extra
-// requests it sends, and the CPU it takes from the API server on a small
-// machine.
-func (r Report) launchLimit() string {
-	largest := r.Sizes[len(r.Sizes)-1]
-	first := Summarize(Seconds(largest.Trainstep.First)).Median - Summarize(Seconds(largest.Baseline.First)).Median
-	created := Summarize(Seconds(largest.Trainstep.Created)).Median
-	cpu := Summarize(Seconds(largest.CPUToCreated)).Median
+// requests it sends, the CPU it takes from the API server on a small
+// machine, and where that CPU goes in the profile.
+func (r Report) launchLimit(s SizeResult) string {
+	first := Summarize(Seconds(s.Trainstep.First)).Median - Summarize(Seconds(s.Baseline.First)).Median
+	created := Summarize(Seconds(s.Trainstep.Created)).Median
+	cpu := Summarize(Seconds(s.CPUToCreated)).Median
 	why := fmt.Sprintf("trainstep's first object appears %.2f s later than the baseline's (starting the process, loading the job, "+
-		"checking permissions, the informers' first list); until all %d workers' objects exist it uses %.1f s of CPU in %.1f s, "+
+		"checking permissions, the informers' first list); until all %d workers' objects exist it uses %.2f s of CPU in %.2f s, "+
 		"CPU the API server on the same cores does not get; %s",
-		first, largest.Replicas, cpu, created, extraRequests(largest.Replicas, largest.CleanRequests.Costliest()))
-	if limits := r.RateLimits; len(limits) > 1 {
-		fastest := limits[len(limits)-1]
-		why += fmt.Sprintf("; with --kube-api-qps %s instead of the default it took %s", fastest.Label(), formatSeconds(fastest.Created))
+		first, s.Replicas, cpu, created, extraRequests(s.Replicas, s.CleanRequests.Costliest()))
+	for _, rl := range r.RateLimits {
+		if rl.Replicas == s.Replicas && (rl.QPS != r.DefaultQPS || rl.Burst != r.DefaultBurst) && rl.QPS > r.DefaultQPS {
+			why += fmt.Sprintf("; with --kube-api-qps %s instead of the default it took %s", rl.Label(), formatSeconds(rl.Created))
+		}
 	}
-	return why
+	return why + "; " + r.ownCPU(s.Replicas)
+}
+
+// startLimit explains a late first object.
+func (r Report) startLimit(s SizeResult) string {
+	return fmt.Sprintf("the baseline's first object appears %s after its first request, trainstep's %s after its process started: "+
+		"the difference is the process start, loading and checking the job, the permission checks and the informers' first list "+
+		"before the first create; %s", formatSeconds(s.Baseline.First), formatSeconds(s.Trainstep.First), r.ownCPU(s.Replicas))
+}
+
+// cpuToCreatedLimit names where the CPU of the profiled run went.
+func (r Report) cpuToCreatedLimit(s SizeResult) string {
+	p, ok := r.Profile(s.Replicas)
+	if !ok {
+		return "no profile was taken"
+	}
+	return fmt.Sprintf("the profiled run of %d workers used %.2f s of CPU in all; by function: %s; %s",
+		p.Replicas, p.CPU.Seconds(), strings.Join(topEntries(p.CPUTop, 4, false), ", "), r.ownCPU(s.Replicas))
+}
+
+// ownCPU names trainstep's own functions with the most cumulative CPU in the profile of n workers.
+func (r Report) ownCPU(n int) string {
+	p, ok := r.Profile(n)
+	if !ok {
+		return "no profile was taken"
+	}
+	return fmt.Sprintf("in the profiled run of %d workers, trainstep's own functions with the most cumulative CPU: %s",
+		p.Replicas, strings.Join(topEntries(p.CPUOwn, 4, true), ", "))
+}
+
+// teardownLimit explains a slow teardown: the deletes trainstep sends under
+// its client rate limit against the baseline's unlimited ones.
+func (r Report) teardownLimit(t TeardownResult) string {
+	deletes := int(t.Requests.Count("delete", "deletecollection").Median)
+	why := fmt.Sprintf("trainstep sent %d deletes", deletes)
+	if r.DefaultQPS > 0 {
+		budget := max(0, float64(deletes-r.DefaultBurst)/float64(r.DefaultQPS))
+		why += fmt.Sprintf("; at its default --kube-api-qps %g and --kube-api-burst %d the client's rate limiter alone takes %.1f s over them",
+			r.DefaultQPS, r.DefaultBurst, budget)
+	}
+	return why + fmt.Sprintf("; the baseline, with no client-side limit, took %s with parallel deletes and %s with DeleteCollection; trainstep exited %s after SIGTERM",
+		formatSeconds(t.BaselineLoop), formatSeconds(t.BaselineCollection), formatSeconds(t.Exited))
 }
 
 // cpuLimit says how much of the profiled run trainstep spent on the CPU.
 func (r Report) cpuLimit() string {
-	if r.Profile.Wall == 0 {
+	p, ok := r.Profile(TargetReplicas)
+	if !ok || p.Wall == 0 {
 		return "no profile was taken"
 	}
-	return fmt.Sprintf("the profiled run used %.1f s of CPU in %.1f s (%.0f%%): trainstep mostly waits on the API server",
-		r.Profile.CPU.Seconds(), r.Profile.Wall.Seconds(), 100*r.Profile.CPU.Seconds()/r.Profile.Wall.Seconds())
+	return fmt.Sprintf("the profiled run of %d workers used %.1f s of CPU in %.1f s (%.0f%%): trainstep mostly waits on the API server",
+		p.Replicas, p.CPU.Seconds(), p.Wall.Seconds(), 100*p.CPU.Seconds()/p.Wall.Seconds())
 }
 
 // memoryLimit splits the profiled run's peak resident set into the binary's
 // pages and the Go heap, and names the largest allocators.
-func (r Report) memoryLimit() string {
-	p := r.Profile
-	if p.PeakRSS == 0 {
+func (r Report) memoryLimit(n int) string {
+	p, ok := r.Profile(n)
+	if !ok || p.PeakRSS == 0 {
 		return "no profile was taken"
 	}
-	return fmt.Sprintf("of the profiled run's %.0f MiB, %.0f MiB are file-backed pages of the %.0f MB trainstep binary "+
+	return fmt.Sprintf("of the profiled run of %d workers' %.0f MiB, %.0f MiB are file-backed pages of the %.0f MB trainstep binary "+
 		"and %.0f MiB anonymous memory; the Go heap held at most %d MB live after a collection and reached %d MB before one "+
 		"(the default GOGC=100 lets it grow to twice the live heap); the largest allocators over the run: %s",
-		float64(p.PeakRSS)/(1<<20), float64(p.PeakFile)/(1<<20), float64(r.BinaryBytes)/1e6, float64(p.PeakAnon)/(1<<20),
-		p.GC.PeakLiveMB, p.GC.PeakHeapMB, strings.Join(topEntries(p.AllocTop, 3), ", "))
+		p.Replicas, float64(p.PeakRSS)/(1<<20), float64(p.PeakFile)/(1<<20), float64(r.BinaryBytes)/1e6, float64(p.PeakAnon)/(1<<20),
+		p.GC.PeakLiveMB, p.GC.PeakHeapMB, strings.Join(topEntries(p.AllocTop, 3, false), ", "))
 }
 
 // topEntries reads the first n entries of `pprof -top` output as
-// "function (flat)".
-func topEntries(top string, n int) []string {
+// "function (flat)", or with cum "function (cum)".
+func topEntries(top string, n int, cum bool) []string {
 	var out []string
 	header := true
 	for _, line := range strings.Split(top, "\n") {
@@ -354,7 +643,11 @@ func topEntries(top string, n int) []string {
 		if len(fields) < 6 || len(out) == n {
 			continue
 		}
-		out = append(out, fmt.Sprintf("`%s` (%s)", strings.Join(fields[5:], " "), fields[0]))
+		value := fields[0]
+		if cum {
+			value = fields[3]
+		}
+		out = append(out, fmt.Sprintf("`%s` (%s)", strings.Join(fields[5:], " "), value))
 	}
 	return out
 }

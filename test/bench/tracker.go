@@ -218,7 +218,7 @@ func (t *Tracker) WaitFor(ctx context.Context, what string, cond func(Counts) bo
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s (last seen %+v): %w", what, counts, ctx.Err())
+			return fmt.Errorf("waiting for %s (last seen %+v): %w", what, counts, context.Cause(ctx))
 		}
 	}
 }
@@ -243,7 +243,7 @@ func (t *Tracker) WaitPodEnded(ctx context.Context, name string) (time.Time, err
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return time.Time{}, fmt.Errorf("waiting for pod %s to end: %w", name, ctx.Err())
+			return time.Time{}, fmt.Errorf("waiting for pod %s to end: %w", name, context.Cause(ctx))
 		}
 	}
 }

@@ -9,9 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/trainstep/trainstep/hack/image/gobuild"
 )
 
 // outputsPollInterval is how often the bench looks for trainstep's outputs:
@@ -19,13 +22,12 @@ import (
 const outputsPollInterval = 2 * time.Millisecond
 
 // BuildTrainstep compiles cmd/trainstep of the module at repoRoot into dir
-// and returns the binary's path.
-func BuildTrainstep(repoRoot, dir string) (string, error) {
+// exactly as `make image` ships it (static, trimmed paths, stripped, version
+// stamped), for this machine's architecture, and returns the binary's path.
+func BuildTrainstep(ctx context.Context, repoRoot, dir, version string) (string, error) {
 	binary := filepath.Join(dir, "trainstep")
-	cmd := exec.Command("go", "build", "-o", binary, "./cmd/trainstep")
-	cmd.Dir = repoRoot
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building trainstep: %w\n%s", err, out)
+	if err := gobuild.Build(ctx, repoRoot, runtime.GOARCH, gobuild.TrainstepPackage, binary, version); err != nil {
+		return "", fmt.Errorf("building trainstep as the image does: %w", err)
 	}
 	return binary, nil
 }
@@ -109,6 +111,21 @@ func StartTrainstep(o RunOptions) (*Process, error) {
 	}()
 	go func() { p.memory <- sampleResident(p.cmd.Process.Pid, p.done) }()
 	return p, nil
+}
+
+// WhileRunning is ctx, also cancelled when the process exits: a wait for the
+// cluster to reach a state ends as soon as trainstep gave up, instead of at
+// its timeout.
+func (p *Process) WhileRunning(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-p.done:
+			cancel(errors.New("trainstep exited"))
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(nil) }
 }
 
 // Signal sends sig to the process.
