@@ -251,8 +251,8 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 		Rule:        frameworks.SuccessRuleFor(job),
 		Timeouts:    policy.Timeouts{Stuck: cfg.StuckTimeout, Pending: cfg.PendingTimeout},
 		APITimeout:  cfg.APITimeout,
-		Parallelism: parallelism(cfg.Burst),
-		Recorder:    events.recorder, EventObject: s.eventObject,
+		Parallelism: parallelism(cfg.Burst), TeardownParallelism: teardownParallelism(cfg.Burst),
+		Recorder: events.recorder, EventObject: s.eventObject,
 		Logger: s.log, Clock: cfg.Clock,
 		OnPod:      streamer.observe,
 		OnProgress: progressReporter(cfg, s.log),
@@ -447,6 +447,18 @@ func parallelism(burst int) int {
 		return 16
 	}
 	return min(burst, maxParallelism)
+}
+
+// maxTeardownParallelism bounds the teardown's deletes in flight: 2048
+// workers are 4096 deletes, which 32 at a time do not all reach the API
+// server within the default --termination-grace.
+const maxTeardownParallelism = 128
+
+func teardownParallelism(burst int) int {
+	if burst <= 0 {
+		return 16
+	}
+	return min(burst, maxTeardownParallelism)
 }
 
 // startWithin starts the controller. The caches cannot sync while the API

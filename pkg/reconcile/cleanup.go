@@ -92,9 +92,10 @@ func (c *Controller) Cleanup(ctx context.Context, everything, waitGone bool) ([]
 	return c.confirmGone(ctx, isDoomed)
 }
 
-// deleteAll runs deletes in parallel; NotFound counts as done.
+// deleteAll runs the teardown's deletes, TeardownParallelism at once;
+// NotFound counts as done.
 func (c *Controller) deleteAll(ctx context.Context, deletes []func() error) error {
-	errs := c.parallel(ctx, len(deletes), func(i int) error {
+	errs := parallelize(ctx, c.opts.TeardownParallelism, len(deletes), func(i int) error {
 		if err := deletes[i](); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}

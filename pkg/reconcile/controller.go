@@ -53,9 +53,13 @@ type Options struct {
 	Timeouts policy.Timeouts
 	// APITimeout bounds how long API errors may persist before the job ends Transient.
 	APITimeout time.Duration
-	// Parallelism bounds concurrent creates and deletes.
+	// Parallelism bounds concurrent creates and deletes while the job runs.
 	Parallelism int
-	Recorder    record.EventRecorder
+	// TeardownParallelism bounds the deletes of Cleanup (default
+	// Parallelism): a delete holds no rendered pod, and the teardown of a
+	// large job must be sent within the termination grace.
+	TeardownParallelism int
+	Recorder            record.EventRecorder
 	// EventObject is the object events are recorded on (the owner); nil records none.
 	EventObject runtime.Object
 	Logger      *zap.Logger
@@ -122,6 +126,9 @@ func New(opts Options) *Controller {
 	}
 	if opts.Parallelism <= 0 {
 		opts.Parallelism = 64
+	}
+	if opts.TeardownParallelism <= 0 {
+		opts.TeardownParallelism = opts.Parallelism
 	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
