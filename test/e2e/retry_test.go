@@ -25,7 +25,8 @@ const poolLabel = "e2e.trainstep.dev/pool"
 // keeps the replicas for the retry: the workers wait for the parameter server meanwhile
 // (the demo trainer retries its connection for two minutes). Training lasts about a minute
 // once the parameter server runs, past the template's 30 s retry backoff: the retry must
-// find the replicas still running, since it replaces ended ones instead of adopting them.
+// find the replicas still running, so that what it proves is the adoption of live replicas
+// (a replica that already succeeded is adopted as done; one that failed is replaced).
 const retryWorkflow = `
 apiVersion: argoproj.io/v1alpha1
 kind: Workflow
