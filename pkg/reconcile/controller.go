@@ -84,10 +84,9 @@ type Controller struct {
 	configMaps corelisters.ConfigMapLister
 	secrets    corelisters.SecretLister
 	synced     []cache.InformerSynced
-	// The caches of the job-wide children, and those children with their
-	// keys, looked up on every sync without allocating.
-	servicesCache, configMapsCache, secretsCache cache.Store
-	jobWide                                      []jobWideChild
+	// jobWide holds the job-wide children with their caches and keys,
+	// looked up on every sync without allocating.
+	jobWide []jobWideChild
 
 	// mu guards the replicas' states and created: the informers' handlers
 	// write them, the single worker reads and advances them.
@@ -178,7 +177,9 @@ func (c *Controller) Start(ctx context.Context) error {
 		return fmt.Errorf("watching services: %w", err)
 	}
 	c.services = corelisters.NewServiceLister(serviceInformer.GetIndexer())
-	c.servicesCache = serviceInformer.GetStore()
+	for _, svc := range c.opts.Desired.Services {
+		c.keepJobWide(svc, serviceInformer.GetStore())
+	}
 	// ConfigMaps and Secrets are watched only by jobs that have them, so a
 	// job that needs none needs no right to list them.
 	if len(c.opts.Desired.ConfigMaps) > 0 {
@@ -187,7 +188,9 @@ func (c *Controller) Start(ctx context.Context) error {
 			return fmt.Errorf("watching configmaps: %w", err)
 		}
 		c.configMaps = corelisters.NewConfigMapLister(inf.GetIndexer())
-		c.configMapsCache = inf.GetStore()
+		for _, cm := range c.opts.Desired.ConfigMaps {
+			c.keepJobWide(cm, inf.GetStore())
+		}
 	}
 	if len(c.opts.Desired.Secrets) > 0 {
 		inf := c.newInformer(listWatch(core.Secrets(ns), selector), &corev1.Secret{})
@@ -195,7 +198,9 @@ func (c *Controller) Start(ctx context.Context) error {
 			return fmt.Errorf("watching secrets: %w", err)
 		}
 		c.secrets = corelisters.NewSecretLister(inf.GetIndexer())
-		c.secretsCache = inf.GetStore()
+		for _, s := range c.opts.Desired.Secrets {
+			c.keepJobWide(s, inf.GetStore())
+		}
 	}
 
 	for _, inf := range c.informers {
@@ -203,15 +208,6 @@ func (c *Controller) Start(ctx context.Context) error {
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 		return errors.New("waiting for the job's informer caches to sync: context ended")
-	}
-	for _, s := range c.opts.Desired.Secrets {
-		c.keepJobWide(s, c.secretsCache)
-	}
-	for _, cm := range c.opts.Desired.ConfigMaps {
-		c.keepJobWide(cm, c.configMapsCache)
-	}
-	for _, svc := range c.opts.Desired.Services {
-		c.keepJobWide(svc, c.servicesCache)
 	}
 	c.cachesSynced.Store(true)
 	c.startTime = c.opts.Clock.Now()
