@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -33,6 +34,9 @@ import (
 // syncKey is the only workqueue key: one controller owns one job, and every
 // child event asks for the whole job to be looked at again.
 const syncKey = "job"
+
+// cacheSyncPoll is how often Start looks whether the informers' first lists are in.
+const cacheSyncPoll = 5 * time.Millisecond
 
 // Options configures a Controller.
 type Options struct {
@@ -206,7 +210,17 @@ func (c *Controller) Start(ctx context.Context) error {
 	for _, inf := range c.informers {
 		go inf.RunWithContext(ctx)
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+	// cache.WaitForCacheSync looks every 100 ms: most of a new job's time to
+	// its first create, when the first lists take a few milliseconds.
+	allSynced := func(context.Context) (bool, error) {
+		for _, synced := range c.synced {
+			if !synced() {
+				return false, nil
+			}
+		}
+		return true, nil
+	}
+	if err := wait.PollUntilContextCancel(ctx, cacheSyncPoll, true, allSynced); err != nil {
 		return errors.New("waiting for the job's informer caches to sync: context ended")
 	}
 	c.cachesSynced.Store(true)
