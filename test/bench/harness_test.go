@@ -359,7 +359,8 @@ func (h *harness) runTeardown(ctx context.Context, j namespacedJob) (teardownRun
 	if err != nil {
 		return run, err
 	}
-	p, err := StartTrainstep(RunOptions{Binary: h.binary, Kubeconfig: h.c.Kubeconfig, Namespace: j.ns, JobFile: j.file, Dir: j.dir})
+	p, err := StartTrainstep(RunOptions{Binary: h.binary, Kubeconfig: h.c.Kubeconfig, Namespace: j.ns, JobFile: j.file, Dir: j.dir,
+		ExtraArgs: []string{"--termination-grace", TeardownGrace.String()}})
 	if err != nil {
 		return run, err
 	}

@@ -97,9 +97,10 @@ var templateFuncs = template.FuncMap{
 		}
 		return "**missed**"
 	},
-	"requestRows": requestRows,
-	"largest":     func(r Report) SizeResult { return r.Sizes[len(r.Sizes)-1] },
-	"megabytes":   func(b int64) float64 { return float64(b) / 1e6 },
+	"requestRows":   requestRows,
+	"teardownGrace": func() time.Duration { return TeardownGrace },
+	"largest":       func(r Report) SizeResult { return r.Sizes[len(r.Sizes)-1] },
+	"megabytes":     func(b int64) float64 { return float64(b) / 1e6 },
 	"size": func(r Report, n int) *SizeResult {
 		if s, ok := r.Size(n); ok {
 			return &s

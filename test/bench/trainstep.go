@@ -32,6 +32,12 @@ func BuildTrainstep(ctx context.Context, repoRoot, dir, version string) (string,
 	return binary, nil
 }
 
+// TeardownGrace is the --termination-grace of the SIGTERM teardown runs: the
+// default 25 s is less than this cluster needs for a 2048-worker job's 4096
+// deletes (the README tells users of such jobs to give a longer grace), and a
+// teardown cut short would leave objects the measurement waits for.
+const TeardownGrace = 3 * time.Minute
+
 // RunOptions are one `trainstep run` invocation's inputs.
 type RunOptions struct {
 	Binary, Kubeconfig, Namespace string
