@@ -1,0 +1,317 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainstep/trainstep/test/cluster"
+)
+
+// mpiImage holds this machine's OpenMPI, ssh and sshd, and the all-reduce program
+// (importMPIImage).
+const mpiImage = "docker.io/local/openmpi:host"
+
+// allReduceProgramPath is where the all-reduce program is in mpiImage.
+const allReduceProgramPath = "/usr/local/bin/allreduce"
+
+// allReduceProgram sums every rank's number with an MPI_Allreduce and prints what it got.
+const allReduceProgram = `#include <mpi.h>
+#include <stdio.h>
+
+int main(int argc, char **argv) {
+	int rank, size, sum = 0;
+	char host[MPI_MAX_PROCESSOR_NAME];
+	int hostLen;
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	MPI_Get_processor_name(host, &hostLen);
+	MPI_Allreduce(&rank, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+	printf("rank %d of %d on %s: sum of ranks %d\n", rank, size, host, sum);
+	MPI_Finalize();
+	return 0;
+}
+`
+
+// mpiAllReduceJob is an OpenMPI job as a user writes it for an image whose processes run
+// as root: the launcher's mpirun starts one rank on each of the two workers (their sshd is
+// trainstep's default command) over SSH, by the hostfile's names. The launcher starts with
+// the workers, so its first mpirun may find a worker's name not yet in DNS and exit; the
+// launcher's OnFailure restart (within backoffLimit) runs it again, as under the MPI
+// Operator. cleanPodPolicy All removes the workers, which never exit, and the launcher once
+// the job ends. The image is the ClusterWorkflowTemplate's image parameter.
+const mpiAllReduceJob = `
+apiVersion: trainstep.dev/v1alpha1
+kind: TrainJob
+metadata:
+  name: allreduce
+spec:
+  framework: mpi
+  slotsPerWorker: 1
+  replicaSpecs:
+    Launcher:
+      template:
+        spec:
+          containers:
+            - name: mpi-launcher
+              image: openmpi-allreduce
+              command: [mpirun]
+              args: [-n, "2", ` + allReduceProgramPath + `]
+              env:
+                - {name: OMPI_ALLOW_RUN_AS_ROOT, value: "1"}
+                - {name: OMPI_ALLOW_RUN_AS_ROOT_CONFIRM, value: "1"}
+    Worker:
+      replicas: 2
+      template:
+        spec:
+          containers:
+            - name: mpi-worker
+              image: openmpi-allreduce
+  runPolicy:
+    backoffLimit: 3
+    cleanPodPolicy: All
+`
+
+// mpiWorkflow calls the ClusterWorkflowTemplate with the MPI job, then a task reading its
+// outputs.
+const mpiWorkflow = `
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata:
+  generateName: mpi-
+spec:
+  entrypoint: main
+  templates:
+    - name: main
+      dag:
+        tasks:
+          - name: train
+            templateRef: {name: trainstep, template: train, clusterScope: true}
+            arguments:
+              parameters:
+                - {name: trainstep-image, value: "%[1]s"}
+                - {name: image, value: "%[2]s"}
+                - name: job
+                  value: %[3]s
+          - name: report
+            depends: train
+            template: report
+            arguments:
+              parameters:
+                - {name: phase, value: "{{tasks.train.outputs.parameters.phase}}"}
+                - {name: replicas, value: "{{tasks.train.outputs.parameters.replicas}}"}
+    - name: report
+      inputs:
+        parameters:
+          - name: phase
+          - name: replicas
+      script:
+        image: "%[4]s"
+        command: [python]
+        env:
+          - {name: PHASE, value: "{{inputs.parameters.phase}}"}
+          - {name: REPLICAS, value: "{{inputs.parameters.replicas}}"}
+        source: |
+          import json, os
+          replicas = json.loads(os.environ["REPLICAS"])
+          print(f"job {os.environ['PHASE']} with {' '.join(sorted(r['type'] for r in replicas))}")
+`
+
+// TestRealNodeMPIJobThroughClusterWorkflowTemplate runs an OpenMPI job through the shipped
+// ClusterWorkflowTemplate: the launcher's real mpirun reaches the two workers' sshd over
+// SSH with the key of the job's Secret, by the names of the hostfile ConfigMap, which
+// resolve through the job's headless Service; the two ranks all-reduce over pod-to-pod
+// TCP. The step's outputs reach the next task, and no object of the job is left.
+func TestRealNodeMPIJobThroughClusterWorkflowTemplate(t *testing.T) {
+	e := setUp(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	started := time.Now()
+	if err := importMPIImage(ctx, t, e.c); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("MPI image built and imported in %s", time.Since(started).Round(100*time.Millisecond))
+
+	manifest, err := json.Marshal(mpiAllReduceJob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf := workflowFromYAML(t, fmt.Sprintf(mpiWorkflow, localImage, mpiImage, manifest, pythonImage))
+	started = time.Now()
+	name := e.submit(t, wf)
+	wf = e.waitForWorkflow(t, name, 5*time.Minute, "Succeeded", "Failed", "Error")
+	t.Logf("Workflow %s ended %s in %s", name, phaseOf(wf), time.Since(started).Round(100*time.Millisecond))
+	train := podNode(t, wf, "train")
+	stepLog := e.logOf(t, e.podOfNode(t, wf, train).Name, "main")
+	if phaseOf(wf) != "Succeeded" {
+		t.Fatalf("Workflow %s: phase %s, want Succeeded; nodes:\n%s\nthe train step's log:\n%s", name, phaseOf(wf), nodeSummary(wf), lastLines(stepLog, 60))
+	}
+	if got := param(t, train.Outputs.Parameters, "phase"); got != "Succeeded" {
+		t.Errorf("train output phase = %q, want Succeeded", got)
+	}
+	job := param(t, train.Outputs.Parameters, "job-name")
+	t.Logf("job %s: the launcher restarted %s times", job, param(t, train.Outputs.Parameters, "restarts"))
+
+	// Each rank ran on its own worker, named as the hostfile names it, and got the sum of
+	// both ranks; mpirun relays the ranks' output into the launcher's log, which the step
+	// streams.
+	for rank := 0; rank < 2; rank++ {
+		want := fmt.Sprintf("rank %d of 2 on %s-worker-%d: sum of ranks 1", rank, job, rank)
+		if !strings.Contains(stepLog, want) {
+			t.Errorf("the train step's log lacks the launcher's line %q:\n%s", want, lastLines(stepLog, 60))
+		}
+	}
+	for _, line := range strings.Split(stepLog, "\n") {
+		if strings.HasPrefix(line, "[launcher-0] rank ") {
+			t.Log(line)
+		}
+	}
+	if !strings.Contains(stepLog, "[launcher-0] rank 0 of 2") {
+		t.Errorf("the train step's log does not prefix the launcher's lines with [launcher-0]:\n%s", lastLines(stepLog, 60))
+	}
+
+	report := podNode(t, wf, "report")
+	if got := param(t, report.Inputs.Parameters, "phase"); got != "Succeeded" {
+		t.Errorf("report's phase input = %q, want the train step's Succeeded", got)
+	}
+	if log, want := e.logOf(t, e.podOfNode(t, wf, report).Name, "main"), "job Succeeded with Launcher Worker Worker"; !strings.Contains(log, want) {
+		t.Errorf("report's log %q does not say %q", log, want)
+	}
+
+	// cleanPodPolicy All: the step deleted every pod, and with the last one the job's
+	// Service, hostfile ConfigMap and SSH Secret.
+	pods, services, err := e.jobObjects(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		t.Errorf("pod %s (%s) of the job is left after the step", p.Name, p.Status.Phase)
+	}
+	for _, s := range services {
+		t.Errorf("Service %s of the job is left after the step", s)
+	}
+	selector := metav1.ListOptions{LabelSelector: jobNameLabel + "=" + job}
+	configMaps, err := e.c.Client.CoreV1().ConfigMaps(e.namespace).List(ctx, selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cm := range configMaps.Items {
+		t.Errorf("ConfigMap %s of the job is left after the step", cm.Name)
+	}
+	secrets, err := e.c.Client.CoreV1().Secrets(e.namespace).List(ctx, selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range secrets.Items {
+		t.Errorf("Secret %s of the job is left after the step", s.Name)
+	}
+	// By name too, in case a label went missing.
+	if _, err := e.c.Client.CoreV1().ConfigMaps(e.namespace).Get(ctx, job+"-config", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("ConfigMap %s-config: %v, want NotFound", job, err)
+	}
+	if _, err := e.c.Client.CoreV1().Secrets(e.namespace).Get(ctx, job+"-ssh", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("Secret %s-ssh: %v, want NotFound", job, err)
+	}
+}
+
+// importMPIImage builds mpiImage from this machine's OpenMPI (mpirun, orted, their plugins
+// and help files), ssh and sshd, the libraries all of them load, /bin/sh (sshd runs orted
+// through the user's shell), the all-reduce program compiled with mpicc, and the few files
+// ssh and sshd need: root and sshd's privilege-separation user, host keys generated now,
+// and configurations for pods whose names and keys change with every job.
+func importMPIImage(ctx context.Context, t *testing.T, c *cluster.Cluster) error {
+	dir := t.TempDir()
+	for _, tool := range []string{"mpicc", "/usr/bin/orterun", "/usr/bin/ssh", "ssh-keygen", "/usr/sbin/sshd"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("the MPI image needs this machine's %s: apt-get install openmpi-bin libopenmpi-dev openssh-server (.ci/run does): %w", tool, err)
+		}
+	}
+	source, program := filepath.Join(dir, "allreduce.c"), filepath.Join(dir, "allreduce")
+	if err := os.WriteFile(source, []byte(allReduceProgram), 0o644); err != nil {
+		return err
+	}
+	if out, err := exec.CommandContext(ctx, "mpicc", "-o", program, source).CombinedOutput(); err != nil {
+		return fmt.Errorf("mpicc: %v\n%s", err, out)
+	}
+	hostKey := filepath.Join(dir, "ssh_host_ed25519_key")
+	if out, err := exec.CommandContext(ctx, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", hostKey).CombinedOutput(); err != nil {
+		return fmt.Errorf("generating the sshd host key: %v\n%s", err, out)
+	}
+	config := map[string]string{
+		"passwd": "root:x:0:0:root:/root:/bin/sh\nsshd:x:100:65534::/run/sshd:/usr/sbin/nologin\n",
+		"group":  "root:x:0:\nnogroup:x:65534:\n",
+		// Workers' names and the job's key are new with every job: nothing to check a
+		// host key against.
+		"ssh_config": "Host *\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n",
+		// StrictModes no: the Secret volume's files are links into a directory the
+		// kubelet owns, which sshd's ownership checks refuse.
+		"sshd_config": "HostKey /etc/ssh/ssh_host_ed25519_key\nPermitRootLogin prohibit-password\n" +
+			"PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n",
+	}
+	for name, text := range config {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			return err
+		}
+	}
+	privsep := filepath.Join(dir, "sshd-privsep")
+	if err := os.Mkdir(privsep, 0o755); err != nil {
+		return err
+	}
+
+	const (
+		openMPILib = "/usr/lib/x86_64-linux-gnu/openmpi/lib"
+		pmixDir    = "/usr/lib/x86_64-linux-gnu/pmix2"
+	)
+	files := map[string]string{
+		"/usr/bin/mpirun":                   "/usr/bin/orterun",
+		"/usr/bin/orterun":                  "/usr/bin/orterun",
+		"/usr/bin/orted":                    "/usr/bin/orted",
+		"/usr/bin/ssh":                      "/usr/bin/ssh",
+		"/usr/sbin/sshd":                    "/usr/sbin/sshd",
+		"/bin/sh":                           "/bin/sh",
+		openMPILib:                          openMPILib,
+		pmixDir:                             pmixDir,
+		"/usr/share/openmpi":                "/usr/share/openmpi",
+		"/etc/openmpi":                      "/etc/openmpi",
+		allReduceProgramPath:                program,
+		"/etc/passwd":                       filepath.Join(dir, "passwd"),
+		"/etc/group":                        filepath.Join(dir, "group"),
+		"/etc/ssh/ssh_config":               filepath.Join(dir, "ssh_config"),
+		"/etc/ssh/sshd_config":              filepath.Join(dir, "sshd_config"),
+		"/etc/ssh/ssh_host_ed25519_key":     hostKey,
+		"/etc/ssh/ssh_host_ed25519_key.pub": hostKey + ".pub",
+		"/run/sshd":                         privsep,
+	}
+	programs := []string{"/usr/bin/orterun", "/usr/bin/orted", "/usr/bin/ssh", "/usr/sbin/sshd", "/bin/sh", program}
+	for _, root := range []string{openMPILib, pmixDir} {
+		err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && strings.Contains(filepath.Base(p), ".so") {
+				programs = append(programs, p)
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for _, p := range programs {
+		libs, err := sharedLibraries(p)
+		if err != nil {
+			return err
+		}
+		for _, lib := range libs {
+			files[lib] = lib
+		}
+	}
+	return c.ImportHostFilesImage(ctx, mpiImage, files)
+}
