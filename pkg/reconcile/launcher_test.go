@@ -15,6 +15,7 @@ import (
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/render"
+	"github.com/trainstep/trainstep/pkg/result"
 )
 
 func mpiJob(creation v1alpha1.LauncherCreationPolicy) *v1alpha1.TrainJob {
@@ -214,5 +215,38 @@ func TestLauncherAfterAdoption(t *testing.T) {
 			h.setReady("pi-worker-1", corev1.PodRunning, true)
 			h.pod("pi-launcher-0")
 		})
+	}
+}
+
+// Workers that cannot be scheduled end the job at the pending timeout as
+// with AtStartup, the launcher never created: waiting for them does not
+// hang the job, and the cleanup removes the workers with no launcher to
+// find.
+func TestLauncherHeldByUnschedulableWorkersEndsAtThePendingTimeout(t *testing.T) {
+	h := startWith(t, mpiJob(v1alpha1.LauncherCreationWaitForWorkersReady), func(_ *harness, o *Options) {
+		o.Timeouts.Pending = 300 * time.Millisecond
+	})
+	for _, name := range []string{"pi-worker-0", "pi-worker-1"} {
+		pod := h.pod(name).DeepCopy()
+		pod.CreationTimestamp = metav1.Now() // the fake API server sets none
+		pod.Status.Phase = corev1.PodPending
+		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
+		if _, err := h.client.CoreV1().Pods(ns).UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := h.decision(); d.Outcome != policy.OutcomeTransient || d.Reason != result.ReasonPendingTimeout {
+		t.Fatalf("decision %+v, want Transient PendingTimeout", d)
+	}
+	if n := h.podCreates("pi-launcher-0"); n != 0 {
+		t.Errorf("launcher created %d times, want 0", n)
+	}
+	left, err := h.ctrl.Cleanup(context.Background(), true, true)
+	if err != nil || len(left) != 0 {
+		t.Fatalf("cleanup: left %v, err %v", left, err)
+	}
+	pods, err := h.client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil || len(pods.Items) != 0 {
+		t.Errorf("after cleanup: %d pods (err %v), want none", len(pods.Items), err)
 	}
 }
