@@ -12,10 +12,11 @@ import (
 
 // launcherGate holds an MPI launcher back until every worker pod is Running
 // and Ready (launcherCreationPolicy: WaitForWorkersReady): mpirun reaches
-// the workers by DNS names that resolve only once their pods are Ready. As
-// in the MPI Operator, the gate is checked only while the launcher has
-// never had a pod: once it opened, a restart of the launcher or a
-// replacement of a worker does not hold the launcher again.
+// the workers by DNS names that resolve only once their pods have an
+// address, and Ready is the MPI Operator's test that they have and run.
+// As in the MPI Operator, the gate is checked only until the launcher is
+// first created: a restart of the launcher or a replacement of a worker
+// later does not hold the launcher again.
 type launcherGate struct {
 	launcher *replicaState
 	workers  []*replicaState
@@ -72,7 +73,9 @@ func (g *launcherGate) holds(st *replicaState) bool {
 	return !g.open
 }
 
-// announce logs when the launcher becomes held and when it is released.
+// announceLauncher logs when the launcher becomes held, and logs and
+// records an event when it is released; called with the controller's mutex
+// held.
 func (c *Controller) announceLauncher() {
 	g := c.launcher
 	if g == nil {
