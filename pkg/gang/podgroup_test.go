@@ -151,3 +151,49 @@ func TestPodGroupCarriesEachProjectsFields(t *testing.T) {
 		}
 	}
 }
+
+// An MPI job whose launcher waits for Ready workers passes validation with
+// a PodGroup only when its workers alone make the group: minMember and
+// minResources count the workers, not the launcher created after them
+// (mpi-operator's workers+1 deadlocks, kubeflow/mpi-operator#608). The
+// gangs that wait for every replica's pod are refused.
+func TestLauncherWaitingForWorkersIsNoGangMember(t *testing.T) {
+	cpu := func(q string) corev1.PodTemplateSpec {
+		return corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "mpi", Image: "mpi:1",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(q)}}}}}}
+	}
+	job := func(gang v1alpha1.GangKind, minAvailable *int32) *v1alpha1.TrainJob {
+		j := &v1alpha1.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "pi", Namespace: "ns"}, Spec: v1alpha1.TrainJobSpec{
+			Framework:              v1alpha1.FrameworkMPI,
+			LauncherCreationPolicy: v1alpha1.LauncherCreationWaitForWorkersReady,
+			ReplicaSpecs: map[v1alpha1.ReplicaType]*v1alpha1.ReplicaSpec{
+				"Launcher": {Replicas: ptr.To[int32](1), Template: cpu("100m")},
+				"Worker":   {Replicas: ptr.To[int32](3), Template: cpu("2")},
+			},
+			RunPolicy: v1alpha1.RunPolicy{SchedulingPolicy: &v1alpha1.SchedulingPolicy{Gang: gang, Queue: "q", MinAvailable: minAvailable}},
+		}}
+		v1alpha1.SetDefaults(j)
+		return j
+	}
+	for _, kind := range []v1alpha1.GangKind{v1alpha1.GangSchedulerPlugins, v1alpha1.GangVolcano} {
+		if errs := v1alpha1.Validate(job(kind, nil)); len(errs) != 1 || errs[0].Field != "spec.launcherCreationPolicy" {
+			t.Errorf("%s without minAvailable: errors %v, want the launcherCreationPolicy one", kind, errs)
+		}
+		j := job(kind, ptr.To[int32](3))
+		if errs := v1alpha1.Validate(j); len(errs) != 0 {
+			t.Fatalf("%s with minAvailable 3: %v", kind, errs.ToAggregate())
+		}
+		if got := MinMember(j); got != 3 {
+			t.Errorf("%s: minMember %d, want the 3 workers", kind, got)
+		}
+		want := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("6")}
+		if diff := cmp.Diff(want, MinResources(j)); diff != "" {
+			t.Errorf("%s: minResources (-want +got):\n%s", kind, diff)
+		}
+	}
+	for _, kind := range []v1alpha1.GangKind{v1alpha1.GangBuiltin, v1alpha1.GangKueue} {
+		if errs := v1alpha1.Validate(job(kind, ptr.To[int32](3))); len(errs) != 1 || errs[0].Field != "spec.launcherCreationPolicy" {
+			t.Errorf("%s: errors %v, want spec.launcherCreationPolicy refused", kind, errs)
+		}
+	}
+}

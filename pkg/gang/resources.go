@@ -9,7 +9,9 @@ import (
 // MinResources is what a PodGroup asks to be free before any of its pods
 // start: schedulingPolicy.minResources when set, else the requests of the
 // first MinMember replicas (replica types in v1alpha1.SortedReplicaTypes
-// order, so the replicas a job cannot run without come first).
+// order, so the replicas a job cannot run without come first). An MPI
+// launcher created only once the workers are Ready is no member the group
+// starts with: the workers' requests are summed instead.
 func MinResources(job *v1alpha1.TrainJob) corev1.ResourceList {
 	if sp := job.Spec.RunPolicy.SchedulingPolicy; sp != nil && sp.MinResources != nil {
 		return sp.MinResources.DeepCopy()
@@ -18,7 +20,7 @@ func MinResources(job *v1alpha1.TrainJob) corev1.ResourceList {
 	left := MinMember(job)
 	for _, t := range v1alpha1.SortedReplicaTypes(job) {
 		spec := job.Spec.ReplicaSpecs[t]
-		if spec == nil {
+		if spec == nil || t == v1alpha1.ReplicaTypeLauncher && launcherWaits(job) {
 			continue
 		}
 		n := min(spec.ReplicaCount(), left)
@@ -74,4 +76,11 @@ func containerRequests(c *corev1.Container) corev1.ResourceList {
 		}
 	}
 	return out
+}
+
+// launcherWaits reports whether the job's MPI launcher is created only once
+// its workers are Ready.
+func launcherWaits(job *v1alpha1.TrainJob) bool {
+	return job.Spec.Framework == v1alpha1.FrameworkMPI &&
+		job.Spec.LauncherCreationPolicy == v1alpha1.LauncherCreationWaitForWorkersReady
 }

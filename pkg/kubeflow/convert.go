@@ -235,9 +235,7 @@ func (j *MPIJob) ToTrainJob() (*v1alpha1.TrainJob, []string) {
 	job.Spec.RunLauncherAsWorker = copyPtr(j.Spec.RunLauncherAsWorker)
 	job.Spec.SSHAuthMountPath = j.Spec.SSHAuthMountPath
 	job.Spec.MPIImplementation = v1alpha1.MPIImplementation(j.Spec.MPIImplementation)
-	if j.Spec.LauncherCreationPolicy == "WaitForWorkersReady" {
-		c.warnf("spec.launcherCreationPolicy WaitForWorkersReady is ignored: trainstep creates the launcher with the workers")
-	}
+	job.Spec.LauncherCreationPolicy = v1alpha1.LauncherCreationPolicy(j.Spec.LauncherCreationPolicy)
 	return job, c.warnings
 }
 

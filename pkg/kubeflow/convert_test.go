@@ -59,6 +59,7 @@ type jobSummary struct {
 	SlotsPerWorker  *int32
 	SSHAuthPath     string
 	MPIImpl         v1alpha1.MPIImplementation
+	LauncherPolicy  v1alpha1.LauncherCreationPolicy
 }
 
 func summarise(job *v1alpha1.TrainJob) jobSummary {
@@ -68,6 +69,7 @@ func summarise(job *v1alpha1.TrainJob) jobSummary {
 		TTL:           job.Spec.RunPolicy.TTLSecondsAfterFinished,
 		SuccessPolicy: job.Spec.SuccessPolicy, Elastic: job.Spec.ElasticPolicy, NprocPerNode: job.Spec.NprocPerNode,
 		SlotsPerWorker: job.Spec.SlotsPerWorker, SSHAuthPath: job.Spec.SSHAuthMountPath, MPIImpl: job.Spec.MPIImplementation,
+		LauncherPolicy: job.Spec.LauncherCreationPolicy,
 	}
 	if p := job.Spec.RunPolicy.CleanPodPolicy; p != nil {
 		s.CleanPodPolicy = *p
@@ -207,18 +209,41 @@ func TestToTrainJobKubeflowSpecifics(t *testing.T) {
 			t.Errorf("successPolicy = %s", job.Spec.SuccessPolicy)
 		}
 	})
+	t.Run("MPIJob launcherCreationPolicy carries over", func(t *testing.T) {
+		for _, policy := range []string{"", "AtStartup", "WaitForWorkersReady"} {
+			mpi := decodeFile(t, "mpijob_pi.yaml").(*MPIJob)
+			mpi.Spec.LauncherCreationPolicy = policy
+			job, warnings := mpi.ToTrainJob()
+			if string(job.Spec.LauncherCreationPolicy) != policy {
+				t.Errorf("launcherCreationPolicy %q became %q", policy, job.Spec.LauncherCreationPolicy)
+			}
+			if len(warnings) != 1 { // only ttlSecondsAfterFinished, as in TestToTrainJob
+				t.Errorf("launcherCreationPolicy %q: warnings %q", policy, warnings)
+			}
+			v1alpha1.SetDefaults(job)
+			if errs := v1alpha1.Validate(job); len(errs) != 0 {
+				t.Errorf("launcherCreationPolicy %q: %v", policy, errs.ToAggregate())
+			}
+		}
+		mpi := decodeFile(t, "mpijob_pi.yaml").(*MPIJob)
+		mpi.Spec.LauncherCreationPolicy = "Later"
+		job, _ := mpi.ToTrainJob()
+		v1alpha1.SetDefaults(job)
+		want := `spec.launcherCreationPolicy: Unsupported value: "Later": supported values: "AtStartup", "WaitForWorkersReady"`
+		if errs := v1alpha1.Validate(job); len(errs) != 1 || errs[0].Error() != want {
+			t.Errorf("errors = %v, want %s", errs, want)
+		}
+	})
 	t.Run("warnings for accepted but ignored fields", func(t *testing.T) {
 		_, tfWarnings := (&TFJob{Spec: TFJobSpec{EnableDynamicWorker: true,
 			RunPolicy: RunPolicy{ManagedBy: ptr("kubeflow.org/training-operator"), SchedulingPolicy: &SchedulingPolicy{Queue: "q"}}}}).ToTrainJob()
 		_, ptWarnings := (&PyTorchJob{Spec: PyTorchJobSpec{ElasticPolicy: &v1alpha1.ElasticPolicy{NProcPerNode: i32(2)}}}).ToTrainJob()
-		_, mpiWarnings := (&MPIJob{Spec: MPIJobSpec{LauncherCreationPolicy: "WaitForWorkersReady"}}).ToTrainJob()
-		got := append(append(tfWarnings, ptWarnings...), mpiWarnings...)
+		got := append(tfWarnings, ptWarnings...)
 		want := []string{
 			"spec.runPolicy.managedBy is ignored: trainstep runs the job itself",
 			"spec.enableDynamicWorker is ignored: trainstep runs a fixed set of TensorFlow workers",
 			// training-operator v1.9 pytorchjob_webhook.go's deprecation warning.
 			"spec.elasticPolicy.nProcPerNode is deprecated, use spec.nprocPerNode instead",
-			"spec.launcherCreationPolicy WaitForWorkersReady is ignored: trainstep creates the launcher with the workers",
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("warnings (-want +got):\n%s", diff)

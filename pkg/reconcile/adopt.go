@@ -52,6 +52,7 @@ func (c *Controller) adopt(ctx context.Context) error {
 			}
 		default:
 			c.replicas[id].adopted(pod, attemptOf(pod, 0))
+			c.launcher.adopted(c.replicas[id])
 			owned = append(owned, pod)
 			adopted++
 		}

@@ -120,6 +120,9 @@ type Controller struct {
 	// gang is the built-in gang's state (nil unless gang: builtin).
 	gang            *builtinGang
 	podGroupCreated bool
+	// launcher holds an MPI launcher until the workers are Ready (nil
+	// unless launcherCreationPolicy: WaitForWorkersReady); guarded by mu.
+	launcher *launcherGate
 }
 
 // New builds a controller; Start begins watching.
@@ -148,6 +151,7 @@ func New(opts Options) *Controller {
 		st := newReplicaState(id, render.PodName(opts.Identity.JobName, id.Type, id.Index))
 		c.replicas[id], c.byName[st.name] = st, st
 	}
+	c.launcher = newLauncherGate(opts.Job, c.replicas, c.order)
 	return c
 }
 

@@ -35,6 +35,9 @@ func tfJob(policyName v1alpha1.RestartPolicy) *v1alpha1.TrainJob {
 	return job
 }
 
+// testKeys are SSH keys for MPI jobs' Secret; other jobs ignore them.
+var testKeys = render.Inputs{SSHPrivateKey: []byte("-----BEGIN PRIVATE KEY-----\n"), SSHPublicKey: []byte("ssh-ed25519 AAAAC3 test\n")}
+
 // harness runs a controller against the fake clientset; the test plays kubelet.
 type harness struct {
 	t      *testing.T
@@ -57,7 +60,7 @@ func startWith(t *testing.T, job *v1alpha1.TrainJob, setup func(h *harness, o *O
 	if err != nil {
 		t.Fatal(err)
 	}
-	desired, err := render.Render(job, id, render.Inputs{})
+	desired, err := render.Render(job, id, testKeys)
 	if err != nil {
 		t.Fatal(err)
 	}

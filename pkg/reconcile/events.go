@@ -23,4 +23,7 @@ const (
 	// EventNotOwned: a pod with a replica's name exists but another owner
 	// controls it; trainstep does not take it over.
 	EventNotOwned = "NotOwned"
+	// EventWorkersReady: every MPI worker is Ready; the launcher held back
+	// by launcherCreationPolicy: WaitForWorkersReady is created.
+	EventWorkersReady = "WorkersReady"
 )

@@ -15,6 +15,9 @@ type Progress struct {
 	// Active is how many replicas are running or done; Total how many there are.
 	Active, Total int
 	Restarts      int32
+	// Waiting says what holds a replica back from being created ("" when
+	// nothing does), e.g. an MPI launcher waiting for its workers.
+	Waiting string
 }
 
 // TypeProgress counts one replica type.
@@ -51,13 +54,16 @@ func ProgressOf(v *policy.View) Progress {
 
 // String renders "worker 3/4 running, ps 1/1 running, restarts 1".
 func (p Progress) String() string {
-	parts := make([]string, 0, len(p.Types)+1)
+	parts := make([]string, 0, len(p.Types)+2)
 	for _, t := range p.Types {
 		s := fmt.Sprintf("%s %d/%d running", strings.ToLower(string(t.Type)), t.Running, t.Total)
 		if t.Succeeded > 0 {
 			s += fmt.Sprintf(" (%d succeeded)", t.Succeeded)
 		}
 		parts = append(parts, s)
+	}
+	if p.Waiting != "" {
+		parts = append(parts, p.Waiting)
 	}
 	parts = append(parts, fmt.Sprintf("restarts %d", p.Restarts))
 	return strings.Join(parts, ", ")

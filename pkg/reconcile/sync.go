@@ -139,10 +139,11 @@ func (c *Controller) podsToCreate() []podCreate {
 	defer c.mu.Unlock()
 	var out []podCreate
 	for _, id := range c.order {
-		if st := c.replicas[id]; st.wantsCreate() {
+		if st := c.replicas[id]; st.wantsCreate() && !c.launcher.holds(st) {
 			out = append(out, podCreate{st: st, attempt: st.nextAttempt})
 		}
 	}
+	c.announceLauncher()
 	return out
 }
 
@@ -272,6 +273,9 @@ func (c *Controller) reportProgress() {
 		return
 	}
 	p := ProgressOf(&c.view)
+	c.mu.Lock()
+	p.Waiting = c.launcher.waiting()
+	c.mu.Unlock()
 	if line := p.String(); line != c.lastProgress {
 		c.lastProgress = line
 		c.opts.OnProgress(p)

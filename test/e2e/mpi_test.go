@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/trainstep/trainstep/pkg/result"
 	"github.com/trainstep/trainstep/test/cluster"
 )
 
@@ -45,11 +46,11 @@ int main(int argc, char **argv) {
 
 // mpiAllReduceJob is an OpenMPI job as a user writes it for an image whose processes run
 // as root: the launcher's mpirun starts one rank on each of the two workers (their sshd is
-// trainstep's default command) over SSH, by the hostfile's names. The launcher starts with
-// the workers, so its first mpirun may find a worker's name not yet in DNS and exit; the
-// launcher's OnFailure restart (within backoffLimit) runs it again, as under the MPI
-// Operator. cleanPodPolicy All removes the workers, which never exit, and the launcher once
-// the job ends. The image is the ClusterWorkflowTemplate's image parameter.
+// trainstep's default command) over SSH, by the hostfile's names. launcherCreationPolicy
+// WaitForWorkersReady creates the launcher only once both workers are Ready, when their
+// names resolve, so its first mpirun succeeds and backoffLimit 0 allows no restart.
+// cleanPodPolicy All removes the workers, which never exit, and the launcher once the job
+// ends. The image is the ClusterWorkflowTemplate's image parameter.
 const mpiAllReduceJob = `
 apiVersion: trainstep.dev/v1alpha1
 kind: TrainJob
@@ -58,6 +59,7 @@ metadata:
 spec:
   framework: mpi
   slotsPerWorker: 1
+  launcherCreationPolicy: WaitForWorkersReady
   replicaSpecs:
     Launcher:
       template:
@@ -78,7 +80,7 @@ spec:
             - name: mpi-worker
               image: openmpi-allreduce
   runPolicy:
-    backoffLimit: 3
+    backoffLimit: 0
     cleanPodPolicy: All
 `
 
@@ -160,7 +162,31 @@ func TestRealNodeMPIJobThroughClusterWorkflowTemplate(t *testing.T) {
 		t.Errorf("train output phase = %q, want Succeeded", got)
 	}
 	job := param(t, train.Outputs.Parameters, "job-name")
-	t.Logf("job %s: the launcher restarted %s times", job, param(t, train.Outputs.Parameters, "restarts"))
+	if got := param(t, train.Outputs.Parameters, "restarts"); got != "0" {
+		t.Errorf("job %s: restarts = %s, want 0: the launcher waited for Ready workers", job, got)
+	}
+	for _, want := range []string{"launcher waits until every worker is Ready", "every worker is Ready; creating the launcher"} {
+		if !strings.Contains(stepLog, want) {
+			t.Errorf("the train step's log lacks %q:\n%s", want, lastLines(stepLog, 60))
+		}
+	}
+	var replicas []result.ReplicaStatus
+	if err := json.Unmarshal([]byte(param(t, train.Outputs.Parameters, "replicas")), &replicas); err != nil {
+		t.Fatalf("train output replicas: %v", err)
+	}
+	launchers := 0
+	for _, r := range replicas {
+		if r.Type == "Launcher" {
+			launchers++
+			t.Logf("job %s: the launcher restarted %d times", job, r.Restarts)
+			if r.Restarts != 0 {
+				t.Errorf("the launcher restarted %d times, want 0", r.Restarts)
+			}
+		}
+	}
+	if launchers != 1 {
+		t.Errorf("train output replicas has %d launchers, want 1: %+v", launchers, replicas)
+	}
 
 	// Each rank ran on its own worker, named as the hostfile names it, and got the sum of
 	// both ranks; mpirun relays the ranks' output into the launcher's log, which the step

@@ -113,6 +113,9 @@ func setMPIDefaults(s *TrainJobSpec) {
 	if s.SSHAuthMountPath == "" {
 		s.SSHAuthMountPath = DefaultSSHAuthMountPath
 	}
+	if s.LauncherCreationPolicy == "" {
+		s.LauncherCreationPolicy = LauncherCreationAtStartup
+	}
 }
 
 // setPyTorchDefaults follows training-operator v1.9 pytorch_defaults.go:

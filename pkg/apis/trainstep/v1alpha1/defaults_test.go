@@ -201,10 +201,12 @@ func TestSetDefaultsJobWide(t *testing.T) {
 			},
 		},
 		SuccessPolicy: SuccessPolicyDefault,
-		// mpi-operator v2beta1 default.go: slotsPerWorker 1, /root/.ssh, OpenMPI.
-		SlotsPerWorker:    ptrTo[int32](1),
-		MPIImplementation: MPIImplementationOpenMPI,
-		SSHAuthMountPath:  "/root/.ssh",
+		// mpi-operator v2beta1 default.go: slotsPerWorker 1, /root/.ssh,
+		// OpenMPI, the launcher created at startup.
+		SlotsPerWorker:         ptrTo[int32](1),
+		MPIImplementation:      MPIImplementationOpenMPI,
+		SSHAuthMountPath:       "/root/.ssh",
+		LauncherCreationPolicy: LauncherCreationAtStartup,
 	}
 	got := job.Spec
 	got.ReplicaSpecs = nil

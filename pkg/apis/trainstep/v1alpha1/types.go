@@ -91,7 +91,22 @@ type TrainJobSpec struct {
 
 	// RunLauncherAsWorker makes the MPI launcher also run ranks (MPIJob v2beta1).
 	RunLauncherAsWorker *bool `json:"runLauncherAsWorker,omitempty"`
+
+	// LauncherCreationPolicy says when the MPI launcher pod is created:
+	// AtStartup (default) together with the workers, or WaitForWorkersReady
+	// once every worker pod is Running and Ready (MPIJob v2beta1).
+	LauncherCreationPolicy LauncherCreationPolicy `json:"launcherCreationPolicy,omitempty"`
 }
+
+// LauncherCreationPolicy says when an MPI job's launcher is created.
+type LauncherCreationPolicy string
+
+// Launcher creation policies, as in MPIJob v2beta1. WaitForWorkersReady keeps
+// mpirun from starting before the workers' DNS names resolve.
+const (
+	LauncherCreationAtStartup           LauncherCreationPolicy = "AtStartup"
+	LauncherCreationWaitForWorkersReady LauncherCreationPolicy = "WaitForWorkersReady"
+)
 
 // RestartPolicy says what happens when a replica's container exits.
 type RestartPolicy string

@@ -414,6 +414,7 @@ func validateMPIFields(job *TrainJob, spec *field.Path) field.ErrorList {
 			name string
 			set  bool
 		}{
+			{"launcherCreationPolicy", s.LauncherCreationPolicy != ""},
 			{"mpiImplementation", s.MPIImplementation != ""},
 			{"runLauncherAsWorker", s.RunLauncherAsWorker != nil},
 			{"slotsPerWorker", s.SlotsPerWorker != nil},
@@ -435,7 +436,42 @@ func validateMPIFields(job *TrainJob, spec *field.Path) field.ErrorList {
 	if !path.IsAbs(s.SSHAuthMountPath) {
 		errs = append(errs, field.Invalid(spec.Child("sshAuthMountPath"), s.SSHAuthMountPath, "must be an absolute path"))
 	}
-	return errs
+	return append(errs, validateLauncherCreation(job, spec)...)
+}
+
+var launcherCreationPolicies = []LauncherCreationPolicy{LauncherCreationAtStartup, LauncherCreationWaitForWorkersReady}
+
+// validateLauncherCreation checks launcherCreationPolicy and the gangs it can
+// run with. A launcher held back until the workers are Ready must not be a
+// member the gang waits for: the builtin and Kueue gangs wait for every
+// replica's pod to exist, and a PodGroup needs minAvailable within the
+// workers (mpi-operator creates its PodGroup with minMember workers+1 and
+// deadlocks, kubeflow/mpi-operator#608).
+func validateLauncherCreation(job *TrainJob, spec *field.Path) field.ErrorList {
+	s := &job.Spec
+	p := spec.Child("launcherCreationPolicy")
+	if !containsValue(launcherCreationPolicies, s.LauncherCreationPolicy) {
+		return field.ErrorList{field.NotSupported(p, s.LauncherCreationPolicy, launcherCreationPolicies)}
+	}
+	sp := s.RunPolicy.SchedulingPolicy
+	if s.LauncherCreationPolicy != LauncherCreationWaitForWorkersReady || sp == nil {
+		return nil
+	}
+	gangPath := spec.Child("runPolicy", "schedulingPolicy")
+	switch sp.Gang {
+	case GangBuiltin, GangKueue:
+		return field.ErrorList{field.Forbidden(p, fmt.Sprintf(
+			"WaitForWorkersReady cannot be used with %s: %s: the gang waits for the launcher's pod, which waits for the workers to be Ready",
+			gangPath.Child("gang"), sp.Gang))}
+	case GangSchedulerPlugins, GangVolcano:
+		workers := s.ReplicaSpecs[ReplicaTypeWorker].ReplicaCount()
+		if sp.MinAvailable == nil || *sp.MinAvailable > workers {
+			return field.ErrorList{field.Forbidden(p, fmt.Sprintf(
+				"WaitForWorkersReady with %s: %s needs %s set to at most the worker replicas (%d): the launcher joins the PodGroup only once the workers are Ready",
+				gangPath.Child("gang"), sp.Gang, gangPath.Child("minAvailable"), workers))}
+		}
+	}
+	return nil
 }
 
 func containsType(types []ReplicaType, rt ReplicaType) bool { return containsValue(types, rt) }

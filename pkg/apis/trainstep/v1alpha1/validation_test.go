@@ -219,7 +219,9 @@ func TestValidateErrors(t *testing.T) {
 			j.Spec.MPIImplementation = MPIImplementationIntel
 			j.Spec.SSHAuthMountPath = "/home/mpiuser/.ssh"
 			j.Spec.RunLauncherAsWorker = ptrTo(true)
+			j.Spec.LauncherCreationPolicy = LauncherCreationWaitForWorkersReady
 		}, []string{
+			"spec.launcherCreationPolicy: Forbidden: only for framework mpi",
 			"spec.mpiImplementation: Forbidden: only for framework mpi",
 			"spec.runLauncherAsWorker: Forbidden: only for framework mpi",
 			"spec.slotsPerWorker: Forbidden: only for framework mpi",
@@ -229,6 +231,30 @@ func TestValidateErrors(t *testing.T) {
 			[]string{"spec.slotsPerWorker: Invalid value: 0: must be >= 1"}},
 		{"bad mpiImplementation", FrameworkMPI, func(j *TrainJob) { j.Spec.MPIImplementation = "MVAPICH" },
 			[]string{`spec.mpiImplementation: Unsupported value: "MVAPICH": supported values: "OpenMPI", "Intel", "MPICH"`}},
+		{"bad launcherCreationPolicy", FrameworkMPI, func(j *TrainJob) { j.Spec.LauncherCreationPolicy = "WhenReady" },
+			[]string{`spec.launcherCreationPolicy: Unsupported value: "WhenReady": supported values: "AtStartup", "WaitForWorkersReady"`}},
+		{"WaitForWorkersReady with the builtin gang", FrameworkMPI, func(j *TrainJob) {
+			j.Spec.LauncherCreationPolicy = LauncherCreationWaitForWorkersReady
+			j.Spec.RunPolicy.SchedulingPolicy.Gang = GangBuiltin
+		}, []string{"spec.launcherCreationPolicy: Forbidden: WaitForWorkersReady cannot be used with spec.runPolicy.schedulingPolicy.gang: builtin: " +
+			"the gang waits for the launcher's pod, which waits for the workers to be Ready"}},
+		{"WaitForWorkersReady with kueue", FrameworkMPI, func(j *TrainJob) {
+			j.Spec.LauncherCreationPolicy = LauncherCreationWaitForWorkersReady
+			j.Spec.RunPolicy.SchedulingPolicy.Gang = GangKueue
+			j.Spec.RunPolicy.SchedulingPolicy.Queue = "team"
+		}, []string{"spec.launcherCreationPolicy: Forbidden: WaitForWorkersReady cannot be used with spec.runPolicy.schedulingPolicy.gang: kueue: " +
+			"the gang waits for the launcher's pod, which waits for the workers to be Ready"}},
+		{"WaitForWorkersReady with a PodGroup of every replica", FrameworkMPI, func(j *TrainJob) {
+			j.Spec.LauncherCreationPolicy = LauncherCreationWaitForWorkersReady
+			j.Spec.RunPolicy.SchedulingPolicy.Gang = GangVolcano
+		}, []string{"spec.launcherCreationPolicy: Forbidden: WaitForWorkersReady with spec.runPolicy.schedulingPolicy.gang: volcano " +
+			"needs spec.runPolicy.schedulingPolicy.minAvailable set to at most the worker replicas (2): the launcher joins the PodGroup only once the workers are Ready"}},
+		{"WaitForWorkersReady with minAvailable above the workers", FrameworkMPI, func(j *TrainJob) {
+			j.Spec.LauncherCreationPolicy = LauncherCreationWaitForWorkersReady
+			j.Spec.RunPolicy.SchedulingPolicy.Gang = GangSchedulerPlugins
+			j.Spec.RunPolicy.SchedulingPolicy.MinAvailable = ptrTo[int32](3)
+		}, []string{"spec.launcherCreationPolicy: Forbidden: WaitForWorkersReady with spec.runPolicy.schedulingPolicy.gang: scheduler-plugins " +
+			"needs spec.runPolicy.schedulingPolicy.minAvailable set to at most the worker replicas (2): the launcher joins the PodGroup only once the workers are Ready"}},
 		{"relative sshAuthMountPath", FrameworkMPI, func(j *TrainJob) { j.Spec.SSHAuthMountPath = ".ssh" },
 			[]string{`spec.sshAuthMountPath: Invalid value: ".ssh": must be an absolute path`}},
 		{"mpi name leaves room for -config", FrameworkMPI, func(j *TrainJob) {

@@ -1,0 +1,252 @@
+package reconcile
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/policy"
+	"github.com/trainstep/trainstep/pkg/render"
+	"github.com/trainstep/trainstep/pkg/result"
+)
+
+func mpiJob(creation v1alpha1.LauncherCreationPolicy) *v1alpha1.TrainJob {
+	two, one := int32(2), int32(1)
+	container := corev1.PodSpec{Containers: []corev1.Container{{Name: "mpi", Image: "mpi:1"}}}
+	job := &v1alpha1.TrainJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "pi", Namespace: ns},
+		Spec: v1alpha1.TrainJobSpec{Framework: v1alpha1.FrameworkMPI, LauncherCreationPolicy: creation,
+			ReplicaSpecs: map[v1alpha1.ReplicaType]*v1alpha1.ReplicaSpec{
+				v1alpha1.ReplicaTypeLauncher: {Replicas: &one, RestartPolicy: v1alpha1.RestartPolicyOnFailure, Template: corev1.PodTemplateSpec{Spec: container}},
+				v1alpha1.ReplicaTypeWorker:   {Replicas: &two, RestartPolicy: v1alpha1.RestartPolicyNever, Template: corev1.PodTemplateSpec{Spec: container}},
+			}},
+	}
+	v1alpha1.SetDefaults(job)
+	return job
+}
+
+// setReady plays the kubelet for an MPI replica: running, with its Ready
+// condition as given.
+func (h *harness) setReady(name string, phase corev1.PodPhase, ready bool) {
+	h.t.Helper()
+	pod := h.pod(name).DeepCopy()
+	pod.Status.Phase = phase
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "mpi", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}, Ready: ready}}
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
+	if _, err := h.client.CoreV1().Pods(ns).UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// podCreates counts the creates of pod name the fake client received.
+func (h *harness) podCreates(name string) int {
+	n := 0
+	for _, a := range h.client.Actions() {
+		if a.GetVerb() == "create" && a.GetResource().Resource == "pods" && a.GetNamespace() == ns {
+			if obj, ok := a.(interface{ GetObject() runtime.Object }); ok {
+				if m, ok := obj.GetObject().(metav1.Object); ok && m.GetName() == name {
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
+
+// settle lets the controller look at the job again after a change, long
+// enough for a create it would make to show.
+func (h *harness) settle() { time.Sleep(200 * time.Millisecond) }
+
+// With WaitForWorkersReady the launcher is not created while a worker is
+// Pending or Running but not Ready; it is once both are Ready, and the
+// progress line says what it waits for meanwhile.
+func TestLauncherWaitsForEveryWorkerReady(t *testing.T) {
+	var lines []string
+	progress := make(chan string, 64)
+	h := startWith(t, mpiJob(v1alpha1.LauncherCreationWaitForWorkersReady), func(_ *harness, o *Options) {
+		o.OnProgress = func(p Progress) { progress <- p.String() }
+	})
+	h.pod("pi-worker-0")
+	h.pod("pi-worker-1")
+	h.settle()
+	if n := h.podCreates("pi-launcher-0"); n != 0 {
+		t.Fatalf("launcher created %d times while the workers are Pending", n)
+	}
+	h.setReady("pi-worker-0", corev1.PodRunning, true)
+	h.setReady("pi-worker-1", corev1.PodRunning, false)
+	h.settle()
+	if n := h.podCreates("pi-launcher-0"); n != 0 {
+		t.Fatalf("launcher created %d times while worker-1 runs but is not Ready", n)
+	}
+	if st := h.stage("pi-launcher-0"); st != stageAbsent {
+		t.Fatalf("launcher stage %s, want absent", st)
+	}
+	h.setReady("pi-worker-1", corev1.PodRunning, true)
+	h.pod("pi-launcher-0")
+	h.settle()
+	for len(progress) > 0 {
+		lines = append(lines, <-progress)
+	}
+	if !contains(lines, "launcher waits for workers Ready (1/2)") {
+		t.Errorf("no progress line showed the launcher waiting with 1 of 2 workers Ready:\n%s", strings.Join(lines, "\n"))
+	}
+	if last := lines[len(lines)-1]; strings.Contains(last, "waits") {
+		t.Errorf("the last progress line still shows the launcher waiting: %s", last)
+	}
+	if n := h.podCreates("pi-launcher-0"); n != 1 {
+		t.Errorf("launcher created %d times, want 1", n)
+	}
+}
+
+func contains(lines []string, sub string) bool {
+	for _, l := range lines {
+		if strings.Contains(l, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// AtStartup (the default) creates the launcher with the workers.
+func TestLauncherAtStartupIsCreatedWithTheWorkers(t *testing.T) {
+	h := start(t, mpiJob(""))
+	if got := h.ctrl.opts.Job.Spec.LauncherCreationPolicy; got != v1alpha1.LauncherCreationAtStartup {
+		t.Fatalf("default launcherCreationPolicy %q", got)
+	}
+	h.pod("pi-worker-0")
+	h.pod("pi-worker-1")
+	h.pod("pi-launcher-0")
+}
+
+// Once created, the launcher is handled as with AtStartup: a failure is
+// recreated at once even while a worker is not Ready, the job's restarts
+// count it, and an event says when the workers released it.
+func TestLauncherRestartDoesNotWaitAgain(t *testing.T) {
+	recorder := record.NewFakeRecorder(50)
+	job := mpiJob(v1alpha1.LauncherCreationWaitForWorkersReady)
+	limit := int32(3)
+	job.Spec.RunPolicy.BackoffLimit = &limit
+	h := startWith(t, job, func(_ *harness, o *Options) {
+		o.Recorder, o.EventObject = recorder, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "step", Namespace: ns}}
+	})
+	h.setReady("pi-worker-0", corev1.PodRunning, true)
+	h.setReady("pi-worker-1", corev1.PodRunning, true)
+	h.pod("pi-launcher-0")
+	h.setReady("pi-worker-1", corev1.PodRunning, false)
+	h.setStatus("pi-launcher-0", corev1.PodFailed, 1)
+	h.eventually("the launcher recreated", func() bool { return h.podCreates("pi-launcher-0") == 2 })
+	found := false
+	for len(recorder.Events) > 0 {
+		if e := <-recorder.Events; strings.Contains(e, EventWorkersReady) {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no %s event", EventWorkersReady)
+	}
+}
+
+// A step retry that finds the workers of the attempt before it but no
+// launcher adopts the workers and creates the launcher once they are
+// Ready; a running launcher it finds is adopted, and when it then fails it
+// is recreated without waiting for the (not Ready) workers.
+func TestLauncherAfterAdoption(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		withLauncher bool
+	}{{"workers only", false}, {"workers and launcher", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			job := mpiJob(v1alpha1.LauncherCreationWaitForWorkersReady)
+			limit := int32(3)
+			job.Spec.RunPolicy.BackoffLimit = &limit
+			h := startWith(t, job, func(h *harness, _ *Options) {
+				renderer, err := render.NewRenderer(job, render.Identity{Namespace: ns, JobName: job.Name})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, id := range policy.Desired(job) {
+					if id.Type == v1alpha1.ReplicaTypeLauncher && !tc.withLauncher {
+						continue
+					}
+					pod, err := renderer.Pod(id.Type, id.Index, 0)
+					if err != nil {
+						t.Fatal(err)
+					}
+					pod.UID = uuid.NewUUID()
+					pod.Status.Phase = corev1.PodRunning
+					// Not Ready: an adopted launcher must not wait for them.
+					pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+					if err := h.client.Tracker().Create(corev1.SchemeGroupVersion.WithResource("pods"), pod, ns); err != nil {
+						t.Fatal(err)
+					}
+				}
+			})
+			h.settle()
+			if n := h.podCreates("pi-worker-0") + h.podCreates("pi-worker-1"); n != 0 {
+				t.Errorf("created %d workers, want both adopted", n)
+			}
+			if tc.withLauncher {
+				if st := h.stage("pi-launcher-0"); st != stageObserved {
+					t.Errorf("launcher stage %s, want observed (adopted)", st)
+				}
+				if n := h.podCreates("pi-launcher-0"); n != 0 {
+					t.Errorf("launcher created %d times, want it adopted", n)
+				}
+				h.setStatus("pi-launcher-0", corev1.PodFailed, 1)
+				h.eventually("the adopted launcher recreated", func() bool { return h.podCreates("pi-launcher-0") == 1 })
+				return
+			}
+			if n := h.podCreates("pi-launcher-0"); n != 0 {
+				t.Fatalf("launcher created %d times before the adopted workers are Ready", n)
+			}
+			h.setReady("pi-worker-0", corev1.PodRunning, true)
+			h.setReady("pi-worker-1", corev1.PodRunning, true)
+			h.pod("pi-launcher-0")
+		})
+	}
+}
+
+// Workers that cannot be scheduled end the job at the pending timeout as
+// with AtStartup, the launcher never created: waiting for them does not
+// hang the job, and the cleanup removes the workers with no launcher to
+// find.
+func TestLauncherHeldByUnschedulableWorkersEndsAtThePendingTimeout(t *testing.T) {
+	h := startWith(t, mpiJob(v1alpha1.LauncherCreationWaitForWorkersReady), func(_ *harness, o *Options) {
+		o.Timeouts.Pending = 300 * time.Millisecond
+	})
+	for _, name := range []string{"pi-worker-0", "pi-worker-1"} {
+		pod := h.pod(name).DeepCopy()
+		pod.CreationTimestamp = metav1.Now() // the fake API server sets none
+		pod.Status.Phase = corev1.PodPending
+		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
+		if _, err := h.client.CoreV1().Pods(ns).UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := h.decision(); d.Outcome != policy.OutcomeTransient || d.Reason != result.ReasonPendingTimeout {
+		t.Fatalf("decision %+v, want Transient PendingTimeout", d)
+	}
+	if n := h.podCreates("pi-launcher-0"); n != 0 {
+		t.Errorf("launcher created %d times, want 0", n)
+	}
+	left, err := h.ctrl.Cleanup(context.Background(), true, true)
+	if err != nil || len(left) != 0 {
+		t.Fatalf("cleanup: left %v, err %v", left, err)
+	}
+	pods, err := h.client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil || len(pods.Items) != 0 {
+		t.Errorf("after cleanup: %d pods (err %v), want none", len(pods.Items), err)
+	}
+}
