@@ -20,7 +20,7 @@ func MinResources(job *v1alpha1.TrainJob) corev1.ResourceList {
 	left := MinMember(job)
 	for _, t := range v1alpha1.SortedReplicaTypes(job) {
 		spec := job.Spec.ReplicaSpecs[t]
-		if spec == nil || t == v1alpha1.ReplicaTypeLauncher && launcherWaits(job) {
+		if spec == nil || t == v1alpha1.ReplicaTypeLauncher && v1alpha1.LauncherWaitsForWorkers(job) {
 			continue
 		}
 		n := min(spec.ReplicaCount(), left)
@@ -76,11 +76,4 @@ func containerRequests(c *corev1.Container) corev1.ResourceList {
 		}
 	}
 	return out
-}
-
-// launcherWaits reports whether the job's MPI launcher is created only once
-// its workers are Ready.
-func launcherWaits(job *v1alpha1.TrainJob) bool {
-	return job.Spec.Framework == v1alpha1.FrameworkMPI &&
-		job.Spec.LauncherCreationPolicy == v1alpha1.LauncherCreationWaitForWorkersReady
 }

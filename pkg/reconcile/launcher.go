@@ -29,7 +29,7 @@ type launcherGate struct {
 
 // newLauncherGate returns nil unless the job waits for its workers.
 func newLauncherGate(job *v1alpha1.TrainJob, replicas map[policy.ReplicaID]*replicaState, order []policy.ReplicaID) *launcherGate {
-	if job.Spec.Framework != v1alpha1.FrameworkMPI || job.Spec.LauncherCreationPolicy != v1alpha1.LauncherCreationWaitForWorkersReady {
+	if !v1alpha1.LauncherWaitsForWorkers(job) {
 		return nil
 	}
 	g := &launcherGate{}

@@ -228,6 +228,12 @@ func IsElastic(job *TrainJob) bool {
 	return job.Spec.Framework == FrameworkPyTorch && job.Spec.ElasticPolicy != nil
 }
 
+// LauncherWaitsForWorkers reports whether an MPI job's launcher is created
+// only once every worker is Ready (launcherCreationPolicy WaitForWorkersReady).
+func LauncherWaitsForWorkers(job *TrainJob) bool {
+	return job.Spec.Framework == FrameworkMPI && job.Spec.LauncherCreationPolicy == LauncherCreationWaitForWorkersReady
+}
+
 // DeepCopy returns an independent copy of the job, so a caller can default
 // or override it without touching the original. Every field of a TrainJob
 // round-trips through JSON, which keeps this free of generated code.
