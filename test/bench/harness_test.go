@@ -10,11 +10,8 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
@@ -48,7 +45,7 @@ type namespacedJob struct {
 
 func (h *harness) prepare(t testing.TB, spec JobSpec) namespacedJob {
 	t.Helper()
-	j := namespacedJob{ns: h.namespace(t), spec: spec, dir: t.TempDir()}
+	j := namespacedJob{ns: h.c.NamespaceWithPrefix(t, namespacePrefix), spec: spec, dir: t.TempDir()}
 	manifest, err := spec.Manifest()
 	if err != nil {
 		t.Fatal(err)
@@ -66,38 +63,6 @@ func (h *harness) prepare(t testing.TB, spec JobSpec) namespacedJob {
 // allows one environment variable, which trainstep refuses before creating
 // anything: the bench's namespaces are "b-" and five random characters.
 const namespacePrefix = "b-"
-
-// namespace creates a fresh namespace for one run, deleted when the test
-// ends, once its default ServiceAccount exists (pods need it).
-func (h *harness) namespace(t testing.TB) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	ns, err := h.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: namespacePrefix},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("creating namespace: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := h.admin.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("deleting namespace %s: %v", ns.Name, err)
-		}
-	})
-	err = wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		_, err := h.admin.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		return err == nil, err
-	})
-	if err != nil {
-		t.Fatalf("waiting for the default ServiceAccount of %s: %v", ns.Name, err)
-	}
-	return ns.Name
-}
 
 // trainstepRun is what one measured `trainstep run` produced.
 type trainstepRun struct {

@@ -109,10 +109,17 @@ func (c *Cluster) Namespace(t testing.TB) string {
 	if len(prefix) > 40 {
 		prefix = strings.TrimRight(prefix[:40], "-")
 	}
+	return c.NamespaceWithPrefix(t, prefix+"-")
+}
+
+// NamespaceWithPrefix is Namespace with the name's prefix given: the API server appends
+// five random characters to it.
+func (c *Cluster) NamespaceWithPrefix(t testing.TB, prefix string) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ns, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: prefix},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("creating namespace: %v", err)
