@@ -87,7 +87,6 @@ type Controller struct {
 	services   corelisters.ServiceLister
 	configMaps corelisters.ConfigMapLister
 	secrets    corelisters.SecretLister
-	synced     []cache.InformerSynced
 	// jobWide holds the job-wide children with their caches and keys,
 	// looked up on every sync without allocating.
 	jobWide []jobWideChild
@@ -217,8 +216,8 @@ func (c *Controller) Start(ctx context.Context) error {
 	// cache.WaitForCacheSync looks every 100 ms: most of a new job's time to
 	// its first create, when the first lists take a few milliseconds.
 	allSynced := func(context.Context) (bool, error) {
-		for _, synced := range c.synced {
-			if !synced() {
+		for _, inf := range c.informers {
+			if !inf.HasSynced() {
 				return false, nil
 			}
 		}
@@ -342,7 +341,6 @@ func (c *Controller) newInformer(lw *cache.ListWatch, obj runtime.Object) cache.
 	// SetTransform fails only on a started informer.
 	_ = inf.SetTransform(slimForCache)
 	c.informers = append(c.informers, inf)
-	c.synced = append(c.synced, inf.HasSynced)
 	return inf
 }
 
