@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/trainstep/trainstep/pkg/apierr"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/policy"
 )
@@ -25,10 +26,6 @@ import (
 // would for the run that created it; failed, deleting or surplus pods are
 // replaced rather than adopted.
 func (c *Controller) adopt(ctx context.Context) error {
-	pods, err := c.pods.Pods(c.opts.Identity.Namespace).List(labels.Everything())
-	if err != nil {
-		return fmt.Errorf("listing the job's pods: %w", err)
-	}
 	desired := map[string]policy.ReplicaID{}
 	for _, id := range c.order {
 		desired[c.replicas[id].name] = id
@@ -36,7 +33,14 @@ func (c *Controller) adopt(ctx context.Context) error {
 	var stale []*corev1.Pod
 	var owned []metav1.Object
 	adopted := 0
+	// The cache is listed under the lock the pod handlers take: an event
+	// delivered meanwhile finds the replica already adopted.
 	c.mu.Lock()
+	pods, err := c.pods.Pods(c.opts.Identity.Namespace).List(labels.Everything())
+	if err != nil {
+		c.mu.Unlock()
+		return fmt.Errorf("listing the job's pods: %w", err)
+	}
 	for _, pod := range pods {
 		id, ok := desired[pod.Name]
 		switch {
@@ -45,19 +49,24 @@ func (c *Controller) adopt(ctx context.Context) error {
 		case pod.Status.Phase == corev1.PodFailed || pod.DeletionTimestamp != nil:
 			// Replaced, not adopted: removed, then created at the next attempt.
 			st := c.replicas[id]
-			st.adopted(pod, attemptOf(pod, 0))
-			st.stage, st.nextAttempt = stageRemoving, st.attempt+1
+			st.adopted(pod, attemptOf(pod, 0), restartsOf(pod))
+			c.restarts += st.recreations
+			st.stage, st.nextAttempt, st.expectSince = stageRemoving, st.attempt+1, c.opts.Clock.Now()
 			if pod.DeletionTimestamp == nil {
 				stale = append(stale, pod)
 			}
 		default:
-			c.replicas[id].adopted(pod, attemptOf(pod, 0))
+			c.replicas[id].adopted(pod, attemptOf(pod, 0), restartsOf(pod))
+			c.restarts += c.replicas[id].recreations
 			c.launcher.adopted(c.replicas[id])
 			owned = append(owned, pod)
 			adopted++
 		}
 	}
 	c.mu.Unlock()
+	if len(pods) > 0 || len(c.listServices()) > 0 {
+		c.createdAny.Store(true) // from here on, nothing ends the run Invalid
+	}
 	for _, s := range c.listServices() {
 		owned = append(owned, s)
 	}
@@ -101,20 +110,33 @@ func (c *Controller) setOwner(ctx context.Context, obj metav1.Object) error {
 	}
 	core := c.opts.Core
 	ns, name := obj.GetNamespace(), obj.GetName()
-	switch obj.(type) {
-	case *corev1.Pod:
-		_, err = core.Pods(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
-	case *corev1.Service:
-		_, err = core.Services(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
-	case *corev1.ConfigMap:
-		_, err = core.ConfigMaps(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
-	case *corev1.Secret:
-		_, err = core.Secrets(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
-	}
+	err = apierr.Retry(ctx, func() (err error) {
+		switch obj.(type) {
+		case *corev1.Pod:
+			_, err = core.Pods(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+		case *corev1.Service:
+			_, err = core.Services(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+		case *corev1.ConfigMap:
+			_, err = core.ConfigMaps(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+		case *corev1.Secret:
+			_, err = core.Secrets(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+		}
+		return err
+	})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	return err
+}
+
+// restartsOf reads the restarts annotation of a replica pod: the replica's
+// restarts before that instance, as the run that created it counted them.
+func restartsOf(pod *corev1.Pod) int32 {
+	n, err := strconv.Atoi(pod.Annotations[v1alpha1.AnnotationRestarts])
+	if err != nil || n < 0 {
+		return 0
+	}
+	return int32(n)
 }
 
 // attemptOf reads the attempt label of a replica pod.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -13,19 +14,25 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/trainstep/trainstep/pkg/apierr"
 	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/render"
 )
 
 // Cleanup applies the end-of-job deletions: cleanPodPolicy when the job
 // ended by itself, everything when the step was terminated or the run
-// failed. Deletes go by name, for every replica and Service the job may have
-// (NotFound is fine), so that objects whose create was never answered, or
-// that the caches never held, go too. With waitGone it returns once a live
-// List by the job's label finds none of the deleted objects (or ctx ends),
-// and names whatever is still there. Call it after Run returned (or instead
-// of Run, when the run was stopped before it), on a context the
-// termination signal does not cancel.
+// failed. Each instance is deleted by the UID this run knows (from its
+// creates and its caches), never by name alone; transient errors are
+// retried until ctx ends, and one failed delete does not stop the others.
+// With waitGone it then waits until the caches saw the deletions and ends,
+// always, with a live List by the job's label: objects the caches never
+// held (a create whose answer was lost) are deleted from that List, by UID.
+// It returns the objects that List still shows when ctx ends; when no List
+// got through, the objects the caches still hold and an error saying so.
+// The caller must hold the job's Lease: whatever carries the job's label is
+// then this run's. Call it after Run returned (or instead of Run, when the
+// run was stopped before it), on a context the termination signal does not
+// cancel.
 func (c *Controller) Cleanup(ctx context.Context, everything, waitGone bool) ([]string, error) {
 	c.view = c.observe()
 	plan := policy.Cleanup(c.opts.Job.Spec.RunPolicy.CleanPodPolicyOrDefault(), everything, c.view.Replicas)
@@ -41,40 +48,13 @@ func (c *Controller) Cleanup(ctx context.Context, everything, waitGone bool) ([]
 	if len(doomed) == 0 && !plan.Shared {
 		return nil, nil
 	}
-	ns := c.opts.Identity.Namespace
-	core := c.opts.Core
-	var deletes []func() error
-	for name := range doomed {
-		deletes = append(deletes, func() error { return core.Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}) })
-	}
 	// A replica's own Service goes with its pod; the job-wide Service, the
 	// ConfigMaps and the Secrets go when no pod is left.
 	doomedServices := map[string]bool{}
 	for _, svc := range c.opts.Desired.Services {
 		if plan.Shared || doomed[svc.Name] {
 			doomedServices[svc.Name] = true
-			name := svc.Name
-			deletes = append(deletes, func() error { return core.Services(ns).Delete(ctx, name, metav1.DeleteOptions{}) })
 		}
-	}
-	if plan.Shared {
-		if c.opts.Desired.PodGroup != nil {
-			deletes = append(deletes, func() error { return c.deletePodGroup(ctx) })
-		}
-		for _, cm := range c.opts.Desired.ConfigMaps {
-			name := cm.Name
-			deletes = append(deletes, func() error { return core.ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{}) })
-		}
-		for _, s := range c.opts.Desired.Secrets {
-			name := s.Name
-			deletes = append(deletes, func() error { return core.Secrets(ns).Delete(ctx, name, metav1.DeleteOptions{}) })
-		}
-	}
-	deletedByName := c.cachedUIDs()
-	err := c.deleteAll(ctx, deletes)
-	c.opts.Logger.Info("cleaned up", zap.Int("deleted", len(deletes)), zap.Bool("everything", everything))
-	if err != nil || !waitGone {
-		return nil, err
 	}
 	// Whatever carries the job's label is the job's, once every pod goes:
 	// a pod of a replica type the spec no longer has, a Service never
@@ -88,53 +68,163 @@ func (c *Controller) Cleanup(ctx context.Context, everything, waitGone bool) ([]
 		}
 		return doomedServices[name]
 	}
-	c.waitForCaches(ctx, isDoomed, deletedByName)
-	return c.confirmGone(ctx, isDoomed)
+	deleted := newDeletedSet()
+	deletes := c.knownInstanceDeletes(ctx, isDoomed, deleted)
+	if plan.Shared {
+		deletes = append(deletes, c.sharedObjectDeletes(ctx)...)
+	}
+	err := c.deleteAll(ctx, deletes)
+	c.opts.Logger.Info("cleaning up", zap.Int("deletes", len(deletes)), zap.Bool("everything", everything), zap.Error(err))
+	if !waitGone {
+		return nil, err
+	}
+	if c.informersRunning() {
+		// Leave the live List time of its own at the end.
+		cacheCtx, cancel := context.WithCancel(ctx)
+		if deadline, ok := ctx.Deadline(); ok {
+			reserve := max(2*time.Second, time.Until(deadline)/5)
+			cacheCtx, cancel = context.WithDeadline(ctx, deadline.Add(-reserve))
+		}
+		c.waitForCaches(cacheCtx, isDoomed, deleted)
+		cancel()
+	}
+	return c.confirmGone(ctx, isDoomed, deleted)
 }
 
-// deleteAll runs the teardown's deletes, TeardownParallelism at once;
-// NotFound counts as done.
-func (c *Controller) deleteAll(ctx context.Context, deletes []func() error) error {
-	errs := parallelize(ctx, c.opts.TeardownParallelism, len(deletes), func(i int) error {
-		if err := deletes[i](); err != nil && !apierrors.IsNotFound(err) {
-			return err
+// deletedSet holds the UIDs whose delete the API server accepted, so that
+// each is sent until it lands, and once.
+type deletedSet struct {
+	mu   sync.Mutex
+	uids map[types.UID]bool
+}
+
+func newDeletedSet() *deletedSet { return &deletedSet{uids: map[types.UID]bool{}} }
+
+func (d *deletedSet) has(uid types.UID) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.uids[uid]
+}
+
+func (d *deletedSet) add(uid types.UID) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.uids[uid] = true
+}
+
+// deleteInstance deletes one pod or Service instance by its UID, retrying
+// transient errors; NotFound and a UID conflict (that instance is gone)
+// count as done. It records the UID once the delete landed.
+func (c *Controller) deleteInstance(ctx context.Context, kind, name string, uid types.UID, deleted *deletedSet) func() error {
+	return func() error {
+		ns, core := c.opts.Identity.Namespace, c.opts.Core
+		var err error
+		if kind == "pod" {
+			err = deletePodUID(ctx, core, ns, name, uid)
+		} else {
+			err = apierr.Retry(ctx, func() error {
+				return core.Services(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+			})
+			if apierrors.IsConflict(err) {
+				err = nil
+			}
 		}
-		return nil
-	})
+		if err == nil || apierrors.IsNotFound(err) {
+			deleted.add(uid)
+			return nil
+		}
+		return fmt.Errorf("deleting %s/%s: %w", kind, name, err)
+	}
+}
+
+// knownInstanceDeletes lists the deletes of the doomed pods and Services
+// whose instances this run knows: the UID of each replica's current
+// instance, and whatever the caches hold.
+func (c *Controller) knownInstanceDeletes(ctx context.Context, isDoomed func(kind, name string) bool, deleted *deletedSet) []func() error {
+	type instance struct {
+		kind, name string
+		uid        types.UID
+	}
+	seen := map[types.UID]bool{}
+	var known []instance
+	c.mu.Lock()
+	for _, id := range c.order {
+		if st := c.replicas[id]; st.uid != "" && isDoomed("pod", st.name) {
+			known, seen[st.uid] = append(known, instance{"pod", st.name, st.uid}), true
+		}
+	}
+	c.mu.Unlock()
+	if c.cachesSynced.Load() {
+		pods, _ := c.pods.Pods(c.opts.Identity.Namespace).List(labels.Everything())
+		for _, p := range pods {
+			if !seen[p.UID] && isDoomed("pod", p.Name) {
+				known, seen[p.UID] = append(known, instance{"pod", p.Name, p.UID}), true
+			}
+		}
+		for _, s := range c.listServices() {
+			if isDoomed("service", s.Name) {
+				known = append(known, instance{"service", s.Name, s.UID})
+			}
+		}
+	}
+	deletes := make([]func() error, 0, len(known))
+	for _, k := range known {
+		deletes = append(deletes, c.deleteInstance(ctx, k.kind, k.name, k.uid, deleted))
+	}
+	return deletes
+}
+
+// sharedObjectDeletes lists the deletes of the job-wide ConfigMaps,
+// Secrets and PodGroup, each retried while its error is transient.
+func (c *Controller) sharedObjectDeletes(ctx context.Context) []func() error {
+	ns, core := c.opts.Identity.Namespace, c.opts.Core
+	retried := func(what string, del func() error) func() error {
+		return func() error {
+			err := apierr.Retry(ctx, del)
+			if err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("deleting %s: %w", what, err)
+			}
+			return nil
+		}
+	}
+	var deletes []func() error
+	if c.opts.Desired.PodGroup != nil {
+		deletes = append(deletes, retried("the PodGroup", func() error { return c.deletePodGroup(ctx) }))
+	}
+	for _, cm := range c.opts.Desired.ConfigMaps {
+		name := cm.Name
+		deletes = append(deletes, retried("configmap/"+name, func() error { return core.ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{}) }))
+	}
+	for _, s := range c.opts.Desired.Secrets {
+		name := s.Name
+		deletes = append(deletes, retried("secret/"+name, func() error { return core.Secrets(ns).Delete(ctx, name, metav1.DeleteOptions{}) }))
+	}
+	return deletes
+}
+
+// deleteAll runs the teardown's deletes, TeardownParallelism at once, each
+// to its end whatever the others do, and joins their errors.
+func (c *Controller) deleteAll(ctx context.Context, deletes []func() error) error {
+	errs := parallelize(ctx, c.opts.TeardownParallelism, len(deletes), func(i int) error { return deletes[i]() })
 	if err := joinErrors(errs); err != nil {
 		return fmt.Errorf("deleting the job's objects: %w", err)
 	}
 	return nil
 }
 
-// cachedUIDs returns the UIDs of the pods and Services the caches hold:
-// the instances that deletes by name issued now remove.
-func (c *Controller) cachedUIDs() map[types.UID]bool {
-	uids := map[types.UID]bool{}
-	if !c.cachesSynced.Load() {
-		return uids
-	}
-	pods, _ := c.pods.Pods(c.opts.Identity.Namespace).List(labels.Everything())
-	for _, p := range pods {
-		uids[p.UID] = true
-	}
-	for _, s := range c.listServices() {
-		uids[s.UID] = true
-	}
-	return uids
+// informersRunning reports whether the caches are synced and still fed: a
+// run stopped during Start has stopped informers, whose caches would never
+// see a deletion.
+func (c *Controller) informersRunning() bool {
+	return c.cachesSynced.Load() && c.informerCtx != nil && c.informerCtx.Err() == nil
 }
 
 // waitForCaches waits, without List requests, until the informers saw the
-// doomed objects go. An instance the deletes by name did not cover (its
-// create was still in flight when they went out) is deleted once it shows
-// up. Caches that never synced are not waited on.
-func (c *Controller) waitForCaches(ctx context.Context, isDoomed func(kind, name string) bool, deletedByName map[types.UID]bool) {
-	if !c.cachesSynced.Load() {
-		return
-	}
+// doomed objects go. An instance whose delete has not landed yet (it
+// failed, or its create was still in flight when the deletes went out) is
+// deleted, by UID, each time it is looked at.
+func (c *Controller) waitForCaches(ctx context.Context, isDoomed func(kind, name string) bool, deleted *deletedSet) {
 	ns := c.opts.Identity.Namespace
-	core := c.opts.Core
-	deletedAgain := deletedByName
 	_ = wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
 		var again []func() error
 		gone := true
@@ -144,10 +234,8 @@ func (c *Controller) waitForCaches(ctx context.Context, isDoomed func(kind, name
 				continue
 			}
 			gone = false
-			if p.DeletionTimestamp == nil && !deletedAgain[p.UID] {
-				deletedAgain[p.UID] = true
-				name, uid := p.Name, p.UID
-				again = append(again, func() error { return deletePodUID(ctx, c.opts.Core, ns, name, uid) })
+			if p.DeletionTimestamp == nil && !deleted.has(p.UID) {
+				again = append(again, c.deleteInstance(ctx, "pod", p.Name, p.UID, deleted))
 			}
 		}
 		for _, s := range c.listServices() {
@@ -155,12 +243,8 @@ func (c *Controller) waitForCaches(ctx context.Context, isDoomed func(kind, name
 				continue
 			}
 			gone = false
-			if !deletedAgain[s.UID] {
-				deletedAgain[s.UID] = true
-				name, uid := s.Name, s.UID
-				again = append(again, func() error {
-					return core.Services(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-				})
+			if !deleted.has(s.UID) {
+				again = append(again, c.deleteInstance(ctx, "service", s.Name, s.UID, deleted))
 			}
 		}
 		if err := c.deleteAll(ctx, again); err != nil {
@@ -170,60 +254,92 @@ func (c *Controller) waitForCaches(ctx context.Context, isDoomed func(kind, name
 	})
 }
 
-// confirmGone lists the job's pods and Services on the API server itself.
-// Anything doomed that is still there is deleted again and waited for; what
-// remains when ctx ends is returned by name.
-func (c *Controller) confirmGone(ctx context.Context, isDoomed func(kind, name string) bool) ([]string, error) {
+// confirmGone lists the job's pods and Services on the API server itself
+// until none of the doomed ones is left, deleting by UID whatever it finds
+// not yet deleted. When ctx ends it returns what the last List showed; if
+// no List got through, what the caches still hold, with the List's error.
+func (c *Controller) confirmGone(ctx context.Context, isDoomed func(kind, name string) bool, deleted *deletedSet) ([]string, error) {
 	ns := c.opts.Identity.Namespace
 	core := c.opts.Core
 	selector := metav1.ListOptions{LabelSelector: render.JobSelector(c.opts.Identity.JobName).String()}
 	var left []string
+	listed := false
 	var lastErr error
-	deletedAgain := map[string]bool{}
 	poll := func(ctx context.Context) (bool, error) {
-		left = left[:0]
-		var deletes []func() error
 		pods, err := core.Pods(ns).List(ctx, selector)
 		if err != nil {
 			lastErr = fmt.Errorf("listing the job's pods: %w", err)
 			return false, nil
-		}
-		for _, p := range pods.Items {
-			if !isDoomed("pod", p.Name) {
-				continue
-			}
-			left = append(left, "pod/"+p.Name)
-			if p.DeletionTimestamp == nil && !deletedAgain["pod/"+p.Name] {
-				deletedAgain["pod/"+p.Name] = true
-				name := p.Name
-				deletes = append(deletes, func() error { return core.Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}) })
-			}
 		}
 		svcs, err := core.Services(ns).List(ctx, selector)
 		if err != nil {
 			lastErr = fmt.Errorf("listing the job's services: %w", err)
 			return false, nil
 		}
+		listed, left = true, left[:0]
+		var deletes []func() error
+		for _, p := range pods.Items {
+			if !isDoomed("pod", p.Name) {
+				continue
+			}
+			left = append(left, "pod/"+p.Name)
+			if p.DeletionTimestamp == nil && !deleted.has(p.UID) {
+				deletes = append(deletes, c.deleteInstance(ctx, "pod", p.Name, p.UID, deleted))
+			}
+		}
 		for _, s := range svcs.Items {
 			if !isDoomed("service", s.Name) {
 				continue
 			}
 			left = append(left, "service/"+s.Name)
-			if !deletedAgain["service/"+s.Name] {
-				deletedAgain["service/"+s.Name] = true
-				name := s.Name
-				deletes = append(deletes, func() error { return core.Services(ns).Delete(ctx, name, metav1.DeleteOptions{}) })
+			if !deleted.has(s.UID) {
+				deletes = append(deletes, c.deleteInstance(ctx, "service", s.Name, s.UID, deleted))
 			}
 		}
 		lastErr = c.deleteAll(ctx, deletes)
 		return len(left) == 0 && lastErr == nil, nil
 	}
-	if err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, poll); err != nil {
-		slices.Sort(left)
-		if lastErr == nil {
-			lastErr = err
-		}
-		return left, fmt.Errorf("waiting for the job's objects to go: %w", lastErr)
+	err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, poll)
+	if err == nil {
+		return nil, nil
 	}
-	return nil, nil
+	if !listed {
+		left = c.cachedDoomed(isDoomed)
+	}
+	slices.Sort(left)
+	if lastErr == nil {
+		lastErr = err
+	}
+	if !listed {
+		return left, fmt.Errorf("no List of the job's objects got through, so what is left is not known for sure: %w", lastErr)
+	}
+	return left, fmt.Errorf("waiting for the job's objects to go: %w", lastErr)
+}
+
+// cachedDoomed names the doomed objects the caches still hold: the best
+// account of what is left when the API server cannot be asked.
+func (c *Controller) cachedDoomed(isDoomed func(kind, name string) bool) []string {
+	var left []string
+	if !c.cachesSynced.Load() {
+		c.mu.Lock()
+		for _, id := range c.order {
+			if st := c.replicas[id]; st.uid != "" && isDoomed("pod", st.name) {
+				left = append(left, "pod/"+st.name)
+			}
+		}
+		c.mu.Unlock()
+		return left
+	}
+	pods, _ := c.pods.Pods(c.opts.Identity.Namespace).List(labels.Everything())
+	for _, p := range pods {
+		if isDoomed("pod", p.Name) {
+			left = append(left, "pod/"+p.Name)
+		}
+	}
+	for _, s := range c.listServices() {
+		if isDoomed("service", s.Name) {
+			left = append(left, "service/"+s.Name)
+		}
+	}
+	return left
 }

@@ -14,6 +14,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/trainstep/trainstep/pkg/apierr"
 	"github.com/trainstep/trainstep/pkg/result"
 )
 
@@ -47,8 +48,13 @@ func deletePod(ctx context.Context, client corev1client.CoreV1Interface, pod *co
 }
 
 // deletePodUID deletes the pod name only if it is still the instance uid.
+// A transient error is retried in place; NotFound and a precondition
+// conflict (another instance has the name now) mean there is nothing left
+// to delete.
 func deletePodUID(ctx context.Context, client corev1client.CoreV1Interface, namespace, name string, uid types.UID) error {
-	err := client.Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	err := apierr.Retry(ctx, func() error {
+		return client.Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}
@@ -89,17 +95,25 @@ func joinErrors(errs []error) error {
 	return errors.Join(first...)
 }
 
-// apiError classifies an error from the API server. Rights and spec
-// problems end the run as Invalid at once; anything else is retried until it
-// has persisted for APITimeout, then the run ends Transient.
+// apiError classifies an error from the API server with apierr. A refusal
+// that retrying cannot fix (401, 403 for a missing right, 400, 422) ends
+// the run Invalid only while nothing was created; after that nothing ends
+// Invalid. Anything else is retried until it has persisted for APITimeout,
+// then the run ends Transient.
 func (c *Controller) apiError(err error) error {
-	switch {
-	case apierrors.IsForbidden(err):
-		return result.Invalid(result.ReasonForbidden, err)
-	case apierrors.IsUnauthorized(err):
-		return result.Invalid(result.ReasonUnauthorized, err)
-	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
-		return result.Invalid(result.ReasonInvalidSpec, err)
+	var re *result.Error
+	if errors.As(err, &re) {
+		return err
+	}
+	if !c.createdAny.Load() && apierr.IsPermanent(err) {
+		switch {
+		case apierrors.IsUnauthorized(err):
+			return result.Invalid(result.ReasonUnauthorized, err)
+		case apierrors.IsForbidden(err):
+			return result.Invalid(result.ReasonForbidden, err)
+		default:
+			return result.Invalid(result.ReasonInvalidSpec, err)
+		}
 	}
 	now := c.opts.Clock.Now()
 	if c.apiErrorsSince.IsZero() {

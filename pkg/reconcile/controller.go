@@ -75,6 +75,8 @@ type Options struct {
 	// Jitter draws the built-in gang's backoff jitter in [0, 1); nil uses
 	// math/rand.
 	Jitter func() float64
+	// BeforeSync, for tests, is called before each sync.
+	BeforeSync func()
 }
 
 // Controller reconciles one job's children until the job ends.
@@ -105,9 +107,14 @@ type Controller struct {
 
 	// The fields below are touched only by the single worker goroutine,
 	// and read by View after Run returns.
-	order     []policy.ReplicaID // the job's replicas, computed once
+	order []policy.ReplicaID // the job's replicas, computed once
+	// restarts counts recreations (those of earlier runs re-attached
+	// included); written under mu.
 	restarts  int32
 	startTime time.Time
+	// informerCtx is the context Start ran the informers on: once it
+	// ended, the caches no longer change.
+	informerCtx context.Context
 	// cachesSynced is set once Start saw every informer synced; started
 	// once Start returned without error.
 	cachesSynced, started atomic.Bool
@@ -116,6 +123,12 @@ type Controller struct {
 	lastProgress          string
 	createdEvent          bool
 	apiErrorsSince        time.Time
+	// createdAny is set once the API server accepted a create of this run
+	// or Start re-attached objects of an earlier one: from then on no API
+	// error ends the run Invalid.
+	createdAny atomic.Bool
+	// quota is the wait for room in a ResourceQuota; guarded by mu.
+	quota quotaWait
 	// gang is the built-in gang's state (nil unless gang: builtin).
 	gang            *builtinGang
 	podGroupCreated bool
@@ -160,6 +173,7 @@ func New(opts Options) *Controller {
 func (c *Controller) Start(ctx context.Context) error {
 	selector := render.JobSelector(c.opts.Identity.JobName).String()
 	ns, core := c.opts.Identity.Namespace, c.opts.Core
+	c.informerCtx = ctx
 
 	podInformer := c.newInformer(listWatch(core.Pods(ns), selector), &corev1.Pod{})
 	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -369,7 +383,12 @@ func slimForCache(obj any) (any, error) {
 	}
 	if m, ok := obj.(metav1.Object); ok {
 		m.SetManagedFields(nil)
-		m.SetAnnotations(nil)
+		// Of the annotations, only the restart count is read back (adopt).
+		var kept map[string]string
+		if n, ok := m.GetAnnotations()[v1alpha1.AnnotationRestarts]; ok {
+			kept = map[string]string{v1alpha1.AnnotationRestarts: n}
+		}
+		m.SetAnnotations(kept)
 	}
 	return obj, nil
 }
@@ -451,7 +470,7 @@ func (c *Controller) Run(ctx context.Context) (policy.Decision, error) {
 				done <- outcome{decision: policy.Decision{Outcome: policy.OutcomeRunning}}
 				return
 			}
-			decision, err := c.sync(ctx)
+			decision, err := c.syncRecovered(ctx)
 			queue.Done(key)
 			switch {
 			case err != nil && isFatal(err):
@@ -474,6 +493,21 @@ func (c *Controller) Run(ctx context.Context) (policy.Decision, error) {
 	}()
 	o := <-done
 	return o.decision, o.err
+}
+
+// syncRecovered runs one sync and turns a panic in it into a fatal
+// InternalError, so that the job is still torn down and reported.
+func (c *Controller) syncRecovered(ctx context.Context) (d policy.Decision, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.opts.Logger.Error("the reconciler failed", zap.Any("panic", p), zap.Stack("stack"))
+			err = &result.Error{Phase: result.PhaseFailed, Reason: result.ReasonInternalError, Err: fmt.Errorf("internal error in the reconciler: %v", p)}
+		}
+	}()
+	if c.opts.BeforeSync != nil {
+		c.opts.BeforeSync()
+	}
+	return c.sync(ctx)
 }
 
 // View returns the last view of the job the controller decided on, or the

@@ -44,6 +44,9 @@ type harness struct {
 	client *fake.Clientset
 	ctrl   *Controller
 	done   chan policy.Decision
+	// runErr, when a setup made it, receives Run's error instead of the
+	// test failing on it.
+	runErr chan error
 }
 
 func start(t *testing.T, job *v1alpha1.TrainJob) *harness {
@@ -85,8 +88,11 @@ func startWith(t *testing.T, job *v1alpha1.TrainJob, setup func(h *harness, o *O
 	}
 	go func() {
 		d, err := h.ctrl.Run(ctx)
-		if err != nil {
+		if err != nil && h.runErr == nil {
 			t.Errorf("Run: %v", err)
+		}
+		if h.runErr != nil {
+			h.runErr <- err
 		}
 		h.done <- d
 	}()

@@ -23,6 +23,9 @@ const (
 	// EventNotOwned: a pod with a replica's name exists but another owner
 	// controls it; trainstep does not take it over.
 	EventNotOwned = "NotOwned"
+	// EventFailedCreate: a ResourceQuota refused some of the job's objects;
+	// trainstep waits for room (as the Job controller's FailedCreate).
+	EventFailedCreate = "FailedCreate"
 	// EventWorkersReady: every MPI worker is Ready; the launcher held back
 	// by launcherCreationPolicy: WaitForWorkersReady is created.
 	EventWorkersReady = "WorkersReady"

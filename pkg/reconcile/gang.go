@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/trainstep/trainstep/pkg/apierr"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/gang"
 	"github.com/trainstep/trainstep/pkg/result"
@@ -57,20 +58,26 @@ func (c *Controller) admitGang(ctx context.Context) (time.Duration, error) {
 	}
 	pods, count := c.gangPods()
 	step := g.params.Next(g.state, count, c.opts.Clock.Now(), g.jitter())
-	g.state = step.Next
+	// The next state is saved only once the action it needs landed: a
+	// failed ungate or release is decided again on the next sync.
 	switch step.Action {
 	case gang.ActionUngate:
 		if err := c.ungate(ctx, pods); err != nil {
 			return 0, c.apiError(fmt.Errorf("lifting the gang's scheduling gates: %w", err))
 		}
+		g.state = step.Next
 		c.opts.Logger.Info("all pods exist; lifted the gang's scheduling gates", zap.Int("attempt", g.state.Attempt), zap.Int("pods", len(pods)))
 	case gang.ActionReleaseAll:
-		c.event(corev1.EventTypeWarning, EventGangRetry, "%s", step.Message)
-		c.opts.Logger.Info("gang not schedulable; released its pods", zap.String("detail", step.Message))
 		if err := c.releaseAll(ctx); err != nil {
 			return 0, c.apiError(fmt.Errorf("releasing the gang's pods: %w", err))
 		}
+		g.state = step.Next
+		c.event(corev1.EventTypeWarning, EventGangRetry, "%s", step.Message)
+		c.opts.Logger.Info("gang not schedulable; released its pods", zap.String("detail", step.Message))
 	case gang.ActionRetry:
+		// Creates are derived from the state: the next attempt's pods are
+		// created (gated) by this sync or, if some fail, by a later one.
+		g.state = step.Next
 		c.opts.Logger.Info("starting the next gang attempt", zap.Int("attempt", g.state.Attempt))
 		if err := c.createMissing(ctx); err != nil {
 			return 0, c.apiError(err)
@@ -83,6 +90,8 @@ func (c *Controller) admitGang(ctx context.Context) (time.Duration, error) {
 		}
 		return 0, result.Transient(result.ReasonUnschedulable,
 			fmt.Errorf("the job could not be scheduled all together: %s", step.Message))
+	default:
+		g.state = step.Next
 	}
 	if g.state.Stage == gang.StageAdmitted {
 		c.event(corev1.EventTypeNormal, EventGangAdmitted, "%d pods bound together at attempt %d", count.Bound, g.state.Attempt)
@@ -129,8 +138,10 @@ func (c *Controller) ungate(ctx context.Context, pods []*corev1.Pod) error {
 		if err != nil {
 			return err
 		}
-		_, err = c.opts.Core.Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-		return err
+		return apierr.Retry(ctx, func() error {
+			_, err := c.opts.Core.Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+			return err
+		})
 	})
 	return joinErrors(errs)
 }
@@ -138,25 +149,39 @@ func (c *Controller) ungate(ctx context.Context, pods []*corev1.Pod) error {
 // releaseAll deletes every pod of a failed attempt, each by the UID this
 // run knows, so that pods the informer has not delivered yet go too. The
 // replicas are recreated at the same attempt once their deletes are seen:
-// a gang retry is no restart.
+// a gang retry is no restart. A replica moves on only once its delete
+// landed; the error of any other is returned, and the release is decided
+// again.
 func (c *Controller) releaseAll(ctx context.Context) error {
 	type doomed struct {
+		st   *replicaState
 		name string
 		uid  types.UID
 	}
 	var pods []doomed
 	c.mu.Lock()
+	now := c.opts.Clock.Now()
 	for _, id := range c.order {
 		st := c.replicas[id]
-		if st.uid != "" && st.stage != stageLost {
-			pods = append(pods, doomed{st.name, st.uid})
+		switch {
+		case st.uid != "" && st.stage != stageLost && st.stage != stageRemoving:
+			pods = append(pods, doomed{st, st.name, st.uid})
+		default:
+			st.release(now) // nothing to delete
 		}
-		st.release()
 	}
 	c.mu.Unlock()
 	errs := c.parallel(ctx, len(pods), func(i int) error {
 		return deletePodUID(ctx, c.opts.Core, c.opts.Identity.Namespace, pods[i].name, pods[i].uid)
 	})
+	c.mu.Lock()
+	now = c.opts.Clock.Now()
+	for i, p := range pods {
+		if errs[i] == nil && p.st.uid == p.uid {
+			p.st.release(now)
+		}
+	}
+	c.mu.Unlock()
 	return joinErrors(errs)
 }
 

@@ -16,10 +16,10 @@ func (c *Controller) observe() policy.View {
 	now := c.opts.Clock.Now()
 	// The replicas' slice is reused from sync to sync: a view lives until
 	// the next one, and View hands out copies.
-	v := policy.View{Job: c.opts.Job, StartTime: c.startTime, Now: now, Restarts: c.restarts,
-		Replicas: c.viewReplicas[:0]}
+	v := policy.View{Job: c.opts.Job, StartTime: c.startTime, Now: now, Replicas: c.viewReplicas[:0]}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	v.Restarts = c.restarts
 	for _, id := range c.order {
 		st := c.replicas[id]
 		r := policy.Replica{ReplicaID: id, Attempt: st.attempt, Phase: policy.PhaseMissing}

@@ -72,6 +72,9 @@ type replicaState struct {
 	nextAttempt int
 	// createdAt is when the current instance's create was accepted.
 	createdAt time.Time
+	// expectSince is when the open expectation (created, removing) began:
+	// past expectationTimeout a live read closes it.
+	expectSince time.Time
 	// pod is the current instance as the informer last delivered it: a
 	// shared cache object, never modified.
 	pod *corev1.Pod
@@ -114,7 +117,7 @@ func (st *replicaState) createAccepted(uid types.UID, attempt int, now time.Time
 	if st.stage != stageAbsent {
 		return fmt.Errorf("replica %s: create accepted while %s", st.id, st.stage)
 	}
-	st.stage, st.uid, st.attempt, st.nextAttempt, st.createdAt = stageCreated, uid, attempt, attempt, now
+	st.stage, st.uid, st.attempt, st.nextAttempt, st.createdAt, st.expectSince = stageCreated, uid, attempt, attempt, now, now
 	st.pod = nil
 	if cached != nil && cached.UID == uid {
 		st.podSeen(cached)
@@ -123,9 +126,12 @@ func (st *replicaState) createAccepted(uid types.UID, attempt int, now time.Time
 }
 
 // adopted takes over a live instance left by an earlier run of the job.
-func (st *replicaState) adopted(pod *corev1.Pod, attempt int) {
+// restartsBefore is the replica's restarts before this instance, read
+// from the pod (its restarts annotation): they count as recreations.
+func (st *replicaState) adopted(pod *corev1.Pod, attempt int, restartsBefore int32) {
 	st.stage, st.uid, st.attempt, st.nextAttempt = stageObserved, pod.UID, attempt, attempt
 	st.pod, st.dirty, st.createdAt = pod, true, pod.CreationTimestamp.Time
+	st.recreations, st.restartsBefore = restartsBefore, 0
 }
 
 // podSeen records an instance the informer delivered. Only the current
@@ -165,49 +171,91 @@ func (st *replicaState) podDeleted(uid types.UID) bool {
 	return false
 }
 
-// confirmed closes a vanished replica's expectation with a live read: live
-// is the instance the API server returned (nil when none by that name).
-func (st *replicaState) confirmed(live *corev1.Pod) {
-	if st.stage != stageVanished {
-		return
+// confirmed closes an overdue expectation with a live read: live is the
+// instance the API server returned under the replica's name (nil when
+// none). It returns the instance to delete again when a delete this run
+// sent did not take.
+func (st *replicaState) confirmed(live *corev1.Pod, now time.Time) (deleteAgain *corev1.Pod) {
+	same := live != nil && live.UID == st.uid
+	switch st.stage {
+	case stageVanished, stageCreated:
+		if same {
+			// The informer will deliver it (again); until then, the live copy.
+			st.stage, st.pod, st.dirty = stageObserved, live, true
+			return nil
+		}
+		st.stage, st.pod = stageLost, nil
+	case stageRemoving:
+		switch {
+		case !same:
+			st.stage, st.uid, st.pod = stageAbsent, "", nil
+		case live.DeletionTimestamp == nil:
+			st.expectSince = now
+			return live
+		default:
+			st.expectSince = now // still terminating: look again later
+		}
 	}
-	if live != nil && live.UID == st.uid {
-		st.stage = stageObserved // the informer will deliver it again
-		return
-	}
-	st.stage, st.pod = stageLost, nil
+	return nil
 }
 
-// removeForRecreate starts a recreation: an existing instance is deleted
-// (the caller issues the delete) and waited for; a lost one is replaced at
-// once. It returns the pod to delete, if any.
-func (st *replicaState) removeForRecreate() (*corev1.Pod, error) {
-	var doomed *corev1.Pod
+// doomedForRecreate returns the instance a recreation must delete (nil
+// when there is none to delete: it is lost, or already being deleted) and
+// whether a recreation may start at all. It changes nothing: the replica
+// moves on only once the delete landed (recreateStarted).
+func (st *replicaState) doomedForRecreate() (*corev1.Pod, error) {
+	switch st.stage {
+	case stageLost:
+		return nil, nil
+	case stageObserved:
+		if st.pod != nil && st.pod.DeletionTimestamp == nil {
+			return st.pod, nil
+		}
+		return nil, nil
+	}
+	return nil, fmt.Errorf("replica %s: recreate decided while %s", st.id, st.stage)
+}
+
+// recreateStarted commits a recreation whose delete the API server
+// accepted (or that needed none): the replica waits for that instance to
+// go, or is replaced at once when it was lost. It counts one restart.
+func (st *replicaState) recreateStarted(now time.Time) {
 	switch st.stage {
 	case stageLost:
 		st.stage, st.uid = stageAbsent, ""
-	case stageObserved:
-		st.stage = stageRemoving
-		if st.pod != nil && st.pod.DeletionTimestamp == nil {
-			doomed = st.pod
-		}
 	default:
-		return nil, fmt.Errorf("replica %s: recreate decided while %s", st.id, st.stage)
+		st.stage, st.expectSince = stageRemoving, now
 	}
 	st.nextAttempt = st.attempt + 1
 	st.recreations++
 	st.restartsBefore += st.last.Restarts
-	return doomed, nil
 }
 
-// release gives back an instance for a gang retry: deleted without counting
-// a restart, recreated at the same attempt.
-func (st *replicaState) release() {
+// release gives back an instance for a gang retry once its delete landed
+// (or it needed none): recreated at the same attempt, no restart counted.
+func (st *replicaState) release(now time.Time) {
 	switch st.stage {
 	case stageCreated, stageObserved, stageVanished:
-		st.stage = stageRemoving
+		st.stage, st.expectSince = stageRemoving, now
 	case stageLost:
 		st.stage, st.uid = stageAbsent, ""
 	}
 	st.nextAttempt = st.attempt
+}
+
+// restartsSoFar is this replica's share of the job's restarts before its
+// current instance: recorded on each new pod, so that a later run of the
+// step that re-attaches continues the count.
+func (st *replicaState) restartsSoFar() int32 { return st.recreations + st.restartsBefore }
+
+// expectationOverdue reports an open expectation older than timeout: the
+// informer has not closed it, so a live read must.
+func (st *replicaState) expectationOverdue(now time.Time, timeout time.Duration) bool {
+	switch st.stage {
+	case stageCreated, stageRemoving:
+		return !st.expectSince.IsZero() && now.Sub(st.expectSince) >= timeout
+	case stageVanished:
+		return true
+	}
+	return false
 }

@@ -38,9 +38,13 @@ func TestReplicaStateTransitions(t *testing.T) {
 	seen := func(uid types.UID) func(*replicaState) { return func(st *replicaState) { st.podSeen(podWithUID(uid)) } }
 	deleted := func(uid types.UID) func(*replicaState) { return func(st *replicaState) { st.podDeleted(uid) } }
 	recreate := func(st *replicaState) {
-		if _, err := st.removeForRecreate(); err != nil {
+		if _, err := st.doomedForRecreate(); err != nil {
 			t.Fatal(err)
 		}
+		st.recreateStarted(now)
+	}
+	confirm := func(live *corev1.Pod) func(*replicaState) {
+		return func(st *replicaState) { st.confirmed(live, now) }
 	}
 	cases := []struct {
 		name  string
@@ -79,7 +83,7 @@ func TestReplicaStateTransitions(t *testing.T) {
 			{"create accepted", accept("a", 0, nil), stageCreated},
 			{"informer add", seen("a"), stageObserved},
 			{"informer delete", deleted("a"), stageVanished},
-			{"live GET: not found", func(st *replicaState) { st.confirmed(nil) }, stageLost},
+			{"live GET: not found", confirm(nil), stageLost},
 			{"recreate", recreate, stageAbsent},
 		},
 		wantNext: 1, wantRecreations: 1,
@@ -88,16 +92,51 @@ func TestReplicaStateTransitions(t *testing.T) {
 		steps: []step{
 			{"create accepted", accept("a", 0, nil), stageCreated},
 			{"informer delete (tombstone)", deleted("a"), stageVanished},
-			{"live GET: still there", func(st *replicaState) { st.confirmed(podWithUID("a")) }, stageObserved},
+			{"live GET: still there", confirm(podWithUID("a")), stageObserved},
 		},
 	}, {
 		name: "a gang release keeps the attempt",
 		steps: []step{
 			{"create accepted", accept("a", 2, nil), stageCreated},
-			{"release", func(st *replicaState) { st.release() }, stageRemoving},
+			{"release", func(st *replicaState) { st.release(now) }, stageRemoving},
 			{"informer delete", deleted("a"), stageAbsent},
 		},
 		wantAttempt: 2, wantNext: 2,
+	}, {
+		name: "a create the informer never delivered: the live GET finds it",
+		steps: []step{
+			{"create accepted", accept("a", 0, nil), stageCreated},
+			{"live GET: there", confirm(podWithUID("a")), stageObserved},
+		},
+	}, {
+		name: "a create the informer never delivered: the live GET finds nothing",
+		steps: []step{
+			{"create accepted", accept("a", 0, nil), stageCreated},
+			{"live GET: not found", confirm(nil), stageLost},
+		},
+	}, {
+		name: "a delete whose informer event was missed: the live GET finds the name free",
+		steps: []step{
+			{"create accepted", accept("a", 0, nil), stageCreated},
+			{"informer add", seen("a"), stageObserved},
+			{"recreate", recreate, stageRemoving},
+			{"live GET: another instance under the name", confirm(podWithUID("z")), stageAbsent},
+		},
+		wantNext: 1, wantRecreations: 1,
+	}, {
+		name: "a delete that did not take is sent again and still waited for",
+		steps: []step{
+			{"create accepted", accept("a", 0, nil), stageCreated},
+			{"informer add", seen("a"), stageObserved},
+			{"recreate", recreate, stageRemoving},
+			{"live GET: still there, not terminating", func(st *replicaState) {
+				if again := st.confirmed(podWithUID("a"), now); again == nil || again.UID != "a" {
+					t.Fatalf("delete again: got %v, want instance a", again)
+				}
+			}, stageRemoving},
+			{"informer delete", deleted("a"), stageAbsent},
+		},
+		wantNext: 1, wantRecreations: 1,
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -124,7 +163,7 @@ func TestReplicaStateRefusesDecisionsOnOpenExpectations(t *testing.T) {
 	if !st.expecting() {
 		t.Error("a created, undelivered instance must hold an expectation")
 	}
-	if _, err := st.removeForRecreate(); err == nil {
+	if _, err := st.doomedForRecreate(); err == nil {
 		t.Error("recreating a replica whose instance was never delivered must be refused")
 	}
 	if err := st.createAccepted("b", 0, time.Now(), nil); err == nil {
@@ -132,7 +171,7 @@ func TestReplicaStateRefusesDecisionsOnOpenExpectations(t *testing.T) {
 	}
 	st.podSeen(podWithUID("a"))
 	st.podDeleted("a")
-	if _, err := st.removeForRecreate(); err == nil || st.recreations != 0 {
+	if _, err := st.doomedForRecreate(); err == nil || st.recreations != 0 {
 		t.Errorf("recreating a vanished replica before the live check: err %v, recreations %d; want refused, 0", err, st.recreations)
 	}
 }
@@ -141,7 +180,7 @@ func TestSlimForCacheKeepsWhatDecisionsRead(t *testing.T) {
 	yes := true
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "job-worker-0", UID: "u", Labels: map[string]string{v1alpha1.LabelAttempt: "2"},
-			Annotations:     map[string]string{"big": strings.Repeat("x", 4096)},
+			Annotations:     map[string]string{"big": strings.Repeat("x", 4096), v1alpha1.AnnotationRestarts: "3"},
 			OwnerReferences: []metav1.OwnerReference{{Name: "step", UID: "o", Controller: &yes}},
 			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "trainstep"}}},
 		Spec: corev1.PodSpec{NodeName: "node-1", SchedulingGates: []corev1.PodSchedulingGate{{Name: "gate"}},
@@ -159,10 +198,52 @@ func TestSlimForCacheKeepsWhatDecisionsRead(t *testing.T) {
 	if diff := cmp.Diff(want, slim.Spec); diff != "" {
 		t.Errorf("cached spec (-want +got):\n%s", diff)
 	}
-	if slim.Annotations != nil || slim.ManagedFields != nil {
-		t.Errorf("annotations %d, managed fields %d; want neither cached", len(slim.Annotations), len(slim.ManagedFields))
+	if len(slim.Annotations) != 1 || slim.Annotations[v1alpha1.AnnotationRestarts] != "3" || slim.ManagedFields != nil {
+		t.Errorf("annotations %v, managed fields %d; want only the restart count cached", slim.Annotations, len(slim.ManagedFields))
 	}
 	if slim.Labels[v1alpha1.LabelAttempt] != "2" || len(slim.OwnerReferences) != 1 || slim.Status.ContainerStatuses[0].RestartCount != 1 {
 		t.Errorf("labels, owner or status lost: %+v", slim.ObjectMeta)
+	}
+}
+
+// A failed delete must leave the replica where it was, so the next sync
+// decides the recreation again: the restart is counted only once it landed.
+func TestRecreationMovesOnOnlyOnceTheDeleteLanded(t *testing.T) {
+	now := time.Unix(1000, 0)
+	st := newReplicaState(policy.ReplicaID{Type: v1alpha1.ReplicaTypeWorker}, "job-worker-0")
+	if err := st.createAccepted("a", 0, now, podWithUID("a")); err != nil {
+		t.Fatal(err)
+	}
+	doomed, err := st.doomedForRecreate()
+	if err != nil || doomed == nil || doomed.UID != "a" {
+		t.Fatalf("doomed %v, err %v; want instance a", doomed, err)
+	}
+	// The delete failed: nothing was committed.
+	if st.stage != stageObserved || st.recreations != 0 || st.nextAttempt != 0 || st.expecting() {
+		t.Fatalf("after a planned delete: stage %s, recreations %d, next %d; want observed, 0, 0", st.stage, st.recreations, st.nextAttempt)
+	}
+	if again, err := st.doomedForRecreate(); err != nil || again == nil {
+		t.Fatalf("the recreation must be possible again: %v, %v", again, err)
+	}
+	st.recreateStarted(now)
+	if st.stage != stageRemoving || st.recreations != 1 || st.nextAttempt != 1 || st.restartsSoFar() != 1 {
+		t.Errorf("after the delete landed: stage %s, recreations %d, next %d", st.stage, st.recreations, st.nextAttempt)
+	}
+	if !st.expectationOverdue(now.Add(expectationTimeout), expectationTimeout) || st.expectationOverdue(now.Add(time.Second), expectationTimeout) {
+		t.Error("the removal's expectation must become overdue after expectationTimeout, not before")
+	}
+}
+
+func TestAdoptedReplicaContinuesTheRestartCount(t *testing.T) {
+	st := newReplicaState(policy.ReplicaID{Type: v1alpha1.ReplicaTypeWorker}, "job-worker-0")
+	pod := podWithUID("a")
+	pod.Annotations = map[string]string{v1alpha1.AnnotationRestarts: "2"}
+	st.adopted(pod, 2, restartsOf(pod))
+	if st.restartsSoFar() != 2 {
+		t.Errorf("restarts so far %d, want 2 from the annotation", st.restartsSoFar())
+	}
+	st.recreateStarted(time.Now())
+	if st.restartsSoFar() != 3 || st.nextAttempt != 3 {
+		t.Errorf("after one more recreation: restarts %d, next attempt %d; want 3, 3", st.restartsSoFar(), st.nextAttempt)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/trainstep/trainstep/pkg/apierr"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/result"
@@ -22,14 +23,14 @@ import (
 // newBucket is the overall rate limit of re-syncs after errors: 10 per second, bursts of 100.
 func newBucket() *rate.Limiter { return rate.NewLimiter(rate.Limit(10), 100) }
 
-// sync looks at the whole job once: confirm replicas whose instance
-// vanished, create what is missing, let the built-in gang admit the job,
+// sync looks at the whole job once: close overdue expectations with live
+// reads, create what is missing, let the built-in gang admit the job,
 // observe the replicas, ask the policy, then carry out recreations.
 func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 	if err := c.ensurePodGroup(ctx); err != nil {
 		return policy.Decision{}, c.apiError(err)
 	}
-	if err := c.confirmVanished(ctx); err != nil {
+	if err := c.confirmExpectations(ctx); err != nil {
 		return policy.Decision{}, c.apiError(err)
 	}
 	if err := c.createMissing(ctx); err != nil {
@@ -45,9 +46,12 @@ func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 	if decision.Outcome != policy.OutcomeRunning {
 		return decision, nil
 	}
-	if gangRecheck > 0 && (decision.RecheckAfter == 0 || gangRecheck < decision.RecheckAfter) {
-		decision.RecheckAfter = gangRecheck
+	if err := c.quotaTimedOut(); err != nil {
+		return policy.Decision{}, err
 	}
+	decision.RecheckAfter = sooner(decision.RecheckAfter, gangRecheck)
+	decision.RecheckAfter = sooner(decision.RecheckAfter, c.quotaRecheck())
+	decision.RecheckAfter = sooner(decision.RecheckAfter, c.nextExpectationCheck())
 	if err := c.recreate(ctx, decision.Recreate); err != nil {
 		return policy.Decision{}, c.apiError(err)
 	}
@@ -55,35 +59,81 @@ func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 	return decision, nil
 }
 
-// confirmVanished asks the API server about every replica whose instance
-// the informer saw deleted without trainstep removing it: only a live
-// NotFound (or another instance under the name) makes it lost.
-func (c *Controller) confirmVanished(ctx context.Context) error {
+// sooner returns the shorter of two recheck delays, 0 meaning none.
+func sooner(a, b time.Duration) time.Duration {
+	if b > 0 && (a == 0 || b < a) {
+		return b
+	}
+	return a
+}
+
+// expectationTimeout is how long an open expectation (a create or a
+// delete the informer has not delivered) is trusted before a live read
+// decides: a watch that dropped an event must not wedge a replica.
+var expectationTimeout = 30 * time.Second
+
+// confirmExpectations asks the API server about every replica whose
+// instance the informer saw deleted without trainstep removing it, and
+// about every create or delete the informer has not delivered within
+// expectationTimeout: only a live read moves them on. A delete that did
+// not take is sent again.
+func (c *Controller) confirmExpectations(ctx context.Context) error {
+	now := c.opts.Clock.Now()
 	c.mu.Lock()
-	var vanished []*replicaState
+	var overdue []*replicaState
 	for _, id := range c.order {
-		if st := c.replicas[id]; st.stage == stageVanished {
-			vanished = append(vanished, st)
+		if st := c.replicas[id]; st.expectationOverdue(now, expectationTimeout) {
+			overdue = append(overdue, st)
 		}
 	}
 	c.mu.Unlock()
-	for _, st := range vanished {
-		live, err := c.opts.Core.Pods(c.opts.Identity.Namespace).Get(ctx, st.name, metav1.GetOptions{})
+	for _, st := range overdue {
+		var live *corev1.Pod
+		err := apierr.Retry(ctx, func() (err error) {
+			live, err = c.opts.Core.Pods(c.opts.Identity.Namespace).Get(ctx, st.name, metav1.GetOptions{})
+			return err
+		})
 		switch {
 		case apierrors.IsNotFound(err):
 			live = nil
 		case err != nil:
-			return fmt.Errorf("confirming that replica %s is gone: %w", st.id, err)
+			return fmt.Errorf("reading replica %s's pod: %w", st.id, err)
 		}
 		c.mu.Lock()
-		st.confirmed(live)
-		lost := st.stage == stageLost
+		before := st.stage
+		deleteAgain := st.confirmed(live, now)
+		after := st.stage
 		c.mu.Unlock()
-		if lost {
+		switch {
+		case before == stageVanished && after == stageLost:
 			c.opts.Logger.Info("replica removed from outside", zap.Stringer("replica", st.id), zap.String("pod", st.name))
+		case before != stageVanished:
+			c.opts.Logger.Info("the informer had not delivered a replica's change; a live read did",
+				zap.Stringer("replica", st.id), zap.Stringer("from", before), zap.Stringer("to", after))
+		}
+		if deleteAgain != nil {
+			if err := deletePod(ctx, c.opts.Core, deleteAgain); err != nil {
+				return fmt.Errorf("deleting replica %s again: %w", st.id, err)
+			}
 		}
 	}
 	return nil
+}
+
+// nextExpectationCheck is when the oldest open expectation becomes
+// overdue (0 when none is open).
+func (c *Controller) nextExpectationCheck() time.Duration {
+	now := c.opts.Clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var next time.Duration
+	for _, id := range c.order {
+		st := c.replicas[id]
+		if (st.stage == stageCreated || st.stage == stageRemoving) && !st.expectSince.IsZero() {
+			next = sooner(next, max(st.expectSince.Add(expectationTimeout).Sub(now), time.Millisecond))
+		}
+	}
+	return next
 }
 
 // createMissing creates, in parallel, every child not in the caches: the
@@ -103,7 +153,10 @@ func (c *Controller) createMissing(ctx context.Context) error {
 	}
 	errs := c.parallel(ctx, shared+len(pending), func(i int) error {
 		if i < shared {
-			_, err := createObject(ctx, c.opts.Core, objs[i])
+			err := apierr.Retry(ctx, func() error {
+				_, err := createObject(ctx, c.opts.Core, objs[i])
+				return err
+			})
 			if apierrors.IsAlreadyExists(err) {
 				err = nil // created by an earlier attempt; the cache has not caught up
 			}
@@ -114,10 +167,13 @@ func (c *Controller) createMissing(ctx context.Context) error {
 		}
 		return c.createReplica(ctx, pending[i-shared])
 	})
+	// A full ResourceQuota is no failure: the objects it refused are created
+	// on a later sync, once there is room.
+	refused := c.quotaRefusals(errs)
 	if err := joinErrors(errs); err != nil {
 		return fmt.Errorf("creating the job's objects: %w", err)
 	}
-	if !c.createdEvent {
+	if refused == 0 && !c.createdEvent {
 		c.createdEvent = true
 		c.event(corev1.EventTypeNormal, EventCreated, "created %d pods and %d services for job %s", len(pending), len(c.opts.Desired.Services), c.opts.Identity.JobName)
 	}
@@ -157,17 +213,34 @@ func (c *Controller) createReplica(ctx context.Context, p podCreate) error {
 		return result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering pod %s: %w", p.st.name, err))
 	}
 	c.gangGate(pod)
-	uid, err := createObject(ctx, c.opts.Core, pod)
+	c.mu.Lock()
+	restarts := p.st.restartsSoFar()
+	c.mu.Unlock()
+	if restarts > 0 {
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[v1alpha1.AnnotationRestarts] = strconv.Itoa(int(restarts))
+	}
+	var uid types.UID
+	err = apierr.Retry(ctx, func() (err error) {
+		uid, err = createObject(ctx, c.opts.Core, pod)
+		return err
+	})
 	attempt := p.attempt
 	if apierrors.IsAlreadyExists(err) {
+		// Also a create retried after an answer that was lost: the first one landed.
 		uid, attempt, err = c.adoptExisting(ctx, p.st.name)
 	}
 	if err != nil || uid == "" {
 		return err
 	}
-	cached, _ := c.pods.Pods(c.opts.Identity.Namespace).Get(p.st.name)
+	c.createdAny.Store(true)
+	// The cache is read under the lock the pod handlers take, so an add
+	// delivered meanwhile is either seen here or handed to podSeen after.
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	cached, _ := c.pods.Pods(c.opts.Identity.Namespace).Get(p.st.name)
 	return p.st.createAccepted(uid, attempt, c.opts.Clock.Now(), cached)
 }
 
@@ -215,38 +288,58 @@ func controllerName(pod *corev1.Pod) string {
 // recreate starts the replacement of each replica the policy asked for: a
 // failed pod is deleted (its replacement is created once the informer
 // delivers the delete), a lost one is replaced at once. Each counts as one
-// restart.
+// restart, once its delete landed: a delete that failed leaves the replica
+// as it was, and the next sync decides it again.
 func (c *Controller) recreate(ctx context.Context, ids []policy.ReplicaID) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	var toDelete []*corev1.Pod
-	replaceNow := false
+	type plan struct {
+		st     *replicaState
+		doomed *corev1.Pod
+		cause  string
+	}
+	var plans []plan
 	c.mu.Lock()
 	for _, id := range ids {
 		st := c.replicas[id]
-		cause := "it ended"
-		if r := c.view.Replica(id); r != nil {
-			cause = describeEnd(*r)
-		}
-		pod, err := st.removeForRecreate()
+		doomed, err := st.doomedForRecreate()
 		if err != nil {
 			// The view this decision came from is stale: decide again.
 			c.opts.Logger.Debug("skipping a recreation", zap.Error(err))
 			continue
 		}
-		c.restarts++
-		replaceNow = replaceNow || st.stage == stageAbsent
-		if pod != nil {
-			toDelete = append(toDelete, pod)
+		cause := "it ended"
+		if r := c.view.Replica(id); r != nil {
+			cause = describeEnd(*r)
 		}
-		c.event(corev1.EventTypeNormal, EventRestarted, "recreating replica %s (attempt %d): %s", id, st.nextAttempt, cause)
-		c.opts.Logger.Info("recreating replica", zap.Stringer("replica", id), zap.Int("attempt", st.nextAttempt), zap.String("cause", cause))
+		plans = append(plans, plan{st: st, doomed: doomed, cause: cause})
 	}
 	c.mu.Unlock()
-	errs := c.parallel(ctx, len(toDelete), func(i int) error {
-		return deletePod(ctx, c.opts.Core, toDelete[i])
+	errs := c.parallel(ctx, len(plans), func(i int) error {
+		if plans[i].doomed == nil {
+			return nil
+		}
+		return deletePod(ctx, c.opts.Core, plans[i].doomed)
 	})
+	now := c.opts.Clock.Now()
+	replaceNow := false
+	var started []plan
+	c.mu.Lock()
+	for i, p := range plans {
+		if errs[i] != nil {
+			continue
+		}
+		p.st.recreateStarted(now)
+		c.restarts++
+		replaceNow = replaceNow || p.st.stage == stageAbsent
+		started = append(started, p)
+	}
+	c.mu.Unlock()
+	for _, p := range started {
+		c.event(corev1.EventTypeNormal, EventRestarted, "recreating replica %s (attempt %d): %s", p.st.id, p.st.nextAttempt, p.cause)
+		c.opts.Logger.Info("recreating replica", zap.Stringer("replica", p.st.id), zap.Int("attempt", p.st.nextAttempt), zap.String("cause", p.cause))
+	}
 	if err := joinErrors(errs); err != nil {
 		return fmt.Errorf("deleting failed replicas: %w", err)
 	}
@@ -275,6 +368,9 @@ func (c *Controller) reportProgress() {
 	p := ProgressOf(&c.view)
 	c.mu.Lock()
 	p.Waiting = c.launcher.waiting()
+	if c.quota.refusal != "" {
+		p.Waiting = "waiting for quota: " + c.quota.refusal
+	}
 	c.mu.Unlock()
 	if line := p.String(); line != c.lastProgress {
 		c.lastProgress = line

@@ -63,6 +63,12 @@ const (
 	ReasonUnschedulable        = "Unschedulable"
 	ReasonPendingTimeout       = "PendingTimeout"
 	ReasonTerminated           = "Terminated"
+	// ReasonQuotaExceeded: a ResourceQuota kept refusing the job's objects
+	// until --pending-timeout; what exists is left for a retry of the step.
+	ReasonQuotaExceeded = "QuotaExceeded"
+	// ReasonInternalError: trainstep itself failed (a panic); the message
+	// says where.
+	ReasonInternalError = "InternalError"
 	// ReasonLeaseLost: another run of the same job took over its Lease
 	// (this one could not renew it); the replicas are left to that run.
 	ReasonLeaseLost = "LeaseLost"

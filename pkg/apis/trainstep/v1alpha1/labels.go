@@ -17,4 +17,9 @@ const (
 
 	// AnnotationFramework records the framework on every pod, for humans.
 	AnnotationFramework = "trainstep.dev/framework"
+	// AnnotationRestarts records, on each replica pod, the replica's
+	// restarts before that instance (recreations and the in-place restarts
+	// of the instances they replaced). A later run of the step that
+	// re-attaches reads it back, so backoffLimit holds across Argo retries.
+	AnnotationRestarts = "trainstep.dev/restarts"
 )

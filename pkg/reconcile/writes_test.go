@@ -1,0 +1,217 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/policy"
+	"github.com/trainstep/trainstep/pkg/result"
+)
+
+var podsResource = schema.GroupResource{Resource: "pods"}
+
+// failFirst makes the first n calls of verb on pods named name fail with err.
+func failFirst(h *harness, verb, name string, n int32, err error) *atomic.Int32 {
+	var calls atomic.Int32
+	h.client.PrependReactor(verb, "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		var got string
+		switch a := action.(type) {
+		case k8stesting.DeleteAction:
+			got = a.GetName()
+		case k8stesting.CreateAction:
+			got = a.GetObject().(metav1.Object).GetName()
+		}
+		if got != name {
+			return false, nil, nil
+		}
+		if calls.Add(1) <= n {
+			return true, nil, err
+		}
+		return false, nil, nil
+	})
+	return &calls
+}
+
+// A DELETE that fails must not wedge the replica: more 500s than one
+// write's in-place retries still end in the replacement, counted once.
+func TestAFailedDeleteOfARecreationIsSentAgain(t *testing.T) {
+	t.Parallel()
+	var deletes *atomic.Int32
+	h := startWith(t, tfJob(v1alpha1.RestartPolicyExitCode), func(h *harness, _ *Options) {
+		deletes = failFirst(h, "delete", "mnist-worker-1", 8, apierrors.NewInternalError(errors.New("injected")))
+	})
+	first := h.pod("mnist-worker-1")
+	h.setStatus("mnist-worker-1", corev1.PodFailed, 137)
+	h.eventually("worker-1 recreated with attempt 1", func() bool {
+		p, err := h.client.CoreV1().Pods(ns).Get(context.Background(), "mnist-worker-1", metav1.GetOptions{})
+		return err == nil && p.UID != first.UID && p.Labels[v1alpha1.LabelAttempt] == "1"
+	})
+	if n := deletes.Load(); n < 9 {
+		t.Errorf("%d DELETEs of worker-1 sent, want the 8 that failed and one that landed", n)
+	}
+	h.setStatus("mnist-worker-0", corev1.PodSucceeded, 0)
+	if d := h.decision(); d.Outcome != policy.OutcomeSucceeded {
+		t.Fatalf("decision %+v, want Succeeded", d)
+	}
+	if r := h.ctrl.View().Restarts; r != 1 {
+		t.Errorf("restarts = %d, want 1: a delete that failed is no restart", r)
+	}
+}
+
+func quotaRefusal(name string) error {
+	return apierrors.NewForbidden(podsResource, name, errors.New("exceeded quota: team-a, requested: pods=1, used: pods=3, limited: pods=3"))
+}
+
+// A full ResourceQuota is waited on: the progress line and a FailedCreate
+// event name it, and the pod is created once there is room.
+func TestAQuotaRefusalIsWaitedOnAndSaidSo(t *testing.T) {
+	t.Parallel()
+	recorder := record.NewFakeRecorder(100)
+	var progress atomic.Value
+	h := startWith(t, tfJob(v1alpha1.RestartPolicyNever), func(h *harness, o *Options) {
+		failFirst(h, "create", "mnist-worker-1", 3, quotaRefusal("mnist-worker-1"))
+		o.Recorder, o.EventObject = recorder, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "step", Namespace: ns}}
+		o.OnProgress = func(p Progress) {
+			if p.Waiting != "" {
+				progress.Store(p.String())
+			}
+		}
+	})
+	h.pod("mnist-worker-1")
+	line, _ := progress.Load().(string)
+	if !strings.Contains(line, "waiting for quota: exceeded quota: team-a, requested: pods=1, used: pods=3, limited: pods=3") {
+		t.Errorf("progress line %q does not name the quota", line)
+	}
+	found := false
+	for len(recorder.Events) > 0 && !found {
+		found = strings.HasPrefix(<-recorder.Events, "Warning FailedCreate waiting for quota: 1 objects refused: exceeded quota: team-a")
+	}
+	if !found {
+		t.Error("no FailedCreate Warning event naming the quota")
+	}
+	h.setStatus("mnist-worker-0", corev1.PodSucceeded, 0)
+	if d := h.decision(); d.Outcome != policy.OutcomeSucceeded {
+		t.Fatalf("decision %+v, want Succeeded", d)
+	}
+}
+
+// A quota that never makes room ends the run Transient at the pending
+// timeout, not Invalid.
+func TestAQuotaThatNeverMakesRoomIsTransientAtThePendingTimeout(t *testing.T) {
+	t.Parallel()
+	var h *harness
+	h = startWith(t, tfJob(v1alpha1.RestartPolicyNever), func(hh *harness, o *Options) {
+		failFirst(hh, "create", "mnist-worker-1", 1<<30, quotaRefusal("mnist-worker-1"))
+		o.Timeouts.Pending = 2 * time.Second
+		hh.runErr = make(chan error, 1)
+	})
+	select {
+	case err := <-h.runErr:
+		var re *result.Error
+		if !errors.As(err, &re) || re.Phase != result.PhaseTransient || re.Reason != result.ReasonQuotaExceeded {
+			t.Fatalf("Run: %v, want Transient QuotaExceeded", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the run did not end at the pending timeout")
+	}
+}
+
+// After the first object exists no API error ends the run Invalid: a 403
+// on a later write is retried and, if it persists, ends Transient.
+func TestA403AfterCreationIsNotInvalid(t *testing.T) {
+	t.Parallel()
+	var h *harness
+	h = startWith(t, tfJob(v1alpha1.RestartPolicyExitCode), func(hh *harness, o *Options) {
+		failFirst(hh, "delete", "mnist-worker-1", 1<<30, apierrors.NewForbidden(podsResource, "mnist-worker-1", errors.New("RBAC changed")))
+		o.APITimeout = time.Second
+		hh.runErr = make(chan error, 1)
+	})
+	h.pod("mnist-worker-1")
+	h.setStatus("mnist-worker-1", corev1.PodFailed, 137)
+	select {
+	case err := <-h.runErr:
+		var re *result.Error
+		if !errors.As(err, &re) || re.Phase != result.PhaseTransient {
+			t.Fatalf("Run: %v, want Transient", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the run did not end at the API timeout")
+	}
+}
+
+// A panic in the reconciler ends Run with an InternalError, not the process.
+func TestAPanicInASyncIsAnInternalError(t *testing.T) {
+	t.Parallel()
+	var h *harness
+	var syncs atomic.Int32
+	h = startWith(t, tfJob(v1alpha1.RestartPolicyNever), func(hh *harness, o *Options) {
+		o.BeforeSync = func() {
+			if syncs.Add(1) == 3 {
+				panic("injected")
+			}
+		}
+		hh.runErr = make(chan error, 1)
+	})
+	h.setStatus("mnist-worker-0", corev1.PodRunning, 0)
+	h.setStatus("mnist-worker-1", corev1.PodRunning, 0)
+	select {
+	case err := <-h.runErr:
+		var re *result.Error
+		if !errors.As(err, &re) || re.Phase != result.PhaseFailed || re.Reason != result.ReasonInternalError || !strings.Contains(err.Error(), "injected") {
+			t.Fatalf("Run: %v, want Failed InternalError naming the panic", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run did not end after the panic")
+	}
+}
+
+// The teardown retries deletes that fail for a while, and says what is
+// left (from a live List) when they outlast it.
+func TestCleanupRetriesFailedDeletesAndNamesWhatIsLeft(t *testing.T) {
+	t.Parallel()
+	h := start(t, tfJob(v1alpha1.RestartPolicyNever))
+	for _, name := range []string{"mnist-ps-0", "mnist-worker-0", "mnist-worker-1"} {
+		h.setStatus(name, corev1.PodRunning, 0)
+	}
+	h.setStatus("mnist-worker-0", corev1.PodSucceeded, 0)
+	if d := h.decision(); d.Outcome != policy.OutcomeSucceeded {
+		t.Fatalf("decision %+v, want Succeeded", d)
+	}
+	var failing atomic.Bool
+	failing.Store(true)
+	h.client.PrependReactor("delete", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if failing.Load() && action.(k8stesting.DeleteAction).GetName() == "mnist-ps-0" {
+			return true, nil, apierrors.NewServiceUnavailable("injected")
+		}
+		return false, nil, nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	left, err := h.ctrl.Cleanup(ctx, true, true)
+	if err == nil || len(left) != 1 || left[0] != "pod/mnist-ps-0" {
+		t.Fatalf("Cleanup while ps-0's deletes fail: left %v, err %v; want pod/mnist-ps-0 named, with an error", left, err)
+	}
+	failing.Store(false)
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel2()
+	if left, err := h.ctrl.Cleanup(ctx2, true, true); err != nil || len(left) != 0 {
+		t.Fatalf("Cleanup once deletes work: left %v, err %v; want nothing left", left, err)
+	}
+	pods, _ := h.client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	if len(pods.Items) != 0 {
+		t.Errorf("%d pods left", len(pods.Items))
+	}
+}
