@@ -78,6 +78,13 @@ type Config struct {
 	// Signals delivers SIGTERM/SIGINT; the first one terminates the job.
 	Signals <-chan os.Signal
 	Clock   clock.WithTicker
+	// Outputs lets every writer of this process's result (Run, Report on a
+	// second signal) write it once; nil gives each call a gate of its own.
+	Outputs *OutputGate
+
+	// BeforeSync, for tests, is called before each look the controller
+	// takes at the job: a panic there is the reconciler's own.
+	BeforeSync func()
 }
 
 // Defaults used when a Config field is left zero.
@@ -122,5 +129,8 @@ func (c *Config) setDefaults() {
 	}
 	if c.Logs == "" {
 		c.Logs = logs.ModeLeaders
+	}
+	if c.Outputs == nil {
+		c.Outputs = NewOutputGate()
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/flowcontrol"
 
+	"github.com/trainstep/trainstep/pkg/apierr"
 	"github.com/trainstep/trainstep/pkg/apistats"
 	"github.com/trainstep/trainstep/pkg/result"
 )
@@ -252,8 +253,12 @@ func matches(values []string, want string) bool {
 	return slices.Contains(values, "*") || slices.Contains(values, want)
 }
 
-// classify marks errors that retrying cannot fix as permanent.
+// classify marks errors that retrying cannot fix as permanent; apierr's
+// transient ones (5xx, 429, timeouts, refused connections) are retried.
 func classify(err error) error {
+	if apierr.IsTransient(err) {
+		return err
+	}
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
 		code := int(status.Status().Code)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -46,6 +47,9 @@ type jobLease struct {
 
 	// lost is closed when the current elector stops leading (also after stop).
 	lost <-chan struct{}
+	// leading is true while this run holds the Lease: from the elector's
+	// start of leading until it stops (renewal failed, or stop).
+	leading atomic.Bool
 	// stop ends renewal; it returns once the elector is done.
 	stop func()
 }
@@ -83,9 +87,18 @@ func (l *jobLease) acquire(ctx context.Context, job string, takeBack bool, apiTi
 		LeaseDuration: l.duration,
 		RenewDeadline: l.duration * 2 / 3,
 		RetryPeriod:   LeaseRenewPeriod(l.duration),
+		// Stopping gives the Lease up only while this run still holds it
+		// (an update that conflicts with another holder's write fails).
+		ReleaseOnCancel: true,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(context.Context) { close(started) },
-			OnStoppedLeading: func() { close(stopped) },
+			OnStartedLeading: func(context.Context) {
+				l.leading.Store(true)
+				close(started)
+			},
+			OnStoppedLeading: func() {
+				l.leading.Store(false)
+				close(stopped)
+			},
 		},
 		Name: l.name,
 	})
@@ -163,12 +176,33 @@ func (l *jobLease) own(ctx context.Context) error {
 	return err
 }
 
-// release stops renewing and deletes the Lease, so that the next run of
-// the job does not wait for it to expire.
+// held reports whether this run holds the job's Lease now.
+func (l *jobLease) held() bool { return l.leading.Load() }
+
+// release stops renewing, which gives the Lease up if this run still holds
+// it, then deletes the Lease if nobody holds it, so that the next run of
+// the job does not find a stale one. The delete is conditional on the
+// version read: a run that took the Lease meanwhile keeps it.
 func (l *jobLease) release(ctx context.Context) {
-	l.stop()
-	err := l.conn.coordination.Leases(l.conn.namespace).Delete(ctx, l.name, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
+	if l.stop != nil {
+		l.stop()
+	}
+	leases := l.conn.coordination.Leases(l.conn.namespace)
+	current, err := leases.Get(ctx, l.name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return
+	case err != nil:
+		l.log.Warn("reading the job's lease to delete it", zap.Error(err))
+		return
+	case current.Spec.HolderIdentity != nil && *current.Spec.HolderIdentity != "":
+		if *current.Spec.HolderIdentity != l.identity {
+			l.log.Info("the job's lease is held by another run; leaving it", zap.String("holder", *current.Spec.HolderIdentity))
+		}
+		return
+	}
+	err = leases.Delete(ctx, l.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &current.UID, ResourceVersion: &current.ResourceVersion}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		l.log.Warn("deleting the job's lease", zap.Error(err))
 	}
 }

@@ -29,18 +29,30 @@ import (
 // An outputs directory that cannot be written ends the run Invalid before
 // anything starts: the outputs would be lost. That is the one exit that
 // writes no file; the result line still goes to Stdout.
-func Run(ctx context.Context, cfg Config) (result.Result, error) {
+//
+// A panic is recovered here: the run ends Failed with reason InternalError
+// and the panic's message (its teardown was attempted where it happened).
+func Run(ctx context.Context, cfg Config) (res result.Result, err error) {
 	cfg.setDefaults()
 	start := cfg.Clock.Now()
-	res := newResult(&cfg)
-	var err error
+	res = newResult(&cfg)
+	defer func() {
+		if p := recover(); p != nil {
+			err = internalError(p)
+			cfg.Logger.Error("trainstep failed", zap.Error(err), zap.Stack("stack"))
+			res.Phase = ""
+		}
+		end(&cfg, &res, err, start)
+	}()
 	if dirErr := outputs.CheckDir(cfg.OutputsDir); dirErr != nil {
-		err = result.Invalid(result.ReasonOutputsDirUnusable, fmt.Errorf("--outputs-dir %s: %w; nothing was started", cfg.OutputsDir, dirErr))
-	} else {
-		err = run(ctx, &cfg, &res)
+		return res, result.Invalid(result.ReasonOutputsDirUnusable, fmt.Errorf("--outputs-dir %s: %w; nothing was started", cfg.OutputsDir, dirErr))
 	}
-	end(&cfg, &res, err, start)
-	return res, err
+	return res, run(ctx, &cfg, &res)
+}
+
+// internalError is the error of a run that panicked.
+func internalError(p any) error {
+	return &result.Error{Phase: result.PhaseFailed, Reason: result.ReasonInternalError, Err: fmt.Errorf("internal error: %v", p)}
 }
 
 // Report writes the outputs of a run that ended before it could start — a
@@ -80,14 +92,17 @@ func end(cfg *Config, res *result.Result, err error, start time.Time) {
 	finish(cfg, *res)
 }
 
-// finish writes the outputs; it never fails the run, it only logs.
+// finish writes the outputs, once per gate; it never fails the run, it
+// only logs.
 func finish(cfg *Config, res result.Result) {
-	if err := outputs.Write(cfg.OutputsDir, res); err != nil {
-		cfg.Logger.Error("writing output files", zap.String("dir", cfg.OutputsDir), zap.Error(err))
-	}
-	if err := outputs.PrintResult(cfg.Stdout, res); err != nil {
-		cfg.Logger.Error("printing the result", zap.Error(err))
-	}
+	cfg.Outputs.final(func() {
+		if err := outputs.Write(cfg.OutputsDir, res); err != nil {
+			cfg.Logger.Error("writing output files", zap.String("dir", cfg.OutputsDir), zap.Error(err))
+		}
+		if err := outputs.PrintResult(cfg.Stdout, res); err != nil {
+			cfg.Logger.Error("printing the result", zap.Error(err))
+		}
+	})
 }
 
 // run is the step lifecycle as a script: load → connect and check rights →
@@ -138,13 +153,17 @@ func run(ctx context.Context, cfg *Config, res *result.Result) error {
 // Argo signals the step's wait container together with it, and that saves
 // the output parameters from whatever files exist within about a second:
 // without these, a stopped step's outputs were the template's defaults.
+// Once the job's outcome is known they are not written: the signal then
+// only hurries the teardown.
 func writeStoppingOutputs(cfg *Config, jobName string) {
-	res := newResult(cfg)
-	res.JobName = jobName
-	markTerminated(&res, "the step was stopped; deleting the job's objects")
-	if err := outputs.Write(cfg.OutputsDir, res); err != nil {
-		cfg.Logger.Error("writing output files", zap.String("dir", cfg.OutputsDir), zap.Error(err))
-	}
+	cfg.Outputs.early(func() {
+		res := newResult(cfg)
+		res.JobName = jobName
+		markTerminated(&res, "the step was stopped; deleting the job's objects")
+		if err := outputs.Write(cfg.OutputsDir, res); err != nil {
+			cfg.Logger.Error("writing output files", zap.String("dir", cfg.OutputsDir), zap.Error(err))
+		}
+	})
 }
 
 // markTerminated records a run the step's signal ended.
@@ -232,8 +251,10 @@ var errLeaseLost = errors.New("this run lost the job's lease to another run of t
 
 // execute holds the job's Lease, reconciles the job until it ends or the
 // step is stopped, then tears down on a context the signal does not cancel
-// and fills res.
-func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *preparedRun, terminated func() bool, res *result.Result) error {
+// and fills res. The teardown is fenced by the Lease: a run that does not
+// hold it (another run of the job took over) deletes nothing, signal or
+// not, and the teardown stops if the Lease is lost while it runs.
+func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *preparedRun, terminated func() bool, res *result.Result) (err error) {
 	events := newEventRecorder(s.conn.core, s.conn.namespace)
 	defer events.flush(cfg.Logger)
 	lease := newJobLease(cfg, s)
@@ -256,12 +277,26 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 		Logger: s.log, Clock: cfg.Clock,
 		OnPod:      streamer.observe,
 		OnProgress: progressReporter(cfg, s.log),
+		BeforeSync: cfg.BeforeSync,
 	})
+	// A panic past this point still tears the job down (when this run holds
+	// its Lease); Run reports it.
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("trainstep failed; deleting the job's objects", zap.Any("panic", p))
+			teardownAfterPanic(cfg, ctrl, lease, s.log)
+			panic(p)
+		}
+	}()
 
 	// Informers live until teardown is over, so cleanup can watch deletions.
 	informerCtx, stopInformers := context.WithCancel(context.Background())
 	defer stopInformers()
 	decision, superseded, runErr := reconcileHoldingLease(ctx, cfg, s, ctrl, lease, terminated, informerCtx, stopInformers)
+	if decision.Outcome != policy.OutcomeRunning {
+		// The outcome is known: a signal from now on only hurries the teardown.
+		cfg.Outputs.settle()
+	}
 	if runErr != nil && !superseded && !ctrl.Started() && !terminated() {
 		// Nothing was created: a retry of the step re-attaches to whatever
 		// exists, so nothing is torn down.
@@ -284,13 +319,21 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 	}
 	streamer.stop(drainCtx)
 	cancelDrain()
-	if superseded && !terminated() {
+	if !superseded && !lease.held() {
+		// The Lease was lost (the API server was away, or the step was
+		// stopped while taking it back): hold it again before deleting.
+		superseded = !takeLeaseBackForTeardown(teardownCtx, cfg, s, lease, res)
+		if !superseded && !lease.held() {
+			return nil // res says why nothing was deleted
+		}
+	}
+	if superseded {
 		// Another run writes now: it keeps the replicas; nothing is deleted.
-		res.Phase, res.Reason, res.Message = result.PhaseTransient, result.ReasonLeaseLost, errLeaseLost.Error()
-		s.log.Warn("job left to another run", zap.String("reason", res.Reason))
+		leftToSuccessor(res, terminated())
+		s.log.Warn("job left to another run", zap.String("reason", res.Reason), zap.String("message", res.Message))
 		return nil
 	}
-	wasTerminated := terminated()
+	wasTerminated := terminated() && decision.Outcome == policy.OutcomeRunning
 	view := ctrl.View()
 	fillResult(res, job, &view, decision, s.log)
 	var re *result.Error
@@ -304,26 +347,45 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 			res.Reason = re.Reason
 		}
 	}
-	if !wasTerminated && re != nil && re.Reason == result.ReasonAPIUnreachable {
-		// The API server is away: the step's retry re-attaches to the
-		// replicas, and the owner reference removes them if none comes.
-		s.log.Warn("left the job's objects for a retry of the step to re-attach")
-		lease.stop()
+	if !terminated() && re != nil && leavesObjects(re.Reason) {
+		// The API server is away, or a quota has no room: the step's retry
+		// re-attaches to the replicas, and the owner reference removes
+		// them if none comes.
+		s.log.Warn("left the job's objects for a retry of the step to re-attach", zap.String("reason", re.Reason))
+		releaseCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		lease.release(releaseCtx)
 		return nil
 	}
-	deleteAll := wasTerminated || runErr != nil
-	left, err := ctrl.Cleanup(teardownCtx, deleteAll, true)
-	if err != nil {
-		s.log.Error("cleaning up", zap.Error(err), zap.Strings("left", left))
+	deleteAll := terminated() || runErr != nil
+	// The teardown stops the moment this run no longer holds the Lease.
+	fencedCtx, cancelFenced := context.WithCancel(teardownCtx)
+	defer cancelFenced()
+	go func() {
+		select {
+		case <-lease.lost:
+			cancelFenced()
+		case <-fencedCtx.Done():
+		}
+	}()
+	left, cleanErr := ctrl.Cleanup(fencedCtx, deleteAll, true)
+	lostDuringTeardown := !lease.held()
+	if cleanErr != nil {
+		s.log.Error("cleaning up", zap.Error(cleanErr), zap.Strings("left", left))
 	}
 	switch {
-	case wasTerminated && len(left) == 0:
+	case lostDuringTeardown:
+		res.Message += "; this run lost the job's lease during the teardown and stopped deleting"
+	case wasTerminated && cleanErr == nil && len(left) == 0:
 		res.Message += "; every object of the job was deleted"
-	case wasTerminated:
+	case wasTerminated && cleanErr == nil:
 		res.Message += "; its objects were deleted"
 	}
-	if len(left) > 0 {
+	switch {
+	case len(left) > 0:
 		res.Message += fmt.Sprintf("; %d objects were still there when the teardown ended: %s", len(left), strings.Join(left, ", "))
+	case cleanErr != nil:
+		res.Message += "; the teardown could not confirm that the job's objects are gone: " + cleanErr.Error()
 	}
 	plan := policy.Cleanup(job.Spec.RunPolicy.CleanPodPolicyOrDefault(), deleteAll, view.Replicas)
 	markStopped(res, plan.Pods)
@@ -331,6 +393,59 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 	lease.release(teardownCtx)
 	s.log.Info("job ended", zap.String("phase", string(res.Phase)), zap.String("reason", res.Reason), zap.String("message", res.Message))
 	return nil
+}
+
+// leavesObjects reports the Transient ends that leave the job's objects in
+// place for a retry of the step to re-attach to.
+func leavesObjects(reason string) bool {
+	return reason == result.ReasonAPIUnreachable || reason == result.ReasonQuotaExceeded
+}
+
+// leftToSuccessor fills the result of a run another run of the job took
+// over: nothing was deleted.
+func leftToSuccessor(res *result.Result, terminated bool) {
+	if terminated {
+		markTerminated(res, "the step was stopped after another run of the job took it over (its lease); nothing was deleted: the job's objects are that run's")
+		return
+	}
+	res.Phase, res.Reason, res.Message = result.PhaseTransient, result.ReasonLeaseLost, errLeaseLost.Error()
+}
+
+// takeLeaseBackForTeardown tries, for part of the termination grace, to
+// hold the job's Lease again before the teardown. It returns false when
+// another run holds it (this run is superseded); true otherwise, with
+// lease.held() saying whether the teardown may go on — if not, res says
+// that nothing was deleted and why.
+func takeLeaseBackForTeardown(ctx context.Context, cfg *Config, s *preparedRun, lease *jobLease, res *result.Result) bool {
+	bound := min(cfg.TerminationGrace/2, 2*cfg.LeaseDuration)
+	takeCtx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	err := lease.acquire(takeCtx, s.identity.JobName, true, bound)
+	switch {
+	case errors.Is(err, errLeaseLost):
+		return false
+	case err != nil:
+		s.log.Warn("could not hold the job's lease again; deleting nothing", zap.Error(err))
+		if res.Phase == "" {
+			res.Phase, res.Reason = result.PhaseTransient, result.ReasonAPIUnreachable
+		}
+		res.Message = fmt.Sprintf("this run could not hold the job's lease again within %s (%v), so it deleted nothing: the objects go with their owner, or a retry of the step re-attaches to them", bound, err)
+	}
+	return true
+}
+
+// teardownAfterPanic deletes everything of the job after a panic, within
+// the termination grace, if this run holds the job's Lease.
+func teardownAfterPanic(cfg *Config, ctrl *reconcile.Controller, lease *jobLease, log *zap.Logger) {
+	if !lease.held() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.TerminationGrace)
+	defer cancel()
+	if left, err := ctrl.Cleanup(ctx, true, true); err != nil || len(left) > 0 {
+		log.Error("cleaning up after the failure", zap.Error(err), zap.Strings("left", left))
+	}
+	lease.release(ctx)
 }
 
 // reconcileHoldingLease starts the controller and runs it while this run

@@ -131,6 +131,9 @@ func (f *runFlags) run(cmd *cobra.Command, args []string) error {
 		return err
 	}
 	cfg.Logs = mode
+	// One result per process: a second signal's report and the run's own
+	// end share the gate, whichever comes first writes.
+	cfg.Outputs = executor.NewOutputGate()
 	cfg.Signals = terminationSignals(cmd, func() {
 		executor.Report(cfg, &result.Error{Phase: result.PhaseTerminated, Reason: result.ReasonTerminated,
 			Err: errors.New("a second signal: trainstep exited without waiting for the teardown; what is left goes with its owner")})
