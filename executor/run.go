@@ -319,10 +319,25 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 	}
 	streamer.stop(drainCtx)
 	cancelDrain()
+	var re *result.Error
+	errors.As(runErr, &re)
+	if !terminated() && re != nil && leavesObjects(re.Reason) {
+		// The API server is away, or a quota has no room: the step's retry
+		// re-attaches to the replicas, and the owner reference removes
+		// them if none comes.
+		view := ctrl.View()
+		fillResult(res, job, &view, decision, s.log)
+		res.Phase, res.Reason, res.Message = re.Phase, re.Reason, runErr.Error()
+		s.log.Warn("left the job's objects for a retry of the step to re-attach", zap.String("reason", re.Reason))
+		releaseCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		lease.release(releaseCtx)
+		return nil
+	}
 	if !superseded && !lease.held() {
 		// The Lease was lost (the API server was away, or the step was
 		// stopped while taking it back): hold it again before deleting.
-		superseded = !takeLeaseBackForTeardown(teardownCtx, cfg, s, lease, res)
+		superseded = !takeLeaseBackForTeardown(teardownCtx, cfg, s, lease, res, terminated())
 		if !superseded && !lease.held() {
 			return nil // res says why nothing was deleted
 		}
@@ -336,8 +351,6 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 	wasTerminated := terminated() && decision.Outcome == policy.OutcomeRunning
 	view := ctrl.View()
 	fillResult(res, job, &view, decision, s.log)
-	var re *result.Error
-	errors.As(runErr, &re)
 	switch {
 	case wasTerminated:
 		markTerminated(res, "the step was stopped")
@@ -346,16 +359,6 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 		if re != nil {
 			res.Reason = re.Reason
 		}
-	}
-	if !terminated() && re != nil && leavesObjects(re.Reason) {
-		// The API server is away, or a quota has no room: the step's retry
-		// re-attaches to the replicas, and the owner reference removes
-		// them if none comes.
-		s.log.Warn("left the job's objects for a retry of the step to re-attach", zap.String("reason", re.Reason))
-		releaseCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		lease.release(releaseCtx)
-		return nil
 	}
 	deleteAll := terminated() || runErr != nil
 	// The teardown stops the moment this run no longer holds the Lease.
@@ -416,7 +419,7 @@ func leftToSuccessor(res *result.Result, terminated bool) {
 // another run holds it (this run is superseded); true otherwise, with
 // lease.held() saying whether the teardown may go on — if not, res says
 // that nothing was deleted and why.
-func takeLeaseBackForTeardown(ctx context.Context, cfg *Config, s *preparedRun, lease *jobLease, res *result.Result) bool {
+func takeLeaseBackForTeardown(ctx context.Context, cfg *Config, s *preparedRun, lease *jobLease, res *result.Result, terminated bool) bool {
 	bound := min(cfg.TerminationGrace/2, 2*cfg.LeaseDuration)
 	takeCtx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
@@ -426,10 +429,12 @@ func takeLeaseBackForTeardown(ctx context.Context, cfg *Config, s *preparedRun, 
 		return false
 	case err != nil:
 		s.log.Warn("could not hold the job's lease again; deleting nothing", zap.Error(err))
-		if res.Phase == "" {
-			res.Phase, res.Reason = result.PhaseTransient, result.ReasonAPIUnreachable
+		msg := fmt.Sprintf("this run could not hold the job's lease again within %s (%v), so it deleted nothing: the objects go with their owner, or a retry of the step re-attaches to them", bound, err)
+		if terminated {
+			markTerminated(res, "the step was stopped; "+msg)
+		} else {
+			res.Phase, res.Reason, res.Message = result.PhaseTransient, result.ReasonAPIUnreachable, msg
 		}
-		res.Message = fmt.Sprintf("this run could not hold the job's lease again within %s (%v), so it deleted nothing: the objects go with their owner, or a retry of the step re-attaches to them", bound, err)
 	}
 	return true
 }

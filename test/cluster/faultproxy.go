@@ -52,7 +52,9 @@ type Call struct {
 // Fault is what the proxy does with one request.
 type Fault struct {
 	// Status, when not 0, is answered without forwarding (429 with a
-	// Retry-After of one second, 409 as an AlreadyExists for creates).
+	// Retry-After of one second, 409 as an AlreadyExists for creates, 500
+	// and 503 without Retry-After, so that client-go does not retry them
+	// itself).
 	Status int
 	// ForwardFirst forwards the request and then answers Status anyway: the
 	// server acted, the client never heard.
@@ -170,15 +172,22 @@ func (p *FaultProxy) handle(w http.ResponseWriter, r *http.Request) {
 		p.forward.ServeHTTP(discardResponse{header: http.Header{}}, r)
 	}
 	w.Header().Set("Content-Type", "application/json")
-	reason := "TooManyRequests"
+	var reason string
 	switch f.Status {
 	case http.StatusTooManyRequests:
+		reason = "TooManyRequests"
 		w.Header().Set("Retry-After", "1")
 	case http.StatusConflict:
 		reason = "AlreadyExists"
 		if call.Verb != "create" {
 			reason = "Conflict"
 		}
+	case http.StatusInternalServerError:
+		reason = "InternalError"
+	case http.StatusServiceUnavailable:
+		reason = "ServiceUnavailable"
+	case http.StatusForbidden:
+		reason = "Forbidden"
 	}
 	w.WriteHeader(f.Status)
 	fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":%q,"code":%d,"message":"injected by the test's proxy","details":{"name":%q,"kind":%q}}`,
