@@ -24,16 +24,20 @@ type Decision struct {
 	Outcome Outcome
 	Reason  string
 	Message string
-	// Recreate lists replicas to replace (only while Running).
-	Recreate []ReplicaID
+	// Recreate lists replicas to replace (only while Running), each one
+	// restart; RecreateUncounted those replaced for free (a rule's Ignore).
+	Recreate, RecreateUncounted []ReplicaID
+	// RestartJob, when set, stops every replica and starts the job's next
+	// attempt (only while Running).
+	RestartJob *JobRestart
 	// RecheckAfter asks the caller to decide again after this long even if
 	// nothing changes (a deadline or a stuck bound is coming); 0 for never.
 	RecheckAfter time.Duration
 }
 
 // Decide reads the job's replicas and returns what happens next, checking in
-// order: success, deadline, failures and restarts against backoffLimit, then
-// replicas stuck past their bounds.
+// order: success, deadline, failures (the job's failure policy) and
+// restarts against backoffLimit, then replicas stuck past their bounds.
 func Decide(v *View, rule frameworks.SuccessRule, t Timeouts) Decision {
 	if Succeeded(v, rule) {
 		return Decision{Outcome: OutcomeSucceeded, Reason: result.ReasonSucceeded, Message: "the job succeeded"}
@@ -43,14 +47,14 @@ func Decide(v *View, rule frameworks.SuccessRule, t Timeouts) Decision {
 		return Decision{Outcome: OutcomeFailed, Reason: result.ReasonDeadlineExceeded,
 			Message: fmt.Sprintf("the job ran longer than activeDeadlineSeconds=%d", *v.Job.Spec.RunPolicy.ActiveDeadlineSeconds)}
 	}
-	failures := CheckFailures(v)
+	failures := CheckFailures(v, t)
 	if failures.Permanent != nil {
 		return Decision{Outcome: OutcomeFailed, Reason: result.ReasonReplicaFailed, Message: failureMessage(failures.Permanent)}
 	}
 	limit := v.Job.Spec.RunPolicy.BackoffLimit
-	if BackoffExceeded(limit, v.Restarts+int32(len(failures.Recreate))) {
+	if needed := v.Restarts + failures.Counted(); BackoffExceeded(limit, needed) {
 		return Decision{Outcome: OutcomeFailed, Reason: result.ReasonBackoffLimitExceeded,
-			Message: fmt.Sprintf("the job needed %d restarts, more than backoffLimit=%d", v.Restarts+int32(len(failures.Recreate)), *limit)}
+			Message: fmt.Sprintf("the job needed %d restarts, more than backoffLimit=%d", needed, *limit)}
 	}
 	stuck := CheckStuck(v, t)
 	switch {
@@ -59,7 +63,11 @@ func Decide(v *View, rule frameworks.SuccessRule, t Timeouts) Decision {
 	case stuck.Transient:
 		return Decision{Outcome: OutcomeTransient, Reason: stuck.Reason, Message: stuck.Message}
 	}
-	d := Decision{Outcome: OutcomeRunning, Recreate: failures.Recreate, RecheckAfter: stuck.RecheckAfter}
+	d := Decision{Outcome: OutcomeRunning, Recreate: failures.Recreate, RecreateUncounted: failures.RecreateUncounted,
+		RestartJob: failures.RestartJob, RecheckAfter: stuck.RecheckAfter}
+	if failures.Wait > 0 && (d.RecheckAfter == 0 || failures.Wait < d.RecheckAfter) {
+		d.RecheckAfter = failures.Wait
+	}
 	if hasDeadline && (d.RecheckAfter == 0 || left < d.RecheckAfter) {
 		d.RecheckAfter = left
 	}

@@ -1,42 +1,89 @@
 package policy
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+)
 
 // Failures is what the failure policy found among ended or lost replicas.
 type Failures struct {
-	// Permanent is the first replica that failed and may not be retried
-	// (nil when none); the job fails because of it.
+	// Permanent is the replica whose failure fails the job (nil when none).
 	Permanent *Replica
-	// Recreate lists replicas to replace with a new attempt.
-	Recreate []ReplicaID
+	// Recreate lists replicas to replace with a new attempt, each counting
+	// one restart; RecreateUncounted those a rule's Ignore replaces for free.
+	Recreate, RecreateUncounted []ReplicaID
 	// Tolerated lists permanently failed workers an elastic job carries on without.
 	Tolerated []ReplicaID
+	// RestartJob, when set, restarts every replica at the job's next attempt.
+	RestartJob *JobRestart
+	// Wait > 0: a failure of a job that restarts as a whole is not decided
+	// yet; look again after this long.
+	Wait time.Duration
 }
 
-// CheckFailures applies each replica type's restart policy to the replicas
-// that ended or vanished.
-func CheckFailures(v *View) Failures {
+// CheckFailures applies the job's failure policy (its rules, then each
+// replica type's restart policy) to the replicas that ended or vanished.
+func CheckFailures(v *View, t Timeouts) Failures {
 	var f Failures
+	js := make([]judgement, 0, len(v.Replicas))
+	// A job that restarts as a whole decides on its first failure.
+	jobWide := restartOf(v.Job) == v1alpha1.FailureRestartJob
 	for i := range v.Replicas {
-		r := v.Replicas[i]
-		spec := v.Job.Spec.ReplicaSpecs[r.Type]
-		if spec == nil {
-			continue
+		r := &v.Replicas[i]
+		if NodeLost(r, v.Now, t.NodeLost) {
+			lost := *r
+			lost.Phase, lost.Lost = PhaseMissing, true
+			lost.Conditions = append(slices.Clone(r.Conditions), string(v1alpha1.PodConditionDisruptionTarget))
+			r = &lost
 		}
-		switch DecideRestart(spec, r) {
-		case Recreate:
-			f.Recreate = append(f.Recreate, r.ReplicaID)
-		case FailPermanently:
-			if ToleratesLoss(v, r) {
-				f.Tolerated = append(f.Tolerated, r.ReplicaID)
-				continue
-			}
+		j := judge(v, r)
+		js = append(js, j)
+		jobWide = jobWide || j.verdict == verdictRestartJob
+		if j.verdict == verdictTolerate {
+			f.Tolerated = append(f.Tolerated, j.replica.ReplicaID)
+		}
+	}
+	if jobWide {
+		restart, permanent, wait := decideJobRestart(v, js)
+		switch {
+		case wait > 0:
+			f.Wait = wait
+			return f
+		case permanent != nil:
+			f.Permanent = permanent
+			return f
+		case restart != nil:
+			f.RestartJob = restart
+			return f
+		}
+	}
+	for _, j := range js {
+		switch j.verdict {
+		case verdictFail:
 			if f.Permanent == nil {
-				f.Permanent = &v.Replicas[i]
+				f.Permanent = j.replica
+			}
+		case verdictRestartReplica:
+			if j.counted {
+				f.Recreate = append(f.Recreate, j.replica.ReplicaID)
+			} else {
+				f.RecreateUncounted = append(f.RecreateUncounted, j.replica.ReplicaID)
 			}
 		}
 	}
 	return f
+}
+
+// Counted is how many restarts carrying out f costs.
+func (f Failures) Counted() int32 {
+	n := int32(len(f.Recreate))
+	if f.RestartJob != nil && f.RestartJob.Counted {
+		n++
+	}
+	return n
 }
 
 func failureMessage(r *Replica) string {

@@ -22,6 +22,9 @@ type Timeouts struct {
 	Stuck time.Duration
 	// Pending bounds a replica the scheduler cannot place.
 	Pending time.Duration
+	// NodeLost bounds how long a replica's node may stop answering before
+	// the replica counts as lost to a disruption (0: never).
+	NodeLost time.Duration
 }
 
 // StuckVerdict is the outcome of CheckStuck.
@@ -52,6 +55,10 @@ func CheckStuck(v *View, t Timeouts) StuckVerdict {
 					Message: fmt.Sprintf("replica %s waited in %s for %s (limit %s)", r.ReplicaID, r.WaitingReason, waited.Round(time.Second), t.Stuck)}
 			}
 			soonest(t.Stuck - waited)
+		}
+		if t.NodeLost > 0 && !r.NodeNotReadySince.IsZero() {
+			// Look again when the node counts as lost.
+			soonest(t.NodeLost - v.Now.Sub(r.NodeNotReadySince))
 		}
 		if r.Phase == PhasePending && r.Unschedulable && !r.PendingSince.IsZero() {
 			waited := v.Now.Sub(r.PendingSince)

@@ -59,6 +59,34 @@ type Replica struct {
 	TerminationMessage string
 	// Node is where the instance runs, when known.
 	Node string
+	// Conditions are the pod conditions that are True on the instance
+	// (for a lost one, as last seen), e.g. DisruptionTarget.
+	Conditions []string
+	// NodeNotReadySince is when the pod's Ready condition went False while
+	// its main container was still running without a readiness probe: its
+	// node stopped answering (zero otherwise).
+	NodeNotReadySince time.Time
+	// FinishedAt is when the main container ended (zero when unknown):
+	// the first replica of a collective job to die is the cause, the rest
+	// followed it.
+	FinishedAt time.Time
+}
+
+// NodeLost reports whether r's node has not answered for timeout (0: never
+// judged lost): the kubelet cannot report the replica's end, so it is
+// treated as lost to a disruption.
+func NodeLost(r *Replica, now time.Time, timeout time.Duration) bool {
+	return timeout > 0 && !r.NodeNotReadySince.IsZero() && now.Sub(r.NodeNotReadySince) >= timeout
+}
+
+// HasCondition reports whether condition is True on the replica's pod.
+func (r *Replica) HasCondition(condition string) bool {
+	for _, c := range r.Conditions {
+		if c == condition {
+			return true
+		}
+	}
+	return false
 }
 
 // View is the whole job as a backend sees it at one moment.

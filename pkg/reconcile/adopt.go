@@ -41,12 +41,23 @@ func (c *Controller) adopt(ctx context.Context) error {
 		c.mu.Unlock()
 		return fmt.Errorf("listing the job's pods: %w", err)
 	}
+	// The job's whole-job attempt and counted restarts go on from the
+	// pods' own record.
+	for _, pod := range pods {
+		if _, ok := desired[pod.Name]; ok {
+			c.jobAttempt = max(c.jobAttempt, jobAttemptOf(pod))
+			c.jobRestarts = max(c.jobRestarts, annotationCount(pod, v1alpha1.AnnotationJobRestarts))
+		}
+	}
+	c.restarts += c.jobRestarts
 	for _, pod := range pods {
 		id, ok := desired[pod.Name]
 		switch {
 		case !ok:
 			stale = append(stale, pod) // not part of the job as it is now specified
-		case pod.Status.Phase == corev1.PodFailed || pod.DeletionTimestamp != nil:
+		case pod.Status.Phase == corev1.PodFailed || pod.DeletionTimestamp != nil || jobAttemptOf(pod) < c.jobAttempt:
+			// A pod of an earlier job attempt (a whole-job restart was cut
+			// short) cannot join the current one's rendezvous.
 			// Replaced, not adopted: removed, then created at the next attempt.
 			st := c.replicas[id]
 			st.adopted(pod, attemptOf(pod, 0), restartsOf(pod))
@@ -131,12 +142,23 @@ func (c *Controller) setOwner(ctx context.Context, obj metav1.Object) error {
 
 // restartsOf reads the restarts annotation of a replica pod: the replica's
 // restarts before that instance, as the run that created it counted them.
-func restartsOf(pod *corev1.Pod) int32 {
-	n, err := strconv.Atoi(pod.Annotations[v1alpha1.AnnotationRestarts])
+func restartsOf(pod *corev1.Pod) int32 { return annotationCount(pod, v1alpha1.AnnotationRestarts) }
+
+// annotationCount reads a non-negative count from one of pod's annotations.
+func annotationCount(pod *corev1.Pod, key string) int32 {
+	n, err := strconv.Atoi(pod.Annotations[key])
 	if err != nil || n < 0 {
 		return 0
 	}
 	return int32(n)
+}
+
+// jobAttemptOf reads a replica pod's job-attempt label.
+func jobAttemptOf(pod *corev1.Pod) int {
+	if n, err := strconv.Atoi(pod.Labels[v1alpha1.LabelJobAttempt]); err == nil && n >= 0 {
+		return n
+	}
+	return 0
 }
 
 // attemptOf reads the attempt label of a replica pod.

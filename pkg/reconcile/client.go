@@ -47,18 +47,29 @@ func deletePod(ctx context.Context, client corev1client.CoreV1Interface, pod *co
 	return deletePodUID(ctx, client, pod.Namespace, pod.Name, pod.UID)
 }
 
+// deletePodWith deletes the pod name only if it is still the instance uid;
+// force removes it at once (grace 0), for a pod whose node stopped
+// answering: its kubelet cannot confirm a graceful delete, so the name
+// would stay taken and no replacement could start.
+func deletePodWith(ctx context.Context, client corev1client.CoreV1Interface, namespace, name string, uid types.UID, force bool) error {
+	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
+	if force {
+		zero := int64(0)
+		opts.GracePeriodSeconds = &zero
+	}
+	err := apierr.Retry(ctx, func() error { return client.Pods(namespace).Delete(ctx, name, opts) })
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
 // deletePodUID deletes the pod name only if it is still the instance uid.
 // A transient error is retried in place; NotFound and a precondition
 // conflict (another instance has the name now) mean there is nothing left
 // to delete.
 func deletePodUID(ctx context.Context, client corev1client.CoreV1Interface, namespace, name string, uid types.UID) error {
-	err := apierr.Retry(ctx, func() error {
-		return client.Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-	})
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil
-	}
-	return err
+	return deletePodWith(ctx, client, namespace, name, uid, false)
 }
 
 // parallel runs n pieces of work with the controller's parallelism and

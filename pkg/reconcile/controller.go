@@ -129,6 +129,12 @@ type Controller struct {
 	createdAny atomic.Bool
 	// quota is the wait for room in a ResourceQuota; guarded by mu.
 	quota quotaWait
+	// jobAttempt is the current whole-job attempt (the job-attempt label),
+	// jobRestarts the counted whole-job restarts (guarded by mu), and
+	// restarting a whole-job restart under way (nil when none).
+	jobAttempt  int
+	jobRestarts int32
+	restarting  *jobRestart
 	// gang is the built-in gang's state (nil unless gang: builtin).
 	gang            *builtinGang
 	podGroupCreated bool
@@ -383,10 +389,15 @@ func slimForCache(obj any) (any, error) {
 	}
 	if m, ok := obj.(metav1.Object); ok {
 		m.SetManagedFields(nil)
-		// Of the annotations, only the restart count is read back (adopt).
+		// Of the annotations, only the restart counts are read back (adopt).
 		var kept map[string]string
-		if n, ok := m.GetAnnotations()[v1alpha1.AnnotationRestarts]; ok {
-			kept = map[string]string{v1alpha1.AnnotationRestarts: n}
+		for _, key := range []string{v1alpha1.AnnotationRestarts, v1alpha1.AnnotationJobRestarts} {
+			if n, ok := m.GetAnnotations()[key]; ok {
+				if kept == nil {
+					kept = map[string]string{}
+				}
+				kept[key] = n
+			}
 		}
 		m.SetAnnotations(kept)
 	}
@@ -400,6 +411,11 @@ func containerNames(containers []corev1.Container) []corev1.Container {
 	out := make([]corev1.Container, len(containers))
 	for i, c := range containers {
 		out[i] = corev1.Container{Name: c.Name}
+		if c.ReadinessProbe != nil {
+			// Only its presence is read: a pod without one is NotReady
+			// while running only when its node stopped answering.
+			out[i].ReadinessProbe = &corev1.Probe{}
+		}
 	}
 	return out
 }

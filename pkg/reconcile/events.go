@@ -23,6 +23,9 @@ const (
 	// EventNotOwned: a pod with a replica's name exists but another owner
 	// controls it; trainstep does not take it over.
 	EventNotOwned = "NotOwned"
+	// EventJobRestarted: every replica of a job that restarts as a whole
+	// was stopped and is created again at the next job attempt.
+	EventJobRestarted = "JobRestarted"
 	// EventFailedCreate: a ResourceQuota refused some of the job's objects;
 	// trainstep waits for room (as the Job controller's FailedCreate).
 	EventFailedCreate = "FailedCreate"

@@ -165,6 +165,7 @@ func (c *Controller) releaseAll(ctx context.Context) error {
 		st := c.replicas[id]
 		switch {
 		case st.uid != "" && st.stage != stageLost && st.stage != stageRemoving:
+			st.deleteSent()
 			pods = append(pods, doomed{st, st.name, st.uid})
 		default:
 			st.release(now) // nothing to delete
@@ -177,7 +178,10 @@ func (c *Controller) releaseAll(ctx context.Context) error {
 	c.mu.Lock()
 	now = c.opts.Clock.Now()
 	for i, p := range pods {
-		if errs[i] == nil && p.st.uid == p.uid {
+		switch {
+		case errs[i] != nil:
+			p.st.deleteFailed()
+		case p.st.uid == p.uid || p.st.stage == stageAbsent:
 			p.st.release(now)
 		}
 	}

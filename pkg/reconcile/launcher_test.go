@@ -27,7 +27,9 @@ func mpiJob(creation v1alpha1.LauncherCreationPolicy) *v1alpha1.TrainJob {
 			ReplicaSpecs: map[v1alpha1.ReplicaType]*v1alpha1.ReplicaSpec{
 				v1alpha1.ReplicaTypeLauncher: {Replicas: &one, RestartPolicy: v1alpha1.RestartPolicyOnFailure, Template: corev1.PodTemplateSpec{Spec: container}},
 				v1alpha1.ReplicaTypeWorker:   {Replicas: &two, RestartPolicy: v1alpha1.RestartPolicyNever, Template: corev1.PodTemplateSpec{Spec: container}},
-			}},
+			},
+			// These tests follow the launcher alone through its restarts.
+			RunPolicy: v1alpha1.RunPolicy{FailurePolicy: &v1alpha1.FailurePolicy{Restart: v1alpha1.FailureRestartReplica}}},
 	}
 	v1alpha1.SetDefaults(job)
 	return job

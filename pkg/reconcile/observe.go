@@ -37,7 +37,9 @@ func (c *Controller) observe() policy.View {
 			r = st.last
 			v.Restarts += r.Restarts
 		case stageLost:
-			r.Lost = true
+			// What was last seen tells why: a DisruptionTarget condition
+			// set before the pod was removed.
+			r.Lost, r.Conditions = true, st.last.Conditions
 		}
 		v.Restarts += st.restartsBefore
 		r.EarlierRestarts = st.recreations + st.restartsBefore
@@ -70,11 +72,23 @@ func (c *Controller) replicaFromPod(id policy.ReplicaID, st *replicaState, pod *
 		r.PendingSince = pod.CreationTimestamp.Time
 		r.Unschedulable = unschedulable(pod)
 	}
+	for _, cond := range pod.Status.Conditions {
+		if cond.Status == corev1.ConditionTrue {
+			r.Conditions = append(r.Conditions, string(cond.Type))
+		}
+		if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionFalse && r.Phase == policy.PhaseRunning &&
+			main != nil && main.State.Running != nil && !hasReadinessProbe(pod, main.Name) {
+			// Only the node lifecycle controller makes such a pod NotReady:
+			// its node stopped answering.
+			r.NodeNotReadySince = cond.LastTransitionTime.Time
+		}
+	}
 	if main != nil {
 		if t := main.State.Terminated; t != nil {
 			code := t.ExitCode
 			r.ExitCode = &code
 			r.TerminationMessage = t.Message
+			r.FinishedAt = t.FinishedAt.Time
 		} else if t := main.LastTerminationState.Terminated; t != nil {
 			code := t.ExitCode
 			r.ExitCode = &code
@@ -113,6 +127,17 @@ func unschedulable(pod *corev1.Pod) bool {
 	for _, cond := range pod.Status.Conditions {
 		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
 			return true
+		}
+	}
+	return false
+}
+
+// hasReadinessProbe reports whether the named container has one (the cache
+// keeps only its presence).
+func hasReadinessProbe(pod *corev1.Pod, container string) bool {
+	for _, c := range pod.Spec.Containers {
+		if c.Name == container {
+			return c.ReadinessProbe != nil
 		}
 	}
 	return false

@@ -80,6 +80,10 @@ type replicaState struct {
 	pod *corev1.Pod
 	// dirty is set when pod changed since last was computed.
 	dirty bool
+	// deleting is set while a delete of the current instance is in flight:
+	// its informer delete, which may come before the call returns, is the
+	// removal trainstep asked for, not a vanishing.
+	deleting bool
 	// restartsBefore counts in-place restarts of instances already removed.
 	restartsBefore int32
 	// recreations counts replacements of this replica (its share of the
@@ -165,11 +169,20 @@ func (st *replicaState) podDeleted(uid types.UID) bool {
 		st.stage, st.uid, st.pod = stageAbsent, "", nil
 		return true
 	case stageCreated, stageObserved:
+		if st.deleting {
+			st.stage, st.uid, st.pod = stageAbsent, "", nil
+			return true
+		}
 		st.stage = stageVanished
 		return true
 	}
 	return false
 }
+
+// deleteSent marks a delete of the current instance in flight; deleteFailed
+// takes the mark back when the API server refused it.
+func (st *replicaState) deleteSent()   { st.deleting = true }
+func (st *replicaState) deleteFailed() { st.deleting = false }
 
 // confirmed closes an overdue expectation with a live read: live is the
 // instance the API server returned under the replica's name (nil when
@@ -218,27 +231,35 @@ func (st *replicaState) doomedForRecreate() (*corev1.Pod, error) {
 
 // recreateStarted commits a recreation whose delete the API server
 // accepted (or that needed none): the replica waits for that instance to
-// go, or is replaced at once when it was lost. It counts one restart.
-func (st *replicaState) recreateStarted(now time.Time) {
+// go, or is replaced at once when it was lost. It counts one restart
+// unless the failure policy made it free.
+func (st *replicaState) recreateStarted(now time.Time, counted bool) {
+	st.deleting = false
 	switch st.stage {
 	case stageLost:
 		st.stage, st.uid = stageAbsent, ""
+	case stageAbsent:
+		// The informer delivered the delete before the call returned.
 	default:
 		st.stage, st.expectSince = stageRemoving, now
 	}
 	st.nextAttempt = st.attempt + 1
-	st.recreations++
+	if counted {
+		st.recreations++
+	}
 	st.restartsBefore += st.last.Restarts
 }
 
 // release gives back an instance for a gang retry once its delete landed
 // (or it needed none): recreated at the same attempt, no restart counted.
 func (st *replicaState) release(now time.Time) {
+	st.deleting = false
 	switch st.stage {
-	case stageCreated, stageObserved, stageVanished:
+	case stageCreated, stageObserved:
 		st.stage, st.expectSince = stageRemoving, now
-	case stageLost:
-		st.stage, st.uid = stageAbsent, ""
+	case stageLost, stageVanished:
+		// Its delete was delivered already, and the one sent now landed.
+		st.stage, st.uid, st.pod = stageAbsent, "", nil
 	}
 	st.nextAttempt = st.attempt
 }

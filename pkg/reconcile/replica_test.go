@@ -41,7 +41,7 @@ func TestReplicaStateTransitions(t *testing.T) {
 		if _, err := st.doomedForRecreate(); err != nil {
 			t.Fatal(err)
 		}
-		st.recreateStarted(now)
+		st.recreateStarted(now, true)
 	}
 	confirm := func(live *corev1.Pod) func(*replicaState) {
 		return func(st *replicaState) { st.confirmed(live, now) }
@@ -225,7 +225,7 @@ func TestRecreationMovesOnOnlyOnceTheDeleteLanded(t *testing.T) {
 	if again, err := st.doomedForRecreate(); err != nil || again == nil {
 		t.Fatalf("the recreation must be possible again: %v, %v", again, err)
 	}
-	st.recreateStarted(now)
+	st.recreateStarted(now, true)
 	if st.stage != stageRemoving || st.recreations != 1 || st.nextAttempt != 1 || st.restartsSoFar() != 1 {
 		t.Errorf("after the delete landed: stage %s, recreations %d, next %d", st.stage, st.recreations, st.nextAttempt)
 	}
@@ -242,7 +242,7 @@ func TestAdoptedReplicaContinuesTheRestartCount(t *testing.T) {
 	if st.restartsSoFar() != 2 {
 		t.Errorf("restarts so far %d, want 2 from the annotation", st.restartsSoFar())
 	}
-	st.recreateStarted(time.Now())
+	st.recreateStarted(time.Now(), true)
 	if st.restartsSoFar() != 3 || st.nextAttempt != 3 {
 		t.Errorf("after one more recreation: restarts %d, next attempt %d; want 3, 3", st.restartsSoFar(), st.nextAttempt)
 	}

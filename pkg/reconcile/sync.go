@@ -41,7 +41,14 @@ func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 		return policy.Decision{}, err
 	}
 	c.view = c.observe()
+	if c.restarting != nil {
+		return c.syncJobRestart(ctx)
+	}
 	decision := policy.Decide(&c.view, c.opts.Rule, c.opts.Timeouts)
+	if decision.Outcome == policy.OutcomeRunning && decision.RestartJob != nil {
+		c.startJobRestart(decision.RestartJob)
+		return c.syncJobRestart(ctx)
+	}
 	c.reportProgress()
 	if decision.Outcome != policy.OutcomeRunning {
 		return decision, nil
@@ -52,11 +59,34 @@ func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 	decision.RecheckAfter = sooner(decision.RecheckAfter, gangRecheck)
 	decision.RecheckAfter = sooner(decision.RecheckAfter, c.quotaRecheck())
 	decision.RecheckAfter = sooner(decision.RecheckAfter, c.nextExpectationCheck())
-	if err := c.recreate(ctx, decision.Recreate); err != nil {
+	if err := c.recreate(ctx, decision.Recreate, true); err != nil {
+		return policy.Decision{}, c.apiError(err)
+	}
+	if err := c.recreate(ctx, decision.RecreateUncounted, false); err != nil {
 		return policy.Decision{}, c.apiError(err)
 	}
 	c.apiErrorsSince = time.Time{}
 	return decision, nil
+}
+
+// syncJobRestart is a sync while the whole job restarts: no decision is
+// taken on replicas that end meanwhile (they followed the cause); once
+// every instance is gone, the next attempt's pods are created.
+func (c *Controller) syncJobRestart(ctx context.Context) (policy.Decision, error) {
+	c.reportProgress()
+	under, err := c.continueJobRestart(ctx)
+	if err != nil {
+		return policy.Decision{}, c.apiError(err)
+	}
+	if !under {
+		if err := c.createMissing(ctx); err != nil {
+			return policy.Decision{}, c.apiError(err)
+		}
+		c.view = c.observe()
+		c.reportProgress()
+	}
+	c.apiErrorsSince = time.Time{}
+	return policy.Decision{Outcome: policy.OutcomeRunning, RecheckAfter: c.nextExpectationCheck()}, nil
 }
 
 // sooner returns the shorter of two recheck delays, 0 meaning none.
@@ -188,7 +218,7 @@ type podCreate struct {
 
 // podsToCreate lists the replicas that have no instance and may get one now.
 func (c *Controller) podsToCreate() []podCreate {
-	if c.gang.holdsCreates() {
+	if c.gang.holdsCreates() || c.restarting != nil {
 		return nil
 	}
 	c.mu.Lock()
@@ -214,13 +244,20 @@ func (c *Controller) createReplica(ctx context.Context, p podCreate) error {
 	}
 	c.gangGate(pod)
 	c.mu.Lock()
-	restarts := p.st.restartsSoFar()
+	restarts, jobRestarts := p.st.restartsSoFar(), c.jobRestarts
 	c.mu.Unlock()
+	if pod.Labels == nil {
+		pod.Labels = map[string]string{}
+	}
+	pod.Labels[v1alpha1.LabelJobAttempt] = strconv.Itoa(c.jobAttempt)
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
 	if restarts > 0 {
-		if pod.Annotations == nil {
-			pod.Annotations = map[string]string{}
-		}
 		pod.Annotations[v1alpha1.AnnotationRestarts] = strconv.Itoa(int(restarts))
+	}
+	if jobRestarts > 0 {
+		pod.Annotations[v1alpha1.AnnotationJobRestarts] = strconv.Itoa(int(jobRestarts))
 	}
 	var uid types.UID
 	err = apierr.Retry(ctx, func() (err error) {
@@ -288,9 +325,10 @@ func controllerName(pod *corev1.Pod) string {
 // recreate starts the replacement of each replica the policy asked for: a
 // failed pod is deleted (its replacement is created once the informer
 // delivers the delete), a lost one is replaced at once. Each counts as one
-// restart, once its delete landed: a delete that failed leaves the replica
-// as it was, and the next sync decides it again.
-func (c *Controller) recreate(ctx context.Context, ids []policy.ReplicaID) error {
+// restart (when counted: a rule's Ignore is free), once its delete landed:
+// a delete that failed leaves the replica as it was, and the next sync
+// decides it again.
+func (c *Controller) recreate(ctx context.Context, ids []policy.ReplicaID, counted bool) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -313,14 +351,18 @@ func (c *Controller) recreate(ctx context.Context, ids []policy.ReplicaID) error
 		if r := c.view.Replica(id); r != nil {
 			cause = describeEnd(*r)
 		}
+		if doomed != nil {
+			st.deleteSent()
+		}
 		plans = append(plans, plan{st: st, doomed: doomed, cause: cause})
 	}
 	c.mu.Unlock()
 	errs := c.parallel(ctx, len(plans), func(i int) error {
-		if plans[i].doomed == nil {
+		d := plans[i].doomed
+		if d == nil {
 			return nil
 		}
-		return deletePod(ctx, c.opts.Core, plans[i].doomed)
+		return deletePodWith(ctx, c.opts.Core, d.Namespace, d.Name, d.UID, c.nodeLost(plans[i].st.id))
 	})
 	now := c.opts.Clock.Now()
 	replaceNow := false
@@ -328,16 +370,19 @@ func (c *Controller) recreate(ctx context.Context, ids []policy.ReplicaID) error
 	c.mu.Lock()
 	for i, p := range plans {
 		if errs[i] != nil {
+			p.st.deleteFailed()
 			continue
 		}
-		p.st.recreateStarted(now)
-		c.restarts++
+		p.st.recreateStarted(now, counted)
+		if counted {
+			c.restarts++
+		}
 		replaceNow = replaceNow || p.st.stage == stageAbsent
 		started = append(started, p)
 	}
 	c.mu.Unlock()
 	for _, p := range started {
-		c.event(corev1.EventTypeNormal, EventRestarted, "recreating replica %s (attempt %d): %s", p.st.id, p.st.nextAttempt, p.cause)
+		c.event(corev1.EventTypeNormal, EventRestarted, "recreating replica %s (attempt %d): %s%s", p.st.id, p.st.nextAttempt, p.cause, countedNote(counted))
 		c.opts.Logger.Info("recreating replica", zap.Stringer("replica", p.st.id), zap.Int("attempt", p.st.nextAttempt), zap.String("cause", p.cause))
 	}
 	if err := joinErrors(errs); err != nil {
@@ -370,6 +415,9 @@ func (c *Controller) reportProgress() {
 	p.Waiting = c.launcher.waiting()
 	if c.quota.refusal != "" {
 		p.Waiting = "waiting for quota: " + c.quota.refusal
+	}
+	if r := c.restarting; r != nil {
+		p.Waiting = fmt.Sprintf("restarting the job (attempt %d): %s", r.next+1, r.why)
 	}
 	c.mu.Unlock()
 	if line := p.String(); line != c.lastProgress {

@@ -68,7 +68,7 @@ func (r *Renderer) Pod(rt v1alpha1.ReplicaType, index int, attempt int) (*corev1
 	spec := r.job.Spec.ReplicaSpecs[rt]
 	template := spec.Template.DeepCopy()
 	podSpec := template.Spec
-	podSpec.RestartPolicy = podRestartPolicy(spec.RestartPolicy)
+	podSpec.RestartPolicy = podRestartPolicy(v1alpha1.InPlaceRestartPolicy(r.job, rt))
 	if sp := r.job.Spec.RunPolicy.SchedulingPolicy; sp != nil && sp.PriorityClass != "" {
 		podSpec.PriorityClassName = sp.PriorityClass
 	}

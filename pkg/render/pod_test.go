@@ -17,22 +17,28 @@ import (
 func metaOf(obj runtime.Object) (metav1.Object, error) { return meta.Accessor(obj) }
 
 // Kubeflow's ExitCode is decided by trainstep, so the kubelet must never
-// restart such a pod; the other policies are the kubelet's own.
+// restart such a pod; the other policies are the kubelet's own — unless
+// the job restarts as a whole, where trainstep restarts every replica
+// together and no container restarts in place.
 func TestPodRestartPolicy(t *testing.T) {
 	cases := []struct {
 		replica v1alpha1.RestartPolicy
+		restart v1alpha1.FailureRestart
 		want    corev1.RestartPolicy
 	}{
-		{v1alpha1.RestartPolicyExitCode, corev1.RestartPolicyNever},
-		{v1alpha1.RestartPolicyNever, corev1.RestartPolicyNever},
-		{v1alpha1.RestartPolicyOnFailure, corev1.RestartPolicyOnFailure},
-		{v1alpha1.RestartPolicyAlways, corev1.RestartPolicyAlways},
+		{v1alpha1.RestartPolicyExitCode, v1alpha1.FailureRestartReplica, corev1.RestartPolicyNever},
+		{v1alpha1.RestartPolicyNever, v1alpha1.FailureRestartReplica, corev1.RestartPolicyNever},
+		{v1alpha1.RestartPolicyOnFailure, v1alpha1.FailureRestartReplica, corev1.RestartPolicyOnFailure},
+		{v1alpha1.RestartPolicyAlways, v1alpha1.FailureRestartReplica, corev1.RestartPolicyAlways},
+		{v1alpha1.RestartPolicyOnFailure, v1alpha1.FailureRestartJob, corev1.RestartPolicyNever},
+		{v1alpha1.RestartPolicyAlways, v1alpha1.FailureRestartJob, corev1.RestartPolicyNever},
 	}
 	for _, tc := range cases {
-		t.Run(string(tc.replica), func(t *testing.T) {
+		t.Run(string(tc.replica)+" restart "+string(tc.restart), func(t *testing.T) {
 			job := newJob(v1alpha1.FrameworkPyTorch, "pt", replicas{worker: 1}, func(j *v1alpha1.TrainJob) {
 				j.Spec.ReplicaSpecs[worker].RestartPolicy = tc.replica
 				j.Spec.ReplicaSpecs[worker].Template.Spec.RestartPolicy = corev1.RestartPolicyAlways
+				j.Spec.RunPolicy.FailurePolicy = &v1alpha1.FailurePolicy{Restart: tc.restart}
 			})
 			pod, err := render.Pod(job, identity("ns", "pt"), worker, 0, 0)
 			if err != nil {

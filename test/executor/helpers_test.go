@@ -70,6 +70,13 @@ func (b *jobBuilder) restartPolicy(t v1alpha1.ReplicaType, p v1alpha1.RestartPol
 	return b
 }
 
+// perReplica makes a failure restart the failed replica alone (the
+// default of a workers-only TensorFlow job is to restart the whole job).
+func (b *jobBuilder) perReplica() *jobBuilder {
+	b.job.Spec.RunPolicy.FailurePolicy = &v1alpha1.FailurePolicy{Restart: v1alpha1.FailureRestartReplica}
+	return b
+}
+
 func (b *jobBuilder) with(f func(*v1alpha1.TrainJob)) *jobBuilder {
 	f(&b.job)
 	return b

@@ -155,7 +155,7 @@ func TestRetryableExitRecreatesTheReplicaWithTheNextAttempt(t *testing.T) {
 	c := cluster.Get(t)
 	ns := c.Namespace(t)
 	job := newJob("retry", v1alpha1.FrameworkTensorFlow).replicas(worker, 2, nil).
-		restartPolicy(worker, v1alpha1.RestartPolicyExitCode)
+		restartPolicy(worker, v1alpha1.RestartPolicyExitCode).perReplica()
 
 	wait := startJob(t, c, ns, job.yaml(t))
 	waitRunning(t, c, ns, "retry", 2)
@@ -178,7 +178,7 @@ func TestRetryableExitCodesAreRetried(t *testing.T) {
 	c := cluster.Get(t)
 	ns := c.Namespace(t)
 	job := newJob("codes", v1alpha1.FrameworkTensorFlow).replicas(worker, 2, nil).
-		restartPolicy(worker, v1alpha1.RestartPolicyExitCode, 75)
+		restartPolicy(worker, v1alpha1.RestartPolicyExitCode, 75).perReplica()
 
 	wait := startJob(t, c, ns, job.yaml(t))
 	waitRunning(t, c, ns, "codes", 2)

@@ -135,8 +135,11 @@ type backend struct {
 	exits   chan exit
 	pending []exit // exits of commands that could not start
 	done    chan struct{}
-	// recreations counts replicas replaced by a new instance.
-	recreations int32
+	// recreations counts replicas replaced by a new instance (counted
+	// ones); jobRestarts the counted whole-job restarts and jobAttempt the
+	// current whole-job attempt.
+	recreations, jobRestarts int32
+	jobAttempt               int
 	start       time.Time
 }
 
@@ -221,8 +224,13 @@ func (b *backend) run(ctx context.Context) Outcome {
 			b.cleanup(view, false)
 			return Outcome{Decision: decision, View: view}
 		}
-		if len(decision.Recreate) > 0 {
-			b.recreate(decision.Recreate)
+		if decision.RestartJob != nil {
+			b.restartJob(decision.RestartJob)
+			continue
+		}
+		if len(decision.Recreate)+len(decision.RecreateUncounted) > 0 {
+			b.recreate(decision.Recreate, true)
+			b.recreate(decision.RecreateUncounted, false)
 			continue
 		}
 		if !b.wait(ctx, decision.RecheckAfter) {

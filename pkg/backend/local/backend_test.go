@@ -25,26 +25,44 @@ func failOnce(dir, firstRun string) string {
 	return fmt.Sprintf(`if [ ! -e %s ]; then touch %s; %s; fi; exit 0`, marker, marker, firstRun)
 }
 
+// failOnceFirstWorker ends worker 0's first run with firstRun; the other
+// workers run a moment and succeed, as ranks around a failed one would be
+// stopped by the job's restart.
+func failOnceFirstWorker(dir, firstRun string) string {
+	marker := filepath.Join(dir, "ran-0")
+	return fmt.Sprintf(`if [ "$TRAINSTEP_REPLICA_INDEX" = 0 ] && [ ! -e %s ]; then touch %s; %s; fi; sleep 0.3; exit 0`, marker, marker, firstRun)
+}
+
 func TestRestartsFollowTheRestartPolicy(t *testing.T) {
+	// Workers only: a MultiWorkerMirrored job, which restarts as a whole
+	// unless its failure policy says Replica.
+	const perReplica = "{failurePolicy: {restart: Replica}}"
 	cases := []struct {
-		name, restartPolicy, extra, firstRun string
-		wantPhase                            policy.Outcome
-		wantReason                           string
-		wantRestarts                         int32 // the job's restarts (backoffLimit's count)
-		wantAttempt                          int   // Worker/0's recreations
-		wantFirstExit                        int32 // of whichever worker exits first
+		name, runPolicy, restartPolicy, extra, firstRun string
+		wantPhase                                       policy.Outcome
+		wantReason                                      string
+		wantRestarts                                    int32 // the job's restarts (backoffLimit's count)
+		wantAttempt                                     int   // Worker/0's recreations
+		wantFirstExit                                   int32 // of whichever worker exits first
 	}{
-		{"OnFailure restarts an exit 3 in place", "OnFailure", "", "exit 3", policy.OutcomeSucceeded, result.ReasonSucceeded, 2, 0, 3},
-		{"OnFailure restarts a SIGKILLed process in place", "OnFailure", "", "kill -KILL $$$$", policy.OutcomeSucceeded, result.ReasonSucceeded, 2, 0, 137},
-		{"ExitCode recreates a retryable exit", "ExitCode", "      retryableExitCodes: [75]\n", "exit 75", policy.OutcomeSucceeded, result.ReasonSucceeded, 2, 1, 75},
-		{"ExitCode recreates a process killed by a signal", "ExitCode", "", "kill -KILL $$$$", policy.OutcomeSucceeded, result.ReasonSucceeded, 2, 1, 137},
-		{"ExitCode fails on exit 3", "ExitCode", "", "exit 3", policy.OutcomeFailed, result.ReasonReplicaFailed, 0, 0, 3},
-		{"Never fails on the first exit 1", "Never", "", "exit 1", policy.OutcomeFailed, result.ReasonReplicaFailed, 0, 0, 1},
+		{"OnFailure restarts an exit 3 in place", perReplica, "OnFailure", "", "exit 3", policy.OutcomeSucceeded, result.ReasonSucceeded, 2, 0, 3},
+		{"OnFailure restarts a SIGKILLed process in place", perReplica, "OnFailure", "", "kill -KILL $$$$", policy.OutcomeSucceeded, result.ReasonSucceeded, 2, 0, 137},
+		{"ExitCode recreates a retryable exit", perReplica, "ExitCode", "      retryableExitCodes: [75]\n", "exit 75", policy.OutcomeSucceeded, result.ReasonSucceeded, 2, 1, 75},
+		{"ExitCode recreates a process killed by a signal", perReplica, "ExitCode", "", "kill -KILL $$$$", policy.OutcomeSucceeded, result.ReasonSucceeded, 2, 1, 137},
+		{"ExitCode fails on exit 3", perReplica, "ExitCode", "", "exit 3", policy.OutcomeFailed, result.ReasonReplicaFailed, 0, 0, 3},
+		{"Never fails on the first exit 1", perReplica, "Never", "", "exit 1", policy.OutcomeFailed, result.ReasonReplicaFailed, 0, 0, 1},
+		// Both workers fail at once: the job restarts once, as a whole.
+		{"restart Job: OnFailure restarts the job once", "", "OnFailure", "", "exit 3", policy.OutcomeSucceeded, result.ReasonSucceeded, 1, 0, 3},
+		{"restart Job: ExitCode restarts the job once for a SIGKILL", "", "ExitCode", "", "kill -KILL $$$$", policy.OutcomeSucceeded, result.ReasonSucceeded, 1, 0, 137},
+		{"restart Job: ExitCode fails on exit 3 without restarting", "", "ExitCode", "", "exit 3", policy.OutcomeFailed, result.ReasonReplicaFailed, 0, 0, 3},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			script := failOnce(t.TempDir(), tc.firstRun)
-			job := loadJob(t, shellJob("restarts", "", shellReplicas{"Worker", 2, tc.restartPolicy, script, tc.extra}))
+			if tc.runPolicy == "" {
+				script = failOnceFirstWorker(t.TempDir(), tc.firstRun)
+			}
+			job := loadJob(t, shellJob("restarts", tc.runPolicy, shellReplicas{"Worker", 2, tc.restartPolicy, script, tc.extra}))
 			r := runJob(t, t.Context(), job, nil)
 			if r.err != nil {
 				t.Fatal(r.err)

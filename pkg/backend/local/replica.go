@@ -1,6 +1,7 @@
 package local
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"time"
@@ -27,8 +28,11 @@ type replica struct {
 	exitCode *int32
 	message  string
 	// restarts counts in-place restarts of the current instance;
-	// restartsBefore those of the instances it replaced.
-	restarts, restartsBefore int32
+	// restartsBefore those of the instances it replaced; free the
+	// recreations the failure policy did not count.
+	restarts, restartsBefore, free int32
+	// finishedAt is when the current instance's process ended.
+	finishedAt time.Time
 
 	proc       *process
 	generation int
@@ -101,7 +105,7 @@ func (b *backend) exited(e exit) {
 	now := b.opts.Clock.Now()
 	r.proc = nil
 	code := e.code
-	r.exitCode = &code
+	r.exitCode, r.finishedAt = &code, now
 	if !r.startedAt.IsZero() && now.Sub(r.startedAt) >= backoffResetAfter {
 		r.delay = 0
 	}
@@ -109,7 +113,7 @@ func (b *backend) exited(e exit) {
 	if code != 0 && r.tail != nil {
 		b.showTail(r, log)
 	}
-	if policy.RestartsInPlace(r.spec.RestartPolicy, code) {
+	if policy.RestartsInPlace(v1alpha1.InPlaceRestartPolicy(b.job, r.id.Type), code) {
 		r.restarts++
 		r.message = ""
 		r.startAt = now.Add(b.nextDelay(r))
@@ -125,8 +129,9 @@ func (b *backend) exited(e exit) {
 }
 
 // recreate replaces each replica with a new instance (attempt + 1), as
-// the controller replaces a pod; each counts as one restart of the job.
-func (b *backend) recreate(ids []policy.ReplicaID) {
+// the controller replaces a pod; each counts as one restart of the job
+// when counted (a failure policy rule's Ignore is free).
+func (b *backend) recreate(ids []policy.ReplicaID, counted bool) {
 	now := b.opts.Clock.Now()
 	for _, id := range ids {
 		r := b.byID[id]
@@ -138,12 +143,48 @@ func (b *backend) recreate(ids []policy.ReplicaID) {
 			r.proc = nil
 		}
 		r.generation++ // the old instance's exit is stale now
-		b.recreations++
+		if counted {
+			b.recreations++
+		} else {
+			r.free++
+		}
 		r.restartsBefore += r.restarts
 		r.restarts, r.attempt = 0, r.attempt+1
-		r.phase, r.exitCode, r.message = policy.PhasePending, nil, ""
+		r.phase, r.exitCode, r.message, r.finishedAt = policy.PhasePending, nil, "", time.Time{}
 		r.startAt = now.Add(b.nextDelay(r))
-		b.log.Info("recreating replica", zap.Stringer("replica", id), zap.Int("attempt", r.attempt), zap.Duration("after", r.startAt.Sub(now)))
+		b.log.Info("recreating replica", zap.Stringer("replica", id), zap.Int("attempt", r.attempt), zap.Bool("counted", counted),
+			zap.Duration("after", r.startAt.Sub(now)))
+	}
+}
+
+// restartJob stops every replica and starts them all again, as the
+// controller does for a job that restarts as a whole: the replicas that
+// ended meanwhile followed the cause and cost nothing.
+func (b *backend) restartJob(jr *policy.JobRestart) {
+	b.jobAttempt++
+	if jr.Counted {
+		b.jobRestarts++
+	}
+	b.log.Info(fmt.Sprintf("restarting the job (attempt %d): %s", b.jobAttempt+1, jr.Why), zap.Bool("counted", jr.Counted))
+	var running []*replica
+	for _, r := range b.replicas {
+		if r.proc != nil {
+			running = append(running, r)
+		}
+	}
+	b.stop(running)
+	now := b.opts.Clock.Now()
+	delay := b.opts.RestartDelay
+	for _, r := range b.replicas {
+		if r.slot {
+			continue
+		}
+		r.proc = nil
+		r.generation++
+		r.restartsBefore += r.restarts
+		r.restarts = 0
+		r.phase, r.exitCode, r.message, r.finishedAt = policy.PhasePending, nil, "", time.Time{}
+		r.startAt = now.Add(delay)
 	}
 }
 
@@ -159,13 +200,13 @@ func (b *backend) nextDelay(r *replica) time.Duration {
 
 // view is the job as the policy sees it.
 func (b *backend) view() policy.View {
-	v := policy.View{Job: b.job, StartTime: b.start, Now: b.opts.Clock.Now(), Restarts: b.recreations}
+	v := policy.View{Job: b.job, StartTime: b.start, Now: b.opts.Clock.Now(), Restarts: b.recreations + b.jobRestarts}
 	launcher := b.byID[policy.ReplicaID{Type: v1alpha1.ReplicaTypeLauncher, Index: 0}]
 	for _, r := range b.replicas {
 		replica := policy.Replica{
 			ReplicaID: r.id, Attempt: r.attempt, Phase: r.phase, ExitCode: r.exitCode,
 			Restarts: r.restarts, TerminationMessage: r.message, Node: b.hostname,
-			EarlierRestarts: int32(r.attempt) + r.restartsBefore,
+			EarlierRestarts: int32(r.attempt) - r.free + r.restartsBefore, FinishedAt: r.finishedAt,
 		}
 		if r.slot {
 			replica = policy.Replica{ReplicaID: r.id, Phase: slotPhase(launcher), Node: b.hostname}

@@ -212,7 +212,7 @@ func TestKillProcessGroupsKillsWhatIgnoresSIGTERM(t *testing.T) {
 
 // TestRunUnderASupervisor runs a whole job with supervised replicas.
 func TestRunUnderASupervisor(t *testing.T) {
-	job := loadJob(t, shellJob("supervised", "", shellReplicas{"Worker", 2, "OnFailure", failOnce(t.TempDir(), "exit 3"), ""}))
+	job := loadJob(t, shellJob("supervised", "{failurePolicy: {restart: Replica}}", shellReplicas{"Worker", 2, "OnFailure", failOnce(t.TempDir(), "exit 3"), ""}))
 	r := runJob(t, context.Background(), job, func(o *Options) { o.Supervisor = testSupervisor })
 	if r.err != nil {
 		t.Fatal(r.err)

@@ -25,6 +25,61 @@ func SetDefaults(job *TrainJob) {
 	case FrameworkPyTorch:
 		setPyTorchDefaults(&job.Spec)
 	}
+	setFailurePolicyDefaults(&job.Spec)
+}
+
+// setFailurePolicyDefaults fills in what a failure restarts (by framework)
+// and, when no rules are given, the rule that preemption, eviction and
+// node loss cost nothing.
+func setFailurePolicyDefaults(s *TrainJobSpec) {
+	if s.RunPolicy.FailurePolicy == nil {
+		s.RunPolicy.FailurePolicy = &FailurePolicy{}
+	}
+	fp := s.RunPolicy.FailurePolicy
+	if fp.Restart == "" {
+		fp.Restart = DefaultFailureRestart(s)
+	}
+	if fp.Rules == nil {
+		fp.Rules = DefaultFailureRules()
+	}
+	for i := range fp.Rules {
+		for j := range fp.Rules[i].OnPodConditions {
+			if c := &fp.Rules[i].OnPodConditions[j]; c.Status == "" {
+				c.Status = corev1.ConditionTrue
+			}
+		}
+	}
+}
+
+// DefaultFailureRestart is what a failure restarts when the job does not
+// say: the whole job for collective training (pytorch without
+// elasticPolicy, mpi, jax, tensorflow without PS, i.e. MultiWorkerMirrored),
+// the replica alone where the others carry on (tensorflow with PS, xgboost,
+// elastic pytorch).
+func DefaultFailureRestart(s *TrainJobSpec) FailureRestart {
+	switch s.Framework {
+	case FrameworkPyTorch:
+		if s.ElasticPolicy != nil {
+			return FailureRestartReplica
+		}
+	case FrameworkTensorFlow:
+		if _, hasPS := s.ReplicaSpecs[ReplicaTypePS]; hasPS {
+			return FailureRestartReplica
+		}
+	case FrameworkXGBoost:
+		return FailureRestartReplica
+	}
+	return FailureRestartJob
+}
+
+// DefaultFailureRules are the rules of a job that gives none: a pod
+// Kubernetes removed (DisruptionTarget: preemption, eviction, a taint, a
+// lost node) is restarted without counting against backoffLimit.
+func DefaultFailureRules() []FailurePolicyRule {
+	return []FailurePolicyRule{{
+		Action:          FailureActionIgnore,
+		OnPodConditions: []PodConditionPattern{{Type: PodConditionDisruptionTarget, Status: corev1.ConditionTrue}},
+	}}
 }
 
 // normaliseReplicaTypes renames keys such as "worker" or "ps" to Kubeflow's

@@ -199,6 +199,10 @@ func TestSetDefaultsJobWide(t *testing.T) {
 			SchedulingPolicy: &SchedulingPolicy{
 				Gang: GangNone, ScheduleTimeoutSeconds: ptrTo[int32](300), MaxScheduleAttempts: ptrTo[int32](3),
 			},
+			// An all-reduce job restarts as a whole; disruptions cost nothing.
+			FailurePolicy: &FailurePolicy{Restart: FailureRestartJob, Rules: []FailurePolicyRule{{
+				Action: FailureActionIgnore, OnPodConditions: []PodConditionPattern{{Type: "DisruptionTarget", Status: corev1.ConditionTrue}},
+			}}},
 		},
 		SuccessPolicy: SuccessPolicyDefault,
 		// mpi-operator v2beta1 default.go: slotsPerWorker 1, /root/.ssh,
@@ -328,4 +332,45 @@ func TestMainContainer(t *testing.T) {
 	if got := MainContainer(job, ReplicaTypeMaster); got != nil {
 		t.Errorf("MainContainer of a missing type = %v, want nil", got)
 	}
+}
+
+func TestFailurePolicyDefaultsByFramework(t *testing.T) {
+	worker := func() *ReplicaSpec { return &ReplicaSpec{Template: podWith(container("w"))} }
+	cases := []struct {
+		name    string
+		job     *TrainJob
+		restart FailureRestart
+	}{
+		{"pytorch DDP", newJob(FrameworkPyTorch, map[ReplicaType]*ReplicaSpec{ReplicaTypeMaster: worker(), ReplicaTypeWorker: worker()}), FailureRestartJob},
+		{"elastic pytorch", func() *TrainJob {
+			j := newJob(FrameworkPyTorch, map[ReplicaType]*ReplicaSpec{ReplicaTypeWorker: worker()})
+			j.Spec.ElasticPolicy = &ElasticPolicy{MinReplicas: ptrTo[int32](1)}
+			return j
+		}(), FailureRestartReplica},
+		{"mpi", newJob(FrameworkMPI, map[ReplicaType]*ReplicaSpec{ReplicaTypeLauncher: worker(), ReplicaTypeWorker: worker()}), FailureRestartJob},
+		{"jax", newJob(FrameworkJAX, map[ReplicaType]*ReplicaSpec{ReplicaTypeWorker: worker()}), FailureRestartJob},
+		{"tensorflow MultiWorkerMirrored", newJob(FrameworkTensorFlow, map[ReplicaType]*ReplicaSpec{ReplicaTypeWorker: worker()}), FailureRestartJob},
+		{"tensorflow with PS", newJob(FrameworkTensorFlow, map[ReplicaType]*ReplicaSpec{ReplicaTypePS: worker(), ReplicaTypeWorker: worker()}), FailureRestartReplica},
+		{"xgboost", newJob(FrameworkXGBoost, map[ReplicaType]*ReplicaSpec{ReplicaTypeMaster: worker(), ReplicaTypeWorker: worker()}), FailureRestartReplica},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			SetDefaults(tc.job)
+			fp := tc.job.Spec.RunPolicy.FailurePolicy
+			if fp.Restart != tc.restart {
+				t.Errorf("restart %s, want %s", fp.Restart, tc.restart)
+			}
+			if len(fp.Rules) != 1 || fp.Rules[0].Action != FailureActionIgnore || fp.Rules[0].OnPodConditions[0].Type != PodConditionDisruptionTarget {
+				t.Errorf("rules %+v, want the DisruptionTarget → Ignore rule", fp.Rules)
+			}
+		})
+	}
+	t.Run("an empty rule list turns the default rule off", func(t *testing.T) {
+		job := newJob(FrameworkJAX, map[ReplicaType]*ReplicaSpec{ReplicaTypeWorker: worker()})
+		job.Spec.RunPolicy.FailurePolicy = &FailurePolicy{Rules: []FailurePolicyRule{}}
+		SetDefaults(job)
+		if n := len(job.Spec.RunPolicy.FailurePolicy.Rules); n != 0 {
+			t.Errorf("%d rules, want none", n)
+		}
+	})
 }

@@ -135,6 +135,41 @@ func DefaultRestartPolicy(f Framework, rt ReplicaType) RestartPolicy {
 	return RestartPolicyNever
 }
 
+// InPlaceRestartPolicy is the restart policy a replica's pod (or local
+// process) is given: its own, except in a job that restarts as a whole,
+// where no container is restarted in place — trainstep restarts every
+// replica together instead, so one rank's failure costs one restart.
+func InPlaceRestartPolicy(job *TrainJob, rt ReplicaType) RestartPolicy {
+	spec := job.Spec.ReplicaSpecs[rt]
+	if spec == nil {
+		return RestartPolicyNever
+	}
+	if RestartsWithJob(job, rt) {
+		return RestartPolicyNever
+	}
+	return spec.RestartPolicy
+}
+
+// RestartsWithJob reports whether a failure of a replica of type rt
+// restarts the whole job: failurePolicy restart is Job and the replica
+// takes part in the collective. An MPI launcher does not (mpirun failing
+// to reach workers not yet up is retried in place, as the MPI Operator
+// does; a worker's failure restarts it with the job), nor does a
+// TensorFlow evaluator, which only reads checkpoints.
+func RestartsWithJob(job *TrainJob, rt ReplicaType) bool {
+	fp := job.Spec.RunPolicy.FailurePolicy
+	if fp == nil || fp.Restart != FailureRestartJob {
+		return false
+	}
+	switch {
+	case job.Spec.Framework == FrameworkMPI && rt == ReplicaTypeLauncher:
+		return false
+	case rt == ReplicaTypeEvaluator:
+		return false
+	}
+	return true
+}
+
 // MainContainerIndex is the index of the main container in a pod spec: the
 // one named defaultName, else the first; -1 when there are no containers.
 func MainContainerIndex(spec *corev1.PodSpec, defaultName string) int {

@@ -12,6 +12,9 @@ const (
 	LabelReplicaIndex = "trainstep.dev/replica-index"
 	// LabelAttempt counts recreations of one replica, starting at 0.
 	LabelAttempt = "trainstep.dev/attempt"
+	// LabelJobAttempt counts whole-job restarts of a job that restarts as
+	// a whole (failurePolicy restart: Job), starting at 0.
+	LabelJobAttempt = "trainstep.dev/job-attempt"
 	// LabelWorkflow is Argo's workflow label, set when the workflow is known.
 	LabelWorkflow = "workflows.argoproj.io/workflow"
 
@@ -22,4 +25,7 @@ const (
 	// of the instances they replaced). A later run of the step that
 	// re-attaches reads it back, so backoffLimit holds across Argo retries.
 	AnnotationRestarts = "trainstep.dev/restarts"
+	// AnnotationJobRestarts records, on each replica pod, the job's counted
+	// whole-job restarts before that pod's job attempt, for re-attach.
+	AnnotationJobRestarts = "trainstep.dev/job-restarts"
 )

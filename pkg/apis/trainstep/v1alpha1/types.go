@@ -168,7 +168,92 @@ type RunPolicy struct {
 
 	// Suspend is accepted from Kubeflow manifests; a suspended job is an error.
 	Suspend *bool `json:"suspend,omitempty"`
+
+	// FailurePolicy says what a failed or lost replica restarts: itself or
+	// the whole job, counted against BackoffLimit or not.
+	FailurePolicy *FailurePolicy `json:"failurePolicy,omitempty"`
 }
+
+// FailureRestart is what a retryable failure restarts.
+type FailureRestart string
+
+// Failure restarts. Job suits collective training (DDP, all-reduce, JAX,
+// MultiWorkerMirrored), where one rank's death breaks every other rank's
+// collective call; Replica suits parameter servers and elastic jobs.
+const (
+	FailureRestartJob     FailureRestart = "Job"
+	FailureRestartReplica FailureRestart = "Replica"
+)
+
+// FailureAction is what a failure policy rule does with a failure it matches.
+type FailureAction string
+
+// Failure actions.
+const (
+	// FailureActionIgnore restarts (per FailurePolicy.Restart) without
+	// counting against backoffLimit: the failure was not the job's fault.
+	FailureActionIgnore FailureAction = "Ignore"
+	// FailureActionRestartJob stops every replica and starts the job's next
+	// attempt; it counts one restart.
+	FailureActionRestartJob FailureAction = "RestartJob"
+	// FailureActionRestartReplica recreates the failed replica alone; it
+	// counts one restart.
+	FailureActionRestartReplica FailureAction = "RestartReplica"
+	// FailureActionFailJob fails the job at once.
+	FailureActionFailJob FailureAction = "FailJob"
+)
+
+// FailurePolicy is the job-level failure policy, in the manner of
+// Kubernetes Job's podFailurePolicy and JobSet's failurePolicy.
+type FailurePolicy struct {
+	// Restart is what a retryable failure that no rule matches restarts:
+	// Job or Replica (default by framework: Job for pytorch without
+	// elasticPolicy, mpi, jax and tensorflow without PS).
+	Restart FailureRestart `json:"restart,omitempty"`
+	// Rules are tried in order; the first that matches a failure decides
+	// it. When Rules is not given, one rule is: Ignore on the pod
+	// condition DisruptionTarget (preemption, eviction, node loss). An
+	// empty list turns that off.
+	Rules []FailurePolicyRule `json:"rules"`
+}
+
+// FailurePolicyRule matches a replica failure by its exit code or its
+// pod's conditions, optionally only for some replica types.
+type FailurePolicyRule struct {
+	Action FailureAction `json:"action"`
+	// OnExitCodes matches the main container's exit code.
+	OnExitCodes *ExitCodesRequirement `json:"onExitCodes,omitempty"`
+	// OnPodConditions matches when any of these conditions is on the pod.
+	OnPodConditions []PodConditionPattern `json:"onPodConditions,omitempty"`
+	// ReplicaTypes limits the rule to these types (all when empty).
+	ReplicaTypes []ReplicaType `json:"replicaTypes,omitempty"`
+}
+
+// ExitCodesOperator is In or NotIn, as in a Job's podFailurePolicy.
+type ExitCodesOperator string
+
+// Exit code operators.
+const (
+	ExitCodesOpIn    ExitCodesOperator = "In"
+	ExitCodesOpNotIn ExitCodesOperator = "NotIn"
+)
+
+// ExitCodesRequirement matches exit codes.
+type ExitCodesRequirement struct {
+	Operator ExitCodesOperator `json:"operator"`
+	Values   []int32           `json:"values"`
+}
+
+// PodConditionPattern matches a pod condition of this type with this
+// status (default True).
+type PodConditionPattern struct {
+	Type   corev1.PodConditionType `json:"type"`
+	Status corev1.ConditionStatus  `json:"status,omitempty"`
+}
+
+// PodConditionDisruptionTarget is the condition Kubernetes puts on a pod
+// it is about to remove for preemption, eviction, a taint or a lost node.
+const PodConditionDisruptionTarget corev1.PodConditionType = "DisruptionTarget"
 
 // GangKind selects how a job is started all-or-nothing.
 type GangKind string

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -279,6 +280,67 @@ func validateRunPolicy(job *TrainJob, p *field.Path) field.ErrorList {
 	}
 	if rp.SchedulingPolicy != nil {
 		errs = append(errs, validateSchedulingPolicy(rp.SchedulingPolicy, TotalReplicas(job), p.Child("schedulingPolicy"))...)
+	}
+	if rp.FailurePolicy != nil {
+		errs = append(errs, validateFailurePolicy(job, rp.FailurePolicy, p.Child("failurePolicy"))...)
+	}
+	return errs
+}
+
+var (
+	failureRestarts   = []FailureRestart{FailureRestartJob, FailureRestartReplica}
+	failureActions    = []FailureAction{FailureActionIgnore, FailureActionRestartJob, FailureActionRestartReplica, FailureActionFailJob}
+	exitCodeOps       = []ExitCodesOperator{ExitCodesOpIn, ExitCodesOpNotIn}
+	conditionStatuses = []corev1.ConditionStatus{corev1.ConditionTrue, corev1.ConditionFalse, corev1.ConditionUnknown}
+)
+
+func validateFailurePolicy(job *TrainJob, fp *FailurePolicy, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if fp.Restart != "" && !containsValue(failureRestarts, fp.Restart) {
+		errs = append(errs, field.NotSupported(p.Child("restart"), fp.Restart, failureRestarts))
+	}
+	for i, rule := range fp.Rules {
+		rp := p.Child("rules").Index(i)
+		if !containsValue(failureActions, rule.Action) {
+			errs = append(errs, field.NotSupported(rp.Child("action"), rule.Action, failureActions))
+		}
+		if rule.OnExitCodes == nil && len(rule.OnPodConditions) == 0 {
+			errs = append(errs, field.Required(rp, "a rule needs onExitCodes or onPodConditions"))
+		}
+		if rule.OnExitCodes != nil && len(rule.OnPodConditions) > 0 {
+			errs = append(errs, field.Invalid(rp, "onExitCodes and onPodConditions", "a rule matches on one of them, not both (as a Job's podFailurePolicy)"))
+		}
+		if ec := rule.OnExitCodes; ec != nil {
+			ep := rp.Child("onExitCodes")
+			if !containsValue(exitCodeOps, ec.Operator) {
+				errs = append(errs, field.NotSupported(ep.Child("operator"), ec.Operator, exitCodeOps))
+			}
+			if len(ec.Values) == 0 {
+				errs = append(errs, field.Required(ep.Child("values"), "at least one exit code"))
+			}
+			for j, v := range ec.Values {
+				switch {
+				case v == 0:
+					errs = append(errs, field.Invalid(ep.Child("values").Index(j), v, "0 is success, not a failure"))
+				case v < 0 || v > 255:
+					errs = append(errs, field.Invalid(ep.Child("values").Index(j), v, "must be 1-255"))
+				}
+			}
+		}
+		for j, c := range rule.OnPodConditions {
+			cp := rp.Child("onPodConditions").Index(j)
+			if c.Type == "" {
+				errs = append(errs, field.Required(cp.Child("type"), "a pod condition type, e.g. DisruptionTarget"))
+			}
+			if c.Status != "" && !containsValue(conditionStatuses, c.Status) {
+				errs = append(errs, field.NotSupported(cp.Child("status"), c.Status, conditionStatuses))
+			}
+		}
+		for j, rt := range rule.ReplicaTypes {
+			if _, ok := job.Spec.ReplicaSpecs[rt]; !ok {
+				errs = append(errs, field.NotSupported(rp.Child("replicaTypes").Index(j), rt, SortedReplicaTypes(job)))
+			}
+		}
 	}
 	return errs
 }

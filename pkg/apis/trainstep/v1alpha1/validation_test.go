@@ -257,6 +257,22 @@ func TestValidateErrors(t *testing.T) {
 			"needs spec.runPolicy.schedulingPolicy.minAvailable set to at most the worker replicas (2): the launcher joins the PodGroup only once the workers are Ready"}},
 		{"relative sshAuthMountPath", FrameworkMPI, func(j *TrainJob) { j.Spec.SSHAuthMountPath = ".ssh" },
 			[]string{`spec.sshAuthMountPath: Invalid value: ".ssh": must be an absolute path`}},
+		// failurePolicy
+		{"failure policy: unknown restart and action", FrameworkJAX, func(j *TrainJob) {
+			j.Spec.RunPolicy.FailurePolicy = &FailurePolicy{Restart: "Pod", Rules: []FailurePolicyRule{
+				{Action: "Retry", OnExitCodes: &ExitCodesRequirement{Operator: ExitCodesOpIn, Values: []int32{42}}}}}
+		}, []string{`spec.runPolicy.failurePolicy.restart: Unsupported value: "Pod": supported values: "Job", "Replica"`,
+			`spec.runPolicy.failurePolicy.rules[0].action: Unsupported value: "Retry": supported values: "Ignore", "RestartJob", "RestartReplica", "FailJob"`}},
+		{"failure policy: exit code 0 and out of range", FrameworkJAX, func(j *TrainJob) {
+			j.Spec.RunPolicy.FailurePolicy.Rules = []FailurePolicyRule{
+				{Action: FailureActionFailJob, OnExitCodes: &ExitCodesRequirement{Operator: "Is", Values: []int32{0, 300}}}}
+		}, []string{`spec.runPolicy.failurePolicy.rules[0].onExitCodes.operator: Unsupported value: "Is": supported values: "In", "NotIn"`,
+			`spec.runPolicy.failurePolicy.rules[0].onExitCodes.values[0]: Invalid value: 0: 0 is success, not a failure`,
+			`spec.runPolicy.failurePolicy.rules[0].onExitCodes.values[1]: Invalid value: 300: must be 1-255`}},
+		{"failure policy: unknown replica type, nothing to match", FrameworkJAX, func(j *TrainJob) {
+			j.Spec.RunPolicy.FailurePolicy.Rules = []FailurePolicyRule{{Action: FailureActionIgnore, ReplicaTypes: []ReplicaType{"Chief"}}}
+		}, []string{`spec.runPolicy.failurePolicy.rules[0]: Required value: a rule needs onExitCodes or onPodConditions`,
+			`spec.runPolicy.failurePolicy.rules[0].replicaTypes[0]: Unsupported value: "Chief": supported values: "Worker"`}},
 		{"mpi name leaves room for -config", FrameworkMPI, func(j *TrainJob) {
 			j.Name = strings.Repeat("c", 56) // "-worker-1" makes 65
 		}, []string{`metadata.name: Invalid value: "` + strings.Repeat("c", 56) + `": too long: object name "` + strings.Repeat("c", 56) +

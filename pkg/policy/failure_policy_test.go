@@ -1,0 +1,123 @@
+package policy
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
+	"github.com/trainstep/trainstep/pkg/result"
+)
+
+const master = v1alpha1.ReplicaTypeMaster
+
+var masterLeads = frameworks.SuccessRule{Leader: &frameworks.ReplicaRef{Type: master, Index: 0}}
+
+// ddp is a PyTorch DDP job (a master and two workers) with the failure
+// policy SetDefaults gives it: restart the job, disruptions for free.
+func ddp(policy v1alpha1.RestartPolicy, backoff int32) *v1alpha1.TrainJob {
+	job := jobWith(v1alpha1.FrameworkPyTorch, policy, map[v1alpha1.ReplicaType]int32{master: 1, worker: 2})
+	job.Spec.RunPolicy.BackoffLimit = ptr(backoff)
+	job.Spec.RunPolicy.FailurePolicy = &v1alpha1.FailurePolicy{Restart: v1alpha1.FailureRestartJob, Rules: v1alpha1.DefaultFailureRules()}
+	return job
+}
+
+func finishedAt(at time.Time) func(*Replica) { return func(r *Replica) { r.FinishedAt = at } }
+
+func both(fs ...func(*Replica)) func(*Replica) {
+	return func(r *Replica) {
+		for _, f := range fs {
+			f(r)
+		}
+	}
+}
+
+func disrupted(r *Replica) {
+	r.Phase, r.Lost, r.Conditions = PhaseMissing, true, []string{"DisruptionTarget"}
+}
+
+func TestFailurePolicy(t *testing.T) {
+	now := t0.Add(time.Minute)
+	at := now.Add(-10 * time.Second)
+	cases := []struct {
+		name string
+		view *View
+		want Decision
+	}{{
+		name: "one rank killed, its peers' collective calls fail after it: one counted job restart",
+		view: viewOf(ddp(v1alpha1.RestartPolicyExitCode, 1),
+			set(worker, 1, both(exited(137), finishedAt(at))),
+			set(master, 0, both(exited(1), finishedAt(at.Add(300*time.Millisecond)))),
+			set(worker, 0, both(exited(1), finishedAt(at.Add(2*time.Second))))),
+		want: Decision{Outcome: OutcomeRunning, RestartJob: &JobRestart{Cause: ReplicaID{worker, 1}, Counted: true, Why: "worker-1 exit 137"}},
+	}, {
+		name: "OnFailure: any non-zero exit restarts the job once, not each rank in place",
+		view: viewOf(ddp(v1alpha1.RestartPolicyOnFailure, 1), set(worker, 0, both(exited(1), finishedAt(at)))),
+		want: Decision{Outcome: OutcomeRunning, RestartJob: &JobRestart{Cause: ReplicaID{worker, 0}, Counted: true, Why: "worker-0 exit 1"}},
+	}, {
+		name: "a bug (exit 1 under ExitCode) fails the job without restarting anyone",
+		view: viewOf(ddp(v1alpha1.RestartPolicyExitCode, 1), set(master, 0, both(exited(1), finishedAt(at)))),
+		want: Decision{Outcome: OutcomeFailed, Reason: result.ReasonReplicaFailed, Message: "replica Master/0 failed with exit code 1"},
+	}, {
+		name: "a permanent exit just now waits for its peers' failures before deciding",
+		view: viewOf(ddp(v1alpha1.RestartPolicyExitCode, 1), set(master, 0, both(exited(1), finishedAt(now.Add(-time.Second))))),
+		want: Decision{Outcome: OutcomeRunning, RecheckAfter: 2 * time.Second},
+	}, {
+		name: "a preemption restarts the job without counting",
+		view: viewOf(ddp(v1alpha1.RestartPolicyExitCode, 0), set(worker, 1, disrupted)),
+		want: Decision{Outcome: OutcomeRunning, RestartJob: &JobRestart{Cause: ReplicaID{worker, 1}, Counted: false,
+			Why: "worker-1 disrupted (preemption, eviction or a lost node)"}},
+	}, {
+		name: "without the default rule a preemption counts",
+		view: viewOf(func() *v1alpha1.TrainJob {
+			j := ddp(v1alpha1.RestartPolicyExitCode, 0)
+			j.Spec.RunPolicy.FailurePolicy.Rules = []v1alpha1.FailurePolicyRule{}
+			return j
+		}(), set(worker, 1, disrupted)),
+		want: Decision{Outcome: OutcomeFailed, Reason: result.ReasonBackoffLimitExceeded, Message: "the job needed 1 restarts, more than backoffLimit=0"},
+	}, {
+		name: "a FailJob rule on exit code 42 ends the job at once",
+		view: viewOf(func() *v1alpha1.TrainJob {
+			j := ddp(v1alpha1.RestartPolicyOnFailure, 5)
+			j.Spec.RunPolicy.FailurePolicy.Rules = append(j.Spec.RunPolicy.FailurePolicy.Rules, v1alpha1.FailurePolicyRule{
+				Action: v1alpha1.FailureActionFailJob, OnExitCodes: &v1alpha1.ExitCodesRequirement{Operator: v1alpha1.ExitCodesOpIn, Values: []int32{42}}})
+			return j
+		}(), set(worker, 0, both(exited(42), finishedAt(at)))),
+		want: Decision{Outcome: OutcomeFailed, Reason: result.ReasonReplicaFailed, Message: "replica Worker/0 failed with exit code 42"},
+	}, {
+		name: "backoffLimit counts the job restart",
+		view: func() *View {
+			v := viewOf(ddp(v1alpha1.RestartPolicyExitCode, 1), set(worker, 1, both(exited(137), finishedAt(at))))
+			v.Restarts = 1
+			return v
+		}(),
+		want: Decision{Outcome: OutcomeFailed, Reason: result.ReasonBackoffLimitExceeded, Message: "the job needed 2 restarts, more than backoffLimit=1"},
+	}, {
+		name: "restart: Replica with the default rule: a disrupted worker is replaced alone, for free",
+		view: viewOf(func() *v1alpha1.TrainJob {
+			j := ddp(v1alpha1.RestartPolicyExitCode, 0)
+			j.Spec.RunPolicy.FailurePolicy.Restart = v1alpha1.FailureRestartReplica
+			return j
+		}(), set(worker, 1, disrupted)),
+		want: Decision{Outcome: OutcomeRunning, RecreateUncounted: []ReplicaID{{worker, 1}}},
+	}, {
+		name: "a RestartReplica rule for workers in a job that restarts as a whole",
+		view: viewOf(func() *v1alpha1.TrainJob {
+			j := ddp(v1alpha1.RestartPolicyExitCode, 3)
+			j.Spec.RunPolicy.FailurePolicy.Rules = []v1alpha1.FailurePolicyRule{{Action: v1alpha1.FailureActionRestartReplica,
+				ReplicaTypes: []v1alpha1.ReplicaType{worker}, OnExitCodes: &v1alpha1.ExitCodesRequirement{Operator: v1alpha1.ExitCodesOpNotIn, Values: []int32{1}}}}
+			return j
+		}(), set(worker, 1, both(exited(137), finishedAt(at)))),
+		want: Decision{Outcome: OutcomeRunning, Recreate: []ReplicaID{{worker, 1}}},
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.view.Now = now
+			if diff := cmp.Diff(tc.want, Decide(tc.view, masterLeads, timeouts)); diff != "" {
+				t.Errorf("decision (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

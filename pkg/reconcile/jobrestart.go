@@ -1,0 +1,116 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/trainstep/trainstep/pkg/gang"
+	"github.com/trainstep/trainstep/pkg/policy"
+)
+
+// jobRestart is a whole-job restart under way: every replica is stopped,
+// then all are created again at the next job attempt. Touched only by the
+// worker.
+type jobRestart struct {
+	// next is the job attempt the replicas are created at.
+	next int
+	why  string
+	// counted says whether it costs a restart; committed once every delete
+	// landed.
+	counted, committed bool
+}
+
+// startJobRestart records the policy's decision to restart the whole job.
+func (c *Controller) startJobRestart(jr *policy.JobRestart) {
+	c.restarting = &jobRestart{next: c.jobAttempt + 1, why: jr.Why, counted: jr.Counted}
+	c.opts.Logger.Info("restarting the job", zap.Int("attempt", c.restarting.next+1), zap.String("cause", jr.Why), zap.Bool("counted", jr.Counted))
+}
+
+// continueJobRestart carries a whole-job restart on: it deletes, by UID,
+// every instance not yet being deleted (a replica that exits meanwhile is
+// collateral: it costs nothing), counts the restart once every delete
+// landed, and once every instance is gone starts the next attempt (with a
+// built-in gang, the whole group is admitted again). It reports whether
+// the restart is still under way.
+func (c *Controller) continueJobRestart(ctx context.Context) (bool, error) {
+	r := c.restarting
+	type doomed struct {
+		st    *replicaState
+		name  string
+		uid   types.UID
+		force bool
+	}
+	var pods []doomed
+	var gone bool
+	c.mu.Lock()
+	now := c.opts.Clock.Now()
+	for _, id := range c.order {
+		st := c.replicas[id]
+		switch st.stage {
+		case stageLost:
+			st.stage, st.uid = stageAbsent, ""
+		case stageCreated, stageObserved, stageVanished:
+			st.deleteSent()
+			pods = append(pods, doomed{st, st.name, st.uid, c.nodeLost(id)})
+		}
+	}
+	c.mu.Unlock()
+	errs := c.parallel(ctx, len(pods), func(i int) error {
+		p := pods[i]
+		return deletePodWith(ctx, c.opts.Core, c.opts.Identity.Namespace, p.name, p.uid, p.force)
+	})
+	c.mu.Lock()
+	for i, p := range pods {
+		switch {
+		case errs[i] != nil:
+			p.st.deleteFailed()
+		case p.st.uid == p.uid || p.st.stage == stageAbsent:
+			p.st.release(now)
+		}
+	}
+	gone = true
+	for _, id := range c.order {
+		gone = gone && c.replicas[id].stage == stageAbsent
+	}
+	c.mu.Unlock()
+	if err := joinErrors(errs); err != nil {
+		return true, fmt.Errorf("stopping the job's replicas for its restart: %w", err)
+	}
+	if !r.committed {
+		r.committed = true
+		if r.counted {
+			c.mu.Lock()
+			c.restarts++
+			c.jobRestarts++
+			c.mu.Unlock()
+		}
+		c.event(corev1.EventTypeNormal, EventJobRestarted, "restarting the job (attempt %d): %s%s", r.next+1, r.why, countedNote(r.counted))
+	}
+	if !gone {
+		return true, nil
+	}
+	c.jobAttempt, c.restarting = r.next, nil
+	if c.gang != nil {
+		c.gang.state = gang.Start()
+	}
+	c.opts.Logger.Info("every replica stopped; starting the job's next attempt", zap.Int("attempt", c.jobAttempt+1))
+	return false, nil
+}
+
+func countedNote(counted bool) string {
+	if counted {
+		return ""
+	}
+	return " (not counted against backoffLimit)"
+}
+
+// nodeLost reports whether replica id's node stopped answering past the
+// node-lost timeout, in the view the last decision came from.
+func (c *Controller) nodeLost(id policy.ReplicaID) bool {
+	r := c.view.Replica(id)
+	return r != nil && policy.NodeLost(r, c.view.Now, c.opts.Timeouts.NodeLost)
+}
