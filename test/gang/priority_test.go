@@ -28,57 +28,73 @@ func priorityClass(t *testing.T, c *cluster.Cluster, name string, value int32) {
 	})
 }
 
-func TestHigherPriorityJobPreemptsAndTheLowerJobRecreatesItsReplicas(t *testing.T) {
+// A higher-priority job preempts part of a running lower one: the lower
+// job, which restarts as a whole, stops every replica and starts its next
+// attempt, which waits for room and runs once the higher one ended. With
+// the default failure rules a preemption is not the job's fault and costs
+// no restart; with the rules removed, it counts.
+func TestHigherPriorityJobPreemptsAndTheLowerJobRestartsAsAWhole(t *testing.T) {
 	c := cluster.Get(t)
-	ns := c.Namespace(t)
-	addPool(t, c, "prio", 1, 4)
 	priorityClass(t, c, "gang-test-low", 100)
 	priorityClass(t, c, "gang-test-high", 1000)
-
-	low := startRun(t, c, ns, gpuJob("low", "prio", 4, &v1alpha1.SchedulingPolicy{PriorityClass: "gang-test-low"}))
-	eventually(t, time.Minute, "4 running pods of the low job", func() bool { return countPods(jobPods(t, c, ns, "low"), running) == 4 })
-	high := startRun(t, c, ns, gpuJob("high", "prio", 2, &v1alpha1.SchedulingPolicy{PriorityClass: "gang-test-high"}))
-	eventually(t, time.Minute, "2 running pods of the high job", func() bool { return countPods(jobPods(t, c, ns, "high"), running) == 2 })
-	for _, p := range jobPods(t, c, ns, "high") {
-		if p.Spec.PriorityClassName != "gang-test-high" || p.Spec.Priority == nil || *p.Spec.Priority != 1000 {
-			t.Errorf("%s priority %v/%s", p.Name, p.Spec.Priority, p.Spec.PriorityClassName)
-		}
-	}
-	// The preempted replicas come back (attempt 1, or later when a
-	// replacement was itself preempted) and wait for room.
-	eventually(t, time.Minute, "the low job's replacements", func() bool {
-		pods := jobPods(t, c, ns, "low")
-		return countPods(pods, func(p *corev1.Pod) bool { return p.Labels[v1alpha1.LabelAttempt] != "0" && !bound(p) }) == 2 &&
-			countPods(pods, running) == 2
-	})
-	exitAll(t, c, ns, "high")
-	if res := high.wait(t); res.Phase != result.PhaseSucceeded {
-		t.Fatalf("high ended %s: %s", res.Phase, res.Message)
-	}
-	eventually(t, time.Minute, "4 running pods of the low job again", func() bool { return countPods(jobPods(t, c, ns, "low"), running) == 4 })
-	exitAll(t, c, ns, "low")
-	res := low.wait(t)
-	// Every preempted replica counts toward backoffLimit: at least the two
-	// the high job needed room for.
-	if res.Phase != result.PhaseSucceeded || res.Restarts < 2 {
-		t.Errorf("low ended %s with %d restarts (want Succeeded, at least 2): %s", res.Phase, res.Restarts, res.Message)
-	}
-	// Every pod the scheduler preempted is one restart. (A replacement still
-	// pending can be removed too while the scheduler makes room; that is
-	// counted as well, so the count may be higher.)
-	events, err := c.Client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=Preempted"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	preempted := map[string]bool{}
-	for _, e := range events.Items {
-		if strings.HasPrefix(e.InvolvedObject.Name, "low-") {
-			preempted[string(e.InvolvedObject.UID)] = true
-		}
-	}
-	t.Logf("low job: %d restarts, %d of its pods preempted", res.Restarts, len(preempted))
-	if int(res.Restarts) < len(preempted) {
-		t.Errorf("low counted %d restarts for %d preempted pods", res.Restarts, len(preempted))
+	for _, tc := range []struct {
+		name    string
+		noRules bool
+	}{{"default rules", false}, {"rules removed", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := c.Namespace(t)
+			pool := "prio-" + map[bool]string{false: "a", true: "b"}[tc.noRules]
+			addPool(t, c, pool, 1, 4)
+			lowJob := gpuJob("low", pool, 4, &v1alpha1.SchedulingPolicy{PriorityClass: "gang-test-low"})
+			if tc.noRules {
+				lowJob.Spec.RunPolicy.FailurePolicy = &v1alpha1.FailurePolicy{Rules: []v1alpha1.FailurePolicyRule{}}
+			}
+			low := startRun(t, c, ns, lowJob)
+			eventually(t, time.Minute, "4 running pods of the low job", func() bool { return countPods(jobPods(t, c, ns, "low"), running) == 4 })
+			high := startRun(t, c, ns, gpuJob("high", pool, 2, &v1alpha1.SchedulingPolicy{PriorityClass: "gang-test-high"}))
+			eventually(t, time.Minute, "2 running pods of the high job", func() bool { return countPods(jobPods(t, c, ns, "high"), running) == 2 })
+			for _, p := range jobPods(t, c, ns, "high") {
+				if p.Spec.PriorityClassName != "gang-test-high" || p.Spec.Priority == nil || *p.Spec.Priority != 1000 {
+					t.Errorf("%s priority %v/%s", p.Name, p.Spec.Priority, p.Spec.PriorityClassName)
+				}
+			}
+			// Every replica of the low job is recreated at a later job
+			// attempt; two of them wait for room.
+			eventually(t, time.Minute, "the low job's next attempt", func() bool {
+				pods := jobPods(t, c, ns, "low")
+				return len(pods) == 4 && countPods(pods, func(p *corev1.Pod) bool { return p.Labels[v1alpha1.LabelJobAttempt] == "0" }) == 0 &&
+					countPods(pods, running) == 2
+			})
+			exitAll(t, c, ns, "high")
+			if res := high.wait(t); res.Phase != result.PhaseSucceeded {
+				t.Fatalf("high ended %s: %s", res.Phase, res.Message)
+			}
+			eventually(t, time.Minute, "4 running pods of the low job again", func() bool { return countPods(jobPods(t, c, ns, "low"), running) == 4 })
+			exitAll(t, c, ns, "low")
+			res := low.wait(t)
+			events, err := c.Client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=Preempted"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			preempted := map[string]bool{}
+			for _, e := range events.Items {
+				if strings.HasPrefix(e.InvolvedObject.Name, "low-") {
+					preempted[string(e.InvolvedObject.UID)] = true
+				}
+			}
+			t.Logf("low job: %d restarts, %d of its pods preempted", res.Restarts, len(preempted))
+			if len(preempted) == 0 {
+				t.Error("no pod of the low job was preempted: the test did not do what it claims")
+			}
+			switch {
+			case res.Phase != result.PhaseSucceeded:
+				t.Errorf("low ended %s/%s: %s", res.Phase, res.Reason, res.Message)
+			case !tc.noRules && res.Restarts != 0:
+				t.Errorf("low counted %d restarts for a preemption, want 0 under the default rule", res.Restarts)
+			case tc.noRules && res.Restarts < 1:
+				t.Errorf("low counted %d restarts with the rules removed, want at least 1", res.Restarts)
+			}
+		})
 	}
 }
 
@@ -100,10 +116,18 @@ func TestKueueKeysAndPodsDeletedFromOutsideAreRecreated(t *testing.T) {
 	if err := c.Client.CoreV1().Pods(ns).Delete(context.Background(), victim, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "the deleted pod recreated and running", func() bool {
-		p, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), victim, metav1.GetOptions{})
-		return err == nil && p.Labels[v1alpha1.LabelAttempt] == "1" && running(p) &&
-			p.Labels[gang.KueuePodGroupLabel] == "queued" && p.Labels[gang.KueueQueueLabel] == "team-a"
+	// A pod removed without a disruption condition is a counted failure; the
+	// job restarts as a whole, every pod at job attempt 1.
+	eventually(t, time.Minute, "the job's pods recreated at its next attempt and running", func() bool {
+		pods := jobPods(t, c, ns, "queued")
+		for i := range pods {
+			p := &pods[i]
+			if p.Labels[v1alpha1.LabelJobAttempt] != "1" || !running(p) ||
+				p.Labels[gang.KueuePodGroupLabel] != "queued" || p.Labels[gang.KueueQueueLabel] != "team-a" {
+				return false
+			}
+		}
+		return len(pods) == 3
 	})
 	exitAll(t, c, ns, "queued")
 	if res := r.wait(t); res.Phase != result.PhaseSucceeded || res.Restarts != 1 {

@@ -140,7 +140,7 @@ type backend struct {
 	// current whole-job attempt.
 	recreations, jobRestarts int32
 	jobAttempt               int
-	start       time.Time
+	start                    time.Time
 }
 
 // exit is one process's end; generation tells a stale exit from the
