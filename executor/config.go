@@ -56,6 +56,9 @@ type Config struct {
 	// PendingTimeout a replica the scheduler cannot place.
 	StuckTimeout   time.Duration
 	PendingTimeout time.Duration
+	// NodeLostTimeout bounds how long a replica's node may stop answering
+	// before the replica counts as lost to a disruption.
+	NodeLostTimeout time.Duration
 	// TerminationGrace bounds the teardown after SIGTERM.
 	TerminationGrace time.Duration
 	// LeaseDuration is how long the job's Lease holds without renewal: a
@@ -92,6 +95,7 @@ const (
 	DefaultAPITimeout       = 2 * time.Minute
 	DefaultStuckTimeout     = 10 * time.Minute
 	DefaultPendingTimeout   = 30 * time.Minute
+	DefaultNodeLostTimeout  = 2 * time.Minute
 	DefaultTerminationGrace = 25 * time.Second
 	DefaultOutputsDir       = "/tmp/outputs"
 )
@@ -105,6 +109,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.PendingTimeout <= 0 {
 		c.PendingTimeout = DefaultPendingTimeout
+	}
+	if c.NodeLostTimeout <= 0 {
+		c.NodeLostTimeout = DefaultNodeLostTimeout
 	}
 	if c.TerminationGrace <= 0 {
 		c.TerminationGrace = DefaultTerminationGrace

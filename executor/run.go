@@ -270,7 +270,7 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 	ctrl := reconcile.New(reconcile.Options{
 		Core: s.conn.core, Dynamic: s.conn.dynamic, Job: job, Identity: s.identity, Renderer: s.renderer, Desired: s.desired,
 		Rule:        frameworks.SuccessRuleFor(job),
-		Timeouts:    policy.Timeouts{Stuck: cfg.StuckTimeout, Pending: cfg.PendingTimeout},
+		Timeouts:    policy.Timeouts{Stuck: cfg.StuckTimeout, Pending: cfg.PendingTimeout, NodeLost: cfg.NodeLostTimeout},
 		APITimeout:  cfg.APITimeout,
 		Parallelism: parallelism(cfg.Burst), TeardownParallelism: teardownParallelism(cfg.Burst),
 		Recorder: events.recorder, EventObject: s.eventObject,

@@ -90,6 +90,8 @@ func parseSettings(args []string, getenv func(string) string, stderr io.Writer) 
 	fs.IntVar(&s.LogEvery, "log-every", s.LogEvery, "log the loss every this many steps")
 	fs.DurationVar(&s.ConnectTimeout, "connect-timeout", s.ConnectTimeout, "how long to keep retrying an unreachable peer")
 	fs.DurationVar(&s.PSLinger, "ps-linger", s.PSLinger, "how long a ps waits, after training, for workers to learn it is over")
+	fs.StringVar(&s.CheckpointDir, "checkpoint-dir", s.CheckpointDir, "all-reduce: rank 0 keeps a checkpoint here, and a restarted job resumes from it")
+	fs.IntVar(&s.CheckpointEvery, "checkpoint-every", s.CheckpointEvery, "all-reduce: save the checkpoint every this many steps")
 	if err := fs.Parse(args); err != nil {
 		return s, err
 	}

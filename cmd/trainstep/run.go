@@ -74,6 +74,7 @@ cannot be written (or has no value): then only stdout carries the result.`,
 	fl.DurationVar(&f.cfg.APITimeout, "api-timeout", executor.DefaultAPITimeout, "how long an unreachable API server is retried before the run ends Transient (exit 12)")
 	fl.DurationVar(&f.cfg.StuckTimeout, "stuck-timeout", executor.DefaultStuckTimeout, "how long a replica may wait in ImagePullBackOff, ErrImagePull, CreateContainerConfigError or InvalidImageName before the job fails")
 	fl.DurationVar(&f.cfg.PendingTimeout, "pending-timeout", executor.DefaultPendingTimeout, "how long a replica may stay unschedulable before the run ends Transient")
+	fl.DurationVar(&f.cfg.NodeLostTimeout, "node-lost-timeout", executor.DefaultNodeLostTimeout, "how long a replica's node may stop answering (its pod NotReady while running) before the replica counts as lost to a disruption and is replaced")
 	fl.DurationVar(&f.cfg.TerminationGrace, "termination-grace", executor.DefaultTerminationGrace, "time allowed for teardown after SIGTERM/SIGINT")
 	fl.DurationVar(&f.cfg.LeaseDuration, "lease-duration", executor.DefaultLeaseDuration, "how long the job's Lease holds without renewal: another run of the same job takes over at most this long after this one dies")
 	fl.Float32Var(&f.cfg.QPS, "kube-api-qps", defaultKubeAPIQPS, "client-side queries per second to the API server")

@@ -154,8 +154,9 @@ func decideJobRestart(v *View, js []judgement) (restart *JobRestart, permanent *
 		return nil, nil, 0
 	}
 	slices.SortStableFunc(failed, func(a, b judgement) int {
-		ta, tb := a.replica.FinishedAt.Truncate(time.Second), b.replica.FinishedAt.Truncate(time.Second)
-		if c := ta.Compare(tb); c != 0 {
+		// A pod's times have whole seconds: a kill and its peers' failures
+		// often share one, and then the restart wins.
+		if c := a.replica.FinishedAt.Compare(b.replica.FinishedAt); c != 0 {
 			return c
 		}
 		return boolRank(a.verdict == verdictFail) - boolRank(b.verdict == verdictFail)

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // ResourceGPU is the extended resource KWOK nodes offer for accelerators.
@@ -136,4 +137,34 @@ func (c *Cluster) addNodes(ctx context.Context, nodes []NodeSpec) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// LoseNode makes a node look lost, as the node lifecycle controller shows a
+// node whose kubelet stopped answering: the node is cordoned (the
+// controller taints it unreachable) and each of its pods' Ready condition
+// goes False while their containers still show running (MarkPodsNotReady).
+// KWOK v0.7 keeps renewing a node's Lease whatever its annotation or
+// holder, so the test plays the controller's part.
+func (c *Cluster) LoseNode(ctx context.Context, name string) error {
+	patch := []byte(`{"spec":{"unschedulable":true}}`)
+	if _, err := c.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("cordoning node %s: %w", name, err)
+	}
+	pods, err := c.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + name})
+	if err != nil {
+		return fmt.Errorf("listing the pods of node %s: %w", name, err)
+	}
+	now := metav1.Now()
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		for j := range pod.Status.Conditions {
+			if cond := &pod.Status.Conditions[j]; cond.Type == corev1.PodReady {
+				cond.Status, cond.LastTransitionTime = corev1.ConditionFalse, now
+			}
+		}
+		if _, err := c.Client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("marking pod %s not Ready: %w", pod.Name, err)
+		}
+	}
+	return nil
 }

@@ -34,6 +34,12 @@ type Settings struct {
 	// TerminationMessagePath is where the deciding replica writes the
 	// metrics JSON.
 	TerminationMessagePath string `json:"-"`
+	// CheckpointDir, when set, is where rank 0 of an all-reduce job keeps
+	// a checkpoint every CheckpointEvery steps, and where a restarted job
+	// resumes from: rank 0 reads it and every rank starts from its step
+	// and weights.
+	CheckpointDir   string `json:"-"`
+	CheckpointEvery int    `json:"-"`
 }
 
 // DefaultSettings converge to well under 1% of the initial loss in under a
@@ -48,6 +54,7 @@ func DefaultSettings() Settings {
 		LogEvery:               10,
 		ConnectTimeout:         2 * time.Minute,
 		PSLinger:               30 * time.Second,
+		CheckpointEvery:        10,
 		TerminationMessagePath: "/dev/termination-log",
 	}
 }
@@ -71,6 +78,8 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("--log-every must be at least 1, got %d", s.LogEvery)
 	case s.ConnectTimeout <= 0:
 		return fmt.Errorf("--connect-timeout must be positive, got %v", s.ConnectTimeout)
+	case s.CheckpointEvery < 1:
+		return fmt.Errorf("--checkpoint-every must be at least 1, got %d", s.CheckpointEvery)
 	}
 	return nil
 }

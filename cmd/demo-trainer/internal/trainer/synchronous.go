@@ -2,7 +2,11 @@ package trainer
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 )
 
 // allReducer sums a vector element-wise across every rank, in place, and
@@ -32,11 +36,15 @@ func trainSynchronously(ctx context.Context, s Settings, rank, world int, reduce
 	shard := full.Shard(rank, world)
 	f := s.Features
 	weights := make([]float64, f)
+	first, err := resume(ctx, s, rank, weights, reducer, log)
+	if err != nil {
+		return err
+	}
 	// Layout of the reduced vector: gradient sums, squared error, row count, stop flag.
 	reduced := make([]float64, f+3)
 	steps := stepLogger{log: log, every: s.LogEvery}
 	previousLoss := 0.0
-	for step := 1; ; step++ {
+	for step := first; ; step++ {
 		sums := shard.Sums(weights)
 		copy(reduced, sums.Gradient)
 		reduced[f], reduced[f+1], reduced[f+2] = sums.SquaredError, sums.Count, 0
@@ -52,6 +60,11 @@ func trainSynchronously(ctx context.Context, s Settings, rank, world int, reduce
 			weights[j] -= s.LR * g
 		}
 		steps.observe(step, previousLoss)
+		if rank == 0 && s.CheckpointDir != "" && step%s.CheckpointEvery == 0 {
+			if err := saveCheckpoint(s.CheckpointDir, checkpoint{Step: step, Weights: weights}); err != nil {
+				return err
+			}
+		}
 		if reduced[f+2] > 0 {
 			return finishSynchronously(s, rank, step, weights, full, log)
 		}
@@ -67,8 +80,49 @@ func finishSynchronously(s Settings, rank, steps int, weights []float64, full Da
 		log.Printf("training over after %d steps", steps)
 		return nil
 	}
+	if s.CheckpointDir != "" {
+		// The job is done: the next run of it starts afresh.
+		if err := os.Remove(filepath.Join(s.CheckpointDir, checkpointFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			log.Printf("removing the checkpoint: %v", err)
+		}
+	}
 	m := Metrics{Loss: full.Loss(weights), Steps: steps, Weights: weights}
 	log.final(m)
 	writeMetrics(log, s.TerminationMessagePath, m)
 	return nil
+}
+
+// resume starts every rank where the last checkpoint left off: rank 0
+// reads it and an all-reduce in which only rank 0 contributes hands its
+// step and weights to every rank (no shared file system needed). It
+// returns the first step to run.
+func resume(ctx context.Context, s Settings, rank int, weights []float64, reducer allReducer, log *Logger) (int, error) {
+	if s.CheckpointDir == "" {
+		return 1, nil
+	}
+	// Layout: found flag, step, weights.
+	state := make([]float64, 2+len(weights))
+	if rank == 0 {
+		if err := os.MkdirAll(s.CheckpointDir, 0o755); err != nil {
+			return 0, fmt.Errorf("--checkpoint-dir: %w", err)
+		}
+		c, ok, err := loadCheckpoint(s.CheckpointDir, len(weights))
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			state[0], state[1] = 1, float64(c.Step)
+			copy(state[2:], c.Weights)
+		}
+	}
+	if err := reducer.AllReduce(ctx, state); err != nil {
+		return 0, fmt.Errorf("sharing the checkpoint: %w", err)
+	}
+	if state[0] == 0 {
+		return 1, nil
+	}
+	copy(weights, state[2:])
+	step := int(state[1])
+	log.Printf("resuming from the checkpoint of step %d", step)
+	return step + 1, nil
 }

@@ -1,0 +1,72 @@
+"""A small DistributedDataParallel training for trainstep's tests.
+
+Every rank joins the process group with gloo on CPU from the env trainstep
+renders (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE), trains a linear
+regression with DDP, and rank 0 writes {"loss", "steps"} to the
+termination message path. Rank 0 keeps a checkpoint every 10 steps with
+torch.save in $CKPT_DIR, and every rank resumes from it when it is there.
+
+KILL_RANK and KILL_AT make that rank kill itself with SIGKILL at that step,
+once (a marker file in $CKPT_DIR remembers), as the OOM killer would; FAIL_RANK
+makes that rank exit 1 at step KILL_AT, every time, as a bug would.
+"""
+import json
+import os
+import signal
+import sys
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+STEPS = int(os.environ.get("STEPS", "300"))
+
+
+def main():
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    ckpt_dir = os.environ["CKPT_DIR"]
+    ckpt = os.path.join(ckpt_dir, "checkpoint.pt")
+    torch.manual_seed(0)
+    x = torch.randn(2000, 8)
+    y = x @ torch.arange(1.0, 9.0).unsqueeze(1) + 0.5
+    shard = slice(rank * len(x) // world, (rank + 1) * len(x) // world)
+    model = DistributedDataParallel(torch.nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    start = 0
+    if os.path.exists(ckpt):
+        state = torch.load(ckpt)
+        model.module.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        start = state["step"]
+        print(f"rank {rank}: resuming at step {start}", flush=True)
+    loss = None
+    for step in range(start + 1, STEPS + 1):
+        if step == int(os.environ.get("KILL_AT", "-1")):
+            if rank == int(os.environ.get("FAIL_RANK", "-1")):
+                print(f"rank {rank}: failing at step {step}", flush=True)
+                sys.exit(1)
+            marker = os.path.join(ckpt_dir, "killed")
+            if rank == int(os.environ.get("KILL_RANK", "-1")) and not os.path.exists(marker):
+                open(marker, "w").close()
+                print(f"rank {rank}: killed at step {step}", flush=True)
+                os.kill(os.getpid(), signal.SIGKILL)
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x[shard]), y[shard])
+        loss.backward()
+        opt.step()
+        if rank == 0 and step % 10 == 0:
+            torch.save({"model": model.module.state_dict(), "opt": opt.state_dict(), "step": step}, ckpt + ".tmp")
+            os.replace(ckpt + ".tmp", ckpt)
+        if rank == 0 and step % 50 == 0:
+            print(f"step {step} loss {loss.item():.6f} world {world}", flush=True)
+    total = torch.tensor([loss.item()])
+    dist.all_reduce(total)
+    if rank == 0:
+        with open(os.environ["TRAINSTEP_TERMINATION_MESSAGE_PATH"], "w") as f:
+            json.dump({"loss": total.item() / world, "steps": STEPS}, f)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestRealNodeKilledRankRestartsTheAllReduceJob runs the shipped demo all-reduce job
+// through the ClusterWorkflowTemplate and kills one rank's process from the node with
+// SIGKILL, as the OOM killer would, while it trains. Its peers' ring breaks; the job
+// restarts as a whole (one restart), rank 0 resumes from its checkpoint, and the step
+// succeeds; its outputs and log say so.
+func TestRealNodeKilledRankRestartsTheAllReduceJob(t *testing.T) {
+	e := setUp(t)
+	manifest, err := json.Marshal(string(readFile(t, filepath.Join(repoRoot(t), allReduceJob))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf := workflowFromYAML(t, fmt.Sprintf(clusterTemplateWorkflow, localImage, manifest, pythonImage))
+	name := e.submit(t, wf)
+	// Rank 2 is worker-1; wait until it has trained a while (past the first checkpoint).
+	var pid int
+	eventually(t, 3*time.Minute, "rank 2 training for 3 s", func(context.Context) (bool, error) {
+		pid = rankProcess(2)
+		if pid == 0 {
+			return false, nil
+		}
+		started, err := processAge(pid)
+		return err == nil && started > 3*time.Second, nil
+	}, func() string { return e.podSummary(t) })
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("killing rank 2 (pid %d): %v", pid, err)
+	}
+	t.Logf("killed rank 2 (pid %d) from the node", pid)
+	wf = e.waitForWorkflow(t, name, 5*time.Minute, "Succeeded", "Failed", "Error")
+	if phaseOf(wf) != "Succeeded" {
+		t.Fatalf("Workflow %s: phase %s, want Succeeded; nodes:\n%s", name, phaseOf(wf), nodeSummary(wf))
+	}
+	train := podNode(t, wf, "train")
+	if got := param(t, train.Outputs.Parameters, "restarts"); got != "1" {
+		t.Errorf("train output restarts = %s, want 1: one job restart for one killed rank", got)
+	}
+	var metrics struct {
+		Steps int `json:"steps"`
+	}
+	if err := json.Unmarshal([]byte(param(t, train.Outputs.Parameters, "metrics")), &metrics); err != nil || metrics.Steps != 150 {
+		t.Errorf("train output metrics = %s, want the job's 150 steps", param(t, train.Outputs.Parameters, "metrics"))
+	}
+	stepLog := e.logOf(t, e.podOfNode(t, wf, train).Name, "main")
+	for _, want := range []string{"restarting the job (attempt 2): worker-1 exit 137", "resuming from the checkpoint of step"} {
+		if !strings.Contains(stepLog, want) {
+			t.Errorf("the train step's log does not say %q:\n%s", want, lastLines(stepLog, 40))
+		}
+	}
+}
+
+// rankProcess finds, on this host (the real node), the demo trainer process whose
+// environment says RANK=rank; 0 when there is none.
+func rankProcess(rank int) int {
+	entries, _ := os.ReadDir("/proc")
+	for _, entry := range entries {
+		pid, err := strconv.Atoi(entry.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", entry.Name(), "cmdline"))
+		if err != nil || !strings.Contains(string(cmdline), "demo-trainer") || !strings.Contains(string(cmdline), "--checkpoint-dir") {
+			continue
+		}
+		environ, err := os.ReadFile(filepath.Join("/proc", entry.Name(), "environ"))
+		if err != nil {
+			continue
+		}
+		for _, kv := range strings.Split(string(environ), "\x00") {
+			if kv == "RANK="+strconv.Itoa(rank) {
+				return pid
+			}
+		}
+	}
+	return 0
+}
+
+// processAge is how long ago pid started.
+func processAge(pid int) (time.Duration, error) {
+	info, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid)))
+	if err != nil {
+		return 0, err
+	}
+	return time.Since(info.ModTime()), nil
+}
