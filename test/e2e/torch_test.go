@@ -1,0 +1,165 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/trainstep/trainstep/test/cluster"
+)
+
+// torchImage holds this machine's python3 with Debian's python3-torch and the DDP
+// training of trainstep's tests (importTorchImage).
+const torchImage = "docker.io/local/torch:host"
+
+// torchTrainPath is where the training script is in torchImage.
+const torchTrainPath = "/train/ddp_train.py"
+
+// torchJob is a Kubeflow PyTorchJob as Training Operator takes it: torchrun in every pod,
+// driven only by the env trainstep renders (PET_NNODES, PET_NODE_RANK, PET_MASTER_ADDR,
+// PET_MASTER_PORT, PET_NPROC_PER_NODE), rendezvous at the master's Service through cluster
+// DNS. The checkpoint directory is a hostPath, so a recreated master finds it.
+const torchJob = `
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: torchddp}
+spec:
+  nprocPerNode: "1"
+  runPolicy: {backoffLimit: 1, cleanPodPolicy: All}
+  pytorchReplicaSpecs:
+    Master: {replicas: 1, restartPolicy: OnFailure, template: {spec: %[1]s}}
+    Worker: {replicas: 2, restartPolicy: OnFailure, template: {spec: %[1]s}}
+`
+
+const torchPodSpec = `{containers: [{name: pytorch, image: torch,
+  command: [python3, -m, torch.distributed.run, ` + torchTrainPath + `],
+  env: [{name: CKPT_DIR, value: /ckpt}, {name: STEPS, value: "5000"}],
+  volumeMounts: [{name: ckpt, mountPath: /ckpt}]}],
+  volumes: [{name: ckpt, hostPath: {path: %q, type: DirectoryOrCreate}}]}`
+
+// TestRealNodeTorchrunDDPRestartsAsAWholeWhenARankDies runs real DDP training (gloo on
+// CPU) under torch.distributed.run in three pods of the real node, through the shipped
+// ClusterWorkflowTemplate, and kills rank 2's training process from the node while it
+// trains: its torchrun agent exits 1, the peers' collective calls break, the job restarts
+// as a whole from rank 0's checkpoint and succeeds, for one restart.
+func TestRealNodeTorchrunDDPRestartsAsAWholeWhenARankDies(t *testing.T) {
+	e := setUp(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	started := time.Now()
+	if err := importTorchImage(ctx, e.c, repoRoot(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("torch image built and imported in %s", time.Since(started).Round(100*time.Millisecond))
+	ckpt := filepath.Join("/var/tmp", "trainstep-e2e-"+e.namespace)
+	t.Cleanup(func() { _ = os.RemoveAll(ckpt) })
+	manifest, err := json.Marshal(fmt.Sprintf(torchJob, fmt.Sprintf(torchPodSpec, ckpt)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf := workflowFromYAML(t, fmt.Sprintf(mpiWorkflow, localImage, torchImage, manifest, pythonImage))
+	name := e.submit(t, wf)
+	var pid int
+	eventually(t, 3*time.Minute, "rank 2 training past its first checkpoints", func(context.Context) (bool, error) {
+		pid = trainingProcess(2)
+		_, err := os.Stat(filepath.Join(ckpt, "checkpoint.pt"))
+		return pid != 0 && err == nil, nil
+	}, func() string { return e.podSummary(t) })
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("killing rank 2 (pid %d): %v", pid, err)
+	}
+	t.Logf("killed rank 2's training process (pid %d) from the node", pid)
+	wf = e.waitForWorkflow(t, name, 8*time.Minute, "Succeeded", "Failed", "Error")
+	train := podNode(t, wf, "train")
+	stepLog := e.logOf(t, e.podOfNode(t, wf, train).Name, "main")
+	if phaseOf(wf) != "Succeeded" {
+		t.Fatalf("Workflow %s: phase %s, want Succeeded; nodes:\n%s\nthe train step's log:\n%s", name, phaseOf(wf), nodeSummary(wf), lastLines(stepLog, 60))
+	}
+	if got := param(t, train.Outputs.Parameters, "restarts"); got != "1" {
+		t.Errorf("train output restarts = %s, want 1", got)
+	}
+	// The killed rank's torchrun agent, or a peer's whose collective call broke, is
+	// the first to exit 1: either way the job restarts once.
+	for _, want := range []string{"restarting the job (attempt 2): ", "rank 0: resuming at step", "step 5000 loss"} {
+		if !strings.Contains(stepLog, want) {
+			t.Errorf("the train step's log lacks %q:\n%s", want, lastLines(stepLog, 60))
+		}
+	}
+	var metrics struct {
+		Loss  *float64 `json:"loss"`
+		Steps int      `json:"steps"`
+	}
+	if err := json.Unmarshal([]byte(param(t, train.Outputs.Parameters, "metrics")), &metrics); err != nil || metrics.Loss == nil || metrics.Steps != 5000 {
+		t.Errorf("train output metrics = %s, want the final loss after 5000 steps", param(t, train.Outputs.Parameters, "metrics"))
+	}
+}
+
+// trainingProcess finds, on this host, the DDP training process (not its torchrun agent)
+// that torchrun started as the given global rank; 0 when there is none.
+func trainingProcess(rank int) int {
+	entries, _ := os.ReadDir("/proc")
+	for _, entry := range entries {
+		pid, err := strconv.Atoi(entry.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", entry.Name(), "cmdline"))
+		if err != nil || !strings.Contains(string(cmdline), "ddp_train.py") || strings.Contains(string(cmdline), "torch.distributed.run") {
+			continue
+		}
+		environ, err := os.ReadFile(filepath.Join("/proc", entry.Name(), "environ"))
+		if err != nil {
+			continue
+		}
+		for _, kv := range strings.Split(string(environ), "\x00") {
+			if kv == "RANK="+strconv.Itoa(rank) {
+				return pid
+			}
+		}
+	}
+	return 0
+}
+
+// importTorchImage packs this machine's python3, Debian's python3-torch and the Python
+// packages it imports, the libraries they load, and the tests' training script.
+func importTorchImage(ctx context.Context, c *cluster.Cluster, root string) error {
+	python, err := filepath.EvalSymlinks("/usr/bin/python3")
+	if err != nil {
+		return fmt.Errorf("the torch image needs this machine's python3: %w", err)
+	}
+	stdlib := "/usr/lib/" + filepath.Base(python)
+	const dist = "/usr/lib/python3/dist-packages"
+	files := map[string]string{"/usr/bin/python3": python, "/usr/bin/python": python, stdlib: stdlib,
+		torchTrainPath: filepath.Join(root, "executor", "testdata", "ddp_train.py")}
+	programs := []string{python}
+	for _, pkg := range []string{"torch", "numpy", "astunparse", "certifi", "six.py", "typing_extensions.py", "_distutils_hack"} {
+		p := filepath.Join(dist, pkg)
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("the torch image needs %s (apt-get install python3-torch): %w", p, err)
+		}
+		files[p] = p
+		_ = filepath.WalkDir(p, func(f string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && strings.HasSuffix(f, ".so") {
+				programs = append(programs, f)
+			}
+			return nil
+		})
+	}
+	for _, p := range programs {
+		libs, err := sharedLibraries(p)
+		if err != nil {
+			return err
+		}
+		for _, lib := range libs {
+			files[lib] = lib
+		}
+	}
+	return c.ImportHostFilesImage(ctx, torchImage, files)
+}
