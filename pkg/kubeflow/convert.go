@@ -137,6 +137,9 @@ func (c *converter) runPolicy(in RunPolicy) v1alpha1.RunPolicy {
 		BackoffLimit:            copyPtr(in.BackoffLimit),
 		Suspend:                 copyPtr(in.Suspend),
 	}
+	if in.FailurePolicy != nil {
+		out.FailurePolicy = in.FailurePolicy.DeepCopy()
+	}
 	policy := kubeflowDefaultCleanPodPolicy
 	if in.CleanPodPolicy != nil {
 		policy = v1alpha1.CleanPodPolicy(*in.CleanPodPolicy)

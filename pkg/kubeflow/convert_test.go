@@ -285,3 +285,14 @@ func TestUnsupported(t *testing.T) {
 		})
 	}
 }
+
+// trainstep's failurePolicy rides on a Kubeflow manifest (or --set) and
+// is carried over; an empty rule list stays empty.
+func TestFailurePolicyIsCarriedOver(t *testing.T) {
+	in := &v1alpha1.FailurePolicy{Restart: v1alpha1.FailureRestartReplica, Rules: []v1alpha1.FailurePolicyRule{}}
+	job, _ := (&PyTorchJob{Spec: PyTorchJobSpec{RunPolicy: RunPolicy{FailurePolicy: in}}}).ToTrainJob()
+	fp := job.Spec.RunPolicy.FailurePolicy
+	if fp == nil || fp == in || fp.Restart != v1alpha1.FailureRestartReplica || fp.Rules == nil || len(fp.Rules) != 0 {
+		t.Fatalf("failure policy %+v, want a copy: restart Replica with no rules", fp)
+	}
+}

@@ -50,6 +50,9 @@ type RunPolicy struct {
 	SchedulingPolicy        *SchedulingPolicy `json:"schedulingPolicy,omitempty"`
 	Suspend                 *bool             `json:"suspend,omitempty"`
 	ManagedBy               *string           `json:"managedBy,omitempty"`
+	// FailurePolicy is trainstep's own (Kubeflow has none): what a failure
+	// restarts and what it costs, set in the manifest or with --set.
+	FailurePolicy *v1alpha1.FailurePolicy `json:"failurePolicy,omitempty"`
 }
 
 // SchedulingPolicy is Kubeflow's SchedulingPolicy, plus trainstep's own

@@ -275,3 +275,27 @@ func TestLoadNameAndNamespace(t *testing.T) {
 		t.Errorf("error = %q", msg)
 	}
 }
+
+// --set reaches trainstep's own failurePolicy on a Kubeflow manifest, as
+// it reaches schedulingPolicy.gang.
+func TestSetFailurePolicyOnAKubeflowManifest(t *testing.T) {
+	manifest := []byte(`apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: ddp}
+spec:
+  pytorchReplicaSpecs:
+    Master: {replicas: 1, template: {spec: {containers: [{name: pytorch, image: train}]}}}
+    Worker: {replicas: 2, template: {spec: {containers: [{name: pytorch, image: train}]}}}
+`)
+	job, _, err := Load(manifest, Options{Sets: []string{"spec.runPolicy.failurePolicy.restart=Replica"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fp := job.Spec.RunPolicy.FailurePolicy; fp == nil || fp.Restart != "Replica" || len(fp.Rules) != 1 {
+		t.Fatalf("failure policy %+v, want restart Replica with the default rule", fp)
+	}
+	if _, _, err := Load(manifest, Options{Sets: []string{"spec.runPolicy.failurePolicy.restart=Pod"}}); err == nil ||
+		!strings.Contains(err.Error(), "spec.runPolicy.failurePolicy.restart") {
+		t.Errorf("a bad value: err %v, want one naming the field", err)
+	}
+}

@@ -286,3 +286,24 @@ func (j *TrainJob) DeepCopy() *TrainJob {
 	}
 	return out
 }
+
+// DeepCopy copies a failure policy, rules and all.
+func (in *FailurePolicy) DeepCopy() *FailurePolicy {
+	if in == nil {
+		return nil
+	}
+	out := &FailurePolicy{Restart: in.Restart}
+	if in.Rules != nil {
+		out.Rules = make([]FailurePolicyRule, len(in.Rules))
+		for i, r := range in.Rules {
+			c := FailurePolicyRule{Action: r.Action}
+			if r.OnExitCodes != nil {
+				c.OnExitCodes = &ExitCodesRequirement{Operator: r.OnExitCodes.Operator, Values: append([]int32(nil), r.OnExitCodes.Values...)}
+			}
+			c.OnPodConditions = append([]PodConditionPattern(nil), r.OnPodConditions...)
+			c.ReplicaTypes = append([]ReplicaType(nil), r.ReplicaTypes...)
+			out.Rules[i] = c
+		}
+	}
+	return out
+}
