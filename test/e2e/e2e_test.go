@@ -434,6 +434,17 @@ func (e *e2e) podSummary(t *testing.T) string {
 			}
 		}
 		b.WriteString("\n")
+		// The end of what a container that failed said is most of the story.
+		for _, s := range p.Status.ContainerStatuses {
+			if s.State.Terminated == nil || s.State.Terminated.ExitCode == 0 {
+				continue
+			}
+			tail := int64(15)
+			data, err := e.c.Client.CoreV1().Pods(e.namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: s.Name, TailLines: &tail}).DoRaw(ctx)
+			if err == nil {
+				fmt.Fprintf(&b, "    last lines of %s/%s:\n      %s\n", p.Name, s.Name, strings.ReplaceAll(strings.TrimSpace(string(data)), "\n", "\n      "))
+			}
+		}
 	}
 	return b.String()
 }

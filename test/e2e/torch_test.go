@@ -152,10 +152,13 @@ func importTorchImage(ctx context.Context, c *cluster.Cluster, root string) erro
 			return nil
 		})
 	}
-	for _, p := range programs {
+	for i, p := range programs {
 		libs, err := sharedLibraries(p)
-		if err != nil {
+		if err != nil && i == 0 {
 			return err
+		}
+		if err != nil {
+			continue // a plugin library torch does not load here (ldd cannot resolve it)
 		}
 		for _, lib := range libs {
 			files[lib] = lib
