@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
@@ -57,7 +58,16 @@ func exampleArgs(t *testing.T, job *v1alpha1.TrainJob, container string) []strin
 	if _, err := parseSettings(args, envFrom(nil), &bytes.Buffer{}); err != nil {
 		t.Fatalf("the trainer rejects the example's args %v: %v", args, err)
 	}
-	return args
+	// The checkpoint directory goes where the test says, not under /var/tmp.
+	dir := t.TempDir()
+	expanded := make([]string, len(args))
+	for i, a := range args {
+		if strings.HasPrefix(a, "--checkpoint-dir=") {
+			a = "--checkpoint-dir=" + dir
+		}
+		expanded[i] = a
+	}
+	return expanded
 }
 
 func replicas(job *v1alpha1.TrainJob, rt v1alpha1.ReplicaType) int {

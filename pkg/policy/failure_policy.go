@@ -133,8 +133,9 @@ type JobRestart struct {
 // collectiveSettle is how long a permanent failure of a job that restarts
 // as a whole waits for its peers' failures to be seen: when one rank is
 // killed, the others' collective calls fail within moments, and the one
-// that died first is the cause.
-const collectiveSettle = 3 * time.Second
+// that died first is the cause — but a kubelet may report that one's end
+// seconds after a peer's.
+const collectiveSettle = 10 * time.Second
 
 // decideJobRestart looks at the judgements of a job where a failure may
 // restart the whole job. The earliest failure is the cause (ties go to a

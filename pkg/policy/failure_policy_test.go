@@ -63,7 +63,7 @@ func TestFailurePolicy(t *testing.T) {
 	}, {
 		name: "a permanent exit just now waits for its peers' failures before deciding",
 		view: viewOf(ddp(v1alpha1.RestartPolicyExitCode, 1), set(master, 0, both(exited(1), finishedAt(now.Add(-time.Second))))),
-		want: Decision{Outcome: OutcomeRunning, RecheckAfter: 2 * time.Second},
+		want: Decision{Outcome: OutcomeRunning, RecheckAfter: 9 * time.Second},
 	}, {
 		name: "a preemption restarts the job without counting",
 		view: viewOf(ddp(v1alpha1.RestartPolicyExitCode, 0), set(worker, 1, disrupted)),
