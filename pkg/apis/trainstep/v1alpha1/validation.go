@@ -155,10 +155,6 @@ func validateTotalReplicas(job *TrainJob, specsPath *field.Path) field.ErrorList
 // without, whose one replica decides success, and why; "" when none.
 func requiredSingleton(job *TrainJob) (ReplicaType, string) {
 	switch job.Spec.Framework {
-	case FrameworkPyTorch:
-		if job.Spec.ElasticPolicy == nil {
-			return ReplicaTypeMaster, "pytorch needs a Master unless elasticPolicy is set"
-		}
 	case FrameworkMPI:
 		return ReplicaTypeLauncher, "mpi needs a Launcher"
 	case FrameworkXGBoost:
@@ -167,15 +163,38 @@ func requiredSingleton(job *TrainJob) (ReplicaType, string) {
 	return "", ""
 }
 
+// exactlyOne says why rt, when the job has it, must run exactly one
+// replica; "" when it need not.
+func exactlyOne(job *TrainJob, rt ReplicaType) string {
+	if required, why := requiredSingleton(job); rt == required {
+		return why
+	}
+	// Training Operator v1.9's webhook takes a PyTorchJob's Master only with
+	// one replica, elastic or not; without a Master the workers run the job.
+	if job.Spec.Framework == FrameworkPyTorch && rt == ReplicaTypeMaster {
+		return "a pytorch Master runs rank 0; leave it out for a job of workers only"
+	}
+	return ""
+}
+
+// needsWorkers says a static pytorch job without a Master has only its
+// workers to run (Training Operator v1.9: "must be at least 1").
+func needsWorkers(job *TrainJob, rt ReplicaType) bool {
+	_, master := job.Spec.ReplicaSpecs[ReplicaTypeMaster]
+	return job.Spec.Framework == FrameworkPyTorch && rt == ReplicaTypeWorker && !master && job.Spec.ElasticPolicy == nil
+}
+
 // validateReplicaSpec checks one type's fields. Its replicas get at most one
 // error: the first rule the count breaks.
 func validateReplicaSpec(job *TrainJob, rt ReplicaType, spec *ReplicaSpec, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	replicas := spec.ReplicaCount()
-	required, why := requiredSingleton(job)
+	one := exactlyOne(job, rt)
 	switch {
-	case rt == required && replicas != 1:
-		errs = append(errs, field.Invalid(p.Child("replicas"), replicas, "must be 1: "+why))
+	case one != "" && replicas != 1:
+		errs = append(errs, field.Invalid(p.Child("replicas"), replicas, "must be 1: "+one))
+	case needsWorkers(job, rt) && replicas == 0:
+		errs = append(errs, field.Invalid(p.Child("replicas"), replicas, "must be >= 1: a pytorch job without a Master runs on its workers"))
 	case replicas < 0:
 		errs = append(errs, field.Invalid(p.Child("replicas"), replicas, "must be >= 0"))
 	case replicas > MaxReplicas:
@@ -253,8 +272,13 @@ func validateRequiredTypes(job *TrainJob, specsPath *field.Path) field.ErrorList
 				"tensorflow needs a Chief, Master or Worker to decide success"))
 		}
 	case FrameworkPyTorch:
-		if _, ok := specs[ReplicaTypeWorker]; !ok && job.Spec.ElasticPolicy != nil {
+		_, master := specs[ReplicaTypeMaster]
+		_, worker := specs[ReplicaTypeWorker]
+		switch {
+		case !worker && job.Spec.ElasticPolicy != nil:
 			errs = append(errs, field.Required(specsPath.Child(string(ReplicaTypeWorker)), "must be configured if elastic policy is used"))
+		case !worker && !master:
+			errs = append(errs, field.Required(specsPath.Child(string(ReplicaTypeWorker)), "pytorch needs a Master or Workers"))
 		}
 	case FrameworkJAX:
 		if _, ok := specs[ReplicaTypeWorker]; !ok {

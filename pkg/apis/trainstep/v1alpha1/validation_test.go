@@ -44,6 +44,16 @@ func TestValidateAcceptsValidJobs(t *testing.T) {
 	}
 }
 
+// Training Operator v1.9 runs a PyTorchJob of workers only, without an
+// elasticPolicy (its webhook requires neither a Master nor elasticPolicy).
+func TestValidateAcceptsPyTorchWorkersOnly(t *testing.T) {
+	job := validJob(FrameworkPyTorch)
+	delete(job.Spec.ReplicaSpecs, ReplicaTypeMaster)
+	if errs := Validate(job); len(errs) != 0 {
+		t.Errorf("pytorch job of workers only rejected:\n%s", errs.ToAggregate())
+	}
+}
+
 func TestValidateErrors(t *testing.T) {
 	cases := []struct {
 		name      string
@@ -97,16 +107,24 @@ func TestValidateErrors(t *testing.T) {
 		}, []string{"spec.replicaSpecs: Forbidden: must not have both Chief and Master"}},
 		{"tensorflow with only PS", FrameworkTensorFlow, func(j *TrainJob) { delete(j.Spec.ReplicaSpecs, ReplicaTypeWorker) },
 			[]string{"spec.replicaSpecs.Worker: Required value: tensorflow needs a Chief, Master or Worker to decide success"}},
-		{"pytorch without master", FrameworkPyTorch, func(j *TrainJob) { delete(j.Spec.ReplicaSpecs, ReplicaTypeMaster) },
-			[]string{"spec.replicaSpecs.Master: Required value: pytorch needs a Master unless elasticPolicy is set"}},
+		{"pytorch without master or workers", FrameworkPyTorch, func(j *TrainJob) {
+			j.Spec.ReplicaSpecs = map[ReplicaType]*ReplicaSpec{ReplicaTypePS: j.Spec.ReplicaSpecs[ReplicaTypeWorker]}
+		}, []string{
+			`spec.replicaSpecs.PS: Unsupported value: "PS": supported values: "Master", "Worker"`,
+			"spec.replicaSpecs.Worker: Required value: pytorch needs a Master or Workers",
+		}},
+		{"pytorch of no master and 0 workers", FrameworkPyTorch, func(j *TrainJob) {
+			delete(j.Spec.ReplicaSpecs, ReplicaTypeMaster)
+			j.Spec.ReplicaSpecs[ReplicaTypeWorker].Replicas = ptrTo[int32](0)
+		}, []string{"spec.replicaSpecs.Worker.replicas: Invalid value: 0: must be >= 1: a pytorch job without a Master runs on its workers"}},
 		{"pytorch master of 0", FrameworkPyTorch, func(j *TrainJob) { j.Spec.ReplicaSpecs[ReplicaTypeMaster].Replicas = ptrTo[int32](0) },
-			[]string{"spec.replicaSpecs.Master.replicas: Invalid value: 0: must be 1: pytorch needs a Master unless elasticPolicy is set"}},
+			[]string{"spec.replicaSpecs.Master.replicas: Invalid value: 0: must be 1: a pytorch Master runs rank 0; leave it out for a job of workers only"}},
 		{"pytorch master of 2", FrameworkPyTorch, func(j *TrainJob) { j.Spec.ReplicaSpecs[ReplicaTypeMaster].Replicas = ptrTo[int32](2) },
-			[]string{"spec.replicaSpecs.Master.replicas: Invalid value: 2: must be 1: pytorch needs a Master unless elasticPolicy is set"}},
+			[]string{"spec.replicaSpecs.Master.replicas: Invalid value: 2: must be 1: a pytorch Master runs rank 0; leave it out for a job of workers only"}},
 		{"elastic pytorch with two masters", FrameworkPyTorch, func(j *TrainJob) {
 			j.Spec.ReplicaSpecs[ReplicaTypeMaster].Replicas = ptrTo[int32](2)
 			j.Spec.ElasticPolicy = &ElasticPolicy{}
-		}, []string{"spec.replicaSpecs.Master.replicas: Invalid value: 2: must be 0 or 1: a job has at most one Master"}},
+		}, []string{"spec.replicaSpecs.Master.replicas: Invalid value: 2: must be 1: a pytorch Master runs rank 0; leave it out for a job of workers only"}},
 		{"xgboost master of -1", FrameworkXGBoost, func(j *TrainJob) { j.Spec.ReplicaSpecs[ReplicaTypeMaster].Replicas = ptrTo[int32](-1) },
 			[]string{"spec.replicaSpecs.Master.replicas: Invalid value: -1: must be 1: xgboost needs a Master"}},
 		{"elastic pytorch without workers", FrameworkPyTorch, func(j *TrainJob) {
