@@ -71,8 +71,8 @@ spec:
             args: [-De]
 `
 
-// requireMPI returns whether OpenMPI's tools are here. CI installs them
-// (.ci/run), so there their absence fails the test.
+// requireMPI returns whether OpenMPI's tools are here. make test installs
+// them (make test-deps), so under CI their absence fails the test.
 func requireMPI(t *testing.T) {
 	t.Helper()
 	for _, tool := range []string{"mpirun", "mpicc"} {

@@ -13,7 +13,7 @@ import (
 // `convert` prints a TrainJob that renders exactly the objects the
 // Kubeflow manifest renders.
 func TestConvertPrintsAnEquivalentTrainJob(t *testing.T) {
-	for _, name := range []string{"tfjob_dist_mnist.yaml", "pytorchjob_elastic_echo.yaml", "jaxjob_cpu_demo.yaml", "xgboostjob_iris.yaml"} {
+	for _, name := range []string{"tfjob_dist_mnist.yaml", "pytorchjob_elastic_echo.yaml", "pytorchjob_workers_only.yaml", "jaxjob_cpu_demo.yaml", "xgboostjob_iris.yaml"} {
 		t.Run(name, func(t *testing.T) {
 			manifest, err := os.ReadFile(filepath.Join("..", "..", "pkg", "kubeflow", "testdata", name))
 			if err != nil {

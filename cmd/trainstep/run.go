@@ -11,10 +11,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/zapr"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/trainstep/trainstep/executor"
 	"github.com/trainstep/trainstep/pkg/backend/local"
@@ -93,6 +95,9 @@ cannot be written (or has no value): then only stdout carries the result.`,
 func (f *runFlags) run(cmd *cobra.Command, args []string) error {
 	logger, logErr := newLogger(f.logFormat)
 	defer func() { _ = logger.Sync() }()
+	// client-go logs through klog (API warnings, leader election,
+	// reflectors); routed through zap, every stderr line has one format.
+	klog.SetLogger(zapr.NewLogger(logger.Named("klog")))
 	cfg := f.cfg
 	cfg.SpecOptions, cfg.Local = f.spec.options(), f.local
 	cfg.Kubeconfig, cfg.KubeconfigPaths = f.kubeconfig, kubeconfigPaths()

@@ -3,9 +3,14 @@
 # REAL_NODE=1) needs from Debian besides the binaries build.sh makes: containerd and runc, the
 # CNI plugins (bridge, host-local, loopback, portmap), iptables for kube-proxy and the bridge's
 # masquerading, and conntrack. Needs root; packages already present are left alone.
+# With --list it prints the packages, one a line, and installs nothing (hack/test-deps.sh).
 set -euo pipefail
 
 packages=(containerd runc containernetworking-plugins iptables conntrack iproute2)
+if [ "${1:-}" = --list ]; then
+	printf '%s\n' "${packages[@]}"
+	exit 0
+fi
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

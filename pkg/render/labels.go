@@ -14,6 +14,18 @@ func JobLabels(jobName string) map[string]string {
 	return map[string]string{v1alpha1.LabelJobName: jobName}
 }
 
+// sharedLabels are the labels of the Services, ConfigMaps and Secrets a job
+// has once: JobLabels, and for MPI the "app: <job>" MPI Operator v2 puts on
+// its job Service, hostfile ConfigMap and SSH Secret (and on no pod or
+// PodGroup).
+func sharedLabels(job *v1alpha1.TrainJob, jobName string) map[string]string {
+	out := JobLabels(jobName)
+	if job.Spec.Framework == v1alpha1.FrameworkMPI {
+		out[v1alpha1.LabelMPIApp] = jobName
+	}
+	return out
+}
+
 // ReplicaLabels are the labels of one replica's pod and Service, and the
 // selector of that Service: job name, lower-case replica type and index.
 func ReplicaLabels(jobName string, rt v1alpha1.ReplicaType, index int) map[string]string {

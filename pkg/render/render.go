@@ -120,13 +120,13 @@ func typeMeta(kind string) metav1.TypeMeta {
 	return metav1.TypeMeta{APIVersion: "v1", Kind: kind}
 }
 
-// jobObjectMeta is the metadata of a job-wide object: the job-name label,
-// the extra labels and the owner.
-func jobObjectMeta(id Identity, name string) metav1.ObjectMeta {
+// jobObjectMeta is the metadata of a job-wide object: its own labels, the
+// extra labels and the owner.
+func jobObjectMeta(id Identity, name string, own map[string]string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{
 		Name:            name,
 		Namespace:       id.Namespace,
-		Labels:          withExtraLabels(id, JobLabels(id.JobName)),
+		Labels:          withExtraLabels(id, own),
 		OwnerReferences: ownerReferences(id),
 	}
 }

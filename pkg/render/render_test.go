@@ -165,7 +165,9 @@ func TestRenderServicePorts(t *testing.T) {
 }
 
 // MPI: one job-wide Service, the hostfile ConfigMap and the SSH Secret,
-// and pods whose hostname.subdomain is the name the hostfile lists.
+// labelled app: <job> as MPI Operator v2 labels them (mpi_job_controller.go
+// newJobService, newConfigMap, newSSHAuthSecret), and pods whose
+// hostname.subdomain is the name the hostfile lists.
 func TestRenderMPI(t *testing.T) {
 	job := newJob(v1alpha1.FrameworkMPI, "pi", replicas{launcher: 1, worker: 2})
 	objs, err := render.Render(job, identity("hpc", "pi"), testKeys)
@@ -177,7 +179,7 @@ func TestRenderMPI(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            "pi",
 			Namespace:       "hpc",
-			Labels:          map[string]string{"trainstep.dev/job-name": "pi", "workflows.argoproj.io/workflow": "wf-1"},
+			Labels:          map[string]string{"app": "pi", "trainstep.dev/job-name": "pi", "workflows.argoproj.io/workflow": "wf-1"},
 			OwnerReferences: controllerRef(),
 		},
 		Spec: corev1.ServiceSpec{
@@ -193,7 +195,7 @@ func TestRenderMPI(t *testing.T) {
 		return metav1.ObjectMeta{
 			Name:            name,
 			Namespace:       "hpc",
-			Labels:          map[string]string{"trainstep.dev/job-name": "pi", "workflows.argoproj.io/workflow": "wf-1"},
+			Labels:          map[string]string{"app": "pi", "trainstep.dev/job-name": "pi", "workflows.argoproj.io/workflow": "wf-1"},
 			OwnerReferences: controllerRef(),
 		}
 	}
@@ -225,6 +227,39 @@ func TestRenderMPI(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"pi-launcher-0", "pi-worker-0", "pi-worker-1"}, podNames(objs)); diff != "" {
 		t.Errorf("pod names (-want +got):\n%s", diff)
+	}
+	// The operator's pods carry its training.kubeflow.org labels, not app.
+	for _, pod := range objs.Pods {
+		if v, ok := pod.Labels["app"]; ok {
+			t.Errorf("pod %s is labelled app=%s; MPI Operator v2 labels no pod so", pod.Name, v)
+		}
+	}
+}
+
+// Only MPI's job-wide objects get app: <job>; neither the Training
+// Operator's per-replica Services nor a PodGroup carry it.
+func TestRenderAppLabelOnlyOnMPIJobWideObjects(t *testing.T) {
+	gang := withGang(v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangVolcano})
+	for _, job := range []*v1alpha1.TrainJob{
+		newJob(v1alpha1.FrameworkTensorFlow, "mnist", replicas{ps: 1, worker: 2}, gang),
+		newJob(v1alpha1.FrameworkMPI, "pi", replicas{launcher: 1, worker: 2}, gang),
+	} {
+		objs, err := render.Render(job, identity("ns", job.Name), testKeys)
+		if err != nil {
+			t.Fatalf("Render %s: %v", job.Name, err)
+		}
+		if objs.PodGroup == nil {
+			t.Fatalf("%s: no PodGroup", job.Name)
+		}
+		if v, ok := objs.PodGroup.GetLabels()["app"]; ok {
+			t.Errorf("%s PodGroup labelled app=%s", job.Name, v)
+		}
+		for _, svc := range objs.Services {
+			_, ok := svc.Labels["app"]
+			if want := job.Spec.Framework == v1alpha1.FrameworkMPI; ok != want {
+				t.Errorf("Service %s labelled app: %v, want %v", svc.Name, ok, want)
+			}
+		}
 	}
 }
 

@@ -112,14 +112,14 @@ func (r *Renderer) SharedObjects(in Inputs) (*Objects, error) {
 	at := placement(r.id)
 	objs := &Objects{}
 	if r.fw.ServiceLayout() == frameworks.ServicePerJob {
-		objs.Services = []*corev1.Service{headlessService(r.id, r.id.JobName, JobLabels(r.id.JobName), JobLabels(r.id.JobName), nil)}
+		objs.Services = []*corev1.Service{headlessService(r.id, r.id.JobName, sharedLabels(r.job, r.id.JobName), JobLabels(r.id.JobName), nil)}
 	}
 	for _, cm := range r.fw.ConfigMaps(r.job, at) {
 		if err := checkConfigMapSize(r.job, cm); err != nil {
 			return nil, fmt.Errorf("rendering job %q: %w", r.id.JobName, err)
 		}
 		cm.TypeMeta = typeMeta("ConfigMap")
-		cm.ObjectMeta = jobObjectMeta(r.id, cm.Name)
+		cm.ObjectMeta = jobObjectMeta(r.id, cm.Name, sharedLabels(r.job, r.id.JobName))
 		objs.ConfigMaps = append(objs.ConfigMaps, cm)
 	}
 	secrets, err := r.fw.Secrets(r.job, at, frameworks.SSHKeyPair{Private: in.SSHPrivateKey, Public: in.SSHPublicKey})
@@ -128,10 +128,10 @@ func (r *Renderer) SharedObjects(in Inputs) (*Objects, error) {
 	}
 	for _, s := range secrets {
 		s.TypeMeta = typeMeta("Secret")
-		s.ObjectMeta = jobObjectMeta(r.id, s.Name)
+		s.ObjectMeta = jobObjectMeta(r.id, s.Name, sharedLabels(r.job, r.id.JobName))
 		objs.Secrets = append(objs.Secrets, s)
 	}
-	objs.PodGroup = gang.PodGroup(r.job, jobObjectMeta(r.id, r.id.JobName))
+	objs.PodGroup = gang.PodGroup(r.job, jobObjectMeta(r.id, r.id.JobName, JobLabels(r.id.JobName)))
 	return objs, nil
 }
 

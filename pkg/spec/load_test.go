@@ -119,6 +119,8 @@ func TestLoadKubeflowExamples(t *testing.T) {
 			"Chief": {1, "Never", tfPort}, "PS": {1, "Never", tfPort}, "Worker": {2, "Never", tfPort}}, ""},
 		{"pytorchjob_simple.yaml", "None", map[v1alpha1.ReplicaType]replica{
 			"Master": {1, "OnFailure", ptPort}, "Worker": {1, "OnFailure", ptPort}}, "auto"},
+		{"pytorchjob_workers_only.yaml", "None", map[v1alpha1.ReplicaType]replica{
+			"Worker": {2, "OnFailure", ptPort}}, "auto"},
 		{"pytorchjob_elastic_echo.yaml", "None", map[v1alpha1.ReplicaType]replica{
 			"Worker": {2, "OnFailure", ptPort}}, "auto"},
 		{"jaxjob_cpu_demo.yaml", "None", map[v1alpha1.ReplicaType]replica{

@@ -259,7 +259,7 @@ func importMPIImage(ctx context.Context, t *testing.T, c *cluster.Cluster) error
 	dir := t.TempDir()
 	for _, tool := range []string{"mpicc", "/usr/bin/orterun", "/usr/bin/ssh", "ssh-keygen", "/usr/sbin/sshd"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			return fmt.Errorf("the MPI image needs this machine's %s: apt-get install openmpi-bin libopenmpi-dev openssh-server (.ci/run does): %w", tool, err)
+			return fmt.Errorf("the MPI image needs this machine's %s: apt-get install openmpi-bin libopenmpi-dev openssh-server (make test-deps does): %w", tool, err)
 		}
 	}
 	source, program := filepath.Join(dir, "allreduce.c"), filepath.Join(dir, "allreduce")

@@ -17,6 +17,10 @@ const (
 	LabelJobAttempt = "trainstep.dev/job-attempt"
 	// LabelWorkflow is Argo's workflow label, set when the workflow is known.
 	LabelWorkflow = "workflows.argoproj.io/workflow"
+	// LabelMPIApp holds the job name on an MPI job's Service, hostfile
+	// ConfigMap and SSH Secret, as MPI Operator v2 labels them; users
+	// select them with `kubectl get -l app=<job>`.
+	LabelMPIApp = "app"
 
 	// AnnotationFramework records the framework on every pod, for humans.
 	AnnotationFramework = "trainstep.dev/framework"

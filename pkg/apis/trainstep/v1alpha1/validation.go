@@ -126,7 +126,7 @@ func validateReplicaSpecs(job *TrainJob, specsPath *field.Path) field.ErrorList 
 			errs = append(errs, field.Required(p, "replica spec must not be empty"))
 			continue
 		}
-		errs = append(errs, validateReplicaSpec(rt, spec, p)...)
+		errs = append(errs, validateReplicaSpec(job, rt, spec, p)...)
 	}
 	errs = append(errs, validateRequiredTypes(job, specsPath)...)
 	errs = append(errs, validateTotalReplicas(job, specsPath)...)
@@ -152,10 +152,50 @@ func validateTotalReplicas(job *TrainJob, specsPath *field.Path) field.ErrorList
 		"the replicas of every type add up to %d; a job may run at most %d", total, MaxReplicas))}
 }
 
-func validateReplicaSpec(rt ReplicaType, spec *ReplicaSpec, p *field.Path) field.ErrorList {
+// requiredSingleton is the replica type the job's framework cannot run
+// without, whose one replica decides success, and why; "" when none.
+func requiredSingleton(job *TrainJob) (ReplicaType, string) {
+	switch job.Spec.Framework {
+	case FrameworkMPI:
+		return ReplicaTypeLauncher, "mpi needs a Launcher"
+	case FrameworkXGBoost:
+		return ReplicaTypeMaster, "xgboost needs a Master"
+	}
+	return "", ""
+}
+
+// exactlyOne says why rt, when the job has it, must run exactly one
+// replica; "" when it need not.
+func exactlyOne(job *TrainJob, rt ReplicaType) string {
+	if required, why := requiredSingleton(job); rt == required {
+		return why
+	}
+	// Training Operator v1.9's webhook takes a PyTorchJob's Master only with
+	// one replica, elastic or not; without a Master the workers run the job.
+	if job.Spec.Framework == FrameworkPyTorch && rt == ReplicaTypeMaster {
+		return "a pytorch Master runs rank 0; leave it out for a job of workers only"
+	}
+	return ""
+}
+
+// needsWorkers says a static pytorch job without a Master has only its
+// workers to run (Training Operator v1.9: "must be at least 1").
+func needsWorkers(job *TrainJob, rt ReplicaType) bool {
+	_, master := job.Spec.ReplicaSpecs[ReplicaTypeMaster]
+	return job.Spec.Framework == FrameworkPyTorch && rt == ReplicaTypeWorker && !master && job.Spec.ElasticPolicy == nil
+}
+
+// validateReplicaSpec checks one type's fields. Its replicas get at most one
+// error: the first rule the count breaks.
+func validateReplicaSpec(job *TrainJob, rt ReplicaType, spec *ReplicaSpec, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	replicas := spec.ReplicaCount()
+	one := exactlyOne(job, rt)
 	switch {
+	case one != "" && replicas != 1:
+		errs = append(errs, field.Invalid(p.Child("replicas"), replicas, "must be 1: "+one))
+	case needsWorkers(job, rt) && replicas == 0:
+		errs = append(errs, field.Invalid(p.Child("replicas"), replicas, "must be >= 1: a pytorch job without a Master runs on its workers"))
 	case replicas < 0:
 		errs = append(errs, field.Invalid(p.Child("replicas"), replicas, "must be >= 0"))
 	case replicas > MaxReplicas:
@@ -211,18 +251,13 @@ func validateContainer(name, image string, p *field.Path) field.ErrorList {
 }
 
 // validateRequiredTypes checks the replica types each framework cannot run
-// without, and that the deciding singleton types run exactly one replica.
+// without. How many replicas a present type runs is validateReplicaSpec's.
 func validateRequiredTypes(job *TrainJob, specsPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	specs := job.Spec.ReplicaSpecs
-	exactlyOne := func(rt ReplicaType, why string) {
-		spec, ok := specs[rt]
-		if !ok {
+	if rt, why := requiredSingleton(job); rt != "" {
+		if _, ok := specs[rt]; !ok {
 			errs = append(errs, field.Required(specsPath.Child(string(rt)), why))
-			return
-		}
-		if spec != nil && spec.ReplicaCount() != 1 {
-			errs = append(errs, field.Invalid(specsPath.Child(string(rt), "replicas"), spec.ReplicaCount(), "must be 1"))
 		}
 	}
 	switch job.Spec.Framework {
@@ -238,19 +273,18 @@ func validateRequiredTypes(job *TrainJob, specsPath *field.Path) field.ErrorList
 				"tensorflow needs a Chief, Master or Worker to decide success"))
 		}
 	case FrameworkPyTorch:
-		if job.Spec.ElasticPolicy == nil {
-			exactlyOne(ReplicaTypeMaster, "pytorch needs a Master unless elasticPolicy is set")
-		} else if _, ok := specs[ReplicaTypeWorker]; !ok {
+		_, master := specs[ReplicaTypeMaster]
+		_, worker := specs[ReplicaTypeWorker]
+		switch {
+		case !worker && job.Spec.ElasticPolicy != nil:
 			errs = append(errs, field.Required(specsPath.Child(string(ReplicaTypeWorker)), "must be configured if elastic policy is used"))
+		case !worker && !master:
+			errs = append(errs, field.Required(specsPath.Child(string(ReplicaTypeWorker)), "pytorch needs a Master or Workers"))
 		}
-	case FrameworkMPI:
-		exactlyOne(ReplicaTypeLauncher, "mpi needs a Launcher")
 	case FrameworkJAX:
 		if _, ok := specs[ReplicaTypeWorker]; !ok {
 			errs = append(errs, field.Required(specsPath.Child(string(ReplicaTypeWorker)), "jax needs Worker replicas"))
 		}
-	case FrameworkXGBoost:
-		exactlyOne(ReplicaTypeMaster, "xgboost needs a Master")
 	}
 	return errs
 }
@@ -439,7 +473,8 @@ func validateElasticPolicy(job *TrainJob, p *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("maxReplicas"), *ep.MaxReplicas,
 			fmt.Sprintf("must be >= minReplicas (%d)", *ep.MinReplicas)))
 	}
-	if worker := job.Spec.ReplicaSpecs[ReplicaTypeWorker]; worker != nil {
+	// A count below 0 or over MaxReplicas already has its error.
+	if worker := job.Spec.ReplicaSpecs[ReplicaTypeWorker]; worker != nil && worker.ReplicaCount() >= 0 && worker.ReplicaCount() <= MaxReplicas {
 		n := worker.ReplicaCount()
 		if (ep.MinReplicas != nil && n < *ep.MinReplicas) || (ep.MaxReplicas != nil && n > *ep.MaxReplicas) {
 			errs = append(errs, field.Invalid(field.NewPath("spec", "replicaSpecs", string(ReplicaTypeWorker), "replicas"), n,

@@ -44,6 +44,16 @@ func TestValidateAcceptsValidJobs(t *testing.T) {
 	}
 }
 
+// Training Operator v1.9 runs a PyTorchJob of workers only, without an
+// elasticPolicy (its webhook requires neither a Master nor elasticPolicy).
+func TestValidateAcceptsPyTorchWorkersOnly(t *testing.T) {
+	job := validJob(FrameworkPyTorch)
+	delete(job.Spec.ReplicaSpecs, ReplicaTypeMaster)
+	if errs := Validate(job); len(errs) != 0 {
+		t.Errorf("pytorch job of workers only rejected:\n%s", errs.ToAggregate())
+	}
+}
+
 func TestValidateErrors(t *testing.T) {
 	cases := []struct {
 		name      string
@@ -97,10 +107,26 @@ func TestValidateErrors(t *testing.T) {
 		}, []string{"spec.replicaSpecs: Forbidden: must not have both Chief and Master"}},
 		{"tensorflow with only PS", FrameworkTensorFlow, func(j *TrainJob) { delete(j.Spec.ReplicaSpecs, ReplicaTypeWorker) },
 			[]string{"spec.replicaSpecs.Worker: Required value: tensorflow needs a Chief, Master or Worker to decide success"}},
-		{"pytorch without master", FrameworkPyTorch, func(j *TrainJob) { delete(j.Spec.ReplicaSpecs, ReplicaTypeMaster) },
-			[]string{"spec.replicaSpecs.Master: Required value: pytorch needs a Master unless elasticPolicy is set"}},
+		{"pytorch without master or workers", FrameworkPyTorch, func(j *TrainJob) {
+			j.Spec.ReplicaSpecs = map[ReplicaType]*ReplicaSpec{ReplicaTypePS: j.Spec.ReplicaSpecs[ReplicaTypeWorker]}
+		}, []string{
+			`spec.replicaSpecs.PS: Unsupported value: "PS": supported values: "Master", "Worker"`,
+			"spec.replicaSpecs.Worker: Required value: pytorch needs a Master or Workers",
+		}},
+		{"pytorch of no master and 0 workers", FrameworkPyTorch, func(j *TrainJob) {
+			delete(j.Spec.ReplicaSpecs, ReplicaTypeMaster)
+			j.Spec.ReplicaSpecs[ReplicaTypeWorker].Replicas = ptrTo[int32](0)
+		}, []string{"spec.replicaSpecs.Worker.replicas: Invalid value: 0: must be >= 1: a pytorch job without a Master runs on its workers"}},
 		{"pytorch master of 0", FrameworkPyTorch, func(j *TrainJob) { j.Spec.ReplicaSpecs[ReplicaTypeMaster].Replicas = ptrTo[int32](0) },
-			[]string{"spec.replicaSpecs.Master.replicas: Invalid value: 0: must be 1"}},
+			[]string{"spec.replicaSpecs.Master.replicas: Invalid value: 0: must be 1: a pytorch Master runs rank 0; leave it out for a job of workers only"}},
+		{"pytorch master of 2", FrameworkPyTorch, func(j *TrainJob) { j.Spec.ReplicaSpecs[ReplicaTypeMaster].Replicas = ptrTo[int32](2) },
+			[]string{"spec.replicaSpecs.Master.replicas: Invalid value: 2: must be 1: a pytorch Master runs rank 0; leave it out for a job of workers only"}},
+		{"elastic pytorch with two masters", FrameworkPyTorch, func(j *TrainJob) {
+			j.Spec.ReplicaSpecs[ReplicaTypeMaster].Replicas = ptrTo[int32](2)
+			j.Spec.ElasticPolicy = &ElasticPolicy{}
+		}, []string{"spec.replicaSpecs.Master.replicas: Invalid value: 2: must be 1: a pytorch Master runs rank 0; leave it out for a job of workers only"}},
+		{"xgboost master of -1", FrameworkXGBoost, func(j *TrainJob) { j.Spec.ReplicaSpecs[ReplicaTypeMaster].Replicas = ptrTo[int32](-1) },
+			[]string{"spec.replicaSpecs.Master.replicas: Invalid value: -1: must be 1: xgboost needs a Master"}},
 		{"elastic pytorch without workers", FrameworkPyTorch, func(j *TrainJob) {
 			delete(j.Spec.ReplicaSpecs, ReplicaTypeWorker)
 			j.Spec.ElasticPolicy = &ElasticPolicy{}
@@ -108,10 +134,7 @@ func TestValidateErrors(t *testing.T) {
 		{"mpi without launcher", FrameworkMPI, func(j *TrainJob) { delete(j.Spec.ReplicaSpecs, ReplicaTypeLauncher) },
 			[]string{"spec.replicaSpecs.Launcher: Required value: mpi needs a Launcher"}},
 		{"mpi with two launchers", FrameworkMPI, func(j *TrainJob) { j.Spec.ReplicaSpecs[ReplicaTypeLauncher].Replicas = ptrTo[int32](2) },
-			[]string{
-				"spec.replicaSpecs.Launcher.replicas: Invalid value: 2: must be 0 or 1: a job has at most one Launcher",
-				"spec.replicaSpecs.Launcher.replicas: Invalid value: 2: must be 1",
-			}},
+			[]string{"spec.replicaSpecs.Launcher.replicas: Invalid value: 2: must be 1: mpi needs a Launcher"}},
 		{"jax without workers", FrameworkJAX, func(j *TrainJob) {
 			j.Spec.ReplicaSpecs = map[ReplicaType]*ReplicaSpec{ReplicaTypeMaster: j.Spec.ReplicaSpecs[ReplicaTypeWorker]}
 		}, []string{
@@ -290,6 +313,43 @@ func TestValidateErrors(t *testing.T) {
 				t.Errorf("errors (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// A replica count breaks one rule at a time, so its field gets one error:
+// two on one path (say "must be 0 or 1" and "must be 1") contradict or
+// repeat each other.
+func TestValidateOneErrorPerReplicasField(t *testing.T) {
+	counts := []int32{-1, 0, 1, 2, 3, MaxReplicas + 1}
+	for _, f := range Frameworks {
+		for _, elastic := range []bool{false, true} {
+			if elastic && f != FrameworkPyTorch {
+				continue
+			}
+			for _, rt := range AllowedReplicaTypes(f) {
+				for _, n := range counts {
+					job := validJob(f)
+					if elastic {
+						job.Spec.ElasticPolicy = &ElasticPolicy{MinReplicas: ptrTo[int32](1), MaxReplicas: ptrTo[int32](2)}
+					}
+					if job.Spec.ReplicaSpecs[rt] == nil {
+						job.Spec.ReplicaSpecs[rt] = &ReplicaSpec{RestartPolicy: RestartPolicyNever, Template: podWith(container(DefaultContainerName(f)))}
+					}
+					job.Spec.ReplicaSpecs[rt].Replicas = ptrTo(n)
+					perPath := map[string][]string{}
+					for _, err := range Validate(job) {
+						if strings.HasSuffix(err.Field, ".replicas") {
+							perPath[err.Field] = append(perPath[err.Field], err.Error())
+						}
+					}
+					for path, errs := range perPath {
+						if len(errs) > 1 {
+							t.Errorf("%s (elastic %v) %s.replicas=%d: %d errors at %s:\n%s", f, elastic, rt, n, len(errs), path, strings.Join(errs, "\n"))
+						}
+					}
+				}
+			}
+		}
 	}
 }
 
