@@ -63,7 +63,9 @@ def main():
     total = torch.tensor([loss.item()])
     dist.all_reduce(total)
     if rank == 0:
-        with open(os.environ["TRAINSTEP_TERMINATION_MESSAGE_PATH"], "w") as f:
+        # The local backend says where; in a pod it is the container's termination log.
+        path = os.environ.get("TRAINSTEP_TERMINATION_MESSAGE_PATH", "/dev/termination-log")
+        with open(path, "w") as f:
             json.dump({"loss": total.item() / world, "steps": STEPS}, f)
     dist.destroy_process_group()
 
