@@ -79,7 +79,7 @@ spec:
 `, name, script)
 }
 
-// exitPath is one row of the README's table of exit paths.
+// exitPath is one row of the table of exit paths in docs/running.md.
 type exitPath struct {
 	name string
 	// args of trainstep; "@x" is the file x of the row's directory, "@@" the directory.

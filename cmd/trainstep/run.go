@@ -27,7 +27,7 @@ import (
 // serviceAccountNamespaceFile holds the step pod's namespace inside a cluster.
 const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
-// Default client rate limits; the README's "Benchmarks" says why (measured by `make bench`).
+// Default client rate limits; "Benchmarks" in docs/development.md says why (measured by `make bench`).
 const (
 	defaultKubeAPIQPS   = 200
 	defaultKubeAPIBurst = 400

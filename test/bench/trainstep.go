@@ -34,7 +34,7 @@ func BuildTrainstep(ctx context.Context, repoRoot, dir, version string) (string,
 
 // TeardownGrace is the --termination-grace of the SIGTERM teardown runs: the
 // default 25 s is less than this cluster needs for a 2048-worker job's 4096
-// deletes (the README tells users of such jobs to give a longer grace), and a
+// deletes (docs/argo.md tells users of such jobs to give a longer grace), and a
 // teardown cut short would leave objects the measurement waits for.
 const TeardownGrace = 3 * time.Minute
 

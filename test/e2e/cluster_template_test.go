@@ -16,9 +16,9 @@ import (
 // three workers summing their gradients around a TCP ring.
 const allReduceJob = "workflows/jobs/demo-allreduce.yaml"
 
-// clusterTemplateWorkflow is the README's "from your own DAG" call of the
+// clusterTemplateWorkflow is docs/argo.md's "from your own DAG" call of the
 // ClusterWorkflowTemplate (templateRef with clusterScope), the job passed unchanged as the
-// job parameter, the images as parameters (README: trainstep-image for the step, image for
+// job parameter, the images as parameters (docs/argo.md: trainstep-image for the step, image for
 // the replicas), and a next task reading its outputs.
 const clusterTemplateWorkflow = `
 apiVersion: argoproj.io/v1alpha1

@@ -1,6 +1,6 @@
 // Package e2e_test runs trainstep as users do, end to end: the image `make image` builds,
 // deploy/ and templates/ applied as shipped, and the workflows of workflows/ (and the
-// README's calls of the templates) submitted to the real Argo workflow controller, whose
+// calls of the templates in docs/argo.md) submitted to the real Argo workflow controller, whose
 // steps and replicas run as containers on the test cluster's real node. The package's
 // tests share one such cluster, each in a namespace of its own. They need the real node
 // and Argo: `make test` runs them (as root); without TRAINSTEP_REAL_NODE=1 they skip, and
@@ -98,7 +98,7 @@ type e2e struct {
 }
 
 // setUp hands the test the shared cluster, starting it on first use, and a namespace of
-// its own with deploy/ and templates/ applied as the README says. When the test fails, its
+// its own with deploy/ and templates/ applied as docs/argo.md says. When the test fails, its
 // output ends with the namespace's pods and the end of every component's log.
 func setUp(t *testing.T) *e2e {
 	t.Helper()

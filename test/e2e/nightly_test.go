@@ -28,7 +28,7 @@ const (
 
 var cronWorkflowResource = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "cronworkflows"}
 
-// TestRealNodeNightlyCronWorkflowRunsOnce applies workflows/nightly as the README says and
+// TestRealNodeNightlyCronWorkflowRunsOnce applies workflows/nightly as docs/argo.md says and
 // runs it once now, as `argo submit --from cronwf/nightly-mnist` does: the Argo server reads
 // the CronWorkflow and creates the Workflow common.ConvertCronWorkflowToWorkflow makes of
 // it (its labels, owner reference and scheduled-time annotation), which runs the shipped

@@ -123,7 +123,7 @@ func printHowTo(kubeconfig, dir string) {
   KUBECONFIG=%s kubectl get nodes
   component logs:  %s
   pod behaviour:   kwok.trainstep.dev/exit-after, exit-code, termination-message,
-                   exit-times and waiting-reason annotations (README, "Test cluster")
+                   exit-times and waiting-reason annotations (docs/development.md, "Test cluster")
   stop it with:    make cluster-down
 `, relative(kubeconfig), relative(filepath.Join(dir, "logs")))
 }
