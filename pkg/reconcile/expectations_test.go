@@ -18,6 +18,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/render"
@@ -72,7 +73,7 @@ func TestControllerDoesNotKillAReplicaOnACacheMiss(t *testing.T) {
 	for _, name := range []string{"mnist-ps-0", "mnist-worker-0", "mnist-worker-1"} {
 		h.setStatus(name, corev1.PodRunning, 0)
 	}
-	h.eventually("every replica running", func() bool { return runningIn(h.ctrl) == 3 })
+	testutil.Eventually(h.t, waitTimeout, "every replica running", func() bool { return runningIn(h.ctrl) == 3 })
 
 	lag := &laggingPodLister{PodLister: h.ctrl.pods, miss: "mnist-worker-0"}
 	h.ctrl.pods = lag
@@ -80,7 +81,7 @@ func TestControllerDoesNotKillAReplicaOnACacheMiss(t *testing.T) {
 	// Any change makes the controller look at the whole job again.
 	h.setStatus("mnist-ps-0", corev1.PodRunning, 0)
 	h.setStatus("mnist-worker-1", corev1.PodRunning, 0)
-	h.eventually("a sync after the miss was armed", func() bool { return !lag.armed.Load() || h.stage("mnist-worker-1") == stageObserved })
+	testutil.Eventually(h.t, waitTimeout, "a sync after the miss was armed", func() bool { return !lag.armed.Load() || h.stage("mnist-worker-1") == stageObserved })
 
 	h.setStatus("mnist-worker-0", corev1.PodSucceeded, 0)
 	if d := h.decision(); d.Outcome != policy.OutcomeSucceeded {
@@ -124,11 +125,11 @@ func TestControllerCommitsAttemptOnlyAfterTheCreateSucceeds(t *testing.T) {
 	})
 	first := h.pod("mnist-worker-1")
 	h.setStatus("mnist-worker-1", corev1.PodRunning, 0)
-	h.eventually("worker-1 observed", func() bool { return h.stage("mnist-worker-1") == stageObserved })
+	testutil.Eventually(h.t, waitTimeout, "worker-1 observed", func() bool { return h.stage("mnist-worker-1") == stageObserved })
 	failNext.Store(true)
 	h.setStatus("mnist-worker-1", corev1.PodFailed, 137)
 	var second *corev1.Pod
-	h.eventually("worker-1 recreated", func() bool {
+	testutil.Eventually(h.t, waitTimeout, "worker-1 recreated", func() bool {
 		p, err := h.client.CoreV1().Pods(ns).Get(context.Background(), "mnist-worker-1", metav1.GetOptions{})
 		second = p
 		return err == nil && p.UID != first.UID
@@ -180,7 +181,7 @@ func TestControllerAdoptsAPodItCreatedButNeverHeardOf(t *testing.T) {
 			return handled, nil, err
 		})
 	})
-	h.eventually("worker-0 adopted", func() bool { return h.stage("mnist-worker-0") == stageObserved })
+	testutil.Eventually(h.t, waitTimeout, "worker-0 adopted", func() bool { return h.stage("mnist-worker-0") == stageObserved })
 	h.ctrl.mu.Lock()
 	uid := h.ctrl.byName["mnist-worker-0"].uid
 	h.ctrl.mu.Unlock()
@@ -211,7 +212,7 @@ func TestControllerWarnsAboutAPodItDoesNotControl(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	h.eventually("a NotOwned warning", func() bool {
+	testutil.Eventually(h.t, waitTimeout, "a NotOwned warning", func() bool {
 		select {
 		case e := <-recorder.Events:
 			return strings.Contains(e, EventNotOwned) && strings.Contains(e, "mnist-worker-1")

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/render"
@@ -148,7 +149,7 @@ func TestLauncherRestartDoesNotWaitAgain(t *testing.T) {
 	h.pod("pi-launcher-0")
 	h.setReady("pi-worker-1", corev1.PodRunning, false)
 	h.setStatus("pi-launcher-0", corev1.PodFailed, 1)
-	h.eventually("the launcher recreated", func() bool { return h.podCreates("pi-launcher-0") == 2 })
+	testutil.Eventually(h.t, waitTimeout, "the launcher recreated", func() bool { return h.podCreates("pi-launcher-0") == 2 })
 	found := false
 	for len(recorder.Events) > 0 {
 		if e := <-recorder.Events; strings.Contains(e, EventWorkersReady) {
@@ -207,7 +208,7 @@ func TestLauncherAfterAdoption(t *testing.T) {
 					t.Errorf("launcher created %d times, want it adopted", n)
 				}
 				h.setStatus("pi-launcher-0", corev1.PodFailed, 1)
-				h.eventually("the adopted launcher recreated", func() bool { return h.podCreates("pi-launcher-0") == 1 })
+				testutil.Eventually(h.t, waitTimeout, "the adopted launcher recreated", func() bool { return h.podCreates("pi-launcher-0") == 1 })
 				return
 			}
 			if n := h.podCreates("pi-launcher-0"); n != 0 {
