@@ -147,18 +147,6 @@ func newTestStreamer(server *logServer, out io.Writer, logger *zap.Logger) *PodS
 	return s
 }
 
-// eventually polls cond for up to five seconds.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func outputLines(out *testutil.SyncBuffer) []string {
 	text := strings.TrimSuffix(out.String(), "\n")
 	if text == "" {
@@ -174,21 +162,21 @@ func TestPodStreamerDoesNotRepeatReplayedLinesAcrossRestarts(t *testing.T) {
 	streamer := newTestStreamer(server, &out, zap.NewNop())
 
 	streamer.Observe(replicaPod("a", running(0)), "worker-0", testContainer)
-	eventually(t, "the first instance's lines", func() bool { return len(outputLines(&out)) == 3 })
+	testutil.Eventually(t, 5*time.Second, "the first instance's lines", func() bool { return len(outputLines(&out)) == 3 })
 
 	// The container restarts in place and logs one more line; the server
 	// answers the new instance's request with the whole log.
 	server.add(stamped(4, "restarted"))
 	streamer.Observe(replicaPod("a", running(1)), "worker-0", testContainer)
-	eventually(t, "the restarted instance's line", func() bool { return len(outputLines(&out)) == 4 })
+	testutil.Eventually(t, 5*time.Second, "the restarted instance's line", func() bool { return len(outputLines(&out)) == 4 })
 
 	// Then the pod is recreated and logs another line.
 	server.add(stamped(1500, "recreated"))
 	streamer.Observe(replicaPod("b", running(0)), "worker-0", testContainer)
-	eventually(t, "the recreated pod's line", func() bool { return len(outputLines(&out)) == 5 })
+	testutil.Eventually(t, 5*time.Second, "the recreated pod's line", func() bool { return len(outputLines(&out)) == 5 })
 
 	requests := server.requestsMade()
-	eventually(t, "the restarted container's old stream to be cancelled once drained", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the restarted container's old stream to be cancelled once drained", func() bool {
 		return requests[0].ctx.Err() != nil
 	})
 	stopWithin(t, streamer, 5*time.Second)
@@ -225,7 +213,7 @@ func TestPodStreamerResumesAfterATransientError(t *testing.T) {
 	streamer := newTestStreamer(server, &out, zap.NewNop())
 
 	streamer.Observe(replicaPod("a", running(0)), "worker-0", testContainer)
-	eventually(t, "all lines", func() bool { return len(outputLines(&out)) >= 4 })
+	testutil.Eventually(t, 5*time.Second, "all lines", func() bool { return len(outputLines(&out)) >= 4 })
 	stopWithin(t, streamer, 5*time.Second)
 
 	want := []string{"[worker-0] one", "[worker-0] two", "[worker-0] three", "[worker-0] four"}
@@ -282,7 +270,7 @@ func TestPodStreamerStopsOnErrors(t *testing.T) {
 			streamer := newTestStreamer(server, &out, zap.New(core))
 
 			streamer.Observe(replicaPod("a", running(0)), "worker-0", testContainer)
-			eventually(t, "a warning", func() bool { return logs.Len() > 0 })
+			testutil.Eventually(t, 5*time.Second, "a warning", func() bool { return logs.Len() > 0 })
 			stopWithin(t, streamer, 5*time.Second)
 
 			if n := len(server.requestsMade()); n != tc.wantRequests {
@@ -307,14 +295,14 @@ func TestPodStreamerRestartsAStreamThatGaveUp(t *testing.T) {
 	streamer := newTestStreamer(server, &out, zap.New(core))
 
 	streamer.Observe(replicaPod("a", running(0)), "worker-0", testContainer)
-	eventually(t, "giving up", func() bool { return logs.FilterMessage("giving up streaming replica log").Len() == 1 })
-	eventually(t, "the stream to end", func() bool {
+	testutil.Eventually(t, 5*time.Second, "giving up", func() bool { return logs.FilterMessage("giving up streaming replica log").Len() == 1 })
+	testutil.Eventually(t, 5*time.Second, "the stream to end", func() bool {
 		streamer.mu.Lock()
 		defer streamer.mu.Unlock()
 		return len(streamer.active) == 0
 	})
 	streamer.Observe(replicaPod("a", running(0)), "worker-0", testContainer)
-	eventually(t, "the line", func() bool { return out.String() == "[worker-0] finally\n" })
+	testutil.Eventually(t, 5*time.Second, "the line", func() bool { return out.String() == "[worker-0] finally\n" })
 	stopWithin(t, streamer, 5*time.Second)
 }
 
@@ -336,7 +324,7 @@ func TestPodStreamerStopDrainsThenCancels(t *testing.T) {
 			streamer := newTestStreamer(server, &out, zap.NewNop())
 			streamer.Observe(replicaPod("a", running(0)), "worker-0", testContainer)
 			streamer.Observe(replicaPod("b", running(0)), "worker-1", testContainer)
-			eventually(t, "both replicas' lines", func() bool { return len(outputLines(&out)) >= 4 })
+			testutil.Eventually(t, 5*time.Second, "both replicas' lines", func() bool { return len(outputLines(&out)) >= 4 })
 
 			start := time.Now()
 			stopWithin(t, streamer, tc.drainBound)
@@ -364,11 +352,11 @@ func TestPodStreamerFinishesStreamOfTerminatedContainer(t *testing.T) {
 	var out testutil.SyncBuffer
 	streamer := newTestStreamer(server, &out, zap.NewNop())
 	streamer.Observe(replicaPod("a", running(0)), "worker-0", testContainer)
-	eventually(t, "the line", func() bool { return out.String() == "[worker-0] done\n" })
+	testutil.Eventually(t, 5*time.Second, "the line", func() bool { return out.String() == "[worker-0] done\n" })
 
 	streamer.Observe(replicaPod("a", terminated(0, 0)), "worker-0", testContainer)
 	requests := server.requestsMade()
-	eventually(t, "the ended container's stream to close", func() bool { return requests[0].ctx.Err() != nil })
+	testutil.Eventually(t, 5*time.Second, "the ended container's stream to close", func() bool { return requests[0].ctx.Err() != nil })
 	stopWithin(t, streamer, 5*time.Second)
 	if n := len(server.requestsMade()); n != 1 {
 		t.Errorf("%d log requests, want 1", n)

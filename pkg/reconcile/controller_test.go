@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/policy"
@@ -20,6 +21,9 @@ import (
 )
 
 const ns = "team"
+
+// waitTimeout bounds every wait on the controller: it acts within milliseconds.
+const waitTimeout = 10 * time.Second
 
 func tfJob(policyName v1alpha1.RestartPolicy) *v1alpha1.TrainJob {
 	two, one := int32(2), int32(1)
@@ -102,7 +106,7 @@ func startWith(t *testing.T, job *v1alpha1.TrainJob, setup func(h *harness, o *O
 func (h *harness) pod(name string) *corev1.Pod {
 	h.t.Helper()
 	var pod *corev1.Pod
-	h.eventually("pod "+name+" to exist", func() bool {
+	testutil.Eventually(h.t, waitTimeout, "pod "+name+" to exist", func() bool {
 		p, err := h.client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
 		pod = p
 		return err == nil
@@ -125,18 +129,6 @@ func (h *harness) setStatus(name string, phase corev1.PodPhase, exitCode int32) 
 	if _, err := h.client.CoreV1().Pods(ns).UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
 		h.t.Fatal(err)
 	}
-}
-
-func (h *harness) eventually(what string, cond func() bool) {
-	h.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	h.t.Fatalf("timed out waiting for %s", what)
 }
 
 func (h *harness) decision() policy.Decision {
@@ -172,7 +164,7 @@ func TestControllerRecreatesARetryableFailureWithTheNextAttempt(t *testing.T) {
 	h := start(t, tfJob(v1alpha1.RestartPolicyExitCode))
 	first := h.pod("mnist-worker-1")
 	h.setStatus("mnist-worker-1", corev1.PodFailed, 137)
-	h.eventually("worker-1 recreated with attempt 1", func() bool {
+	testutil.Eventually(h.t, waitTimeout, "worker-1 recreated with attempt 1", func() bool {
 		p, err := h.client.CoreV1().Pods(ns).Get(context.Background(), "mnist-worker-1", metav1.GetOptions{})
 		return err == nil && p.UID != first.UID && p.Labels[v1alpha1.LabelAttempt] == "1"
 	})
@@ -197,11 +189,11 @@ func TestControllerReplacesALostReplica(t *testing.T) {
 	h := start(t, tfJob(v1alpha1.RestartPolicyNever))
 	h.pod("mnist-ps-0")
 	h.setStatus("mnist-ps-0", corev1.PodRunning, 0)
-	h.eventually("the controller to see ps-0", func() bool { return h.stage("mnist-ps-0") == stageObserved })
+	testutil.Eventually(h.t, waitTimeout, "the controller to see ps-0", func() bool { return h.stage("mnist-ps-0") == stageObserved })
 	if err := h.client.CoreV1().Pods(ns).Delete(context.Background(), "mnist-ps-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	h.eventually("ps-0 recreated with attempt 1", func() bool {
+	testutil.Eventually(h.t, waitTimeout, "ps-0 recreated with attempt 1", func() bool {
 		p, err := h.client.CoreV1().Pods(ns).Get(context.Background(), "mnist-ps-0", metav1.GetOptions{})
 		return err == nil && p.Labels[v1alpha1.LabelAttempt] == "1"
 	})

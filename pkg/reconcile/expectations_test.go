@@ -6,11 +6,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/uuid"
@@ -18,20 +18,24 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/render"
 )
 
-// laggingPodLister misses one Get of a pod once armed, as an informer cache
-// read can while the informer is between storing a pod and delivering it:
-// the second Get of that name after arming (a sync reads each replica's pod
-// once before it observes the job) returns NotFound.
+// laggingPodLister stands between the controller and its pod cache. It
+// counts the reads of one pod and, when lagging, misses the first: as a
+// cache read can while the informer is between storing a pod and a later
+// resync, or when it was handed a stale copy.
 type laggingPodLister struct {
 	corelisters.PodLister
-	miss  string
-	armed atomic.Bool
-	reads atomic.Int32
+	name string
+	lag  bool
+	// reads counts the Gets of name; missed is set once one was answered
+	// NotFound although the cache held the pod.
+	reads  atomic.Int32
+	missed atomic.Bool
 }
 
 func (l *laggingPodLister) Pods(namespace string) corelisters.PodNamespaceLister {
@@ -44,14 +48,16 @@ type laggingNamespaceLister struct {
 }
 
 func (n laggingNamespaceLister) Get(name string) (*corev1.Pod, error) {
-	if name == n.l.miss && n.l.armed.Load() && n.l.reads.Add(1) == 2 && n.l.armed.CompareAndSwap(true, false) {
-		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, name)
+	if name != n.l.name {
+		return n.PodNamespaceLister.Get(name)
 	}
-	return n.PodNamespaceLister.Get(name)
-}
-
-func (n laggingNamespaceLister) List(selector labels.Selector) ([]*corev1.Pod, error) {
-	return n.PodNamespaceLister.List(selector)
+	pod, err := n.PodNamespaceLister.Get(name)
+	if n.l.lag && n.l.reads.Load() == 0 && err == nil {
+		n.l.missed.Store(true)
+		pod, err = nil, apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, name)
+	}
+	n.l.reads.Add(1)
+	return pod, err
 }
 
 func deletesOf(client interface{ Actions() []k8stesting.Action }, name string) int {
@@ -64,36 +70,94 @@ func deletesOf(client interface{ Actions() []k8stesting.Action }, name string) i
 	return n
 }
 
-// A cache read that misses a pod the controller already saw must not make
-// the replica lost: no healthy pod is deleted and no restart is charged.
+// The informer can deliver a new pod before its create returns; the
+// controller, not knowing the UID yet, passes over it, and reads the pod
+// cache when it commits the create. Found there, the replica is observed
+// at once, without waiting for another event. Missed there (the cache
+// lags), the replica must wait for the informer's next word on it — never
+// count as lost: no healthy pod is deleted or created twice and no restart
+// is charged.
 func TestControllerDoesNotKillAReplicaOnACacheMiss(t *testing.T) {
-	h := start(t, tfJob(v1alpha1.RestartPolicyExitCode))
-	first := h.pod("mnist-worker-0")
-	for _, name := range []string{"mnist-ps-0", "mnist-worker-0", "mnist-worker-1"} {
-		h.setStatus(name, corev1.PodRunning, 0)
-	}
-	h.eventually("every replica running", func() bool { return runningIn(h.ctrl) == 3 })
+	for _, tc := range []struct {
+		name string
+		lag  bool
+		// want is worker-0's stage once the create was committed.
+		want stage
+	}{
+		{name: "the cache holds the pod delivered before the create returned", lag: false, want: stageObserved},
+		{name: "the cache misses it", lag: true, want: stageCreated},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const name = "mnist-worker-0"
+			lister := &laggingPodLister{name: name, lag: tc.lag}
+			delivered := make(chan struct{})
+			var deliveredOnce sync.Once
+			h := startWith(t, tfJob(v1alpha1.RestartPolicyExitCode), func(h *harness, o *Options) {
+				o.OnPod = func(pod *corev1.Pod) {
+					if pod.Name == name {
+						deliveredOnce.Do(func() { close(delivered) })
+					}
+				}
+				// worker-0's create answers only once the informer delivered
+				// the pod it stored.
+				h.client.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+					pod := action.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+					if pod.Name != name {
+						return false, nil, nil
+					}
+					pod = pod.DeepCopy()
+					pod.UID = uuid.NewUUID()
+					if err := h.client.Tracker().Create(corev1.SchemeGroupVersion.WithResource("pods"), pod, ns); err != nil {
+						return true, nil, err
+					}
+					select {
+					case <-delivered:
+					case <-time.After(waitTimeout):
+						t.Errorf("the informer did not deliver %s within %s", name, waitTimeout)
+					}
+					return true, pod, nil
+				})
+				// The first sync, on the worker, puts the lister in front of
+				// the cache before anything is created.
+				o.BeforeSync = func() {
+					if lister.PodLister == nil {
+						lister.PodLister = h.ctrl.pods
+						h.ctrl.pods = lister
+					}
+				}
+			})
+			testutil.Eventually(t, waitTimeout, "the controller to read "+name+" from its cache after the create", func() bool { return lister.reads.Load() > 0 })
+			if tc.lag && !lister.missed.Load() {
+				t.Fatal("the cache read after the create did not miss the pod; the test no longer exercises a cache miss")
+			}
+			first := h.pod(name)
+			// The read and the commit happen under the controller's lock:
+			// the stage seen now is the commit's.
+			if got := h.stage(name); got != tc.want {
+				t.Fatalf("%s is %s after its create was committed, want %s", name, got, tc.want)
+			}
 
-	lag := &laggingPodLister{PodLister: h.ctrl.pods, miss: "mnist-worker-0"}
-	h.ctrl.pods = lag
-	lag.armed.Store(true)
-	// Any change makes the controller look at the whole job again.
-	h.setStatus("mnist-ps-0", corev1.PodRunning, 0)
-	h.setStatus("mnist-worker-1", corev1.PodRunning, 0)
-	h.eventually("a sync after the miss was armed", func() bool { return !lag.armed.Load() || h.stage("mnist-worker-1") == stageObserved })
-
-	h.setStatus("mnist-worker-0", corev1.PodSucceeded, 0)
-	if d := h.decision(); d.Outcome != policy.OutcomeSucceeded {
-		t.Fatalf("decision %+v, want Succeeded", d)
-	}
-	if n := deletesOf(h.client, "mnist-worker-0"); n != 0 {
-		t.Errorf("worker-0 was deleted %d times; a cache miss must not kill a healthy replica", n)
-	}
-	if got, _ := h.client.CoreV1().Pods(ns).Get(context.Background(), "mnist-worker-0", metav1.GetOptions{}); got == nil || got.UID != first.UID {
-		t.Errorf("worker-0 was replaced; want the first instance kept")
-	}
-	if r := h.ctrl.View().Restarts; r != 0 {
-		t.Errorf("restarts = %d, want 0", r)
+			for _, pod := range []string{"mnist-ps-0", name, "mnist-worker-1"} {
+				h.setStatus(pod, corev1.PodRunning, 0)
+			}
+			testutil.Eventually(t, waitTimeout, "every replica running", func() bool { return runningIn(h.ctrl) == 3 })
+			h.setStatus(name, corev1.PodSucceeded, 0)
+			if d := h.decision(); d.Outcome != policy.OutcomeSucceeded {
+				t.Fatalf("decision %+v, want Succeeded", d)
+			}
+			if n := deletesOf(h.client, name); n != 0 {
+				t.Errorf("%s was deleted %d times; a cache miss must not kill a healthy replica", name, n)
+			}
+			if n := h.podCreates(name); n != 1 {
+				t.Errorf("%s was created %d times, want once", name, n)
+			}
+			if got, _ := h.client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{}); got == nil || got.UID != first.UID {
+				t.Errorf("%s was replaced; want the first instance kept", name)
+			}
+			if r := h.ctrl.View().Restarts; r != 0 {
+				t.Errorf("restarts = %d, want 0", r)
+			}
+		})
 	}
 }
 
@@ -124,11 +188,11 @@ func TestControllerCommitsAttemptOnlyAfterTheCreateSucceeds(t *testing.T) {
 	})
 	first := h.pod("mnist-worker-1")
 	h.setStatus("mnist-worker-1", corev1.PodRunning, 0)
-	h.eventually("worker-1 observed", func() bool { return h.stage("mnist-worker-1") == stageObserved })
+	testutil.Eventually(h.t, waitTimeout, "worker-1 observed", func() bool { return h.stage("mnist-worker-1") == stageObserved })
 	failNext.Store(true)
 	h.setStatus("mnist-worker-1", corev1.PodFailed, 137)
 	var second *corev1.Pod
-	h.eventually("worker-1 recreated", func() bool {
+	testutil.Eventually(h.t, waitTimeout, "worker-1 recreated", func() bool {
 		p, err := h.client.CoreV1().Pods(ns).Get(context.Background(), "mnist-worker-1", metav1.GetOptions{})
 		second = p
 		return err == nil && p.UID != first.UID
@@ -180,7 +244,7 @@ func TestControllerAdoptsAPodItCreatedButNeverHeardOf(t *testing.T) {
 			return handled, nil, err
 		})
 	})
-	h.eventually("worker-0 adopted", func() bool { return h.stage("mnist-worker-0") == stageObserved })
+	testutil.Eventually(h.t, waitTimeout, "worker-0 adopted", func() bool { return h.stage("mnist-worker-0") == stageObserved })
 	h.ctrl.mu.Lock()
 	uid := h.ctrl.byName["mnist-worker-0"].uid
 	h.ctrl.mu.Unlock()
@@ -211,7 +275,7 @@ func TestControllerWarnsAboutAPodItDoesNotControl(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	h.eventually("a NotOwned warning", func() bool {
+	testutil.Eventually(h.t, waitTimeout, "a NotOwned warning", func() bool {
 		select {
 		case e := <-recorder.Events:
 			return strings.Contains(e, EventNotOwned) && strings.Contains(e, "mnist-worker-1")

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/gang"
 )
@@ -18,7 +19,7 @@ func TestBuiltinGangCreatesGatedThenLiftsEveryGate(t *testing.T) {
 	job.Spec.RunPolicy.SchedulingPolicy.Gang = v1alpha1.GangBuiltin
 	h := start(t, job)
 	names := []string{"mnist-ps-0", "mnist-worker-0", "mnist-worker-1"}
-	h.eventually("every gate lifted", func() bool {
+	testutil.Eventually(h.t, waitTimeout, "every gate lifted", func() bool {
 		for _, n := range names {
 			if p := h.pod(n); p == nil || gang.HasGate(p) {
 				return false

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/policy"
 )
@@ -72,7 +73,7 @@ func TestOneRankKilledRestartsTheWholeJobOnce(t *testing.T) {
 	}
 	h.setPyTorchStatus("ddp-worker-1", corev1.PodFailed, 137)
 	h.setPyTorchStatus("ddp-master-0", corev1.PodFailed, 1) // its collective call broke
-	h.eventually("every replica recreated at job attempt 1", func() bool {
+	testutil.Eventually(h.t, waitTimeout, "every replica recreated at job attempt 1", func() bool {
 		got := h.jobAttemptsOf(ddpPods...)
 		for _, n := range ddpPods {
 			p, err := h.client.CoreV1().Pods(ns).Get(context.Background(), n, metav1.GetOptions{})
@@ -102,13 +103,13 @@ func TestAPreemptedRankRestartsTheJobForFree(t *testing.T) {
 	for _, n := range ddpPods {
 		h.setPyTorchStatus(n, corev1.PodRunning, 0)
 	}
-	h.eventually("the controller to see worker-0", func() bool { return h.stage("ddp-worker-0") == stageObserved })
+	testutil.Eventually(h.t, waitTimeout, "the controller to see worker-0", func() bool { return h.stage("ddp-worker-0") == stageObserved })
 	pod := h.pod("ddp-worker-0").DeepCopy()
 	pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: "DisruptionTarget", Status: corev1.ConditionTrue, Reason: "PreemptionByScheduler"})
 	if _, err := h.client.CoreV1().Pods(ns).UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	h.eventually("the condition seen", func() bool {
+	testutil.Eventually(h.t, waitTimeout, "the condition seen", func() bool {
 		h.ctrl.mu.Lock()
 		defer h.ctrl.mu.Unlock()
 		st := h.ctrl.byName["ddp-worker-0"]
@@ -117,7 +118,7 @@ func TestAPreemptedRankRestartsTheJobForFree(t *testing.T) {
 	if err := h.client.CoreV1().Pods(ns).Delete(context.Background(), "ddp-worker-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	h.eventually("every replica recreated at job attempt 1", func() bool {
+	testutil.Eventually(h.t, waitTimeout, "every replica recreated at job attempt 1", func() bool {
 		got := h.jobAttemptsOf(ddpPods...)
 		return got["ddp-master-0"] == "1" && got["ddp-worker-0"] == "1" && got["ddp-worker-1"] == "1"
 	})

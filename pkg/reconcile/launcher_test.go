@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/render"
@@ -67,58 +68,95 @@ func (h *harness) podCreates(name string) int {
 	return n
 }
 
-// settle lets the controller look at the job again after a change, long
-// enough for a create it would make to show.
-func (h *harness) settle() { time.Sleep(200 * time.Millisecond) }
+// progressLines hands the controller's progress lines to the test in the
+// order they were reported.
+func progressLines(o *Options) <-chan string {
+	lines := make(chan string, 256)
+	o.OnProgress = func(p Progress) { lines <- p.String() }
+	return lines
+}
+
+// waitProgress reads progress lines until one contains every part, and
+// returns the lines read. A sync reports progress after its creates were
+// sent: a create that sync made is among the client's actions by then.
+func waitProgress(t *testing.T, lines <-chan string, parts ...string) []string {
+	t.Helper()
+	var seen []string
+	timeout := time.After(waitTimeout)
+	for {
+		select {
+		case l := <-lines:
+			seen = append(seen, l)
+			if containsAll(l, parts) {
+				return seen
+			}
+		case <-timeout:
+			t.Fatalf("no progress line with %q within %s; lines:\n%s", parts, waitTimeout, strings.Join(seen, "\n"))
+			return nil
+		}
+	}
+}
+
+func containsAll(s string, parts []string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
+}
 
 // With WaitForWorkersReady the launcher is not created while a worker is
 // Pending or Running but not Ready; it is once both are Ready, and the
-// progress line says what it waits for meanwhile.
+// progress line says what it waits for meanwhile. Each step waits for the
+// progress line of the sync that saw it: had that sync created the
+// launcher, the create would have been sent before the line.
 func TestLauncherWaitsForEveryWorkerReady(t *testing.T) {
-	var lines []string
-	progress := make(chan string, 64)
+	var progress <-chan string
 	h := startWith(t, mpiJob(v1alpha1.LauncherCreationWaitForWorkersReady), func(_ *harness, o *Options) {
-		o.OnProgress = func(p Progress) { progress <- p.String() }
+		progress = progressLines(o)
 	})
+	noLauncherYet := func(when string) {
+		t.Helper()
+		if n := h.podCreates("pi-launcher-0"); n != 0 {
+			t.Fatalf("launcher created %d times while %s", n, when)
+		}
+		if st := h.stage("pi-launcher-0"); st != stageAbsent {
+			t.Fatalf("launcher stage %s while %s, want absent", st, when)
+		}
+	}
+	steps := []struct {
+		change func()
+		// line is what the progress line of the sync that saw the change
+		// shows.
+		line []string
+		when string
+	}{
+		{func() { h.setReady("pi-worker-0", corev1.PodRunning, false) },
+			[]string{"worker 1/2 running", "launcher waits for workers Ready (0/2)"}, "worker-0 runs but is not Ready and worker-1 is Pending"},
+		{func() { h.setReady("pi-worker-1", corev1.PodRunning, false) },
+			[]string{"worker 2/2 running", "launcher waits for workers Ready (0/2)"}, "both workers run but neither is Ready"},
+		{func() { h.setReady("pi-worker-0", corev1.PodRunning, true) },
+			[]string{"worker 2/2 running", "launcher waits for workers Ready (1/2)"}, "worker-1 runs but is not Ready"},
+	}
+	lines := waitProgress(t, progress, "worker 0/2 running", "launcher waits for workers Ready (0/2)")
 	h.pod("pi-worker-0")
 	h.pod("pi-worker-1")
-	h.settle()
-	if n := h.podCreates("pi-launcher-0"); n != 0 {
-		t.Fatalf("launcher created %d times while the workers are Pending", n)
-	}
-	h.setReady("pi-worker-0", corev1.PodRunning, true)
-	h.setReady("pi-worker-1", corev1.PodRunning, false)
-	h.settle()
-	if n := h.podCreates("pi-launcher-0"); n != 0 {
-		t.Fatalf("launcher created %d times while worker-1 runs but is not Ready", n)
-	}
-	if st := h.stage("pi-launcher-0"); st != stageAbsent {
-		t.Fatalf("launcher stage %s, want absent", st)
+	noLauncherYet("both workers are Pending")
+	for _, step := range steps {
+		step.change()
+		lines = append(lines, waitProgress(t, progress, step.line...)...)
+		noLauncherYet(step.when)
 	}
 	h.setReady("pi-worker-1", corev1.PodRunning, true)
 	h.pod("pi-launcher-0")
-	h.settle()
-	for len(progress) > 0 {
-		lines = append(lines, <-progress)
-	}
-	if !contains(lines, "launcher waits for workers Ready (1/2)") {
-		t.Errorf("no progress line showed the launcher waiting with 1 of 2 workers Ready:\n%s", strings.Join(lines, "\n"))
-	}
+	lines = append(lines, waitProgress(t, progress, "launcher 0/1 running", "worker 2/2 running")...)
 	if last := lines[len(lines)-1]; strings.Contains(last, "waits") {
-		t.Errorf("the last progress line still shows the launcher waiting: %s", last)
+		t.Errorf("once the launcher was created the progress line still shows it waiting: %s", last)
 	}
 	if n := h.podCreates("pi-launcher-0"); n != 1 {
 		t.Errorf("launcher created %d times, want 1", n)
 	}
-}
-
-func contains(lines []string, sub string) bool {
-	for _, l := range lines {
-		if strings.Contains(l, sub) {
-			return true
-		}
-	}
-	return false
 }
 
 // AtStartup (the default) creates the launcher with the workers.
@@ -148,7 +186,7 @@ func TestLauncherRestartDoesNotWaitAgain(t *testing.T) {
 	h.pod("pi-launcher-0")
 	h.setReady("pi-worker-1", corev1.PodRunning, false)
 	h.setStatus("pi-launcher-0", corev1.PodFailed, 1)
-	h.eventually("the launcher recreated", func() bool { return h.podCreates("pi-launcher-0") == 2 })
+	testutil.Eventually(h.t, waitTimeout, "the launcher recreated", func() bool { return h.podCreates("pi-launcher-0") == 2 })
 	found := false
 	for len(recorder.Events) > 0 {
 		if e := <-recorder.Events; strings.Contains(e, EventWorkersReady) {
@@ -168,12 +206,19 @@ func TestLauncherAfterAdoption(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
 		withLauncher bool
-	}{{"workers only", false}, {"workers and launcher", true}} {
+		// firstLine is what the first sync reports, after any create it made.
+		firstLine []string
+	}{
+		{"workers only", false, []string{"launcher 0/1 running", "worker 2/2 running", "launcher waits for workers Ready (0/2)"}},
+		{"workers and launcher", true, []string{"launcher 1/1 running", "worker 2/2 running"}},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			job := mpiJob(v1alpha1.LauncherCreationWaitForWorkersReady)
 			limit := int32(3)
 			job.Spec.RunPolicy.BackoffLimit = &limit
-			h := startWith(t, job, func(h *harness, _ *Options) {
+			var progress <-chan string
+			h := startWith(t, job, func(h *harness, o *Options) {
+				progress = progressLines(o)
 				renderer, err := render.NewRenderer(job, render.Identity{Namespace: ns, JobName: job.Name})
 				if err != nil {
 					t.Fatal(err)
@@ -195,7 +240,7 @@ func TestLauncherAfterAdoption(t *testing.T) {
 					}
 				}
 			})
-			h.settle()
+			waitProgress(t, progress, tc.firstLine...)
 			if n := h.podCreates("pi-worker-0") + h.podCreates("pi-worker-1"); n != 0 {
 				t.Errorf("created %d workers, want both adopted", n)
 			}
@@ -207,7 +252,7 @@ func TestLauncherAfterAdoption(t *testing.T) {
 					t.Errorf("launcher created %d times, want it adopted", n)
 				}
 				h.setStatus("pi-launcher-0", corev1.PodFailed, 1)
-				h.eventually("the adopted launcher recreated", func() bool { return h.podCreates("pi-launcher-0") == 1 })
+				testutil.Eventually(h.t, waitTimeout, "the adopted launcher recreated", func() bool { return h.podCreates("pi-launcher-0") == 1 })
 				return
 			}
 			if n := h.podCreates("pi-launcher-0"); n != 0 {

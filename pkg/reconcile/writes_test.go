@@ -16,6 +16,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/result"
@@ -55,7 +56,7 @@ func TestAFailedDeleteOfARecreationIsSentAgain(t *testing.T) {
 	})
 	first := h.pod("mnist-worker-1")
 	h.setStatus("mnist-worker-1", corev1.PodFailed, 137)
-	h.eventually("worker-1 recreated with attempt 1", func() bool {
+	testutil.Eventually(h.t, waitTimeout, "worker-1 recreated with attempt 1", func() bool {
 		p, err := h.client.CoreV1().Pods(ns).Get(context.Background(), "mnist-worker-1", metav1.GetOptions{})
 		return err == nil && p.UID != first.UID && p.Labels[v1alpha1.LabelAttempt] == "1"
 	})

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/test/cluster"
 )
 
@@ -106,7 +107,7 @@ func TestOwnedPodIsGarbageCollected(t *testing.T) {
 	if err := c.Client.CoreV1().ConfigMaps(ns).Delete(ctx, owner.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("deleting owner: %v", err)
 	}
-	eventually(t, podTimeout, "the garbage collector to delete the owned pod", func() (bool, error) {
+	testutil.Eventually(t, podTimeout, "the garbage collector to delete the owned pod", func() (bool, error) {
 		_, err := c.Client.CoreV1().Pods(ns).Get(ctx, "owned", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), err
 	})
@@ -150,7 +151,7 @@ func TestServiceAccountRoleStopsAtItsNamespace(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			// RBAC changes reach the authorizer's cache within a moment; wait out the grant.
 			var listErr, createErr error
-			eventually(t, time.Minute, "RBAC to settle", func() (bool, error) {
+			testutil.Eventually(t, time.Minute, "RBAC to settle", func() (bool, error) {
 				_, listErr = client.CoreV1().Pods(tc.namespace).List(ctx, metav1.ListOptions{})
 				return listErr == nil == tc.allowed, listErr
 			})

@@ -80,22 +80,6 @@ func watchPod(t *testing.T, c *cluster.Cluster, from *corev1.Pod, done func(*cor
 	}
 }
 
-// eventually polls check until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, check func() (bool, error)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var lastErr error
-	for time.Now().Before(deadline) {
-		ok, err := check()
-		if ok {
-			return
-		}
-		lastErr = err
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %s (last error: %v)", what, timeout, lastErr)
-}
-
 func getPod(t *testing.T, c *cluster.Cluster, ns, name string) *corev1.Pod {
 	t.Helper()
 	pod, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})

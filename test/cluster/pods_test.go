@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/test/cluster"
 )
 
@@ -201,7 +202,7 @@ func TestPodDeletionCompletes(t *testing.T) {
 	if err := c.Client.CoreV1().Pods(ns).Delete(context.Background(), "trainer", metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("deleting pod: %v", err)
 	}
-	eventually(t, podTimeout, "the pod to be gone", func() (bool, error) {
+	testutil.Eventually(t, podTimeout, "the pod to be gone", func() (bool, error) {
 		_, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), "trainer", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), err
 	})

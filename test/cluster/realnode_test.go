@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/test/cluster"
 )
 
@@ -334,7 +335,7 @@ spec:
 		t.Fatalf("creating the Workflow: %v", err)
 	}
 	var phase, message string
-	eventually(t, 2*time.Minute, "the Workflow to finish", func() (bool, error) {
+	testutil.Eventually(t, 2*time.Minute, "the Workflow to finish", func() (bool, error) {
 		wf, err := workflows.Get(ctx, "podcheck", metav1.GetOptions{})
 		if err != nil {
 			return false, err

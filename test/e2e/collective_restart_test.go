@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/trainstep/trainstep/internal/testutil"
 )
 
 // TestRealNodeKilledRankRestartsTheAllReduceJob runs the shipped demo all-reduce job
@@ -28,7 +30,7 @@ func TestRealNodeKilledRankRestartsTheAllReduceJob(t *testing.T) {
 	name := e.submit(t, wf)
 	// Rank 2 is worker-1; wait until it has trained a while (past the first checkpoint).
 	var pid int
-	eventually(t, 3*time.Minute, "rank 2 training for 3 s", func(context.Context) (bool, error) {
+	testutil.Eventually(t, 3*time.Minute, "rank 2 training for 3 s", func(context.Context) (bool, error) {
 		pid = rankProcess(2)
 		if pid == 0 {
 			return false, nil

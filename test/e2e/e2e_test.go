@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/test/cluster"
 )
 
@@ -324,7 +325,7 @@ func (e *e2e) waitForWorkflow(t *testing.T, name string, timeout time.Duration, 
 	t.Helper()
 	var wf *unstructured.Unstructured
 	var phase string
-	eventually(t, timeout, "Workflow "+name+" to reach "+strings.Join(phases, " or "), func(ctx context.Context) (bool, error) {
+	testutil.Eventually(t, timeout, "Workflow "+name+" to reach "+strings.Join(phases, " or "), func(ctx context.Context) (bool, error) {
 		var err error
 		if wf, err = e.workflows().Get(ctx, name, metav1.GetOptions{}); err != nil {
 			return false, err
@@ -507,29 +508,6 @@ func (e *e2e) jobObjects(ctx context.Context, job string) (pods []corev1.Pod, se
 		services = append(services, s.Name)
 	}
 	return podList.Items, services, nil
-}
-
-// eventually polls cond every half second until it holds, failing the test after timeout
-// with what describe says.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func(context.Context) (bool, error), describe func() string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var lastErr error
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		ok, err := cond(ctx)
-		cancel()
-		if ok {
-			return
-		}
-		if err != nil {
-			lastErr = err
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s (last error: %v); %s", timeout, what, lastErr, describe())
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
 }
 
 func readFile(t *testing.T, path string) []byte {

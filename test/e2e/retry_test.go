@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
+
+	"github.com/trainstep/trainstep/internal/testutil"
 )
 
 // poolLabel is the node label the parameter server of the retry test asks for: a node pool
@@ -94,7 +96,7 @@ func TestRealNodeRetriedStepReattachesToItsReplicas(t *testing.T) {
 	// The first attempt: the parameter server stays Pending, the step exits 12 at its
 	// pending-timeout and leaves the replicas.
 	var first *corev1.Pod
-	eventually(t, 3*time.Minute, "the first attempt of train to exit", func(ctx context.Context) (bool, error) {
+	testutil.Eventually(t, 3*time.Minute, "the first attempt of train to exit", func(ctx context.Context) (bool, error) {
 		pods, err := e.c.Client.CoreV1().Pods(e.namespace).List(ctx, metav1.ListOptions{LabelSelector: "workflows.argoproj.io/workflow=" + name})
 		if err != nil {
 			return false, err

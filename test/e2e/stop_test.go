@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/trainstep/trainstep/internal/testutil"
 )
 
 // TestRealNodeStopTrainEvaluateWorkflow stops the example DAG while its replicas train, as
@@ -24,7 +26,7 @@ func TestRealNodeStopTrainEvaluateWorkflow(t *testing.T) {
 	wf := e.waitForWorkflow(t, name, 3*time.Minute, "Running")
 	var job string
 	var running []corev1.Pod
-	eventually(t, 3*time.Minute, "the replicas of the train step to run", func(ctx context.Context) (bool, error) {
+	testutil.Eventually(t, 3*time.Minute, "the replicas of the train step to run", func(ctx context.Context) (bool, error) {
 		pods, err := e.c.Client.CoreV1().Pods(e.namespace).List(ctx, metav1.ListOptions{LabelSelector: jobNameLabel})
 		if err != nil {
 			return false, err
@@ -61,7 +63,7 @@ func TestRealNodeStopTrainEvaluateWorkflow(t *testing.T) {
 	// The step: trainstep exits 13 (Terminated) and says so on stdout, outputs.result.
 	stepPod := e.podOfNode(t, wf, train)
 	var main *corev1.ContainerStatus
-	eventually(t, time.Minute, "the train step's main container to exit", func(ctx context.Context) (bool, error) {
+	testutil.Eventually(t, time.Minute, "the train step's main container to exit", func(ctx context.Context) (bool, error) {
 		pod, err := e.c.Client.CoreV1().Pods(e.namespace).Get(ctx, stepPod.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -120,7 +122,7 @@ func TestRealNodeStopTrainEvaluateWorkflow(t *testing.T) {
 	// containers have exited.
 	var leftPods []corev1.Pod
 	var leftServices []string
-	eventually(t, time.Minute, "the job's pods and Services to be gone after the stop", func(ctx context.Context) (bool, error) {
+	testutil.Eventually(t, time.Minute, "the job's pods and Services to be gone after the stop", func(ctx context.Context) (bool, error) {
 		var err error
 		leftPods, leftServices, err = e.jobObjects(ctx, job)
 		return err == nil && len(leftPods) == 0 && len(leftServices) == 0, err

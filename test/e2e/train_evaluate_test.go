@@ -10,6 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainstep/trainstep/internal/testutil"
 )
 
 // trainEvaluate is the example DAG preprocess → train → evaluate.
@@ -108,7 +110,7 @@ func TestRealNodeTrainEvaluateWorkflow(t *testing.T) {
 	deleted := time.Now()
 	var leftPods []corev1.Pod
 	var leftServices []string
-	eventually(t, 2*time.Minute, "the job's pods and Services to be gone after deleting the Workflow", func(ctx context.Context) (bool, error) {
+	testutil.Eventually(t, 2*time.Minute, "the job's pods and Services to be gone after deleting the Workflow", func(ctx context.Context) (bool, error) {
 		var err error
 		leftPods, leftServices, err = e.jobObjects(ctx, job)
 		return err == nil && len(leftPods) == 0 && len(leftServices) == 0, err

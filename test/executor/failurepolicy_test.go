@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trainstep/trainstep/executor"
+	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/result"
 	"github.com/trainstep/trainstep/test/cluster"
@@ -33,7 +34,7 @@ func TestOneKilledRankRestartsTheWholeCollectiveJob(t *testing.T) {
 	waitRunning(t, c, ns, "ddp", 8)
 	first := livePods(t, c, ns, "ddp")
 	patchAnnotations(t, c, ns, "ddp-worker-3", map[string]string{exitAfter: "0s", exitCode: "137"})
-	eventually(t, time.Minute, "every replica running again at job attempt 1", func() (bool, error) {
+	testutil.Eventually(t, time.Minute, "every replica running again at job attempt 1", func() (bool, error) {
 		pods := livePods(t, c, ns, "ddp")
 		for name, p := range pods {
 			if p.UID == first[name].UID || p.Labels[v1alpha1.LabelJobAttempt] != "1" || p.Status.Phase != corev1.PodRunning {
@@ -125,7 +126,7 @@ func TestALostNodeRestartsTheJobOnTheRemainingNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var notReady time.Time
-	eventually(t, 2*time.Minute, "worker-0's pod marked not Ready", func() (bool, error) {
+	testutil.Eventually(t, 2*time.Minute, "worker-0's pod marked not Ready", func() (bool, error) {
 		p := livePods(t, c, ns, "lostnode")["lostnode-worker-0"]
 		for _, cond := range p.Status.Conditions {
 			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionFalse {
@@ -135,7 +136,7 @@ func TestALostNodeRestartsTheJobOnTheRemainingNodes(t *testing.T) {
 		}
 		return false, nil
 	})
-	eventually(t, nodeLost+30*time.Second, "the job restarted on the remaining nodes", func() (bool, error) {
+	testutil.Eventually(t, nodeLost+30*time.Second, "the job restarted on the remaining nodes", func() (bool, error) {
 		pods := livePods(t, c, ns, "lostnode")
 		for _, p := range pods {
 			if p.Labels[v1alpha1.LabelJobAttempt] != "1" || p.Status.Phase != corev1.PodRunning || p.Spec.NodeName == victim {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/result"
 	"github.com/trainstep/trainstep/test/cluster"
@@ -185,7 +186,7 @@ func TestTwoRunsOfOneJobHaveOneWriter(t *testing.T) {
 	}
 	waitRunning(t, c, ns, "twin", 4)
 	holder := -1
-	eventually(t, 30*time.Second, "one run to hold the lease and the other to wait", func() (bool, error) {
+	testutil.Eventually(t, 30*time.Second, "one run to hold the lease and the other to wait", func() (bool, error) {
 		for i, p := range runs {
 			if strings.Contains(p.stderr.String(), "holding the job's lease") && strings.Contains(runs[1-i].stderr.String(), "holds its lease; waiting") {
 				holder = i
@@ -204,13 +205,13 @@ func TestTwoRunsOfOneJobHaveOneWriter(t *testing.T) {
 	_ = runs[holder].cmd.Process.Kill()
 	runs[holder].wait(t, 10*time.Second)
 	killed := time.Now()
-	eventually(t, leaseDuration+20*time.Second, "the waiting run to take over", func() (bool, error) {
+	testutil.Eventually(t, leaseDuration+20*time.Second, "the waiting run to take over", func() (bool, error) {
 		return strings.Contains(runs[waiter].stderr.String(), "holding the job's lease"), nil
 	})
 	if took := time.Since(killed); took > leaseDuration+5*time.Second {
 		t.Errorf("took over %s after the kill; the lease lasts %s", took.Round(100*time.Millisecond), leaseDuration)
 	}
-	eventually(t, time.Minute, "owner references moved to the new writer", func() (bool, error) {
+	testutil.Eventually(t, time.Minute, "owner references moved to the new writer", func() (bool, error) {
 		for _, p := range livePods(t, c, ns, "twin") {
 			if len(p.OwnerReferences) != 1 || p.OwnerReferences[0].UID != owners[waiter].UID {
 				return false, nil
@@ -334,7 +335,7 @@ func TestAPIServerOutage(t *testing.T) {
 		}
 		proxy.Up(t)
 		next := startBinary(t, "run", "-f", file, "--kubeconfig", c.Kubeconfig, "-n", ns, "--lease-duration", "3s")
-		eventually(t, time.Minute, "the next run to re-attach", func() (bool, error) {
+		testutil.Eventually(t, time.Minute, "the next run to re-attach", func() (bool, error) {
 			return strings.Contains(next.stderr.String(), "re-attached"), nil
 		})
 		for name, pod := range livePods(t, c, ns, "longoutage") {

@@ -159,22 +159,6 @@ func startJob(t testing.TB, c *cluster.Cluster, ns string, manifest []byte, edit
 	}
 }
 
-// eventually polls cond until it holds or timeout passes.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, error)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var lastErr error
-	for time.Now().Before(deadline) {
-		ok, err := cond()
-		if ok && err == nil {
-			return
-		}
-		lastErr = err
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, lastErr)
-}
-
 func listPods(t testing.TB, c *cluster.Cluster, ns, job string) []corev1.Pod {
 	t.Helper()
 	pods, err := c.Client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: v1alpha1.LabelJobName + "=" + job})
@@ -206,7 +190,7 @@ func livePods(t testing.TB, c *cluster.Cluster, ns, job string) map[string]corev
 
 func waitRunning(t testing.TB, c *cluster.Cluster, ns, job string, n int) {
 	t.Helper()
-	eventually(t, 90*time.Second, fmt.Sprintf("%d running pods of %s", n, job), func() (bool, error) {
+	testutil.Eventually(t, 90*time.Second, fmt.Sprintf("%d running pods of %s", n, job), func() (bool, error) {
 		running := 0
 		for _, p := range livePods(t, c, ns, job) {
 			if p.Status.Phase == corev1.PodRunning {

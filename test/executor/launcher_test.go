@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/result"
 	"github.com/trainstep/trainstep/test/cluster"
@@ -90,7 +91,7 @@ func TestMPILauncherWaitsForEveryWorkerReady(t *testing.T) {
 		_, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), "mpiwait-launcher-0", metav1.GetOptions{})
 		return err == nil
 	}
-	eventually(t, time.Minute, "both workers created", func() (bool, error) {
+	testutil.Eventually(t, time.Minute, "both workers created", func() (bool, error) {
 		pods := livePods(t, c, ns, "mpiwait")
 		_, w0 := pods["mpiwait-worker-0"]
 		_, w1 := pods["mpiwait-worker-1"]
@@ -101,7 +102,7 @@ func TestMPILauncherWaitsForEveryWorkerReady(t *testing.T) {
 		t.Fatal("the launcher was created while both workers were Pending")
 	}
 	release("mpiwait-worker-0")
-	eventually(t, time.Minute, "worker-0 Ready", func() (bool, error) {
+	testutil.Eventually(t, time.Minute, "worker-0 Ready", func() (bool, error) {
 		p, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), "mpiwait-worker-0", metav1.GetOptions{})
 		return err == nil && p.Status.Phase == corev1.PodRunning, err
 	})

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trainstep/trainstep/executor"
+	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/logs"
 	"github.com/trainstep/trainstep/pkg/result"
@@ -111,7 +112,7 @@ func TestMPILauncherWorkersCreateAndCleanHostfileAndSSHSecret(t *testing.T) {
 		})
 
 	wait := startJob(t, c, ns, job.yaml(t))
-	eventually(t, time.Minute, "the hostfile ConfigMap and SSH Secret", func() (bool, error) {
+	testutil.Eventually(t, time.Minute, "the hostfile ConfigMap and SSH Secret", func() (bool, error) {
 		_, cmErr := c.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), v1alpha1.MPIConfigMapName("mpi"), metav1.GetOptions{})
 		s, sErr := c.Client.CoreV1().Secrets(ns).Get(context.Background(), v1alpha1.MPISSHSecretName("mpi"), metav1.GetOptions{})
 		return cmErr == nil && sErr == nil && s.Type == corev1.SecretTypeSSHAuth, nil
@@ -161,7 +162,7 @@ func TestRetryableExitRecreatesTheReplicaWithTheNextAttempt(t *testing.T) {
 	waitRunning(t, c, ns, "retry", 2)
 	first := livePods(t, c, ns, "retry")["retry-worker-1"]
 	patchAnnotations(t, c, ns, "retry-worker-1", map[string]string{exitAfter: "0s", exitCode: "137"})
-	eventually(t, time.Minute, "worker-1 recreated with attempt 1", func() (bool, error) {
+	testutil.Eventually(t, time.Minute, "worker-1 recreated with attempt 1", func() (bool, error) {
 		p, ok := livePods(t, c, ns, "retry")["retry-worker-1"]
 		return ok && p.UID != first.UID && p.Labels[v1alpha1.LabelAttempt] == "1" && p.Status.Phase == corev1.PodRunning, nil
 	})
@@ -183,7 +184,7 @@ func TestRetryableExitCodesAreRetried(t *testing.T) {
 	wait := startJob(t, c, ns, job.yaml(t))
 	waitRunning(t, c, ns, "codes", 2)
 	patchAnnotations(t, c, ns, "codes-worker-1", map[string]string{exitAfter: "0s", exitCode: "75"})
-	eventually(t, time.Minute, "worker-1 recreated after exit 75", func() (bool, error) {
+	testutil.Eventually(t, time.Minute, "worker-1 recreated after exit 75", func() (bool, error) {
 		p, ok := livePods(t, c, ns, "codes")["codes-worker-1"]
 		return ok && p.Labels[v1alpha1.LabelAttempt] == "1", nil
 	})
@@ -268,7 +269,7 @@ func TestElasticPyTorchSurvivesLosingAWorkerAboveMinReplicas(t *testing.T) {
 	wait := startJob(t, c, ns, job.yaml(t))
 	waitRunning(t, c, ns, "elastic", 3)
 	patchAnnotations(t, c, ns, "elastic-worker-2", map[string]string{exitAfter: "0s", exitCode: "1"})
-	eventually(t, time.Minute, "worker-2 failed", func() (bool, error) {
+	testutil.Eventually(t, time.Minute, "worker-2 failed", func() (bool, error) {
 		return livePods(t, c, ns, "elastic")["elastic-worker-2"].Status.Phase == corev1.PodFailed, nil
 	})
 	time.Sleep(2 * time.Second) // the job must still be running after the loss
@@ -390,7 +391,7 @@ func TestLogsEventsAndProgress(t *testing.T) {
 	if b, err := readFile(progress); err != nil || !regexp.MustCompile(`^\d+/2$`).MatchString(b) {
 		t.Errorf("progress file = %q (%v), want N/2", b, err)
 	}
-	eventually(t, 30*time.Second, "Created and Succeeded events on the owner", func() (bool, error) {
+	testutil.Eventually(t, 30*time.Second, "Created and Succeeded events on the owner", func() (bool, error) {
 		events, err := c.Client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=step"})
 		if err != nil {
 			return false, err

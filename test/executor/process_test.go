@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/result"
 	"github.com/trainstep/trainstep/test/cluster"
@@ -65,7 +66,7 @@ func TestASecondSignalSoonAfterTheFirstLeavesNothing(t *testing.T) {
 	if code := p.wait(t, time.Minute); code != result.ExitTerminated {
 		t.Errorf("exit code %d, want %d; stderr:\n%s", code, result.ExitTerminated, p.stderr)
 	}
-	eventually(t, time.Minute, "every pod and service of the job to go", func() (bool, error) {
+	testutil.Eventually(t, time.Minute, "every pod and service of the job to go", func() (bool, error) {
 		return len(listPods(t, c, ns, "twice"))+len(listServices(t, c, ns, "twice")) == 0, nil
 	})
 }
@@ -93,7 +94,7 @@ func TestSIGKILLedRunIsReattachedByTheNextOne(t *testing.T) {
 	p1.wait(t, 10*time.Second)
 
 	p2 := startBinary(t, args(second)...)
-	eventually(t, time.Minute, "owner references moved to the second step pod", func() (bool, error) {
+	testutil.Eventually(t, time.Minute, "owner references moved to the second step pod", func() (bool, error) {
 		pods := livePods(t, c, ns, "reattach")
 		for _, p := range pods {
 			if len(p.OwnerReferences) != 1 || p.OwnerReferences[0].UID != second.UID {
@@ -160,7 +161,7 @@ func TestDeletingTheOwnerPodGarbageCollectsTheReplicas(t *testing.T) {
 	if err := c.Client.CoreV1().Pods(ns).Delete(context.Background(), owner.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 90*time.Second, "the garbage collector to remove every replica and service", func() (bool, error) {
+	testutil.Eventually(t, 90*time.Second, "the garbage collector to remove every replica and service", func() (bool, error) {
 		return len(listPods(t, c, ns, "gc")) == 0 && len(listServices(t, c, ns, "gc")) == 0, nil
 	})
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/trainstep/trainstep/executor"
+	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/result"
 	"github.com/trainstep/trainstep/test/cluster"
@@ -48,7 +49,7 @@ func TestA500OnARecreationsDeleteIsRetried(t *testing.T) {
 	waitRunning(t, c, ns, "del500", 3)
 	first := livePods(t, c, ns, "del500")["del500-worker-0"]
 	patchAnnotations(t, c, ns, "del500-worker-0", map[string]string{exitAfter: "0s", exitCode: "137"})
-	eventually(t, time.Minute, "worker-0 recreated after its deletes failed", func() (bool, error) {
+	testutil.Eventually(t, time.Minute, "worker-0 recreated after its deletes failed", func() (bool, error) {
 		p, ok := livePods(t, c, ns, "del500")["del500-worker-0"]
 		return ok && p.UID != first.UID && p.Status.Phase == corev1.PodRunning, nil
 	})
@@ -70,7 +71,7 @@ func createPodQuota(t *testing.T, c *cluster.Cluster, ns string, pods int64) {
 		t.Fatal(err)
 	}
 	// The quota admits nothing until the controller computed its usage.
-	eventually(t, 30*time.Second, "the quota's usage to be computed", func() (bool, error) {
+	testutil.Eventually(t, 30*time.Second, "the quota's usage to be computed", func() (bool, error) {
 		q, err := c.Client.CoreV1().ResourceQuotas(ns).Get(context.Background(), "team-a", metav1.GetOptions{})
 		return err == nil && q.Status.Used != nil, err
 	})
@@ -94,7 +95,7 @@ func TestAFullQuotaIsWaitedOn(t *testing.T) {
 			cfg.Logger, cfg.OwnerPod, cfg.OwnerUID = zap.New(core), owner.Name, string(owner.UID)
 		})
 		var event *corev1.Event
-		eventually(t, time.Minute, "a FailedCreate event naming the quota", func() (bool, error) {
+		testutil.Eventually(t, time.Minute, "a FailedCreate event naming the quota", func() (bool, error) {
 			events, err := c.Client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=FailedCreate"})
 			if err != nil || len(events.Items) == 0 {
 				return false, err
@@ -161,7 +162,7 @@ func TestARunThatLostItsLeaseDeletesNothingWhenStopped(t *testing.T) {
 	waitRunning(t, c, ns, "fence", 4)
 	proxy.Down()
 	b := startBinary(t, args(owners[1], c.Kubeconfig)...)
-	eventually(t, time.Minute, "run B to take the job over", func() (bool, error) {
+	testutil.Eventually(t, time.Minute, "run B to take the job over", func() (bool, error) {
 		pods := livePods(t, c, ns, "fence")
 		for _, p := range pods {
 			if len(p.OwnerReferences) != 1 || p.OwnerReferences[0].UID != owners[1].UID {
@@ -282,7 +283,7 @@ func TestBackoffLimitHoldsAcrossAKilledStep(t *testing.T) {
 	waitRunning(t, c, ns, "limit", 3)
 	for attempt := 1; attempt <= 2; attempt++ {
 		patchAnnotations(t, c, ns, "limit-worker-1", map[string]string{exitAfter: "0s", exitCode: "137"})
-		eventually(t, time.Minute, "worker-1 recreated", func() (bool, error) {
+		testutil.Eventually(t, time.Minute, "worker-1 recreated", func() (bool, error) {
 			p, ok := livePods(t, c, ns, "limit")["limit-worker-1"]
 			return ok && p.Labels[v1alpha1.LabelAttempt] == strconv.Itoa(attempt) && p.Status.Phase == corev1.PodRunning, nil
 		})
@@ -290,7 +291,7 @@ func TestBackoffLimitHoldsAcrossAKilledStep(t *testing.T) {
 	_ = first.cmd.Process.Kill()
 	first.wait(t, 10*time.Second)
 	second := startBinary(t, args(owners[1])...)
-	eventually(t, time.Minute, "the second run to re-attach", func() (bool, error) {
+	testutil.Eventually(t, time.Minute, "the second run to re-attach", func() (bool, error) {
 		return strings.Contains(second.stderr.String(), "re-attached"), nil
 	})
 	patchAnnotations(t, c, ns, "limit-worker-1", map[string]string{exitAfter: "0s", exitCode: "137"})

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/result"
 	"github.com/trainstep/trainstep/test/cluster"
@@ -25,7 +26,7 @@ func TestWithoutGangTwoJobsDeadlockEachOther(t *testing.T) {
 	a := startRun(t, c, ns, gpuJob("job-a", "nogang", deadlockReplicas, nil), slowCreates)
 	b := startRun(t, c, ns, gpuJob("job-b", "nogang", deadlockReplicas, nil), slowCreates)
 
-	eventually(t, time.Minute, "8 bound pods across both jobs", func() bool {
+	testutil.Eventually(t, time.Minute, "8 bound pods across both jobs", func() bool {
 		return countPods(jobPods(t, c, ns, "job-a"), bound)+countPods(jobPods(t, c, ns, "job-b"), bound) == 8
 	})
 	time.Sleep(3 * time.Second) // nothing more can happen: the nodes are full

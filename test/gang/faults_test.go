@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/trainstep/trainstep/executor"
+	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/result"
 	"github.com/trainstep/trainstep/test/cluster"
@@ -39,14 +40,14 @@ func TestBuiltinGangRidesOutFailedUngatesAndReleases(t *testing.T) {
 	job := gpuJob("gangfault", "gangfault", 4, &v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangBuiltin,
 		ScheduleTimeoutSeconds: ptr.To[int32](timeout), MaxScheduleAttempts: ptr.To[int32](20)})
 	r := startRun(t, c, ns, job, func(cfg *executor.Config) { cfg.Kubeconfig = proxy.Kubeconfig })
-	eventually(t, time.Minute, "an attempt to be released after a failed release", func() bool {
+	testutil.Eventually(t, time.Minute, "an attempt to be released after a failed release", func() bool {
 		return releasesFailed.Load() == 1 && proxy.Count("delete", "pods") >= 2
 	})
 	if ungatesFailed.Load() != 1 {
 		t.Fatal("no ungate was failed: the test did not inject what it claims")
 	}
 	addNode(t, c, "gangfault", "gangfault-extra", 2) // room frees: 4 in all
-	eventually(t, 2*time.Minute, "all 4 pods running together", func() bool {
+	testutil.Eventually(t, 2*time.Minute, "all 4 pods running together", func() bool {
 		return countPods(jobPods(t, c, ns, "gangfault"), running) == 4
 	})
 	exitAll(t, c, ns, "gangfault")

@@ -131,18 +131,6 @@ func (r *run) terminate() { r.signals <- syscall.SIGTERM }
 // so that two runs started together interleave their creates.
 func slowCreates(cfg *executor.Config) { cfg.QPS, cfg.Burst = 5, 1 }
 
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s", timeout, what)
-}
-
 // jobPods lists the job's pods not being deleted.
 func jobPods(t *testing.T, c *cluster.Cluster, ns, job string) []corev1.Pod {
 	t.Helper()

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/trainstep/trainstep/executor"
+	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/gang"
 	"github.com/trainstep/trainstep/pkg/result"
@@ -43,7 +44,7 @@ func installCRD(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, file st
 		t.Fatalf("creating CRD %s: %v", obj.GetName(), err)
 	}
 	t.Cleanup(func() { _ = dyn.Resource(crds).Delete(context.Background(), obj.GetName(), metav1.DeleteOptions{}) })
-	eventually(t, time.Minute, "CRD "+obj.GetName()+" served", func() bool {
+	testutil.Eventually(t, time.Minute, "CRD "+obj.GetName()+" served", func() bool {
 		_, err := dyn.Resource(gvr).Namespace("default").List(ctx, metav1.ListOptions{})
 		return err == nil
 	})
@@ -125,7 +126,7 @@ func TestPodGroupsAreCreatedOwnedAndRemoved(t *testing.T) {
 
 			pgs := dyn.Resource(tc.gvr).Namespace(ns)
 			var pg *unstructured.Unstructured
-			eventually(t, time.Minute, "the PodGroup and 3 pods", func() bool {
+			testutil.Eventually(t, time.Minute, "the PodGroup and 3 pods", func() bool {
 				pg, err = pgs.Get(context.Background(), "grouped", metav1.GetOptions{})
 				return err == nil && len(jobPods(t, c, ns, "grouped")) == 3
 			})
@@ -153,7 +154,7 @@ func TestPodGroupsAreCreatedOwnedAndRemoved(t *testing.T) {
 					t.Fatalf("binding %s: %v", p.Name, err)
 				}
 			}
-			eventually(t, time.Minute, "3 running pods", func() bool { return countPods(jobPods(t, c, ns, "grouped"), running) == 3 })
+			testutil.Eventually(t, time.Minute, "3 running pods", func() bool { return countPods(jobPods(t, c, ns, "grouped"), running) == 3 })
 			exitAll(t, c, ns, "grouped")
 			if res := r.wait(t); res.Phase != result.PhaseSucceeded {
 				t.Fatalf("ended %s: %s", res.Phase, res.Message)

@@ -10,6 +10,7 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/gang"
 	"github.com/trainstep/trainstep/pkg/result"
@@ -50,9 +51,9 @@ func TestHigherPriorityJobPreemptsAndTheLowerJobRestartsAsAWhole(t *testing.T) {
 				lowJob.Spec.RunPolicy.FailurePolicy = &v1alpha1.FailurePolicy{Rules: []v1alpha1.FailurePolicyRule{}}
 			}
 			low := startRun(t, c, ns, lowJob)
-			eventually(t, time.Minute, "4 running pods of the low job", func() bool { return countPods(jobPods(t, c, ns, "low"), running) == 4 })
+			testutil.Eventually(t, time.Minute, "4 running pods of the low job", func() bool { return countPods(jobPods(t, c, ns, "low"), running) == 4 })
 			high := startRun(t, c, ns, gpuJob("high", pool, 2, &v1alpha1.SchedulingPolicy{PriorityClass: "gang-test-high"}))
-			eventually(t, time.Minute, "2 running pods of the high job", func() bool { return countPods(jobPods(t, c, ns, "high"), running) == 2 })
+			testutil.Eventually(t, time.Minute, "2 running pods of the high job", func() bool { return countPods(jobPods(t, c, ns, "high"), running) == 2 })
 			for _, p := range jobPods(t, c, ns, "high") {
 				if p.Spec.PriorityClassName != "gang-test-high" || p.Spec.Priority == nil || *p.Spec.Priority != 1000 {
 					t.Errorf("%s priority %v/%s", p.Name, p.Spec.Priority, p.Spec.PriorityClassName)
@@ -60,7 +61,7 @@ func TestHigherPriorityJobPreemptsAndTheLowerJobRestartsAsAWhole(t *testing.T) {
 			}
 			// Every replica of the low job is recreated at a later job
 			// attempt; two of them wait for room.
-			eventually(t, time.Minute, "the low job's next attempt", func() bool {
+			testutil.Eventually(t, time.Minute, "the low job's next attempt", func() bool {
 				pods := jobPods(t, c, ns, "low")
 				return len(pods) == 4 && countPods(pods, func(p *corev1.Pod) bool { return p.Labels[v1alpha1.LabelJobAttempt] == "0" }) == 0 &&
 					countPods(pods, running) == 2
@@ -69,7 +70,7 @@ func TestHigherPriorityJobPreemptsAndTheLowerJobRestartsAsAWhole(t *testing.T) {
 			if res := high.wait(t); res.Phase != result.PhaseSucceeded {
 				t.Fatalf("high ended %s: %s", res.Phase, res.Message)
 			}
-			eventually(t, time.Minute, "4 running pods of the low job again", func() bool { return countPods(jobPods(t, c, ns, "low"), running) == 4 })
+			testutil.Eventually(t, time.Minute, "4 running pods of the low job again", func() bool { return countPods(jobPods(t, c, ns, "low"), running) == 4 })
 			exitAll(t, c, ns, "low")
 			res := low.wait(t)
 			events, err := c.Client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=Preempted"})
@@ -103,7 +104,7 @@ func TestKueueKeysAndPodsDeletedFromOutsideAreRecreated(t *testing.T) {
 	ns := c.Namespace(t)
 	addPool(t, c, "kueue", 1, 4)
 	r := startRun(t, c, ns, gpuJob("queued", "kueue", 3, &v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangKueue, Queue: "team-a"}))
-	eventually(t, time.Minute, "3 running pods", func() bool { return countPods(jobPods(t, c, ns, "queued"), running) == 3 })
+	testutil.Eventually(t, time.Minute, "3 running pods", func() bool { return countPods(jobPods(t, c, ns, "queued"), running) == 3 })
 	for _, p := range jobPods(t, c, ns, "queued") {
 		// sigs.k8s.io/kueue pkg/controller/jobs/pod: QueueNameLabel, GroupNameLabel, GroupTotalCountAnnotation.
 		if p.Labels["kueue.x-k8s.io/queue-name"] != "team-a" || p.Labels["kueue.x-k8s.io/pod-group-name"] != "queued" ||
@@ -118,7 +119,7 @@ func TestKueueKeysAndPodsDeletedFromOutsideAreRecreated(t *testing.T) {
 	}
 	// A pod removed without a disruption condition is a counted failure; the
 	// job restarts as a whole, every pod at job attempt 1.
-	eventually(t, time.Minute, "the job's pods recreated at its next attempt and running", func() bool {
+	testutil.Eventually(t, time.Minute, "the job's pods recreated at its next attempt and running", func() bool {
 		pods := jobPods(t, c, ns, "queued")
 		for i := range pods {
 			p := &pods[i]
