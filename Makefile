@@ -42,11 +42,15 @@ image: ## Build the trainstep OCI image archive into bin/trainstep-image.tar (no
 ##@ Test
 
 .PHONY: test
-test: test-deps verify unit integration ## Install what the tests need, then run every check (lint, go.mod tidy) and test: unit, integration and the real node's end-to-end Argo tests (root; REAL_NODE=0 leaves those out, not under CI).
+test: test-deps verify unit race integration ## Install what the tests need, then run every check (lint, go.mod tidy) and test: unit, integration and the real node's end-to-end Argo tests (root; REAL_NODE=0 leaves those out, not under CI).
 
 .PHONY: test-deps
 test-deps: ## Install the Debian packages the tests need, only those missing (root; as another user it names them and the command, and fails).
 	hack/test-deps.sh $(if $(filter 1,$(REAL_NODE_TESTS)),--real-node)
+
+.PHONY: race
+race: ## Run the reconciler's and the executor's unit tests under the race detector.
+	$(GO) test -race -count=1 ./pkg/reconcile/... ./executor/...
 
 .PHONY: unit
 unit: ## Run unit tests (no cluster).

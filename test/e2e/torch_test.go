@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/test/cluster"
 )
 
@@ -69,7 +70,7 @@ func TestRealNodePyTorchDDPRestartsAsAWholeWhenARankDies(t *testing.T) {
 	wf := workflowFromYAML(t, fmt.Sprintf(mpiWorkflow, localImage, torchImage, manifest, pythonImage))
 	name := e.submit(t, wf)
 	var pid int
-	eventually(t, 3*time.Minute, "rank 2 training past its first checkpoints", func(context.Context) (bool, error) {
+	testutil.Eventually(t, 3*time.Minute, "rank 2 training past its first checkpoints", func(context.Context) (bool, error) {
 		pid = trainingProcess(2)
 		_, err := os.Stat(filepath.Join(ckpt, "checkpoint.pt"))
 		return pid != 0 && err == nil, nil
