@@ -153,12 +153,7 @@ func (c *Controller) ungate(ctx context.Context, pods []*corev1.Pod) error {
 // landed; the error of any other is returned, and the release is decided
 // again.
 func (c *Controller) releaseAll(ctx context.Context) error {
-	type doomed struct {
-		st   *replicaState
-		name string
-		uid  types.UID
-	}
-	var pods []doomed
+	var doomed []doomedInstance
 	c.mu.Lock()
 	now := c.opts.Clock.Now()
 	for _, id := range c.order {
@@ -166,23 +161,40 @@ func (c *Controller) releaseAll(ctx context.Context) error {
 		switch {
 		case st.uid != "" && st.stage != stageLost && st.stage != stageRemoving:
 			st.deleteSent()
-			pods = append(pods, doomed{st, st.name, st.uid})
+			doomed = append(doomed, doomedInstance{st: st, uid: st.uid})
 		default:
 			st.release(now) // nothing to delete
 		}
 	}
 	c.mu.Unlock()
-	errs := c.parallel(ctx, len(pods), func(i int) error {
-		return deletePodUID(ctx, c.opts.Core, c.opts.Identity.Namespace, pods[i].name, pods[i].uid)
+	return c.deleteAndRelease(ctx, doomed)
+}
+
+// doomedInstance is one replica's instance to delete without a restart
+// (a gang release, a whole-job restart); force when its node is lost.
+type doomedInstance struct {
+	st    *replicaState
+	uid   types.UID
+	force bool
+}
+
+// deleteAndRelease deletes each instance by its UID, in parallel, and
+// releases the replicas whose delete landed (their deleteSent marks were
+// set by the caller); a refused delete takes its mark back, and its error
+// is returned.
+func (c *Controller) deleteAndRelease(ctx context.Context, doomed []doomedInstance) error {
+	errs := c.parallel(ctx, len(doomed), func(i int) error {
+		d := doomed[i]
+		return deletePodWith(ctx, c.opts.Core, c.opts.Identity.Namespace, d.st.name, d.uid, d.force)
 	})
 	c.mu.Lock()
-	now = c.opts.Clock.Now()
-	for i, p := range pods {
+	now := c.opts.Clock.Now()
+	for i, d := range doomed {
 		switch {
 		case errs[i] != nil:
-			p.st.deleteFailed()
-		case p.st.uid == p.uid || p.st.stage == stageAbsent:
-			p.st.release(now)
+			d.st.deleteFailed()
+		case d.st.uid == d.uid || d.st.stage == stageAbsent:
+			d.st.release(now)
 		}
 	}
 	c.mu.Unlock()

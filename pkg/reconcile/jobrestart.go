@@ -6,7 +6,6 @@ import (
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/trainstep/trainstep/pkg/gang"
 	"github.com/trainstep/trainstep/pkg/policy"
@@ -38,16 +37,8 @@ func (c *Controller) startJobRestart(jr *policy.JobRestart) {
 // the restart is still under way.
 func (c *Controller) continueJobRestart(ctx context.Context) (bool, error) {
 	r := c.restarting
-	type doomed struct {
-		st    *replicaState
-		name  string
-		uid   types.UID
-		force bool
-	}
-	var pods []doomed
-	var gone bool
+	var doomed []doomedInstance
 	c.mu.Lock()
-	now := c.opts.Clock.Now()
 	for _, id := range c.order {
 		st := c.replicas[id]
 		switch st.stage {
@@ -55,31 +46,19 @@ func (c *Controller) continueJobRestart(ctx context.Context) (bool, error) {
 			st.stage, st.uid = stageAbsent, ""
 		case stageCreated, stageObserved, stageVanished:
 			st.deleteSent()
-			pods = append(pods, doomed{st, st.name, st.uid, c.nodeLost(id)})
+			doomed = append(doomed, doomedInstance{st: st, uid: st.uid, force: c.nodeLost(id)})
 		}
 	}
 	c.mu.Unlock()
-	errs := c.parallel(ctx, len(pods), func(i int) error {
-		p := pods[i]
-		return deletePodWith(ctx, c.opts.Core, c.opts.Identity.Namespace, p.name, p.uid, p.force)
-	})
-	c.mu.Lock()
-	for i, p := range pods {
-		switch {
-		case errs[i] != nil:
-			p.st.deleteFailed()
-		case p.st.uid == p.uid || p.st.stage == stageAbsent:
-			p.st.release(now)
-		}
+	if err := c.deleteAndRelease(ctx, doomed); err != nil {
+		return true, fmt.Errorf("stopping the job's replicas for its restart: %w", err)
 	}
-	gone = true
+	c.mu.Lock()
+	gone := true
 	for _, id := range c.order {
 		gone = gone && c.replicas[id].stage == stageAbsent
 	}
 	c.mu.Unlock()
-	if err := joinErrors(errs); err != nil {
-		return true, fmt.Errorf("stopping the job's replicas for its restart: %w", err)
-	}
 	if !r.committed {
 		r.committed = true
 		if r.counted {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -66,7 +67,11 @@ func TestRealNodeKilledRankRestartsTheAllReduceJob(t *testing.T) {
 
 // rankProcess finds, on this host (the real node), the demo trainer process whose
 // environment says RANK=rank; 0 when there is none.
-func rankProcess(rank int) int {
+func rankProcess(rank int) int { return processWith("--checkpoint-dir", "RANK="+strconv.Itoa(rank)) }
+
+// processWith finds a process of this host whose command line contains part and whose
+// environment holds env (NAME=value); 0 when there is none.
+func processWith(part, env string) int {
 	entries, _ := os.ReadDir("/proc")
 	for _, entry := range entries {
 		pid, err := strconv.Atoi(entry.Name())
@@ -74,17 +79,12 @@ func rankProcess(rank int) int {
 			continue
 		}
 		cmdline, err := os.ReadFile(filepath.Join("/proc", entry.Name(), "cmdline"))
-		if err != nil || !strings.Contains(string(cmdline), "demo-trainer") || !strings.Contains(string(cmdline), "--checkpoint-dir") {
+		if err != nil || !strings.Contains(string(cmdline), part) {
 			continue
 		}
 		environ, err := os.ReadFile(filepath.Join("/proc", entry.Name(), "environ"))
-		if err != nil {
-			continue
-		}
-		for _, kv := range strings.Split(string(environ), "\x00") {
-			if kv == "RANK="+strconv.Itoa(rank) {
-				return pid
-			}
+		if err == nil && slices.Contains(strings.Split(string(environ), "\x00"), env) {
+			return pid
 		}
 	}
 	return 0

@@ -104,29 +104,7 @@ func TestRealNodePyTorchDDPRestartsAsAWholeWhenARankDies(t *testing.T) {
 
 // trainingProcess finds, on this host, the DDP training process of the given rank; 0
 // when there is none.
-func trainingProcess(rank int) int {
-	entries, _ := os.ReadDir("/proc")
-	for _, entry := range entries {
-		pid, err := strconv.Atoi(entry.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", entry.Name(), "cmdline"))
-		if err != nil || !strings.Contains(string(cmdline), "ddp_train.py") {
-			continue
-		}
-		environ, err := os.ReadFile(filepath.Join("/proc", entry.Name(), "environ"))
-		if err != nil {
-			continue
-		}
-		for _, kv := range strings.Split(string(environ), "\x00") {
-			if kv == "RANK="+strconv.Itoa(rank) {
-				return pid
-			}
-		}
-	}
-	return 0
-}
+func trainingProcess(rank int) int { return processWith("ddp_train.py", "RANK="+strconv.Itoa(rank)) }
 
 // importTorchImage packs this machine's python3, Debian's python3-torch and the Python
 // packages it imports, the libraries they load, and the tests' training script.
