@@ -114,16 +114,16 @@ func (h *harness) pod(name string) *corev1.Pod {
 	return pod
 }
 
-// setStatus plays the kubelet: the pod's main container runs or exits.
+// setStatus plays the kubelet: the pod's main (first) container runs or exits.
 func (h *harness) setStatus(name string, phase corev1.PodPhase, exitCode int32) {
 	h.t.Helper()
 	pod := h.pod(name).DeepCopy()
 	pod.Status.Phase = phase
-	cs := corev1.ContainerStatus{Name: "tensorflow"}
+	cs := corev1.ContainerStatus{Name: pod.Spec.Containers[0].Name}
 	if phase == corev1.PodRunning {
 		cs.State.Running = &corev1.ContainerStateRunning{}
 	} else {
-		cs.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: exitCode, Message: `{"loss":0.1}`}
+		cs.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: exitCode, Message: `{"loss":0.1}`, FinishedAt: metav1.Now()}
 	}
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
 	if _, err := h.client.CoreV1().Pods(ns).UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err != nil {

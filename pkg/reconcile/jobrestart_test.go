@@ -28,23 +28,6 @@ func ddpJob(restartPolicy v1alpha1.RestartPolicy) *v1alpha1.TrainJob {
 	return job
 }
 
-// setPyTorchStatus plays the kubelet for a pytorch container.
-func (h *harness) setPyTorchStatus(name string, phase corev1.PodPhase, exitCode int32) {
-	h.t.Helper()
-	pod := h.pod(name).DeepCopy()
-	pod.Status.Phase = phase
-	cs := corev1.ContainerStatus{Name: "pytorch"}
-	if phase == corev1.PodRunning {
-		cs.State.Running = &corev1.ContainerStateRunning{}
-	} else {
-		cs.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: exitCode, FinishedAt: metav1.Now()}
-	}
-	pod.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
-	if _, err := h.client.CoreV1().Pods(ns).UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
-		h.t.Fatal(err)
-	}
-}
-
 func (h *harness) jobAttemptsOf(names ...string) map[string]string {
 	out := map[string]string{}
 	for _, n := range names {
@@ -65,14 +48,14 @@ func TestOneRankKilledRestartsTheWholeJobOnce(t *testing.T) {
 	h := start(t, ddpJob(v1alpha1.RestartPolicyExitCode))
 	first := map[string]string{}
 	for _, n := range ddpPods {
-		h.setPyTorchStatus(n, corev1.PodRunning, 0)
+		h.setStatus(n, corev1.PodRunning, 0)
 		first[n] = string(h.pod(n).UID)
 		if p := h.pod(n); p.Spec.RestartPolicy != corev1.RestartPolicyNever {
 			t.Errorf("%s restartPolicy %s, want Never: the job restarts as a whole", n, p.Spec.RestartPolicy)
 		}
 	}
-	h.setPyTorchStatus("ddp-worker-1", corev1.PodFailed, 137)
-	h.setPyTorchStatus("ddp-master-0", corev1.PodFailed, 1) // its collective call broke
+	h.setStatus("ddp-worker-1", corev1.PodFailed, 137)
+	h.setStatus("ddp-master-0", corev1.PodFailed, 1) // its collective call broke
 	testutil.Eventually(h.t, waitTimeout, "every replica recreated at job attempt 1", func() bool {
 		got := h.jobAttemptsOf(ddpPods...)
 		for _, n := range ddpPods {
@@ -84,9 +67,9 @@ func TestOneRankKilledRestartsTheWholeJobOnce(t *testing.T) {
 		return true
 	})
 	for _, n := range ddpPods {
-		h.setPyTorchStatus(n, corev1.PodRunning, 0)
+		h.setStatus(n, corev1.PodRunning, 0)
 	}
-	h.setPyTorchStatus("ddp-master-0", corev1.PodSucceeded, 0)
+	h.setStatus("ddp-master-0", corev1.PodSucceeded, 0)
 	if d := h.decision(); d.Outcome != policy.OutcomeSucceeded {
 		t.Fatalf("decision %+v, want Succeeded", d)
 	}
@@ -101,7 +84,7 @@ func TestAPreemptedRankRestartsTheJobForFree(t *testing.T) {
 	t.Parallel()
 	h := start(t, ddpJob(v1alpha1.RestartPolicyExitCode))
 	for _, n := range ddpPods {
-		h.setPyTorchStatus(n, corev1.PodRunning, 0)
+		h.setStatus(n, corev1.PodRunning, 0)
 	}
 	testutil.Eventually(h.t, waitTimeout, "the controller to see worker-0", func() bool { return h.stage("ddp-worker-0") == stageObserved })
 	pod := h.pod("ddp-worker-0").DeepCopy()
@@ -123,9 +106,9 @@ func TestAPreemptedRankRestartsTheJobForFree(t *testing.T) {
 		return got["ddp-master-0"] == "1" && got["ddp-worker-0"] == "1" && got["ddp-worker-1"] == "1"
 	})
 	for _, n := range ddpPods {
-		h.setPyTorchStatus(n, corev1.PodRunning, 0)
+		h.setStatus(n, corev1.PodRunning, 0)
 	}
-	h.setPyTorchStatus("ddp-master-0", corev1.PodSucceeded, 0)
+	h.setStatus("ddp-master-0", corev1.PodSucceeded, 0)
 	if d := h.decision(); d.Outcome != policy.OutcomeSucceeded {
 		t.Fatalf("decision %+v, want Succeeded", d)
 	}
