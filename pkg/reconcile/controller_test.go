@@ -2,9 +2,12 @@ package reconcile
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -80,7 +83,7 @@ func startWith(t *testing.T, job *v1alpha1.TrainJob, setup func(h *harness, o *O
 		return false, nil, nil
 	})
 	opts := Options{Core: h.client.CoreV1(), Job: job, Identity: id, Renderer: renderer, Desired: desired,
-		Rule: frameworks.SuccessRuleFor(job), Timeouts: policy.Timeouts{Stuck: time.Hour, Pending: time.Hour}, Logger: zaptest.NewLogger(t)}
+		Rule: frameworks.SuccessRuleFor(job), Timeouts: policy.Timeouts{Stuck: time.Hour, Pending: time.Hour}, Logger: testLogger(t)}
 	if setup != nil {
 		setup(h, &opts)
 	}
@@ -206,4 +209,36 @@ func (h *harness) stage(name string) stage {
 	h.ctrl.mu.Lock()
 	defer h.ctrl.mu.Unlock()
 	return h.ctrl.byName[name].stage
+}
+
+// testLogger logs into t until t's cleanups run: the informers' handlers may
+// still log a moment after the test ended, which t forbids.
+func testLogger(t *testing.T) *zap.Logger {
+	var done atomic.Bool
+	t.Cleanup(func() { done.Store(true) }) // registered first, so it runs last
+	return zap.New(untilDone{Core: zaptest.NewLogger(t).Core(), done: &done})
+}
+
+// untilDone drops entries once done is set.
+type untilDone struct {
+	zapcore.Core
+	done *atomic.Bool
+}
+
+func (u untilDone) With(fields []zapcore.Field) zapcore.Core {
+	return untilDone{Core: u.Core.With(fields), done: u.done}
+}
+
+func (u untilDone) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if u.done.Load() || !u.Enabled(e.Level) {
+		return ce
+	}
+	return ce.AddCore(e, u)
+}
+
+func (u untilDone) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	if u.done.Load() {
+		return nil
+	}
+	return u.Core.Write(e, fields)
 }
