@@ -42,11 +42,19 @@ image: ## Build the trainstep OCI image archive into bin/trainstep-image.tar (no
 ##@ Test
 
 .PHONY: test
-test: verify unit integration ## Run every check (lint, go.mod tidy) and test: unit, integration and the real node's end-to-end Argo tests (root; REAL_NODE=0 leaves those out, not under CI).
+test: verify unit race integration ## Run every check (lint, go.mod tidy) and test: unit, the race detector, integration and the real node's end-to-end Argo tests (root; REAL_NODE=0 leaves those out, not under CI).
 
 .PHONY: unit
 unit: ## Run unit tests (no cluster).
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/)
+
+# The packages whose goroutines share state: the controller's informer handlers and its
+# worker, the executor's signal handling, teardown and outputs. -race needs cgo.
+RACE_PKGS := ./pkg/reconcile/... ./executor/...
+
+.PHONY: race
+race: ## Run the controller's and the executor's unit tests under the race detector.
+	$(GO) test -race -count=1 $(RACE_PKGS)
 
 .PHONY: integration
 integration: real-node-opt-out cluster-bin $(if $(filter 1,$(REAL_NODE_TESTS)),cluster-bin-node cluster-bin-argo node-deps) ## Run integration tests against the real test cluster, the real node's and test/e2e's included (REAL_NODE=0: without them).
