@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/backend/local/proctest"
 )
 
@@ -53,7 +54,7 @@ type stubbornRun struct {
 func startStubbornRun(t *testing.T) *stubbornRun {
 	t.Helper()
 	if _, err := exec.LookPath("setsid"); err != nil {
-		t.Skip("needs setsid(1)")
+		testutil.PrerequisiteMissing(t, "needs setsid(1) (Debian: util-linux) to start a process that leaves its session: %v", err)
 	}
 	bin := buildCommands(t, "trainstep")
 	dir := t.TempDir()

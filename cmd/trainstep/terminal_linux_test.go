@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"unsafe"
+
+	"github.com/trainstep/trainstep/internal/testutil"
 )
 
 // openPTY opens a pseudo-terminal pair: what is written to tty is read
@@ -19,7 +21,7 @@ func openPTY(t *testing.T) (ptmx, tty *os.File) {
 	t.Helper()
 	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
 	if err != nil {
-		t.Skipf("no pseudo-terminals here: %v", err)
+		testutil.PrerequisiteMissing(t, "needs a pseudo-terminal (/dev/ptmx) to run trainstep on a terminal: %v", err)
 	}
 	var unlock int32
 	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, ptmx.Fd(), syscall.TIOCSPTLCK, uintptr(unsafe.Pointer(&unlock))); errno != 0 {

@@ -14,7 +14,10 @@ import (
 
 	"github.com/trainstep/trainstep/internal/testutil"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -157,6 +160,67 @@ func startJob(t testing.TB, c *cluster.Cluster, ns string, manifest []byte, edit
 			return runOutcome{}
 		}
 	}
+}
+
+// runLog records what a run logs, so that a test can wait for the line
+// that shows trainstep acted on a change: the progress line of a sync is
+// logged after the creates and deletes that sync decided were sent.
+type runLog struct{ logs *observer.ObservedLogs }
+
+// recordLog tees the run's log into the returned runLog; pass record to
+// runJob or startJob.
+func recordLog() (l *runLog, record func(*executor.Config)) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	return &runLog{logs: logs}, func(cfg *executor.Config) {
+		cfg.Logger = zap.New(zapcore.NewTee(cfg.Logger.Core(), core))
+	}
+}
+
+// mark is where the next line logged will be: waitLine from there looks
+// only at what comes after.
+func (l *runLog) mark() int { return l.logs.Len() }
+
+// waitLine waits for a line logged at or after from whose message holds
+// every part, and returns the position after it.
+func (l *runLog) waitLine(t testing.TB, timeout time.Duration, from int, parts ...string) int {
+	t.Helper()
+	next := -1
+	testutil.Eventually(t, timeout, fmt.Sprintf("a log line with %q", parts), func() bool {
+		next = l.find(from, parts...)
+		return next >= 0
+	}, func() string { return "lines logged: " + l.messages(from) })
+	return next
+}
+
+// find returns the position after the first line logged at or after from
+// whose message holds every part, -1 when there is none yet.
+func (l *runLog) find(from int, parts ...string) int {
+	entries := l.logs.All()
+	for i := from; i < len(entries); i++ {
+		if containsAll(entries[i].Message, parts) {
+			return i + 1
+		}
+	}
+	return -1
+}
+
+func (l *runLog) messages(from int) string {
+	var out []string
+	for i, e := range l.logs.All() {
+		if i >= from {
+			out = append(out, e.Message)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func containsAll(s string, parts []string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
 }
 
 func listPods(t testing.TB, c *cluster.Cluster, ns, job string) []corev1.Pod {

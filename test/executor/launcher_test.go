@@ -2,6 +2,7 @@ package executor_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -24,14 +25,19 @@ type podEvent struct {
 	ready bool
 }
 
-// watchPodEvents records, in the API server's order, every add of the
-// job's pods and whether each pod was Ready.
-func watchPodEvents(w watch.Interface) (stop func() []podEvent) {
-	var mu sync.Mutex
-	var events []podEvent
-	done := make(chan struct{})
+// podWatch records, in the API server's order, every add of the job's
+// pods and whether each pod was Ready.
+type podWatch struct {
+	w      watch.Interface
+	mu     sync.Mutex
+	events []podEvent
+	done   chan struct{}
+}
+
+func watchPodEvents(w watch.Interface) *podWatch {
+	p := &podWatch{w: w, done: make(chan struct{})}
 	go func() {
-		defer close(done)
+		defer close(p.done)
 		for ev := range w.ResultChan() {
 			pod, ok := ev.Object.(*corev1.Pod)
 			if !ok {
@@ -43,25 +49,40 @@ func watchPodEvents(w watch.Interface) (stop func() []podEvent) {
 					ready = true
 				}
 			}
-			mu.Lock()
-			events = append(events, podEvent{name: pod.Name, added: ev.Type == watch.Added, ready: ready && pod.Status.Phase == corev1.PodRunning})
-			mu.Unlock()
+			p.mu.Lock()
+			p.events = append(p.events, podEvent{name: pod.Name, added: ev.Type == watch.Added, ready: ready && pod.Status.Phase == corev1.PodRunning})
+			p.mu.Unlock()
 		}
 	}()
-	return func() []podEvent {
-		w.Stop()
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		return events
-	}
+	return p
+}
+
+// seen returns the events so far.
+func (p *podWatch) seen() []podEvent {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.events)
+}
+
+// stop ends the watch and returns every event.
+func (p *podWatch) stop() []podEvent {
+	p.w.Stop()
+	<-p.done
+	return p.seen()
+}
+
+func added(events []podEvent, name string) bool {
+	return slices.ContainsFunc(events, func(e podEvent) bool { return e.added && e.name == name })
 }
 
 // With launcherCreationPolicy WaitForWorkersReady the launcher pod is
 // created only after every worker pod is Running and Ready: while one
 // worker is held Pending (its container waiting), no launcher exists; the
 // launcher's create comes after the last worker's Ready in the API
-// server's order, and the job then succeeds with no restart.
+// server's order, and the job then succeeds with no restart. A worker is
+// released only once trainstep's progress line shows it saw the state
+// before: had trainstep created the launcher then, the create would have
+// come before that line.
 func TestMPILauncherWaitsForEveryWorkerReady(t *testing.T) {
 	t.Parallel()
 	c := cluster.Get(t)
@@ -77,9 +98,10 @@ func TestMPILauncherWaitsForEveryWorkerReady(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := watchPodEvents(w)
+	pods := watchPodEvents(w)
+	log, record := recordLog()
 
-	wait := startJob(t, c, ns, job.yaml(t))
+	wait := startJob(t, c, ns, job.yaml(t), record)
 	release := func(pod string) {
 		t.Helper()
 		patch := []byte(`{"metadata":{"annotations":{"` + waitReason + `":null}}}`)
@@ -87,32 +109,31 @@ func TestMPILauncherWaitsForEveryWorkerReady(t *testing.T) {
 			t.Fatalf("releasing %s: %v", pod, err)
 		}
 	}
-	launcherExists := func() bool {
-		_, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), "mpiwait-launcher-0", metav1.GetOptions{})
-		return err == nil
+	// heldWhile waits for the progress line of the sync that saw the
+	// workers as the test set them, failing at once if the launcher shows
+	// up before. That sync's creates were sent before its line: a GET then
+	// sees them.
+	heldWhile := func(from int, when string, line ...string) int {
+		t.Helper()
+		next := -1
+		testutil.Eventually(t, time.Minute, "trainstep to show the launcher held while "+when, func() bool {
+			if added(pods.seen(), "mpiwait-launcher-0") {
+				t.Fatalf("the launcher was created while %s", when)
+			}
+			next = log.find(from, line...)
+			return next >= 0
+		}, func() string { return "lines logged: " + log.messages(from) })
+		if _, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), "mpiwait-launcher-0", metav1.GetOptions{}); err == nil {
+			t.Fatalf("the launcher was created while %s", when)
+		}
+		return next
 	}
-	testutil.Eventually(t, time.Minute, "both workers created", func() (bool, error) {
-		pods := livePods(t, c, ns, "mpiwait")
-		_, w0 := pods["mpiwait-worker-0"]
-		_, w1 := pods["mpiwait-worker-1"]
-		return w0 && w1, nil
-	})
-	time.Sleep(2 * time.Second)
-	if launcherExists() {
-		t.Fatal("the launcher was created while both workers were Pending")
-	}
+	at := heldWhile(0, "both workers were Pending", "worker 0/2 running", "launcher waits for workers Ready (0/2)")
 	release("mpiwait-worker-0")
-	testutil.Eventually(t, time.Minute, "worker-0 Ready", func() (bool, error) {
-		p, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), "mpiwait-worker-0", metav1.GetOptions{})
-		return err == nil && p.Status.Phase == corev1.PodRunning, err
-	})
-	time.Sleep(2 * time.Second)
-	if launcherExists() {
-		t.Fatal("the launcher was created while worker-1 was Pending")
-	}
+	heldWhile(at, "worker-1 was Pending", "worker 1/2 running", "launcher waits for workers Ready (1/2)")
 	release("mpiwait-worker-1")
 	out := wait()
-	events := stop()
+	events := pods.stop()
 
 	if out.res.Phase != result.PhaseSucceeded || out.output(t, "restarts") != "0" {
 		t.Fatalf("phase %s (%s), restarts %s; stderr:\n%s", out.res.Phase, out.res.Message, out.output(t, "restarts"), out.stderr)

@@ -26,11 +26,14 @@ func TestWithoutGangTwoJobsDeadlockEachOther(t *testing.T) {
 	a := startRun(t, c, ns, gpuJob("job-a", "nogang", deadlockReplicas, nil), slowCreates)
 	b := startRun(t, c, ns, gpuJob("job-b", "nogang", deadlockReplicas, nil), slowCreates)
 
-	testutil.Eventually(t, time.Minute, "8 bound pods across both jobs", func() bool {
-		return countPods(jobPods(t, c, ns, "job-a"), bound)+countPods(jobPods(t, c, ns, "job-b"), bound) == 8
+	// The deadlock is there once the scheduler has placed 8 pods and found
+	// no room for the other 4: nothing more can happen, the nodes are full.
+	var boundA, boundB int
+	testutil.Eventually(t, time.Minute, "8 bound pods across both jobs and the other 4 unschedulable", func() bool {
+		podsA, podsB := jobPods(t, c, ns, "job-a"), jobPods(t, c, ns, "job-b")
+		boundA, boundB = countPods(podsA, bound), countPods(podsB, bound)
+		return boundA+boundB == 8 && countPods(podsA, unschedulable)+countPods(podsB, unschedulable) == 2*deadlockReplicas-8
 	})
-	time.Sleep(3 * time.Second) // nothing more can happen: the nodes are full
-	boundA, boundB := countPods(jobPods(t, c, ns, "job-a"), bound), countPods(jobPods(t, c, ns, "job-b"), bound)
 	t.Logf("snapshot without gang: job-a %d/6 bound, job-b %d/6 bound", boundA, boundB)
 	if boundA >= deadlockReplicas || boundB >= deadlockReplicas {
 		t.Fatalf("one job got all its pods (a=%d, b=%d): the creates did not interleave", boundA, boundB)

@@ -160,6 +160,16 @@ func countPods(pods []corev1.Pod, f func(*corev1.Pod) bool) int {
 func bound(p *corev1.Pod) bool   { return p.Spec.NodeName != "" }
 func running(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning }
 
+// unschedulable is a pod the scheduler tried and found no node for.
+func unschedulable(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
+		}
+	}
+	return false
+}
+
 // exitAll makes every live pod of job exit 0 shortly after it runs.
 func exitAll(t *testing.T, c *cluster.Cluster, ns, job string) {
 	t.Helper()

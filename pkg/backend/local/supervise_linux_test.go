@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/backend/local/proctest"
 	"github.com/trainstep/trainstep/pkg/policy"
 )
@@ -43,6 +45,15 @@ func startShell(t *testing.T, script string, supervisor []string) *process {
 		}
 	})
 	return p
+}
+
+// requireSetsid is for the tests whose command starts a process that
+// leaves its session, as a daemonizing trainer does.
+func requireSetsid(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("setsid"); err != nil {
+		testutil.PrerequisiteMissing(t, "needs setsid(1) (Debian: util-linux) to start a process that leaves its session: %v", err)
+	}
 }
 
 func waitExited(t *testing.T, p *process, within time.Duration) {
@@ -143,6 +154,7 @@ func TestSupervisedExitStatusIsTheCommands(t *testing.T) {
 // TestSupervisorEndsEverythingWhenTrainstepIsGone closes trainstep's end
 // of the lifeline, as the kernel does when trainstep dies of SIGKILL.
 func TestSupervisorEndsEverythingWhenTrainstepIsGone(t *testing.T) {
+	requireSetsid(t)
 	file := filepath.Join(t.TempDir(), "escapees")
 	p := startShell(t, fmt.Sprintf(`trap "" TERM; sleep 300 & setsid sleep 301 & echo $! > %s; wait`, file), testSupervisor)
 	escapees := escapeePIDs(t, file, 1)
@@ -158,6 +170,7 @@ func TestSupervisorEndsEverythingWhenTrainstepIsGone(t *testing.T) {
 // TestSupervisedCommandLeavesNothingWhenItExits: a container's end ends
 // every process in it, also those that left its process group.
 func TestSupervisedCommandLeavesNothingWhenItExits(t *testing.T) {
+	requireSetsid(t)
 	file := filepath.Join(t.TempDir(), "escapees")
 	p := startShell(t, fmt.Sprintf(`setsid sleep 301 & echo $! > %s; sleep 300 & sleep 0.2; exit 4`, file), testSupervisor)
 	escapees := escapeePIDs(t, file, 1)
