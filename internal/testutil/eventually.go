@@ -37,10 +37,12 @@ func Eventually[C Condition](t testing.TB, timeout time.Duration, what string, c
 	}
 	var lastErr error
 	err := wait.PollUntilContextTimeout(context.Background(), pollInterval(timeout), timeout, true, func(ctx context.Context) (bool, error) {
+		// A condition that holds ends the wait even with an error beside it
+		// (NotFound is what a wait for a deletion wants); an error alone is
+		// kept for the report.
 		ok, err := check(ctx)
 		if err != nil {
 			lastErr = err
-			return false, nil
 		}
 		return ok, nil
 	})

@@ -59,6 +59,21 @@ func TestEventuallyReturnsOnceTheConditionHolds(t *testing.T) {
 	}
 }
 
+// A condition that holds with an error beside it (a wait for a deletion
+// that sees NotFound) is done.
+func TestEventuallyTakesAHoldingConditionWithItsError(t *testing.T) {
+	polls := 0
+	f := run(t, func(tb testing.TB) {
+		Eventually(tb, 5*time.Second, "the pod to be gone", func() (bool, error) {
+			polls++
+			return true, errors.New(`pods "trainer" not found`)
+		})
+	})
+	if f.failed != "" || polls != 1 {
+		t.Errorf("failed %q after %d polls, want success at the first", f.failed, polls)
+	}
+}
+
 func TestEventuallyFailsAtTheTimeoutSayingWhatAndWhy(t *testing.T) {
 	started := time.Now()
 	f := run(t, func(tb testing.TB) {
