@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,8 +11,10 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -82,6 +85,24 @@ func startWith(t *testing.T, job *v1alpha1.TrainJob, setup func(h *harness, o *O
 		}
 		return false, nil, nil
 	})
+	// The fake tracker takes any update; an API server refuses one made
+	// from a stale read. The test plays a kubelet, which reports only the
+	// instance it runs: a status written from a read of an instance that
+	// was replaced meanwhile must not land on its successor.
+	h.client.PrependReactor("update", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		pod := action.(k8stesting.UpdateAction).GetObject().(*corev1.Pod)
+		stored, err := h.client.Tracker().Get(corev1.SchemeGroupVersion.WithResource("pods"), pod.Namespace, pod.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		if uid := stored.(*corev1.Pod).UID; uid != pod.UID {
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, pod.Name, fmt.Errorf("instance %s was replaced by %s", pod.UID, uid))
+		}
+		return false, nil, nil
+	})
 	opts := Options{Core: h.client.CoreV1(), Job: job, Identity: id, Renderer: renderer, Desired: desired,
 		Rule: frameworks.SuccessRuleFor(job), Timeouts: policy.Timeouts{Stuck: time.Hour, Pending: time.Hour}, Logger: testLogger(t)}
 	if setup != nil {
@@ -120,7 +141,15 @@ func (h *harness) pod(name string) *corev1.Pod {
 // setStatus plays the kubelet: the pod's main (first) container runs or exits.
 func (h *harness) setStatus(name string, phase corev1.PodPhase, exitCode int32) {
 	h.t.Helper()
-	pod := h.pod(name).DeepCopy()
+	if err := h.setStatusOf(h.pod(name), phase, exitCode); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// setStatusOf is setStatus for that instance of a pod: a Conflict or a
+// NotFound when it is no longer there.
+func (h *harness) setStatusOf(pod *corev1.Pod, phase corev1.PodPhase, exitCode int32) error {
+	pod = pod.DeepCopy()
 	pod.Status.Phase = phase
 	cs := corev1.ContainerStatus{Name: pod.Spec.Containers[0].Name}
 	if phase == corev1.PodRunning {
@@ -129,9 +158,8 @@ func (h *harness) setStatus(name string, phase corev1.PodPhase, exitCode int32) 
 		cs.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: exitCode, Message: `{"loss":0.1}`, FinishedAt: metav1.Now()}
 	}
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
-	if _, err := h.client.CoreV1().Pods(ns).UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
-		h.t.Fatal(err)
-	}
+	_, err := h.client.CoreV1().Pods(ns).UpdateStatus(context.Background(), pod, metav1.UpdateOptions{})
+	return err
 }
 
 func (h *harness) decision() policy.Decision {
