@@ -3,7 +3,7 @@ package reconcile
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
@@ -242,30 +242,45 @@ func (h *harness) stage(name string) stage {
 // testLogger logs into t until t's cleanups run: the informers' handlers may
 // still log a moment after the test ended, which t forbids.
 func testLogger(t *testing.T) *zap.Logger {
-	var done atomic.Bool
-	t.Cleanup(func() { done.Store(true) }) // registered first, so it runs last
-	return zap.New(untilDone{Core: zaptest.NewLogger(t).Core(), done: &done})
+	g := &logGate{}
+	t.Cleanup(g.close) // registered first, so it runs last
+	return zap.New(untilDone{Core: zaptest.NewLogger(t).Core(), gate: g})
 }
 
-// untilDone drops entries once done is set.
+// logGate is closed when the test ends; no write is under way once close
+// returned, so none reaches t after it ended.
+type logGate struct {
+	mu   sync.RWMutex
+	done bool
+}
+
+func (g *logGate) close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.done = true
+}
+
+// untilDone drops entries once the gate is closed.
 type untilDone struct {
 	zapcore.Core
-	done *atomic.Bool
+	gate *logGate
 }
 
 func (u untilDone) With(fields []zapcore.Field) zapcore.Core {
-	return untilDone{Core: u.Core.With(fields), done: u.done}
+	return untilDone{Core: u.Core.With(fields), gate: u.gate}
 }
 
 func (u untilDone) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
-	if u.done.Load() || !u.Enabled(e.Level) {
+	if !u.Enabled(e.Level) {
 		return ce
 	}
 	return ce.AddCore(e, u)
 }
 
 func (u untilDone) Write(e zapcore.Entry, fields []zapcore.Field) error {
-	if u.done.Load() {
+	u.gate.mu.RLock()
+	defer u.gate.mu.RUnlock()
+	if u.gate.done {
 		return nil
 	}
 	return u.Core.Write(e, fields)
