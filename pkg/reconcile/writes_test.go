@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
@@ -191,6 +192,13 @@ func TestCleanupRetriesFailedDeletesAndNamesWhatIsLeft(t *testing.T) {
 	if d := h.decision(); d.Outcome != policy.OutcomeSucceeded {
 		t.Fatalf("decision %+v, want Succeeded", d)
 	}
+	// Every Service in the cache first: the job can succeed before the
+	// informer delivered the last one, and a Service only the teardown's
+	// live List finds is a case of its own.
+	testutil.Eventually(t, waitTimeout, "the controller's cache to hold the 3 Services", func() bool {
+		svcs, _ := h.ctrl.services.Services(ns).List(labels.Everything())
+		return len(svcs) == 3
+	})
 	var failing atomic.Bool
 	failing.Store(true)
 	h.client.PrependReactor("delete", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
