@@ -8,7 +8,7 @@ import (
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 )
 
-// Stage is where a gang (built-in, or Kubernetes' with SchedulerHolds)
+// Stage is where a gang (built-in, or one whose scheduler holds the pods)
 // stands in one scheduling attempt.
 type Stage string
 
@@ -71,7 +71,8 @@ type Params struct {
 	// each later one up to MaxBackoff.
 	BaseBackoff, MaxBackoff time.Duration
 	// SchedulerHolds says the scheduler itself keeps the pods unbound until
-	// MinAvailable fit (Kubernetes' PodGroup): there are no gates, the
+	// MinAvailable fit (Kubernetes' PodGroup, scheduler-plugins'
+	// coscheduling): there are no gates, the
 	// clock starts once MinAvailable pods exist, and there is one attempt,
 	// since giving pods back that hold nothing frees nothing.
 	SchedulerHolds bool
@@ -95,7 +96,8 @@ func ParamsFor(job *v1alpha1.TrainJob) Params {
 			p.MaxAttempts = int(*sp.MaxScheduleAttempts)
 		}
 	}
-	if Kind(job) == v1alpha1.GangKubernetes {
+	switch Kind(job) {
+	case v1alpha1.GangKubernetes, v1alpha1.GangSchedulerPlugins:
 		p.SchedulerHolds, p.MaxAttempts = true, 1
 	}
 	// Waiting much longer than an attempt itself only delays the job.

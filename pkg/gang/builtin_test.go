@@ -144,11 +144,14 @@ func TestNextUnderKubernetesGangWaitsOnceWithoutGates(t *testing.T) {
 	}
 }
 
-func TestParamsForKubernetesMakesOneAttemptOfTheTimeout(t *testing.T) {
+func TestParamsForASchedulerThatHoldsThePodsMakesOneAttempt(t *testing.T) {
 	job := testJob(&v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangKubernetes, ScheduleTimeoutSeconds: ptr.To[int32](45), MaxScheduleAttempts: ptr.To[int32](3)})
 	p := ParamsFor(job)
 	if !p.SchedulerHolds || p.MaxAttempts != 1 || p.Timeout != 45*time.Second || p.MinAvailable != 4 {
 		t.Errorf("ParamsFor = %+v, want the scheduler holding, 1 attempt of 45s for 4 pods", p)
+	}
+	if sp := ParamsFor(testJob(&v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangSchedulerPlugins, MaxScheduleAttempts: ptr.To[int32](3)})); !sp.SchedulerHolds || sp.MaxAttempts != 1 {
+		t.Errorf("scheduler-plugins: %+v, want the scheduler holding, 1 attempt", sp)
 	}
 	if b := ParamsFor(testJob(&v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangBuiltin, MaxScheduleAttempts: ptr.To[int32](3)})); b.SchedulerHolds || b.MaxAttempts != 3 {
 		t.Errorf("builtin: %+v, want gates and 3 attempts", b)

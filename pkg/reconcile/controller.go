@@ -135,7 +135,8 @@ type Controller struct {
 	jobAttempt  int
 	jobRestarts int32
 	restarting  *jobRestart
-	// gang is the gang's admission state (nil unless gang: builtin or kubernetes).
+	// gang is the gang's admission state (nil unless gang: builtin,
+	// kubernetes or scheduler-plugins).
 	gang            *gangAdmission
 	podGroupCreated bool
 	// launcher holds an MPI launcher until the workers are Ready (nil

@@ -22,8 +22,8 @@ import (
 // gangAdmission carries one job's gang state. Under the built-in gang pods
 // are created gated, ungated together once all exist, and given back when
 // the scheduler cannot bind enough of them within the timeout. Under
-// Kubernetes' gang the scheduler holds the pods itself: trainstep only
-// bounds the wait, once.
+// Kubernetes' gang and scheduler-plugins' coscheduling the scheduler holds
+// the pods itself: trainstep only bounds the wait, once.
 type gangAdmission struct {
 	params gang.Params
 	state  gang.Admission
@@ -31,7 +31,9 @@ type gangAdmission struct {
 }
 
 func newGangAdmission(job *v1alpha1.TrainJob, jitter func() float64) *gangAdmission {
-	if k := gang.Kind(job); k != v1alpha1.GangBuiltin && k != v1alpha1.GangKubernetes {
+	switch gang.Kind(job) {
+	case v1alpha1.GangBuiltin, v1alpha1.GangKubernetes, v1alpha1.GangSchedulerPlugins:
+	default:
 		return nil
 	}
 	if jitter == nil {
