@@ -25,6 +25,7 @@ import (
 
 	"github.com/trainstep/trainstep/pkg/apierr"
 	"github.com/trainstep/trainstep/pkg/apistats"
+	"github.com/trainstep/trainstep/pkg/gang"
 	"github.com/trainstep/trainstep/pkg/result"
 )
 
@@ -162,7 +163,12 @@ func requiredPermissions(configMaps, secrets, events bool, podGroupAPI string) [
 		perms = append(perms, permission{verb: v, group: "coordination.k8s.io", resource: "leases"})
 	}
 	if podGroupAPI != "" {
-		for _, v := range []string{"create", "patch", "delete"} {
+		verbs := []string{"create", "patch", "delete"}
+		if podGroupAPI == gang.KubernetesPodGroups.Group {
+			// The scheduler's condition on the group, read when it does not fit.
+			verbs = append(verbs, "get")
+		}
+		for _, v := range verbs {
 			perms = append(perms, permission{verb: v, group: podGroupAPI, resource: "podgroups"})
 		}
 	}

@@ -12,11 +12,12 @@ import (
 	"github.com/trainstep/trainstep/pkg/result"
 )
 
-// checkCRD makes sure the API server serves gvr (a PodGroup CRD) before
-// anything is created. It asks discovery, which every authenticated user may
-// read, so no cluster-wide right is needed. A missing CRD is Invalid and
-// named; an unreachable server is retried like the permission check.
-func (c *connection) checkCRD(ctx context.Context, apiTimeout time.Duration, gvr schema.GroupVersionResource) error {
+// checkPodGroupAPI makes sure the API server serves gvr, the PodGroup
+// resource of the job's gang kind, before anything is created. It asks
+// discovery, which every authenticated user may read, so no cluster-wide
+// right is needed. A missing API is Invalid and says what the cluster
+// lacks; an unreachable server is retried like the permission check.
+func (c *connection) checkPodGroupAPI(ctx context.Context, apiTimeout time.Duration, gvr schema.GroupVersionResource) error {
 	served := false
 	check := func() error {
 		list, err := c.discovery.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
@@ -36,10 +37,18 @@ func (c *connection) checkCRD(ctx context.Context, apiTimeout time.Duration, gvr
 	if err := retryTransient(ctx, apiTimeout, check); err != nil {
 		return err
 	}
-	if !served {
+	switch {
+	case served:
+		return nil
+	case gvr == gang.KubernetesPodGroups:
+		// Built in, but beta and off by default: a newer cluster or a flag away.
 		return result.Invalid(result.ReasonInvalidSpec, fmt.Errorf(
-			"schedulingPolicy.gang needs the CustomResourceDefinition %s (%s), which this cluster does not serve: install the scheduler's CRDs or choose another gang kind",
-			gang.CRDName(gvr), gvr.GroupVersion()))
+			"schedulingPolicy.gang: kubernetes needs the PodGroup API (%s, podgroups), which this cluster does not serve: "+
+				"it needs Kubernetes %s or later with the %s feature gate on kube-apiserver, kube-scheduler and kube-controller-manager "+
+				"and kube-apiserver's --runtime-config=%s=true; or choose another gang kind",
+			gvr.GroupVersion(), gang.KubernetesMinVersion, gang.KubernetesFeatureGate, gvr.GroupVersion()))
 	}
-	return nil
+	return result.Invalid(result.ReasonInvalidSpec, fmt.Errorf(
+		"schedulingPolicy.gang needs the CustomResourceDefinition %s (%s), which this cluster does not serve: install the scheduler's CRDs or choose another gang kind",
+		gang.CRDName(gvr), gvr.GroupVersion()))
 }

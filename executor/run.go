@@ -201,7 +201,7 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 		return nil, err
 	}
 	if hasPodGroup {
-		if err := conn.checkCRD(ctx, cfg.APITimeout, podGroups); err != nil {
+		if err := conn.checkPodGroupAPI(ctx, cfg.APITimeout, podGroups); err != nil {
 			return nil, err
 		}
 	}

@@ -235,6 +235,54 @@ func TestRenderYAMLStream(t *testing.T) {
 	}
 }
 
+// With --gang kubernetes the render shows what is sent: the PodGroup first,
+// then pods that join it by spec.schedulingGroup.
+func TestRenderKubernetesGangShowsThePodGroupAndEachPodsSchedulingGroup(t *testing.T) {
+	got := runCLI(t, "", map[string]string{"tf.yaml": tfJob}, "render", "-f", "@tf.yaml", "--gang", "kubernetes")
+	if got.code != 0 || got.stderr != "" {
+		t.Fatalf("exit %d, stderr %q", got.code, got.stderr)
+	}
+	docs := strings.Split(got.stdout, "---\n")
+	var pg struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Spec       struct {
+			SchedulingPolicy struct {
+				Gang struct {
+					MinCount int `json:"minCount"`
+				} `json:"gang"`
+			} `json:"schedulingPolicy"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal([]byte(docs[0]), &pg); err != nil || pg.APIVersion != "scheduling.k8s.io/v1beta1" || pg.Kind != "PodGroup" || pg.Spec.SchedulingPolicy.Gang.MinCount != 3 {
+		t.Fatalf("first object %+v (%v), want a scheduling.k8s.io/v1beta1 PodGroup of minCount 3:\n%s", pg, err, docs[0])
+	}
+	pods := 0
+	for _, doc := range docs {
+		var pod struct {
+			Kind string `json:"kind"`
+			Spec struct {
+				SchedulingGroup struct {
+					PodGroupName string `json:"podGroupName"`
+				} `json:"schedulingGroup"`
+			} `json:"spec"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &pod); err != nil {
+			t.Fatal(err)
+		}
+		if pod.Kind != "Pod" {
+			continue
+		}
+		pods++
+		if pod.Spec.SchedulingGroup.PodGroupName != "mnist" {
+			t.Errorf("a pod joins %q, want mnist:\n%s", pod.Spec.SchedulingGroup.PodGroupName, doc)
+		}
+	}
+	if pods != 3 {
+		t.Errorf("%d pods, want 3", pods)
+	}
+}
+
 func TestRenderJSONListWithOverrides(t *testing.T) {
 	got := runCLI(t, tfJob, nil, "render", "-f", "-", "-o", "json", "-n", "prod", "--name", "nightly",
 		"--set", "spec.replicaSpecs.Worker.replicas=1", "--image", "Worker=example.com/mnist:2", "--env", "LR=0.1")

@@ -172,7 +172,11 @@ func jobObjects(r *render.Renderer, shared *render.Objects) objectStream {
 			if err != nil {
 				return invalid(err)
 			}
-			if err := yield(pod); err != nil {
+			obj, err := r.PodObject(pod)
+			if err != nil {
+				return invalid(err)
+			}
+			if err := yield(obj); err != nil {
 				return err
 			}
 		}

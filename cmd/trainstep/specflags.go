@@ -31,7 +31,7 @@ func (f *specFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.opts.Sets, "set", nil, "PATH=VALUE: set a field of the manifest before it is read, e.g. spec.replicaSpecs.Worker.replicas=4 (repeatable)")
 	fl.StringArrayVar(&f.opts.Images, "image", nil, "[TYPE=]IMAGE: image of the main container of every replica type, or of TYPE (repeatable)")
 	fl.StringArrayVar(&f.opts.Envs, "env", nil, "[TYPE:]KEY=VALUE: env var of the main container of every replica type, or of TYPE (repeatable)")
-	fl.StringVar(&f.opts.Gang, "gang", "", "gang scheduling of the job: none, builtin, scheduler-plugins, volcano or kueue (replaces spec.runPolicy.schedulingPolicy.gang; Kubeflow manifests too)")
+	fl.StringVar(&f.opts.Gang, "gang", "", "gang scheduling of the job: none, builtin, kubernetes, scheduler-plugins, volcano or kueue (replaces spec.runPolicy.schedulingPolicy.gang; Kubeflow manifests too)")
 	fl.StringArrayVar(&f.opts.Args, "arg", nil, "[TYPE:]VALUE: argument appended to the main container's args of every replica type, or of TYPE (repeatable)")
 }
 

@@ -5,6 +5,9 @@
 #                            binary) and coredns, for cluster.Options{RealNode: true}
 #   build.sh --argo OUTDIR   Argo's workflow-controller and argoexec, at the version argo/go.mod
 #                            pins (trainstep's own)
+#   build.sh --scheduler-plugins OUTDIR
+#                            scheduler-plugins' kube-scheduler with its plugins (coscheduling),
+#                            at the version scheduler-plugins/go.mod pins, as scheduler-plugins
 #
 # The binaries are cached outside the clone, keyed by versions.env and the Go version, so a
 # fresh clone on a warm machine copies them in seconds and a cold machine builds them once.
@@ -15,12 +18,12 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 set=kwok
 case "${1:-}" in
---node | --argo)
+--node | --argo | --scheduler-plugins)
 	set=${1#--}
 	shift
 	;;
 esac
-outdir=${1:?usage: build.sh [--node|--argo] <outdir>}
+outdir=${1:?usage: build.sh [--node|--argo|--scheduler-plugins] <outdir>}
 go=${GO:-go}
 
 # shellcheck source=versions.env
@@ -70,6 +73,11 @@ argo)
 	argo_version=$(sed -n 's#^[[:space:]]*github.com/argoproj/argo-workflows/v3 \(v[^ ]*\).*#\1#p' "$here/argo/go.mod")
 	key=argo-$( { echo argo; cat "$here/argo/go.mod" "$here/argo/go.sum"; declare -f build_argo; echo "$go_version ${build_flags[*]}"; } | sha256sum | cut -c1-16)
 	stamp=.cache-key-argo
+	;;
+scheduler-plugins)
+	binaries=(scheduler-plugins)
+	key=scheduler-plugins-$( { echo scheduler-plugins; cat "$here/scheduler-plugins/go.mod" "$here/scheduler-plugins/go.sum"; echo "$go_version ${build_flags[*]}"; } | sha256sum | cut -c1-16)
+	stamp=.cache-key-scheduler-plugins
 	;;
 *)
 	binaries=(etcd "${kube_commands[@]}" kwok)
@@ -121,6 +129,13 @@ build_into() {
 	local dir=$1
 	if [ "$set" = argo ]; then
 		build_argo "$dir"
+		return
+	fi
+	if [ "$set" = scheduler-plugins ]; then
+		# Its own module: sigs.k8s.io/scheduler-plugins is built on Kubernetes 1.34's scheduler
+		# framework, so its k8s.io/* stay on 1.34 whatever the cluster's version.
+		log "building scheduler-plugins $(sed -n 's#^[[:space:]]*sigs.k8s.io/scheduler-plugins \(v[^ ]*\).*#\1#p' "$here/scheduler-plugins/go.mod")"
+		(cd "$here/scheduler-plugins" && "$go" build "${build_flags[@]}" -o "$dir/scheduler-plugins" sigs.k8s.io/scheduler-plugins/cmd/scheduler)
 		return
 	fi
 	sync_go_mod

@@ -8,7 +8,8 @@ import (
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 )
 
-// Stage is where the built-in gang stands in one scheduling attempt.
+// Stage is where a gang (built-in, or one whose scheduler holds the pods)
+// stands in one scheduling attempt.
 type Stage string
 
 // Stages of an attempt: pods are created gated (Creating), the gates are
@@ -69,6 +70,12 @@ type Params struct {
 	// BaseBackoff is the mean wait before the second attempt, doubled for
 	// each later one up to MaxBackoff.
 	BaseBackoff, MaxBackoff time.Duration
+	// SchedulerHolds says the scheduler itself keeps the pods unbound until
+	// MinAvailable fit (Kubernetes' PodGroup, scheduler-plugins'
+	// coscheduling): there are no gates, the
+	// clock starts once MinAvailable pods exist, and there is one attempt,
+	// since giving pods back that hold nothing frees nothing.
+	SchedulerHolds bool
 }
 
 // Backoff bounds used when a job's own timeout does not suggest shorter ones.
@@ -88,6 +95,10 @@ func ParamsFor(job *v1alpha1.TrainJob) Params {
 		if sp.MaxScheduleAttempts != nil {
 			p.MaxAttempts = int(*sp.MaxScheduleAttempts)
 		}
+	}
+	switch Kind(job) {
+	case v1alpha1.GangKubernetes, v1alpha1.GangSchedulerPlugins:
+		p.SchedulerHolds, p.MaxAttempts = true, 1
 	}
 	// Waiting much longer than an attempt itself only delays the job.
 	p.MaxBackoff = min(p.MaxBackoff, max(p.Timeout, p.BaseBackoff))
@@ -115,7 +126,11 @@ const recheckWhileReleasing = time.Second
 func (p Params) Next(a Admission, pods Pods, now time.Time, jitter float64) Step {
 	switch a.Stage {
 	case StageCreating:
-		if pods.Existing < pods.Desired {
+		need := pods.Desired
+		if p.SchedulerHolds {
+			need = min(need, p.MinAvailable)
+		}
+		if pods.Existing < need {
 			return Step{Next: a}
 		}
 		next := a
@@ -135,8 +150,10 @@ func (p Params) Next(a Admission, pods Pods, now time.Time, jitter float64) Step
 		if waited < p.Timeout {
 			return Step{Next: a, RecheckAfter: p.Timeout - waited}
 		}
-		msg := fmt.Sprintf("attempt %d of %d: %d of %d pods bound within %s, %d needed",
-			a.Attempt, p.MaxAttempts, pods.Bound, pods.Desired, p.Timeout, p.MinAvailable)
+		msg := fmt.Sprintf("%d of %d pods bound within %s, %d needed", pods.Bound, pods.Desired, p.Timeout, p.MinAvailable)
+		if p.MaxAttempts > 1 {
+			msg = fmt.Sprintf("attempt %d of %d: %s", a.Attempt, p.MaxAttempts, msg)
+		}
 		if a.Attempt >= p.MaxAttempts {
 			return Step{Action: ActionGiveUp, Next: a, Message: msg}
 		}

@@ -5,6 +5,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/utils/ptr"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 )
 
 func TestNextWalksAnAttemptFromGatedToAdmittedOrBackoff(t *testing.T) {
@@ -107,5 +110,50 @@ func TestBackoffDoublesIsCappedAndSpreadByJitter(t *testing.T) {
 		if got := p.Backoff(tc.attempt, tc.jitter).Round(time.Millisecond); got != tc.want {
 			t.Errorf("Backoff(%d, %v) = %s, want %s", tc.attempt, tc.jitter, got, tc.want)
 		}
+	}
+}
+
+// Under Kubernetes' gang the scheduler holds the pods: no gates to lift, the
+// clock starts once minAvailable pods exist, and the one wait ends the job.
+func TestNextUnderKubernetesGangWaitsOnceWithoutGates(t *testing.T) {
+	p := Params{MinAvailable: 2, Timeout: 10 * time.Second, MaxAttempts: 1, SchedulerHolds: true}
+	t0 := time.Unix(1000, 0)
+	waiting := Admission{Attempt: 1, Stage: StageWaiting, UngatedAt: t0}
+	cases := []struct {
+		name  string
+		state Admission
+		pods  Pods
+		now   time.Time
+		want  Step
+	}{
+		{"fewer than minAvailable pods: the clock has not started", Start(), Pods{Desired: 3, Existing: 1}, t0,
+			Step{Next: Start()}},
+		{"minAvailable pods exist: the clock starts, nothing to ungate", Start(), Pods{Desired: 3, Existing: 2}, t0,
+			Step{Next: waiting, RecheckAfter: 10 * time.Second}},
+		{"minAvailable bound: admitted", waiting, Pods{Desired: 3, Existing: 3, Bound: 2}, t0.Add(time.Second),
+			Step{Next: Admission{Attempt: 1, Stage: StageAdmitted, UngatedAt: t0}}},
+		{"none bound at the timeout: give up at the first", waiting, Pods{Desired: 3, Existing: 3}, t0.Add(10 * time.Second),
+			Step{Action: ActionGiveUp, Next: waiting, Message: "0 of 3 pods bound within 10s, 2 needed"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, p.Next(tc.state, tc.pods, tc.now, 0.5)); diff != "" {
+				t.Errorf("Next (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParamsForASchedulerThatHoldsThePodsMakesOneAttempt(t *testing.T) {
+	job := testJob(&v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangKubernetes, ScheduleTimeoutSeconds: ptr.To[int32](45), MaxScheduleAttempts: ptr.To[int32](3)})
+	p := ParamsFor(job)
+	if !p.SchedulerHolds || p.MaxAttempts != 1 || p.Timeout != 45*time.Second || p.MinAvailable != 4 {
+		t.Errorf("ParamsFor = %+v, want the scheduler holding, 1 attempt of 45s for 4 pods", p)
+	}
+	if sp := ParamsFor(testJob(&v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangSchedulerPlugins, MaxScheduleAttempts: ptr.To[int32](3)})); !sp.SchedulerHolds || sp.MaxAttempts != 1 {
+		t.Errorf("scheduler-plugins: %+v, want the scheduler holding, 1 attempt", sp)
+	}
+	if b := ParamsFor(testJob(&v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangBuiltin, MaxScheduleAttempts: ptr.To[int32](3)})); b.SchedulerHolds || b.MaxAttempts != 3 {
+		t.Errorf("builtin: %+v, want gates and 3 attempts", b)
 	}
 }

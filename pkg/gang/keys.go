@@ -39,8 +39,23 @@ const (
 	KueueTotalCountAnnotation = "kueue.x-k8s.io/pod-group-total-count"
 )
 
+// Kubernetes' own gang scheduling (KEP-4671, k8s.io/api scheduling/v1beta1).
+const (
+	// KubernetesFeatureGate must be on in kube-apiserver, kube-scheduler and
+	// kube-controller-manager.
+	KubernetesFeatureGate = "GenericWorkload"
+	// KubernetesMinVersion is the first release serving the PodGroup API
+	// at scheduling.k8s.io/v1beta1.
+	KubernetesMinVersion = "1.37"
+	// KubernetesScheduledCondition is the PodGroup condition the scheduler
+	// sets, with reason Unschedulable and its message while the group does
+	// not fit (PodGroupInitiallyScheduled).
+	KubernetesScheduledCondition = "PodGroupInitiallyScheduled"
+)
+
 // PodGroup resources created with the dynamic client.
 var (
+	KubernetesPodGroups       = schema.GroupVersionResource{Group: "scheduling.k8s.io", Version: "v1beta1", Resource: "podgroups"}
 	SchedulerPluginsPodGroups = schema.GroupVersionResource{Group: "scheduling.x-k8s.io", Version: "v1alpha1", Resource: "podgroups"}
 	VolcanoPodGroups          = schema.GroupVersionResource{Group: "scheduling.volcano.sh", Version: "v1beta1", Resource: "podgroups"}
 )
@@ -49,6 +64,8 @@ var (
 // false for kinds without one (none, builtin, kueue).
 func PodGroupResource(kind v1alpha1.GangKind) (schema.GroupVersionResource, bool) {
 	switch kind {
+	case v1alpha1.GangKubernetes:
+		return KubernetesPodGroups, true
 	case v1alpha1.GangSchedulerPlugins:
 		return SchedulerPluginsPodGroups, true
 	case v1alpha1.GangVolcano:

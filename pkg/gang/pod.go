@@ -1,9 +1,12 @@
 package gang
 
 import (
+	"fmt"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 )
@@ -16,14 +19,22 @@ type PodSettings struct {
 	SchedulerName string
 	// Gates are added to spec.schedulingGates.
 	Gates []corev1.PodSchedulingGate
+	// SchedulingGroup is the PodGroup the pod joins through
+	// spec.schedulingGroup.podGroupName (Kubernetes' own gang). The typed
+	// Pod of the k8s.io/api trainstep builds with has no such field:
+	// PodObject adds it to the pod's unstructured form.
+	SchedulingGroup string
 }
 
 // ForPods returns the pod settings of the job's gang kind; jobName names
-// the job's PodGroup (scheduler-plugins, Volcano) or Kueue pod group.
+// the job's PodGroup (Kubernetes, scheduler-plugins, Volcano) or Kueue pod
+// group.
 func ForPods(job *v1alpha1.TrainJob, jobName string) PodSettings {
 	switch Kind(job) {
 	case v1alpha1.GangBuiltin:
 		return PodSettings{Gates: []corev1.PodSchedulingGate{{Name: GateName}}}
+	case v1alpha1.GangKubernetes:
+		return PodSettings{SchedulingGroup: jobName}
 	case v1alpha1.GangSchedulerPlugins:
 		return PodSettings{
 			Labels:        map[string]string{SchedulerPluginsLabel: jobName},
@@ -75,4 +86,28 @@ func WithoutGate(gates []corev1.PodSchedulingGate) []corev1.PodSchedulingGate {
 		}
 	}
 	return out
+}
+
+// PodObject is what is sent to create pod: pod itself, or, when it joins a
+// scheduling group, its unstructured form with
+// spec.schedulingGroup.podGroupName set. trainstep builds with the k8s.io/api
+// that Argo Workflows pins, whose Pod lacks the field, so the typed client
+// (protobuf) would drop it. The field is immutable, so it must be there at
+// creation: trainstep's later writes to pods are merge patches, which leave
+// it alone.
+func PodObject(pod *corev1.Pod, group string) (runtime.Object, error) {
+	if group == "" {
+		return pod, nil
+	}
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pod)
+	if err != nil {
+		return nil, fmt.Errorf("converting pod %s: %w", pod.Name, err)
+	}
+	obj := &unstructured.Unstructured{Object: content}
+	if err := unstructured.SetNestedField(obj.Object, group, "spec", "schedulingGroup", "podGroupName"); err != nil {
+		return nil, fmt.Errorf("setting pod %s's scheduling group: %w", pod.Name, err)
+	}
+	obj.SetAPIVersion("v1")
+	obj.SetKind("Pod")
+	return obj, nil
 }

@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
@@ -43,6 +45,8 @@ func TestForPodsGivesEachKindItsSchedulersKeys(t *testing.T) {
 		{"none", &v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangNone}, PodSettings{}},
 		{"builtin gates every pod", &v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangBuiltin},
 			PodSettings{Gates: []corev1.PodSchedulingGate{{Name: "trainstep.dev/gang"}}}},
+		{"kubernetes joins the job's PodGroup, default scheduler", &v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangKubernetes},
+			PodSettings{SchedulingGroup: "job"}},
 		{"scheduler-plugins", &v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangSchedulerPlugins},
 			PodSettings{Labels: map[string]string{"scheduling.x-k8s.io/pod-group": "job"}, SchedulerName: "scheduler-plugins-scheduler"}},
 		{"volcano", &v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangVolcano, Queue: "q"},
@@ -119,6 +123,17 @@ func TestPodGroupCarriesEachProjectsFields(t *testing.T) {
 		apiVersion string
 		spec       map[string]any
 	}{
+		// k8s.io/api v0.37.2 scheduling/v1beta1 PodGroupSpec: a standalone group
+		// (no workloadRef), minCount from minAvailable, the whole group disrupted.
+		{"kubernetes", &v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangKubernetes, MinAvailable: ptr.To[int32](3), PriorityClass: "high", ScheduleTimeoutSeconds: ptr.To[int32](60), Queue: "ignored"},
+			"scheduling.k8s.io/v1beta1", map[string]any{
+				"schedulingPolicy":  map[string]any{"gang": map[string]any{"minCount": int64(3)}},
+				"disruptionMode":    map[string]any{"all": map[string]any{}},
+				"priorityClassName": "high"}},
+		{"kubernetes without a priority class", &v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangKubernetes},
+			"scheduling.k8s.io/v1beta1", map[string]any{
+				"schedulingPolicy": map[string]any{"gang": map[string]any{"minCount": int64(4)}},
+				"disruptionMode":   map[string]any{"all": map[string]any{}}}},
 		{"scheduler-plugins", &v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangSchedulerPlugins, ScheduleTimeoutSeconds: ptr.To[int32](60), Queue: "ignored"},
 			"scheduling.x-k8s.io/v1alpha1", map[string]any{
 				"minMember": int64(4), "scheduleTimeoutSeconds": int64(60),
@@ -175,7 +190,7 @@ func TestLauncherWaitingForWorkersIsNoGangMember(t *testing.T) {
 		v1alpha1.SetDefaults(j)
 		return j
 	}
-	for _, kind := range []v1alpha1.GangKind{v1alpha1.GangSchedulerPlugins, v1alpha1.GangVolcano} {
+	for _, kind := range []v1alpha1.GangKind{v1alpha1.GangKubernetes, v1alpha1.GangSchedulerPlugins, v1alpha1.GangVolcano} {
 		if errs := v1alpha1.Validate(job(kind, nil)); len(errs) != 1 || errs[0].Field != "spec.launcherCreationPolicy" {
 			t.Errorf("%s without minAvailable: errors %v, want the launcherCreationPolicy one", kind, errs)
 		}
@@ -194,6 +209,68 @@ func TestLauncherWaitingForWorkersIsNoGangMember(t *testing.T) {
 	for _, kind := range []v1alpha1.GangKind{v1alpha1.GangBuiltin, v1alpha1.GangKueue} {
 		if errs := v1alpha1.Validate(job(kind, ptr.To[int32](3))); len(errs) != 1 || errs[0].Field != "spec.launcherCreationPolicy" {
 			t.Errorf("%s: errors %v, want spec.launcherCreationPolicy refused", kind, errs)
+		}
+	}
+}
+
+func TestPodObjectAddsTheSchedulingGroupTheTypedPodLacks(t *testing.T) {
+	pod := &corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: "job-worker-0", Namespace: "ns", Labels: map[string]string{"trainstep.dev/job-name": "job"}},
+		Spec: corev1.PodSpec{PriorityClassName: "high", Containers: []corev1.Container{{Name: "tensorflow", Image: "train:1",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}}},
+	}
+	same, err := PodObject(pod, "")
+	if err != nil || same != pod {
+		t.Fatalf("without a group: %v, %v; want the typed pod itself", same, err)
+	}
+	obj, err := PodObject(pod, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		t.Fatalf("with a group: %T, want unstructured", obj)
+	}
+	if got, _, _ := unstructured.NestedString(u.Object, "spec", "schedulingGroup", "podGroupName"); got != "job" {
+		t.Errorf("spec.schedulingGroup.podGroupName = %q, want job", got)
+	}
+	// Everything else is the typed pod, unchanged.
+	unstructured.RemoveNestedField(u.Object, "spec", "schedulingGroup")
+	var back corev1.Pod
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &back); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(pod, &back); diff != "" {
+		t.Errorf("pod (-typed +sent):\n%s", diff)
+	}
+	if u.GetKind() != "Pod" || u.GetAPIVersion() != "v1" {
+		t.Errorf("kind %s/%s", u.GetAPIVersion(), u.GetKind())
+	}
+}
+
+func TestKubernetesUnschedulableReadsTheSchedulersCondition(t *testing.T) {
+	group := func(conditions ...any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"conditions": conditions}}}
+	}
+	cond := func(typ, status, reason, message string) map[string]any {
+		return map[string]any{"type": typ, "status": status, "reason": reason, "message": message}
+	}
+	cases := []struct {
+		name string
+		pg   *unstructured.Unstructured
+		want string
+	}{
+		{"not looked at yet", &unstructured.Unstructured{Object: map[string]any{}}, ""},
+		{"does not fit", group(cond("DisruptionTarget", "False", "", ""),
+			cond("PodGroupInitiallyScheduled", "False", "Unschedulable", "minCount (3) cannot be satisfied: 2 scheduled, 0 remaining")),
+			"Unschedulable: minCount (3) cannot be satisfied: 2 scheduled, 0 remaining"},
+		{"scheduled", group(cond("PodGroupInitiallyScheduled", "True", "Scheduled", "")), ""},
+		{"a reason only", group(cond("PodGroupInitiallyScheduled", "False", "SchedulerError", "")), "SchedulerError"},
+	}
+	for _, tc := range cases {
+		if got := KubernetesUnschedulable(tc.pg); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }

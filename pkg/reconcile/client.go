@@ -9,8 +9,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/util/workqueue"
 
@@ -19,11 +21,21 @@ import (
 )
 
 // createObject creates one rendered child with the typed client and
-// returns the UID the API server gave it.
-func createObject(ctx context.Context, client corev1client.CoreV1Interface, obj runtime.Object) (types.UID, error) {
+// returns the UID the API server gave it. A pod in its unstructured form
+// (render.Renderer.PodObject: it carries a field the typed Pod lacks) goes
+// through the dynamic client.
+func createObject(ctx context.Context, client corev1client.CoreV1Interface, dyn dynamic.Interface, obj runtime.Object) (types.UID, error) {
 	var created metav1.Object
 	var err error
 	switch o := obj.(type) {
+	case *unstructured.Unstructured:
+		if o.GetAPIVersion() != "v1" || o.GetKind() != "Pod" {
+			return "", fmt.Errorf("creating %s %s: not a kind trainstep creates unstructured", o.GetKind(), o.GetName())
+		}
+		if dyn == nil {
+			return "", fmt.Errorf("creating pod %s: no dynamic client", o.GetName())
+		}
+		created, err = dyn.Resource(corev1.SchemeGroupVersion.WithResource("pods")).Namespace(o.GetNamespace()).Create(ctx, o, metav1.CreateOptions{})
 	case *corev1.Pod:
 		created, err = client.Pods(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 	case *corev1.Service:

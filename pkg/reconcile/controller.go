@@ -135,8 +135,9 @@ type Controller struct {
 	jobAttempt  int
 	jobRestarts int32
 	restarting  *jobRestart
-	// gang is the built-in gang's state (nil unless gang: builtin).
-	gang            *builtinGang
+	// gang is the gang's admission state (nil unless gang: builtin,
+	// kubernetes or scheduler-plugins).
+	gang            *gangAdmission
 	podGroupCreated bool
 	// launcher holds an MPI launcher until the workers are Ready (nil
 	// unless launcherCreationPolicy: WaitForWorkersReady); guarded by mu.
@@ -162,7 +163,7 @@ func New(opts Options) *Controller {
 		created:  map[string]bool{},
 		replicas: map[policy.ReplicaID]*replicaState{},
 		byName:   map[string]*replicaState{},
-		gang:     newBuiltinGang(opts.Job, opts.Jitter),
+		gang:     newGangAdmission(opts.Job, opts.Jitter),
 	}
 	c.order = policy.Desired(opts.Job)
 	for _, id := range c.order {

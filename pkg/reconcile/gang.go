@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/trainstep/trainstep/pkg/apierr"
@@ -18,39 +19,44 @@ import (
 	"github.com/trainstep/trainstep/pkg/result"
 )
 
-// builtinGang carries the built-in gang's state for one job: pods are
-// created gated, ungated together once all exist, and given back when the
-// scheduler cannot bind enough of them within the timeout.
-type builtinGang struct {
+// gangAdmission carries one job's gang state. Under the built-in gang pods
+// are created gated, ungated together once all exist, and given back when
+// the scheduler cannot bind enough of them within the timeout. Under
+// Kubernetes' gang and scheduler-plugins' coscheduling the scheduler holds
+// the pods itself: trainstep only bounds the wait, once.
+type gangAdmission struct {
 	params gang.Params
 	state  gang.Admission
 	jitter func() float64
 }
 
-func newBuiltinGang(job *v1alpha1.TrainJob, jitter func() float64) *builtinGang {
-	if gang.Kind(job) != v1alpha1.GangBuiltin {
+func newGangAdmission(job *v1alpha1.TrainJob, jitter func() float64) *gangAdmission {
+	switch gang.Kind(job) {
+	case v1alpha1.GangBuiltin, v1alpha1.GangKubernetes, v1alpha1.GangSchedulerPlugins:
+	default:
 		return nil
 	}
 	if jitter == nil {
 		jitter = rand.Float64
 	}
-	return &builtinGang{params: gang.ParamsFor(job), state: gang.Start(), jitter: jitter}
+	return &gangAdmission{params: gang.ParamsFor(job), state: gang.Start(), jitter: jitter}
 }
 
 // holdsCreates reports whether no pod may be created now: the pods of a
 // failed attempt are being given back, or the backoff is not over.
-func (g *builtinGang) holdsCreates() bool {
+func (g *gangAdmission) holdsCreates() bool {
 	return g != nil && g.state.Stage == gang.StageBackingOff
 }
 
 // gatesNewPods reports whether pods created now keep the gang's gate. Only
 // an attempt's first creates do; a replica replaced later is not gated.
-func (g *builtinGang) gatesNewPods() bool {
+func (g *gangAdmission) gatesNewPods() bool {
 	return g != nil && g.state.Stage == gang.StageCreating
 }
 
-// admitGang advances the built-in gang and returns when to look again. At
-// the end of the last attempt it returns a Transient Unschedulable error.
+// admitGang advances the gang and returns when to look again. At the end
+// of the last attempt it returns a Transient Unschedulable error, with what
+// the scheduler said about the group when it says anything.
 func (c *Controller) admitGang(ctx context.Context) (time.Duration, error) {
 	g := c.gang
 	if g == nil || g.state.Stage == gang.StageAdmitted {
@@ -83,6 +89,9 @@ func (c *Controller) admitGang(ctx context.Context) (time.Duration, error) {
 			return 0, c.apiError(err)
 		}
 	case gang.ActionGiveUp:
+		if says := c.schedulerSays(ctx, pods); says != "" {
+			step.Message += "; the scheduler says: " + says
+		}
 		c.event(corev1.EventTypeWarning, EventUnschedulable, "%s", step.Message)
 		// Give the pods back now; the end-of-run cleanup removes the rest.
 		if err := c.releaseAll(ctx); err != nil {
@@ -207,4 +216,35 @@ func (c *Controller) gangGate(pod *corev1.Pod) {
 	if !c.gang.gatesNewPods() {
 		pod.Spec.SchedulingGates = gang.WithoutGate(pod.Spec.SchedulingGates)
 	}
+}
+
+// schedulerSays is what the scheduler last said about the gang: the
+// condition it sets on a Kubernetes PodGroup while the group does not fit,
+// else the PodScheduled message of a pod it could not place (the built-in
+// gang's, and a PodGroup without the condition yet). Empty when it said
+// nothing; a failed read only loses the detail.
+func (c *Controller) schedulerSays(ctx context.Context, pods []*corev1.Pod) string {
+	if pg := c.opts.Desired.PodGroup; pg != nil && gang.Kind(c.opts.Job) == v1alpha1.GangKubernetes {
+		client, err := c.podGroupClient()
+		if err == nil {
+			var live *unstructured.Unstructured
+			live, err = client.Get(ctx, pg.GetName(), metav1.GetOptions{})
+			if err == nil {
+				if msg := gang.KubernetesUnschedulable(live); msg != "" {
+					return msg
+				}
+			}
+		}
+		if err != nil {
+			c.opts.Logger.Warn("reading the PodGroup's scheduling condition", zap.Error(err))
+		}
+	}
+	for _, pod := range pods {
+		for _, cond := range pod.Status.Conditions {
+			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Message != "" {
+				return cond.Message
+			}
+		}
+	}
+	return ""
 }

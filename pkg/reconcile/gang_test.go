@@ -1,14 +1,25 @@
 package reconcile
 
 import (
+	"context"
+	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/gang"
+	"github.com/trainstep/trainstep/pkg/result"
 )
 
 // TestBuiltinGangCreatesGatedThenLiftsEveryGate checks the order the
@@ -47,5 +58,82 @@ func TestBuiltinGangCreatesGatedThenLiftsEveryGate(t *testing.T) {
 	}
 	if creates != len(names) {
 		t.Errorf("created %d pods, want %d", creates, len(names))
+	}
+}
+
+// Under Kubernetes' gang the PodGroup comes first, every pod is sent with
+// spec.schedulingGroup (through the dynamic client: the typed Pod has no
+// such field), and a gang the scheduler does not place within the timeout
+// ends Transient Unschedulable, saying what the scheduler said.
+func TestKubernetesGangPodsJoinThePodGroupAndAnUnplacedGangSaysWhy(t *testing.T) {
+	job := tfJob(v1alpha1.RestartPolicyNever)
+	job.Spec.RunPolicy.SchedulingPolicy.Gang = v1alpha1.GangKubernetes
+	job.Spec.RunPolicy.SchedulingPolicy.ScheduleTimeoutSeconds = ptr.To[int32](1)
+	const says = "minCount (3) cannot be satisfied: 2 scheduled, 0 remaining, pod group preemption: No preemption victims found for incoming preemptor"
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		gang.KubernetesPodGroups: "PodGroupList", corev1.SchemeGroupVersion.WithResource("pods"): "PodList"})
+	h := startWith(t, job, func(h *harness, o *Options) {
+		h.runErr = make(chan error, 1)
+		// Pods sent through the dynamic client land where the informers watch.
+		dyn.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			u := a.(k8stesting.CreateAction).GetObject().(*unstructured.Unstructured)
+			var pod corev1.Pod
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &pod); err != nil {
+				return true, nil, err
+			}
+			created, err := h.client.CoreV1().Pods(pod.Namespace).Create(context.Background(), &pod, metav1.CreateOptions{})
+			if err != nil {
+				return true, nil, err
+			}
+			out := u.DeepCopy()
+			out.SetUID(created.UID)
+			return true, out, nil
+		})
+		// The scheduler's word on the group, as kube-scheduler 1.37 sets it.
+		dyn.PrependReactor("get", "podgroups", func(k8stesting.Action) (bool, runtime.Object, error) {
+			pg := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"conditions": []any{map[string]any{
+				"type": "PodGroupInitiallyScheduled", "status": "False", "reason": "Unschedulable", "message": says}}}}}
+			return true, pg, nil
+		})
+		o.Dynamic = dyn
+	})
+	var err error
+	select {
+	case err = <-h.runErr:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the run did not end")
+	}
+	if result.PhaseOf(err) != result.PhaseTransient || !strings.Contains(err.Error(), "Unschedulable: "+says) {
+		t.Fatalf("Run: %v, want Transient with the scheduler's message", err)
+	}
+	var re *result.Error
+	if !errors.As(err, &re) || re.Reason != result.ReasonUnschedulable {
+		t.Errorf("reason of %v, want %s", err, result.ReasonUnschedulable)
+	}
+	var order []string
+	for _, a := range dyn.Actions() {
+		if a.GetVerb() != "create" {
+			continue
+		}
+		obj := a.(k8stesting.CreateAction).GetObject().(*unstructured.Unstructured)
+		order = append(order, obj.GetKind()+"/"+obj.GetName())
+		if obj.GetKind() == "Pod" {
+			if g, _, _ := unstructured.NestedString(obj.Object, "spec", "schedulingGroup", "podGroupName"); g != "mnist" {
+				t.Errorf("pod %s sent with schedulingGroup.podGroupName %q, want mnist", obj.GetName(), g)
+			}
+		}
+	}
+	if len(order) != 4 || order[0] != "PodGroup/mnist" {
+		t.Errorf("dynamic creates %v, want the PodGroup and then the 3 pods", order)
+	}
+	// The fake's own creates are those forwarded above: none went around.
+	typed := 0
+	for _, a := range h.client.Actions() {
+		if a.GetVerb() == "create" && a.GetResource().Resource == "pods" {
+			typed++
+		}
+	}
+	if typed != len(order)-1 {
+		t.Errorf("%d pods created through the typed client, %d through the dynamic one", typed, len(order)-1)
 	}
 }

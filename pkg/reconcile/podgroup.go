@@ -12,9 +12,9 @@ import (
 	"k8s.io/client-go/dynamic"
 )
 
-// ensurePodGroup creates the job's PodGroup (scheduler-plugins or Volcano)
-// once, before any pod. One left by an earlier attempt of the job is
-// re-attached to this run's owner.
+// ensurePodGroup creates the job's PodGroup (Kubernetes, scheduler-plugins
+// or Volcano) once, before any pod. One left by an earlier attempt of the
+// job is re-attached to this run's owner.
 func (c *Controller) ensurePodGroup(ctx context.Context) error {
 	pg := c.opts.Desired.PodGroup
 	if pg == nil || c.podGroupCreated {

@@ -184,7 +184,7 @@ func (c *Controller) createMissing(ctx context.Context) error {
 	errs := c.parallel(ctx, shared+len(pending), func(i int) error {
 		if i < shared {
 			err := apierr.Retry(ctx, func() error {
-				_, err := createObject(ctx, c.opts.Core, objs[i])
+				_, err := createObject(ctx, c.opts.Core, c.opts.Dynamic, objs[i])
 				return err
 			})
 			if apierrors.IsAlreadyExists(err) {
@@ -259,9 +259,13 @@ func (c *Controller) createReplica(ctx context.Context, p podCreate) error {
 	if jobRestarts > 0 {
 		pod.Annotations[v1alpha1.AnnotationJobRestarts] = strconv.Itoa(int(jobRestarts))
 	}
+	obj, err := c.opts.Renderer.PodObject(pod)
+	if err != nil {
+		return result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering pod %s: %w", p.st.name, err))
+	}
 	var uid types.UID
 	err = apierr.Retry(ctx, func() (err error) {
-		uid, err = createObject(ctx, c.opts.Core, pod)
+		uid, err = createObject(ctx, c.opts.Core, c.opts.Dynamic, obj)
 		return err
 	})
 	attempt := p.attempt

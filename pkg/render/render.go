@@ -48,8 +48,8 @@ type Objects struct {
 	Services   []*corev1.Service
 	ConfigMaps []*corev1.ConfigMap
 	Secrets    []*corev1.Secret
-	// PodGroup is the scheduler-plugins or Volcano PodGroup of a gang job
-	// (nil for other gang kinds); it is created before the pods.
+	// PodGroup is the Kubernetes, scheduler-plugins or Volcano PodGroup of a
+	// gang job (nil for other gang kinds); it is created before the pods.
 	PodGroup *unstructured.Unstructured
 }
 

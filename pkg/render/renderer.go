@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/frameworks"
@@ -88,6 +89,14 @@ func (r *Renderer) Replicas() []frameworks.ReplicaRef {
 		}
 	}
 	return refs
+}
+
+// PodObject is what to send to create pod, a Pod this Renderer rendered
+// (and the caller may have changed since): the pod itself, or for a job
+// gang-scheduled by Kubernetes its unstructured form, which carries the
+// spec.schedulingGroup the typed Pod cannot (gang.PodObject).
+func (r *Renderer) PodObject(pod *corev1.Pod) (runtime.Object, error) {
+	return gang.PodObject(pod, r.gang.SchedulingGroup)
 }
 
 // Service renders the headless Service of replica index of type rt, named

@@ -113,7 +113,7 @@ func load(data []byte, opts Options) (*v1alpha1.TrainJob, []string, error) {
 	if sp := job.Spec.RunPolicy.SchedulingPolicy; terms.replicaSpecs != trainJobReplicaSpecs && sp != nil && sp.Gang == "" {
 		warnings = append(warnings, "spec.runPolicy.schedulingPolicy: Kubeflow turns gang scheduling on operator-wide; "+
 			"trainstep keeps it off (gang: none) until you choose one with --gang or spec.runPolicy.schedulingPolicy.gang "+
-			"(builtin, scheduler-plugins, volcano, kueue)")
+			"(builtin, kubernetes, scheduler-plugins, volcano, kueue)")
 	}
 	v1alpha1.SetDefaults(job)
 	if err := applyOverrides(job, opts); err != nil {

@@ -19,6 +19,16 @@ import (
 // --manage-nodes-with-annotation-selector, not --manage-all-nodes).
 const kwokNodeAnnotation = "kwok.x-k8s.io/node"
 
+// featureGates turn on Kubernetes' own gang scheduling (KEP-4671: the Workload and
+// PodGroup API, the scheduler's GangScheduling plugin, the PodGroup protection
+// controller); it is beta and off by default in 1.37. kube-apiserver,
+// kube-scheduler and kube-controller-manager must agree.
+const featureGates = "--feature-gates=GenericWorkload=true"
+
+// runtimeConfig serves the PodGroup API's group version: a beta API is not
+// served by default.
+const runtimeConfig = "--runtime-config=scheduling.k8s.io/v1beta1=true"
+
 func (c *Cluster) startControlPlane(ctx context.Context, p ports, f clusterFiles, detached bool) error {
 	logs := filepath.Join(c.Dir, "logs")
 	etcdClient := "http://127.0.0.1:" + strconv.Itoa(p.etcdClient)
@@ -69,6 +79,8 @@ func (c *Cluster) startControlPlane(ctx context.Context, p ports, f clusterFiles
 		// Compacting every minute instead of five lets etcd reuse the pages of
 		// the large jobs' old revisions sooner.
 		"--etcd-compaction-interval=1m",
+		featureGates,
+		runtimeConfig,
 	}, c.apiserverAddressFlags()...)...)
 	if err != nil {
 		return err
@@ -119,6 +131,7 @@ func (c *Cluster) startKWOK(ctx context.Context, p ports, f clusterFiles, detach
 		"--root-ca-file="+f.ca,
 		"--kube-api-qps=100",
 		"--kube-api-burst=200",
+		featureGates,
 	)
 	if err != nil {
 		return err
@@ -129,6 +142,7 @@ func (c *Cluster) startKWOK(ctx context.Context, p ports, f clusterFiles, detach
 		"--secure-port="+strconv.Itoa(p.scheduler),
 		"--cert-dir="+filepath.Join(c.Dir, "pki", "kube-scheduler"),
 		"--leader-elect=false",
+		featureGates,
 	)
 	if err != nil {
 		return err

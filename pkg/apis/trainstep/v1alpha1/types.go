@@ -265,12 +265,16 @@ const (
 	GangSchedulerPlugins GangKind = "scheduler-plugins"
 	GangVolcano          GangKind = "volcano"
 	GangKueue            GangKind = "kueue"
+	// GangKubernetes is Kubernetes' own gang scheduling (KEP-4671): a
+	// scheduling.k8s.io/v1beta1 PodGroup and the default scheduler.
+	GangKubernetes GangKind = "kubernetes"
 )
 
 // SchedulingPolicy is Kubeflow's SchedulingPolicy plus the gang kind and
 // the built-in gang's attempts.
 type SchedulingPolicy struct {
-	// Gang is none (default), builtin, scheduler-plugins, volcano or kueue.
+	// Gang is none (default), builtin, kubernetes, scheduler-plugins,
+	// volcano or kueue.
 	Gang GangKind `json:"gang,omitempty"`
 
 	// MinAvailable is how many pods must be bound together (default: all).
@@ -283,11 +287,12 @@ type SchedulingPolicy struct {
 	// of the first MinAvailable replicas' requests).
 	MinResources *corev1.ResourceList `json:"minResources,omitempty"`
 
-	// PriorityClass is set as priorityClassName on every pod.
+	// PriorityClass is set as priorityClassName on every pod (and on the
+	// Volcano and Kubernetes PodGroups).
 	PriorityClass string `json:"priorityClass,omitempty"`
 
 	// ScheduleTimeoutSeconds bounds one attempt to bind MinAvailable pods
-	// (default 300).
+	// (default 300); with gang kubernetes, the whole wait.
 	ScheduleTimeoutSeconds *int32 `json:"scheduleTimeoutSeconds,omitempty"`
 
 	// MaxScheduleAttempts is how many attempts the builtin gang makes

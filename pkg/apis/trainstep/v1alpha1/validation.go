@@ -291,7 +291,7 @@ func validateRequiredTypes(job *TrainJob, specsPath *field.Path) field.ErrorList
 
 var (
 	cleanPodPolicies = []CleanPodPolicy{CleanPodPolicyNone, CleanPodPolicyRunning, CleanPodPolicyAll}
-	gangKinds        = []GangKind{GangNone, GangBuiltin, GangSchedulerPlugins, GangVolcano, GangKueue}
+	gangKinds        = []GangKind{GangNone, GangBuiltin, GangKubernetes, GangSchedulerPlugins, GangVolcano, GangKueue}
 )
 
 func validateRunPolicy(job *TrainJob, p *field.Path) field.ErrorList {
@@ -560,7 +560,7 @@ func validateLauncherCreation(job *TrainJob, spec *field.Path) field.ErrorList {
 		return field.ErrorList{field.Forbidden(p, fmt.Sprintf(
 			"WaitForWorkersReady cannot be used with %s: %s: the gang waits for the launcher's pod, which waits for the workers to be Ready",
 			gangPath.Child("gang"), sp.Gang))}
-	case GangSchedulerPlugins, GangVolcano:
+	case GangKubernetes, GangSchedulerPlugins, GangVolcano:
 		workers := s.ReplicaSpecs[ReplicaTypeWorker].ReplicaCount()
 		if sp.MinAvailable == nil || *sp.MinAvailable > workers {
 			return field.ErrorList{field.Forbidden(p, fmt.Sprintf(

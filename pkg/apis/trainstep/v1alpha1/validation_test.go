@@ -184,7 +184,7 @@ func TestValidateErrors(t *testing.T) {
 		{"suspended", FrameworkJAX, func(j *TrainJob) { j.Spec.RunPolicy.Suspend = ptrTo(true) },
 			[]string{"spec.runPolicy.suspend: Forbidden: a suspended job cannot run; remove suspend or set it to false"}},
 		{"bad gang", FrameworkJAX, func(j *TrainJob) { j.Spec.RunPolicy.SchedulingPolicy.Gang = "yunikorn" },
-			[]string{`spec.runPolicy.schedulingPolicy.gang: Unsupported value: "yunikorn": supported values: "none", "builtin", "scheduler-plugins", "volcano", "kueue"`}},
+			[]string{`spec.runPolicy.schedulingPolicy.gang: Unsupported value: "yunikorn": supported values: "none", "builtin", "kubernetes", "scheduler-plugins", "volcano", "kueue"`}},
 		{"minAvailable above total", FrameworkJAX, func(j *TrainJob) { j.Spec.RunPolicy.SchedulingPolicy.MinAvailable = ptrTo[int32](3) },
 			[]string{"spec.runPolicy.schedulingPolicy.minAvailable: Invalid value: 3: must be between 1 and 2 (the job's total replicas)"}},
 		{"minAvailable zero", FrameworkJAX, func(j *TrainJob) { j.Spec.RunPolicy.SchedulingPolicy.MinAvailable = ptrTo[int32](0) },
@@ -277,6 +277,11 @@ func TestValidateErrors(t *testing.T) {
 			j.Spec.RunPolicy.SchedulingPolicy.Gang = GangSchedulerPlugins
 			j.Spec.RunPolicy.SchedulingPolicy.MinAvailable = ptrTo[int32](3)
 		}, []string{"spec.launcherCreationPolicy: Forbidden: WaitForWorkersReady with spec.runPolicy.schedulingPolicy.gang: scheduler-plugins " +
+			"needs spec.runPolicy.schedulingPolicy.minAvailable set to at most the worker replicas (2): the launcher joins the PodGroup only once the workers are Ready"}},
+		{"WaitForWorkersReady with a Kubernetes PodGroup of every replica", FrameworkMPI, func(j *TrainJob) {
+			j.Spec.LauncherCreationPolicy = LauncherCreationWaitForWorkersReady
+			j.Spec.RunPolicy.SchedulingPolicy.Gang = GangKubernetes
+		}, []string{"spec.launcherCreationPolicy: Forbidden: WaitForWorkersReady with spec.runPolicy.schedulingPolicy.gang: kubernetes " +
 			"needs spec.runPolicy.schedulingPolicy.minAvailable set to at most the worker replicas (2): the launcher joins the PodGroup only once the workers are Ready"}},
 		{"relative sshAuthMountPath", FrameworkMPI, func(j *TrainJob) { j.Spec.SSHAuthMountPath = ".ssh" },
 			[]string{`spec.sshAuthMountPath: Invalid value: ".ssh": must be an absolute path`}},

@@ -1,0 +1,213 @@
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+)
+
+// SchedulerPluginsBinary is scheduler-plugins' kube-scheduler (make
+// cluster-bin-scheduler-plugins), in the bin directory.
+const SchedulerPluginsBinary = "scheduler-plugins"
+
+// SchedulerPluginsName is the profile StartSchedulerPlugins runs, the name
+// scheduler-plugins' second-scheduler chart gives it: pods name it in
+// spec.schedulerName.
+const SchedulerPluginsName = "scheduler-plugins-scheduler"
+
+// SchedulerPluginsPodGroups is the coscheduling plugin's PodGroup.
+var SchedulerPluginsPodGroups = schema.GroupVersionResource{Group: "scheduling.x-k8s.io", Version: "v1alpha1", Resource: "podgroups"}
+
+// schedulerPluginsConfig runs one profile with the coscheduling plugin, as
+// the module's manifests/coscheduling/scheduler-config.yaml does, under the
+// second scheduler's name. A pod group that has not fit within
+// permitWaitingTimeSeconds goes back to the queue for another try.
+const schedulerPluginsConfig = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection:
+  leaderElect: false
+clientConnection:
+  kubeconfig: %q
+profiles:
+- schedulerName: ` + SchedulerPluginsName + `
+  plugins:
+    multiPoint:
+      enabled:
+      - name: Coscheduling
+    queueSort:
+      enabled:
+      - name: Coscheduling
+      disabled:
+      - name: "*"
+  pluginConfig:
+  - name: Coscheduling
+    args:
+      permitWaitingTimeSeconds: 10
+`
+
+// StartSchedulerPlugins runs scheduler-plugins' scheduler with the
+// coscheduling plugin as a second scheduler, SchedulerPluginsName, next to
+// kube-scheduler, and installs its PodGroup CRD, until the test ends: an
+// opt-in of one test. Without the binary the test skips, and fails under
+// CI=true.
+func (c *Cluster) StartSchedulerPlugins(t testing.TB) {
+	t.Helper()
+	if missing := MissingBinaries(c.BinDir, SchedulerPluginsBinary); len(missing) > 0 {
+		msg := fmt.Sprintf("%v in %s: %s (build it with `make cluster-bin-scheduler-plugins`)", ErrBinariesMissing, c.BinDir, SchedulerPluginsBinary)
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	crd, err := c.installSchedulerPluginsCRD(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.removeCRD(t, crd) })
+	config := filepath.Join(c.Dir, "scheduler-plugins.yaml")
+	// The administrator's identity: the scheduler reads PodGroups and binds pods.
+	if err := os.WriteFile(config, fmt.Appendf(nil, schedulerPluginsConfig, c.Kubeconfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	comp, err := startComponent(c.BinDir, filepath.Join(c.Dir, "logs"), SchedulerPluginsBinary, SchedulerPluginsBinary, false,
+		"--config="+config,
+		"--bind-address=127.0.0.1",
+		"--secure-port="+strconv.Itoa(port),
+		"--cert-dir="+filepath.Join(c.Dir, "pki", SchedulerPluginsBinary),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { comp.stop(stopGrace) })
+	selfSigned := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // health probe on loopback
+	}}
+	if err := waitFor(ctx, SchedulerPluginsBinary+" /healthz", []*component{comp},
+		httpOK(selfSigned, "https://127.0.0.1:"+strconv.Itoa(port)+"/healthz")); err != nil {
+		t.Fatalf("%v\n%s", err, tailFile(comp.logPath, 40))
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s (last 40 lines of %s):\n%s", SchedulerPluginsBinary, comp.logPath, tailFile(comp.logPath, 40))
+		}
+	})
+}
+
+// installSchedulerPluginsCRD creates the PodGroup CRD of the module's
+// manifests/coscheduling/crd.yaml and waits until PodGroups are served.
+func (c *Cluster) installSchedulerPluginsCRD(ctx context.Context) (string, error) {
+	dir, err := schedulerPluginsModuleDir(ctx)
+	if err != nil {
+		return "", err
+	}
+	file := filepath.Join(dir, "manifests", "coscheduling", "crd.yaml")
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("reading scheduler-plugins' PodGroup CRD: %w", err)
+	}
+	crd := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(strings.TrimPrefix(strings.TrimSpace(string(data)), "---")), &crd.Object); err != nil {
+		return "", fmt.Errorf("parsing %s: %w", file, err)
+	}
+	// One an earlier test deleted may still be going away.
+	absent := func(ctx context.Context) (bool, error) {
+		_, err := c.dynamic.Resource(crdResource).Get(ctx, crd.GetName(), metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}
+	if err := waitFor(ctx, "an earlier CRD "+crd.GetName()+" to go", c.components, absent); err != nil {
+		return "", err
+	}
+	if _, err := c.dynamic.Resource(crdResource).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		return "", fmt.Errorf("creating CRD %s: %w", crd.GetName(), err)
+	}
+	served := func(ctx context.Context) (bool, error) {
+		_, err := c.dynamic.Resource(SchedulerPluginsPodGroups).Namespace(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil, err
+	}
+	return crd.GetName(), waitFor(ctx, "scheduler-plugins' PodGroup CRD", c.components, served)
+}
+
+// removeCRD deletes a CRD a test installed and waits until it is gone, so
+// that a later test may install it again.
+func (c *Cluster) removeCRD(t testing.TB, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.dynamic.Resource(crdResource).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("deleting CRD %s: %v", name, err)
+		return
+	}
+	gone := func(ctx context.Context) (bool, error) {
+		_, err := c.dynamic.Resource(crdResource).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}
+	if err := waitFor(ctx, "CRD "+name+" removed", c.components, gone); err != nil {
+		t.Errorf("%v", err)
+	}
+}
+
+// schedulerPluginsVersionLine finds the module's version in
+// hack/cluster/scheduler-plugins/go.mod.
+var schedulerPluginsVersionLine = regexp.MustCompile(`(?m)^\s*sigs\.k8s\.io/scheduler-plugins (v\S+)`)
+
+// schedulerPluginsModuleDir is the module cache's copy of the scheduler-plugins
+// module hack/cluster/scheduler-plugins pins (its build downloaded it).
+func schedulerPluginsModuleDir(ctx context.Context) (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(root, "hack", "cluster", "scheduler-plugins")
+	gomod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		return "", fmt.Errorf("reading the scheduler-plugins version: %w", err)
+	}
+	m := schedulerPluginsVersionLine.FindSubmatch(gomod)
+	if m == nil {
+		return "", errors.New("reading the scheduler-plugins version: no sigs.k8s.io/scheduler-plugins in hack/cluster/scheduler-plugins/go.mod")
+	}
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", "sigs.k8s.io/scheduler-plugins@"+string(m[1]))
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("finding scheduler-plugins' module %s: %w", m[1], err)
+	}
+	var module struct{ Dir string }
+	if err := json.Unmarshal(out, &module); err != nil || module.Dir == "" {
+		return "", fmt.Errorf("finding scheduler-plugins' module %s: %v: %s", m[1], err, strings.TrimSpace(string(out)))
+	}
+	return module.Dir, nil
+}
+
+// freePort asks the kernel for an unused loopback port.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("finding a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
