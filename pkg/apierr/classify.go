@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/util/retry"
 )
 
 // quotaMarkers are what the ResourceQuota admission plugin says when it
@@ -116,7 +115,21 @@ var WriteBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jit
 // business, not a tight loop's), or WriteBackoff is spent. ctx ending stops
 // the retries.
 func Retry(ctx context.Context, write func() error) error {
-	return retry.OnError(WriteBackoff, func(err error) bool {
-		return ctx.Err() == nil && IsTransient(err) && !IsQuotaExceeded(err)
-	}, write)
+	var last error
+	err := wait.ExponentialBackoffWithContext(ctx, WriteBackoff, func(context.Context) (bool, error) {
+		last = write()
+		switch {
+		case last == nil:
+			return true, nil
+		case IsTransient(last) && !IsQuotaExceeded(last):
+			return false, nil
+		default:
+			return false, last
+		}
+	})
+	if err != nil && last != nil {
+		// The write's own error says more than "timed out" or "canceled".
+		return last
+	}
+	return err
 }

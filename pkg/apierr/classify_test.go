@@ -98,3 +98,28 @@ func TestRetryRetriesTransientErrorsOnly(t *testing.T) {
 		})
 	}
 }
+
+func TestRetryStopsWaitingWhenTheContextEnds(t *testing.T) {
+	defer func(b wait.Backoff) { WriteBackoff = b }(WriteBackoff)
+	// A wait far longer than the test: only the context's end can cut it.
+	WriteBackoff = wait.Backoff{Duration: time.Hour, Factor: 1, Steps: 5}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	calls := 0
+	done := make(chan error, 1)
+	go func() {
+		done <- Retry(ctx, func() error {
+			calls++
+			time.AfterFunc(10*time.Millisecond, cancel)
+			return apierrors.NewServiceUnavailable("injected")
+		})
+	}()
+	select {
+	case err := <-done:
+		if calls != 1 || !apierrors.IsServiceUnavailable(err) {
+			t.Errorf("calls %d, err %v; want 1 call and the write's own 503", calls, err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Retry still waiting for its next attempt after the context ended")
+	}
+}

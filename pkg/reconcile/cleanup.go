@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -276,27 +277,38 @@ func (c *Controller) confirmGone(ctx context.Context, isDoomed func(kind, name s
 			lastErr = fmt.Errorf("listing the job's services: %w", err)
 			return false, nil
 		}
-		listed, left = true, left[:0]
 		var deletes []func() error
+		var podsLeft []string
 		for _, p := range pods.Items {
 			if !isDoomed("pod", p.Name) {
 				continue
 			}
-			left = append(left, "pod/"+p.Name)
+			// A pod whose delete landed may still be terminating: it is left until a List stops showing it.
+			podsLeft = append(podsLeft, "pod/"+p.Name)
 			if p.DeletionTimestamp == nil && !deleted.has(p.UID) {
 				deletes = append(deletes, c.deleteInstance(ctx, "pod", p.Name, p.UID, deleted))
 			}
 		}
+		var svcsListed []corev1.Service
 		for _, s := range svcs.Items {
 			if !isDoomed("service", s.Name) {
 				continue
 			}
-			left = append(left, "service/"+s.Name)
+			svcsListed = append(svcsListed, s)
 			if !deleted.has(s.UID) {
 				deletes = append(deletes, c.deleteInstance(ctx, "service", s.Name, s.UID, deleted))
 			}
 		}
 		lastErr = c.deleteAll(ctx, deletes)
+		// Counted after this round's deletes: a Service whose delete landed is
+		// gone (nothing holds it), and must not be reported as left when the
+		// deadline ends the wait right after.
+		listed, left = true, podsLeft
+		for _, s := range svcsListed {
+			if !deleted.has(s.UID) {
+				left = append(left, "service/"+s.Name)
+			}
+		}
 		return len(left) == 0 && lastErr == nil, nil
 	}
 	err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, poll)

@@ -224,3 +224,47 @@ func TestCleanupRetriesFailedDeletesAndNamesWhatIsLeft(t *testing.T) {
 		t.Errorf("%d pods left", len(pods.Items))
 	}
 }
+
+func TestCleanupDoesNotNameAServiceWhoseDeleteLandedAsTheDeadlineEnded(t *testing.T) {
+	t.Parallel()
+	h := start(t, tfJob(v1alpha1.RestartPolicyNever))
+	for _, name := range []string{"mnist-ps-0", "mnist-worker-0", "mnist-worker-1"} {
+		h.setStatus(name, corev1.PodRunning, 0)
+	}
+	h.setStatus("mnist-worker-0", corev1.PodSucceeded, 0)
+	if d := h.decision(); d.Outcome != policy.OutcomeSucceeded {
+		t.Fatalf("decision %+v, want Succeeded", d)
+	}
+	testutil.Eventually(t, waitTimeout, "the controller's cache to hold the 3 Services", func() bool {
+		svcs, _ := h.ctrl.services.Services(ns).List(labels.Everything())
+		return len(svcs) == 3
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	// worker-1's Service refuses deletes until the live List of the last
+	// phase ran; the delete that then lands is the last thing before the
+	// deadline (canceled right there).
+	var listed atomic.Bool
+	h.client.PrependReactor("list", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
+		listed.Store(true)
+		return false, nil, nil
+	})
+	h.client.PrependReactor("delete", "services", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if action.(k8stesting.DeleteAction).GetName() != "mnist-worker-1" {
+			return false, nil, nil
+		}
+		if !listed.Load() {
+			return true, nil, apierrors.NewServiceUnavailable("injected")
+		}
+		cancel()
+		return false, nil, nil
+	})
+	left, err := h.ctrl.Cleanup(ctx, true, true)
+	if len(left) != 0 {
+		t.Fatalf("Cleanup named %v as left (err %v); the Service's delete landed", left, err)
+	}
+	svcs, _ := h.client.CoreV1().Services(ns).List(context.Background(), metav1.ListOptions{})
+	if len(svcs.Items) != 0 {
+		t.Errorf("%d Services left", len(svcs.Items))
+	}
+}
