@@ -318,3 +318,78 @@ func applyDeploy(t *testing.T, c *cluster.Cluster, ns string) string {
 	}
 	return c.KubeconfigForToken(t, c.ServiceAccountToken(t, ns, sa.Name), ns)
 }
+
+// A high-priority gang job arrives while a low-priority gang job fills the
+// pool: the scheduler preempts some of the low job's pods for room, and the
+// low job goes as a whole — its next attempt waits, all of it Pending, as
+// one gang, until the high job ended, then runs. Under the default failure
+// rules the preemption costs it no restart.
+func TestRealGangHigherPriorityJobPreemptsTheLowerAsAWhole(t *testing.T) {
+	c := cluster.Get(t)
+	priorityClass(t, c, "real-gang-low", 100)
+	priorityClass(t, c, "real-gang-high", 1000)
+	for _, g := range realGangs {
+		t.Run(string(g.kind), func(t *testing.T) {
+			if g.start != nil {
+				g.start(t, c)
+			}
+			ns := c.Namespace(t)
+			pool := "prio-" + string(g.kind)
+			addPool(t, c, pool, 1, 4)
+			binds := watchBinds(t, c, ns)
+			lowJob := gpuJob("low", pool, 4, &v1alpha1.SchedulingPolicy{Gang: g.kind, PriorityClass: "real-gang-low", ScheduleTimeoutSeconds: ptr.To[int32](300)})
+			lowJob.Spec.RunPolicy.CleanPodPolicy = ptr.To(v1alpha1.CleanPodPolicyAll)
+			low := startRun(t, c, ns, lowJob)
+			testutil.Eventually(t, time.Minute, "4 running pods of the low job", func() bool { return countPods(jobPods(t, c, ns, "low"), running) == 4 })
+			highJob := gpuJob("high", pool, 2, &v1alpha1.SchedulingPolicy{Gang: g.kind, PriorityClass: "real-gang-high"})
+			highJob.Spec.RunPolicy.CleanPodPolicy = ptr.To(v1alpha1.CleanPodPolicyAll)
+			high := startRun(t, c, ns, highJob)
+			testutil.Eventually(t, 2*time.Minute, "2 running pods of the high job", func() bool { return countPods(jobPods(t, c, ns, "high"), running) == 2 })
+			// Every replica of the low job recreated at a later attempt and
+			// held by the gang: none bound while only 2 of its 4 fit.
+			testutil.Eventually(t, time.Minute, "the low job's next attempt, all of it waiting", func() bool {
+				pods := jobPods(t, c, ns, "low")
+				return len(pods) == 4 && countPods(pods, func(p *corev1.Pod) bool {
+					return p.Labels[v1alpha1.LabelJobAttempt] == "0" || p.Spec.NodeName != ""
+				}) == 0
+			})
+			rebindsBefore := len(binds.of("low"))
+			exitAll(t, c, ns, "high")
+			if res := high.wait(t); res.Phase != result.PhaseSucceeded {
+				t.Fatalf("high ended %s/%s: %s", res.Phase, res.Reason, res.Message)
+			}
+			testutil.Eventually(t, 2*time.Minute, "4 running pods of the low job again", func() bool { return countPods(jobPods(t, c, ns, "low"), running) == 4 })
+			exitAll(t, c, ns, "low")
+			res := low.wait(t)
+			if res.Phase != result.PhaseSucceeded || res.Restarts != 0 {
+				t.Errorf("low ended %s/%s with %d restarts, want Succeeded with 0 (a preemption is not the job's fault): %s", res.Phase, res.Reason, res.Restarts, res.Message)
+			}
+			events, err := c.Client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=Preempted"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			preempted := 0
+			for _, e := range events.Items {
+				if strings.HasPrefix(e.InvolvedObject.Name, "low-") {
+					preempted++
+				}
+			}
+			if preempted == 0 {
+				t.Error("no Preempted event for a pod of the low job: the scheduler did not preempt, the test did not do what it claims")
+			}
+			lowBinds, highBinds := binds.of("low"), binds.of("high")
+			if rebindsBefore != 4 || len(lowBinds) != 8 {
+				t.Fatalf("low job: %d binds before the high job ended, %d in all; want 4 and 8 (the first attempt's, then the next one's once)", rebindsBefore, len(lowBinds))
+			}
+			again := lowBinds[4:]
+			burst := again[len(again)-1].at.Sub(again[0].at)
+			t.Logf("%d Preempted events for the low job's pods; its next attempt: 4 pods bound within %s, after the high job's %d binds", preempted, burst.Round(time.Millisecond), len(highBinds))
+			if burst > 3*time.Second {
+				t.Errorf("the low job held some but not all of its pods bound for %s", burst.Round(time.Millisecond))
+			}
+			if len(highBinds) == 0 || again[0].seq < highBinds[len(highBinds)-1].seq {
+				t.Errorf("the low job's next attempt got a pod bound before the high job had all of its own")
+			}
+		})
+	}
+}
