@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/trainstep/trainstep/internal/testutil"
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/backend/local/proctest"
 	"github.com/trainstep/trainstep/pkg/policy"
 )
@@ -226,6 +227,9 @@ func TestKillProcessGroupsKillsWhatIgnoresSIGTERM(t *testing.T) {
 // TestRunUnderASupervisor runs a whole job with supervised replicas.
 func TestRunUnderASupervisor(t *testing.T) {
 	job := loadJob(t, shellJob("supervised", "{failurePolicy: {restart: Replica}}", shellReplicas{"Worker", 2, "OnFailure", failOnce(t.TempDir(), "exit 3"), ""}))
+	// Both workers decide success: with worker 0 alone, the job could end
+	// before worker 1's restart began.
+	job.Spec.SuccessPolicy = v1alpha1.SuccessPolicyAllWorkers
 	r := runJob(t, context.Background(), job, func(o *Options) { o.Supervisor = testSupervisor })
 	if r.err != nil {
 		t.Fatal(r.err)
