@@ -182,3 +182,20 @@ func lastLines(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// checkJobRestartLogged checks that the step's log has trainstep's line for
+// a restart of the whole job, with its cause; a progress line may miss it
+// when the restart is over before the next one.
+func checkJobRestartLogged(t *testing.T, stepLog, cause string) {
+	t.Helper()
+	var restarts []string
+	for _, line := range strings.Split(stepLog, "\n") {
+		if strings.Contains(line, `"msg":"restarting the job"`) {
+			if strings.Contains(line, `"cause":"`+cause+`"`) {
+				return
+			}
+			restarts = append(restarts, line)
+		}
+	}
+	t.Errorf("the train step's log has no restart of the job caused by %q; its restart lines:\n%s", cause, strings.Join(restarts, "\n"))
+}
