@@ -10,6 +10,7 @@ import (
 
 	"github.com/trainstep/trainstep/pkg/logs"
 	"github.com/trainstep/trainstep/pkg/spec"
+	"github.com/trainstep/trainstep/pkg/timeline"
 )
 
 // Config is everything one run needs, filled by cmd/trainstep.
@@ -34,7 +35,8 @@ type Config struct {
 	KubeContext string
 	// PodNamespace is the step pod's own namespace, when known.
 	PodNamespace string
-	// QPS and Burst bound the client's request rate.
+	// QPS and Burst bound the client's request rate; QPS 0 sets no
+	// client-side limit. Burst also bounds the parallel creates and deletes.
 	QPS   float32
 	Burst int
 
@@ -69,6 +71,10 @@ type Config struct {
 	// APIStatsFile, when set, receives the run's API requests counted by
 	// verb and resource (JSON), for benchmarks.
 	APIStatsFile string
+	// Timeline, when not nil, records the launch's stages; it is written to
+	// TimelineFile once every object is created and again when the run ends.
+	Timeline     *timeline.Timeline
+	TimelineFile string
 
 	// Logs selects which replicas' logs are streamed to Stderr.
 	Logs logs.Mode

@@ -62,11 +62,24 @@ func connect(cfg *Config, jobNamespace string) (*connection, error) {
 	}
 	kubeNamespace, _, _ := loader.Namespace()
 	restConfig.QPS, restConfig.Burst = cfg.QPS, cfg.Burst
+	if cfg.QPS <= 0 {
+		// No client-side limit: client-go reads 0 as its default of 5 per
+		// second, a negative value as none. The API server's priority and
+		// fairness queues the requests, and client-go retries its 429s
+		// after the Retry-After they carry.
+		restConfig.QPS = -1
+	}
 	restConfig.UserAgent = "trainstep"
 	var requests *apistats.Counter
 	if cfg.APIStatsFile != "" {
 		requests = apistats.New()
 		restConfig.Wrap(requests.Wrap)
+	}
+	if cfg.Timeline != nil {
+		restConfig.Wrap(cfg.Timeline.Wrap)
+		if restConfig.QPS > 0 {
+			restConfig.RateLimiter = cfg.Timeline.RateLimiter(flowcontrol.NewTokenBucketRateLimiter(restConfig.QPS, restConfig.Burst))
+		}
 	}
 	conn, err := newConnection(restConfig)
 	if err != nil {

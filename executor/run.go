@@ -89,7 +89,17 @@ func end(cfg *Config, res *result.Result, err error, start time.Time) {
 		res.Message = err.Error()
 	}
 	res.DurationSeconds = result.Seconds(cfg.Clock.Since(start).Seconds())
+	cfg.Timeline.Mark("run ended")
+	writeTimeline(cfg)
 	finish(cfg, *res)
+}
+
+// writeTimeline writes the launch's timeline, when asked for one; it never
+// fails the run.
+func writeTimeline(cfg *Config) {
+	if err := cfg.Timeline.WriteFile(cfg.TimelineFile); err != nil {
+		cfg.Logger.Warn("writing the timeline", zap.String("file", cfg.TimelineFile), zap.Error(err))
+	}
 }
 
 // finish writes the outputs, once per gate; it never fails the run, it
@@ -125,6 +135,7 @@ func run(ctx context.Context, cfg *Config, res *result.Result) error {
 	terminated, signalsDone := watchSignals(runCtx, cfg.Signals, cancelRun, func() { writeStoppingOutputs(cfg, res.JobName) })
 	defer func() { cancelRun(); <-signalsDone }()
 
+	cfg.Timeline.Mark("job loaded")
 	s, err := prepare(runCtx, cfg, job)
 	if err != nil && terminated() {
 		// Nothing was created yet: stopping is all there is to do.
@@ -200,6 +211,7 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 	if err := conn.preflight(ctx, cfg.APITimeout, requiredPermissions(isMPI, isMPI, eventObject != nil, podGroups.Group)); err != nil {
 		return nil, err
 	}
+	cfg.Timeline.Mark("preflight done")
 	if hasPodGroup {
 		if err := conn.checkPodGroupAPI(ctx, cfg.APITimeout, podGroups); err != nil {
 			return nil, err
@@ -218,6 +230,7 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 		return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
 	}
 	log := cfg.Logger.With(zap.String("job", job.Name), zap.String("namespace", conn.namespace))
+	cfg.Timeline.Mark("rendered")
 	return &preparedRun{conn: conn, identity: id, renderer: renderer, desired: desired, eventObject: eventObject, log: log}, nil
 }
 
@@ -265,6 +278,7 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 		}
 		return err
 	}
+	cfg.Timeline.Mark("lease acquired")
 
 	streamer := newLogStreamer(cfg, s.conn, job, s.log)
 	ctrl := reconcile.New(reconcile.Options{
@@ -278,6 +292,8 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 		OnPod:      streamer.observe,
 		OnProgress: progressReporter(cfg, s.log),
 		BeforeSync: cfg.BeforeSync,
+		Timeline:   cfg.Timeline,
+		OnLaunched: func() { writeTimeline(cfg) },
 	})
 	// A panic past this point still tears the job down (when this run holds
 	// its Lease); Run reports it.

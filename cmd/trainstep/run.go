@@ -22,14 +22,17 @@ import (
 	"github.com/trainstep/trainstep/pkg/backend/local"
 	"github.com/trainstep/trainstep/pkg/logs"
 	"github.com/trainstep/trainstep/pkg/result"
+	"github.com/trainstep/trainstep/pkg/timeline"
 )
 
 // serviceAccountNamespaceFile holds the step pod's namespace inside a cluster.
 const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
-// Default client rate limits; "Benchmarks" in docs/development.md says why (measured by `make bench`).
+// Default client rate limits: no client-side limit (QPS 0), the API
+// server's own flow control paces the run; the burst bounds the parallel
+// creates and deletes. "Client rate limits" in docs/running.md says why.
 const (
-	defaultKubeAPIQPS   = 200
+	defaultKubeAPIQPS   = 0
 	defaultKubeAPIBurst = 400
 )
 
@@ -43,6 +46,7 @@ type runFlags struct {
 	logFormat  string
 	cpuProfile string
 	memProfile string
+	timeline   string
 }
 
 func newRunCommand() *cobra.Command {
@@ -79,9 +83,10 @@ cannot be written (or has no value): then only stdout carries the result.`,
 	fl.DurationVar(&f.cfg.NodeLostTimeout, "node-lost-timeout", executor.DefaultNodeLostTimeout, "how long a replica's node may stop answering (its pod NotReady while running) before the replica counts as lost to a disruption and is replaced")
 	fl.DurationVar(&f.cfg.TerminationGrace, "termination-grace", executor.DefaultTerminationGrace, "time allowed for teardown after SIGTERM/SIGINT")
 	fl.DurationVar(&f.cfg.LeaseDuration, "lease-duration", executor.DefaultLeaseDuration, "how long the job's Lease holds without renewal: another run of the same job takes over at most this long after this one dies")
-	fl.Float32Var(&f.cfg.QPS, "kube-api-qps", defaultKubeAPIQPS, "client-side queries per second to the API server")
+	fl.Float32Var(&f.cfg.QPS, "kube-api-qps", defaultKubeAPIQPS, "client-side queries per second to the API server; 0 sets no client-side limit and leaves the pace to the API server's flow control (APF), whose 429 answers are waited out and retried: set it on a cluster without APF (default 0)")
 	fl.IntVar(&f.cfg.Burst, "kube-api-burst", defaultKubeAPIBurst, "client-side burst of queries to the API server (also bounds parallel creates)")
 	fl.StringVar(&f.cfg.APIStatsFile, "api-stats-file", "", "write this run's API requests, counted by verb and resource, to this JSON file (for benchmarks)")
+	fl.StringVar(&f.timeline, "timeline", "", "write the launch's stages (config, preflight, lease, informers, creates) with the client-side rate limiter's waits to this file, once every object is created and again at the end")
 	fl.StringVar(&f.logs, "logs", string(logs.ModeLeaders), "replica logs to stream to stderr: leaders (chief/master/worker-0/launcher), all or none")
 	fl.StringVar(&f.logFormat, "log-format", "", "trainstep's own log format on stderr: json or console (default: console on a terminal, else json)")
 	// For the benchmarks' profiles; not part of the step's interface.
@@ -93,6 +98,11 @@ cannot be written (or has no value): then only stdout carries the result.`,
 }
 
 func (f *runFlags) run(cmd *cobra.Command, args []string) error {
+	var launch *timeline.Timeline
+	if f.timeline != "" {
+		launch = timeline.New(timeline.ProcessStart(time.Now()))
+		launch.Mark("main")
+	}
 	logger, logErr := newLogger(f.logFormat)
 	defer func() { _ = logger.Sync() }()
 	// client-go logs through klog (API warnings, leader election,
@@ -137,6 +147,8 @@ func (f *runFlags) run(cmd *cobra.Command, args []string) error {
 		return err
 	}
 	cfg.Logs = mode
+	cfg.Timeline, cfg.TimelineFile = launch, f.timeline
+	launch.Mark("config")
 	// One result per process: a second signal's report and the run's own
 	// end share the gate, whichever comes first writes.
 	cfg.Outputs = executor.NewOutputGate()

@@ -29,6 +29,7 @@ import (
 	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/render"
 	"github.com/trainstep/trainstep/pkg/result"
+	"github.com/trainstep/trainstep/pkg/timeline"
 )
 
 // syncKey is the only workqueue key: one controller owns one job, and every
@@ -77,6 +78,11 @@ type Options struct {
 	Jitter func() float64
 	// BeforeSync, for tests, is called before each sync.
 	BeforeSync func()
+	// Timeline records the informers' sync and the creates (nil: nothing).
+	Timeline *timeline.Timeline
+	// OnLaunched is called once, when the first sync that created anything
+	// created every object it set out to.
+	OnLaunched func()
 }
 
 // Controller reconciles one job's children until the job ends.
@@ -248,6 +254,7 @@ func (c *Controller) Start(ctx context.Context) error {
 		return errors.New("waiting for the job's informer caches to sync: context ended")
 	}
 	c.cachesSynced.Store(true)
+	c.opts.Timeline.Mark("informers synced")
 	c.startTime = c.opts.Clock.Now()
 	if err := c.adopt(ctx); err != nil {
 		return err

@@ -185,6 +185,9 @@ func (c *Controller) createMissing(ctx context.Context) error {
 		if i < shared {
 			err := apierr.Retry(ctx, func() error {
 				_, err := createObject(ctx, c.opts.Core, c.opts.Dynamic, objs[i])
+				if err == nil {
+					c.opts.Timeline.Created()
+				}
 				return err
 			})
 			if apierrors.IsAlreadyExists(err) {
@@ -205,6 +208,10 @@ func (c *Controller) createMissing(ctx context.Context) error {
 	}
 	if refused == 0 && !c.createdEvent {
 		c.createdEvent = true
+		c.opts.Timeline.Mark("last create")
+		if c.opts.OnLaunched != nil {
+			c.opts.OnLaunched()
+		}
 		c.event(corev1.EventTypeNormal, EventCreated, "created %d pods and %d services for job %s", len(pending), len(c.opts.Desired.Services), c.opts.Identity.JobName)
 	}
 	return nil
@@ -266,6 +273,9 @@ func (c *Controller) createReplica(ctx context.Context, p podCreate) error {
 	var uid types.UID
 	err = apierr.Retry(ctx, func() (err error) {
 		uid, err = createObject(ctx, c.opts.Core, c.opts.Dynamic, obj)
+		if err == nil {
+			c.opts.Timeline.Created()
+		}
 		return err
 	})
 	attempt := p.attempt

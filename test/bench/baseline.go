@@ -85,6 +85,12 @@ func UnlimitedClient(cfg *rest.Config) (kubernetes.Interface, error) {
 // CreateBaseline creates every object once, in order, from BaselineWorkers
 // goroutines: the plainest fast client-go program.
 func CreateBaseline(ctx context.Context, client kubernetes.Interface, objs Objects) error {
+	return CreateBaselineObserved(ctx, client, objs, nil)
+}
+
+// CreateBaselineObserved is CreateBaseline calling created, when not nil,
+// after each create the API server accepted (for a timeline of the loop).
+func CreateBaselineObserved(ctx context.Context, client kubernetes.Interface, objs Objects, created func()) error {
 	create := make([]func() error, 0, len(objs.Services)+len(objs.Pods))
 	for _, svc := range objs.Services {
 		create = append(create, func() error {
@@ -98,7 +104,13 @@ func CreateBaseline(ctx context.Context, client kubernetes.Interface, objs Objec
 			return err
 		})
 	}
-	return forEach(len(create), func(i int) error { return create[i]() })
+	return forEach(len(create), func(i int) error {
+		err := create[i]()
+		if err == nil && created != nil {
+			created()
+		}
+		return err
+	})
 }
 
 // DeleteAll deletes every pod and Service of namespace ns from

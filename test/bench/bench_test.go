@@ -158,6 +158,13 @@ func newHarness(t *testing.T, c *cluster.Cluster) *harness {
 		t.Fatal(err)
 	}
 	h := &harness{c: c, admin: admin, serviceCollection: serviceCollection, binary: os.Getenv(binaryEnv)}
+	watcher := filepath.Join(t.TempDir(), "launchcompare")
+	build := exec.CommandContext(ctx, "go", "build", "-o", watcher, "./test/bench/cmd/launchcompare")
+	build.Dir = repoRoot(t)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the watcher: %v\n%s", err, out)
+	}
+	h.watcher = []string{watcher, "watch"}
 	if h.binary != "" {
 		h.build = "given by " + binaryEnv
 		return h
@@ -220,6 +227,7 @@ func (h *harness) measureSize(t *testing.T, n, runs int) SizeResult {
 			res.Baseline.Running = append(res.Baseline.Running, run.running)
 			t.Logf("baseline: first %s, created %s, running %s", ms(run.first), ms(run.created), ms(run.running))
 		}
+		load := LoadAverage()
 		first, second := trainstep, baseline
 		firstName, secondName := "trainstep", "baseline"
 		if round%2 == 0 {
@@ -227,6 +235,11 @@ func (h *harness) measureSize(t *testing.T, n, runs int) SizeResult {
 		}
 		t.Run(fmt.Sprintf("%d/run-%d/%s", n, round, firstName), first)
 		t.Run(fmt.Sprintf("%d/run-%d/%s", n, round, secondName), second)
+		if k := len(res.Trainstep.Created); k == round && len(res.Baseline.Created) == round {
+			ts, base := res.Trainstep.Created[k-1], res.Baseline.Created[k-1]
+			t.Logf("%d workers, round %d (%s first, load %s): all created: trainstep %s, baseline %s, ratio %.2f",
+				n, round, firstName, load, ms(ts), ms(base), ts.Seconds()/base.Seconds())
+		}
 		t.Run(fmt.Sprintf("%d/run-%d/clean", n, round), func(t *testing.T) {
 			j := h.prepare(t, jobSpec(n, "", ""))
 			run, err := h.runTrainstep(context.Background(), j, 0, 0, nil)
@@ -342,7 +355,7 @@ func (h *harness) measureRateLimits(t *testing.T, n, runs int, defaultQPS float3
 			results = append(results, RateLimitResult{Replicas: n, QPS: rl.qps, Burst: rl.burst})
 		}
 	}
-	sort.Slice(results, func(i, j int) bool { return results[i].QPS < results[j].QPS })
+	sort.Slice(results, func(i, j int) bool { return results[i].plotQPS() < results[j].plotQPS() })
 	for round := 1; round <= runs; round++ {
 		for i := range results {
 			r := &results[i]
@@ -440,7 +453,7 @@ func (r runCounts) forSize(n int) int {
 func benchRuns(t *testing.T) runCounts {
 	value := os.Getenv(runsEnv)
 	if value == "" {
-		return runCounts{small: 5, large: 3, huge: 2}
+		return runCounts{small: 5, large: 5, huge: 2}
 	}
 	n, err := strconv.Atoi(value)
 	if err != nil || n < 1 {
@@ -467,10 +480,14 @@ func trainstepDefaults(t testing.TB, binary string) (float32, int) {
 	}
 	qps := regexp.MustCompile(`--kube-api-qps float32 .*\(default ([0-9.]+)\)`).FindSubmatch(out)
 	burst := regexp.MustCompile(`--kube-api-burst int .*\(default ([0-9]+)\)`).FindSubmatch(out)
-	if qps == nil || burst == nil {
+	if burst == nil || !strings.Contains(string(out), "--kube-api-qps") {
 		t.Fatalf("trainstep run --help names no --kube-api-qps/--kube-api-burst defaults:\n%s", out)
 	}
-	q, _ := strconv.ParseFloat(string(qps[1]), 32)
+	// pflag prints no default for zero: no client-side limit.
+	var q float64
+	if qps != nil {
+		q, _ = strconv.ParseFloat(string(qps[1]), 32)
+	}
 	b, _ := strconv.Atoi(string(burst[1]))
 	return float32(q), b
 }

@@ -28,7 +28,10 @@ func runTimeout(n int) time.Duration { return 4*time.Minute + time.Duration(n)*1
 type harness struct {
 	c      *cluster.Cluster
 	binary string
-	build  string // how the binary was built, for the report
+	// watcher is the command of the watcher process (launchcompare watch)
+	// that times every launch: metadata only, in a process of its own.
+	watcher []string
+	build   string // how the binary was built, for the report
 	// admin deletes and patches for the bench; it has no client-side rate limit.
 	admin kubernetes.Interface
 	// serviceCollection: the API server offers deletecollection on Services.
@@ -90,6 +93,11 @@ func (h *harness) runTrainstep(ctx context.Context, j namespacedJob, qps float32
 	if err != nil {
 		return run, err
 	}
+	watcher, err := h.startWatcher(j)
+	if err != nil {
+		return run, err
+	}
+	defer watcher.Stop()
 	p, err := StartTrainstep(RunOptions{Binary: h.binary, Kubeconfig: h.c.Kubeconfig, Namespace: j.ns,
 		JobFile: j.file, QPS: qps, Burst: burst, Dir: j.dir, Env: env, ExtraArgs: extraArgs})
 	if err != nil {
@@ -101,6 +109,10 @@ func (h *harness) runTrainstep(ctx context.Context, j namespacedJob, qps float32
 	}
 	launching, stop := p.WhileRunning(ctx)
 	defer stop()
+	seen, err := watcher.Seen(launching)
+	if err != nil {
+		return fail(err)
+	}
 	if err := waitCreated(launching, tracker, n); err != nil {
 		return fail(err)
 	}
@@ -111,7 +123,7 @@ func (h *harness) runTrainstep(ctx context.Context, j namespacedJob, qps float32
 		return fail(err)
 	}
 	run.first = tracker.FirstCreatedAt().Sub(p.Started)
-	run.created, run.running = tracker.CreatedAt(n).Sub(p.Started), tracker.RunningAt(n).Sub(p.Started)
+	run.created, run.running = seen.Sub(p.Started), tracker.RunningAt(n).Sub(p.Started)
 
 	written := make(chan timeOrError, 1)
 	go func() {
@@ -154,19 +166,27 @@ func (h *harness) runLaunchOnly(ctx context.Context, j namespacedJob, qps float3
 	if err != nil {
 		return 0, err
 	}
+	watcher, err := h.startWatcher(j)
+	if err != nil {
+		return 0, err
+	}
+	defer watcher.Stop()
 	p, err := StartTrainstep(RunOptions{Binary: h.binary, Kubeconfig: h.c.Kubeconfig, Namespace: j.ns,
 		JobFile: j.file, QPS: qps, Burst: burst, Dir: j.dir})
 	if err != nil {
 		return 0, err
 	}
 	launching, stop := p.WhileRunning(ctx)
-	err = waitCreated(launching, tracker, n)
+	seen, err := watcher.Seen(launching)
+	if err == nil {
+		err = waitCreated(launching, tracker, n)
+	}
 	stop()
 	p.Kill()
 	if err != nil {
 		return 0, fmt.Errorf("%w; trainstep stderr:\n%s", err, tail(p.stderr.String(), 4000))
 	}
-	return tracker.CreatedAt(n).Sub(p.Started), h.clear(ctx, tracker, j.ns, false)
+	return seen.Sub(p.Started), h.clear(ctx, tracker, j.ns, false)
 }
 
 // anomalyOf describes, with trainstep's own log lines about it, a run in
@@ -233,6 +253,12 @@ func (h *harness) patchExitAfter(ctx context.Context, ns, pod, after string) err
 	return nil
 }
 
+// startWatcher starts the watcher process for j's pods and Services; it
+// returns once the watches are open.
+func (h *harness) startWatcher(j namespacedJob) (*Watcher, error) {
+	return StartWatcher(h.watcher, h.c.Kubeconfig, j.ns, j.spec.Workers)
+}
+
 // clear deletes what is left in the namespace and waits until it is gone, so
 // the next run starts on an idle cluster. Unless graceful, pods are deleted
 // at once (grace period 0) instead of through KWOK: half the API writes, for
@@ -271,19 +297,28 @@ func (h *harness) runBaseline(ctx context.Context, j namespacedJob, way DeleteWa
 	if err != nil {
 		return run, err
 	}
-	start := time.Now()
+	watcher, err := h.startWatcher(j)
+	if err != nil {
+		return run, err
+	}
+	defer watcher.Stop()
 	client, err := UnlimitedClient(h.c.Config)
 	if err != nil {
 		return run, err
 	}
+	start := time.Now()
 	if err := CreateBaseline(ctx, client, objs); err != nil {
 		return run, fmt.Errorf("baseline creates: %w", err)
+	}
+	seen, err := watcher.Seen(ctx)
+	if err != nil {
+		return run, err
 	}
 	if err := waitLaunched(ctx, tracker, n); err != nil {
 		return run, err
 	}
 	run.first = tracker.FirstCreatedAt().Sub(start)
-	run.created, run.running = tracker.CreatedAt(n).Sub(start), tracker.RunningAt(n).Sub(start)
+	run.created, run.running = seen.Sub(start), tracker.RunningAt(n).Sub(start)
 	deleteStart := time.Now()
 	switch way {
 	case "":

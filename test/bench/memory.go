@@ -117,3 +117,17 @@ func parseStatCPU(stat string) (time.Duration, error) {
 	}
 	return time.Duration(ticks) * time.Second / userHZ, nil
 }
+
+// LoadAverage is the machine's load over 1, 5 and 15 minutes, as uptime
+// shows it: every measurement on shared cores is reported with it.
+func LoadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	fields := strings.Fields(string(data))
+	if len(fields) < 3 {
+		return "unknown"
+	}
+	return strings.Join(fields[:3], " ")
+}

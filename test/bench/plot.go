@@ -138,8 +138,8 @@ func RateLimitPlot(r Report) (*plot.Plot, error) {
 	var ticks []plot.Tick
 	var created [][]time.Duration
 	for _, rl := range r.RateLimits {
-		x = append(x, float64(rl.QPS))
-		ticks = append(ticks, plot.Tick{Value: float64(rl.QPS), Label: rl.Label()})
+		x = append(x, rl.plotQPS())
+		ticks = append(ticks, plot.Tick{Value: rl.plotQPS(), Label: rl.Label()})
 		created = append(created, rl.Created)
 	}
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)

@@ -231,8 +231,25 @@ type RateLimitResult struct {
 	Created  []time.Duration
 }
 
-// Label names the setting: "200/400".
-func (r RateLimitResult) Label() string { return fmt.Sprintf("%g/%d", r.QPS, r.Burst) }
+// Label names the setting: "200/400", or "none/400" without a client-side limit.
+func (r RateLimitResult) Label() string {
+	if r.QPS <= 0 {
+		return fmt.Sprintf("none/%d", r.Burst)
+	}
+	return fmt.Sprintf("%g/%d", r.QPS, r.Burst)
+}
+
+// unlimitedPlotQPS is where the plots put the setting without a client-side
+// limit: past every limit measured.
+const unlimitedPlotQPS = 10000
+
+// plotQPS is the setting's place on the plots' --kube-api-qps axis.
+func (r RateLimitResult) plotQPS() float64 {
+	if r.QPS <= 0 {
+		return unlimitedPlotQPS
+	}
+	return float64(r.QPS)
+}
 
 func sum(counts map[string]int) int {
 	total := 0

@@ -87,8 +87,9 @@ type Exit struct {
 	Stderr string
 }
 
-// StartTrainstep starts `trainstep run` with the bench's fixed flags: no log
-// streaming, JSON logs, API request counting.
+// StartTrainstep starts `trainstep run` as users run it (log streaming of
+// the leaders included) with the bench's fixed flags: JSON logs, API
+// request counting.
 func StartTrainstep(o RunOptions) (*Process, error) {
 	p := &Process{
 		OutputsDir: filepath.Join(o.Dir, "outputs"),
@@ -97,7 +98,7 @@ func StartTrainstep(o RunOptions) (*Process, error) {
 		memory:     make(chan residentPeaks, 1),
 	}
 	args := []string{"run", "-f", o.JobFile, "--kubeconfig", o.Kubeconfig, "-n", o.Namespace,
-		"--outputs-dir", p.OutputsDir, "--api-stats-file", p.StatsFile, "--logs", "none", "--log-format", "json"}
+		"--outputs-dir", p.OutputsDir, "--api-stats-file", p.StatsFile, "--log-format", "json"}
 	if o.QPS != 0 {
 		args = append(args, "--kube-api-qps", strconv.FormatFloat(float64(o.QPS), 'f', -1, 32),
 			"--kube-api-burst", strconv.Itoa(o.Burst))

@@ -1,0 +1,348 @@
+// Command launchcompare measures trainstep's launch against a plain client-go
+// loop, independently of `make bench`: on any cluster (a fresh one from `make
+// cluster-up`), it launches one job with `trainstep run` at its default flags
+// and creates the same rendered objects from 64 goroutines with no client
+// rate limit, the two taking turns, and times each from its start until a
+// metadata-only watcher in a process of its own has seen every pod and
+// Service. It prints each round's times, the machine's load, and the ratios.
+//
+//	go run ./test/bench/cmd/launchcompare --kubeconfig bin/cluster/kubeconfig --trainstep bin/trainstep
+//
+// It is a developer tool: it creates and deletes namespaces named "lc-…".
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/trainstep/trainstep/pkg/timeline"
+	"github.com/trainstep/trainstep/test/bench"
+)
+
+const usage = `usage: launchcompare [flags]            compare trainstep's launch with the client-go loop
+       launchcompare watch --kubeconfig K -n NS --count N   (the watcher process it starts)
+`
+
+// roundTimeout bounds one side of one round.
+const roundTimeout = 5 * time.Minute
+
+func main() {
+	var err error
+	if len(os.Args) > 1 && os.Args[1] == "watch" {
+		err = watch(os.Args[2:])
+	} else {
+		err = compare(os.Args[1:])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "launchcompare:", err)
+		os.Exit(1)
+	}
+}
+
+func watch(args []string) error {
+	flags := flag.NewFlagSet("watch", flag.ExitOnError)
+	kubeconfig := flags.String("kubeconfig", "", "kubeconfig file")
+	ns := flags.String("n", "", "namespace")
+	count := flags.Int("count", 0, "how many pods and how many Services to wait for")
+	_ = flags.Parse(args)
+	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), roundTimeout)
+	defer cancel()
+	return bench.RunWatcherProcess(ctx, cfg, *ns, *count, os.Stdout)
+}
+
+// options are compare's flags.
+type options struct {
+	kubeconfig, trainstep, job, timelineDir string
+	rounds                                  int
+	trainstepArgs                           string
+}
+
+func compare(args []string) error {
+	var o options
+	flags := flag.NewFlagSet("launchcompare", flag.ExitOnError)
+	flags.Usage = func() { fmt.Fprint(os.Stderr, usage); flags.PrintDefaults() }
+	flags.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster")
+	flags.StringVar(&o.trainstep, "trainstep", "", "the trainstep binary to measure")
+	flags.StringVar(&o.job, "job", "", "job manifest (default: a Kubeflow TFJob of 1 PS and 511 workers)")
+	flags.IntVar(&o.rounds, "rounds", 5, "rounds; each runs both sides, which goes first alternating")
+	flags.StringVar(&o.timelineDir, "timeline-dir", "", "also pass trainstep --timeline, one file per round, into this directory")
+	flags.StringVar(&o.trainstepArgs, "trainstep-args", "", "extra arguments for `trainstep run`, space separated")
+	_ = flags.Parse(args)
+	if o.trainstep == "" || o.kubeconfig == "" {
+		flags.Usage()
+		return errors.New("--trainstep and --kubeconfig are required")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp("", "launchcompare-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	if o.job == "" {
+		o.job = filepath.Join(work, "tfjob.yaml")
+		if err := os.WriteFile(o.job, []byte(defaultJob), 0o644); err != nil {
+			return err
+		}
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	if err != nil {
+		return err
+	}
+	admin, err := bench.UnlimitedClient(cfg)
+	if err != nil {
+		return err
+	}
+	m := &measurer{o: o, cfg: cfg, admin: admin, watcher: []string{self, "watch"}, work: work}
+	fmt.Printf("%-6s %-22s %-18s %12s %12s %7s\n", "round", "order", "load (1/5/15 min)", "trainstep", "baseline", "ratio")
+	var ratios []float64
+	for round := 1; round <= o.rounds; round++ {
+		load := bench.LoadAverage()
+		trainstepFirst := round%2 == 1
+		var ts, base time.Duration
+		sides := []func() error{
+			func() (err error) { ts, err = m.trainstep(round); return err },
+			func() (err error) { base, err = m.baseline(round); return err },
+		}
+		order := "trainstep, baseline"
+		if !trainstepFirst {
+			sides[0], sides[1], order = sides[1], sides[0], "baseline, trainstep"
+		}
+		for _, side := range sides {
+			if err := side(); err != nil {
+				return fmt.Errorf("round %d: %w", round, err)
+			}
+		}
+		ratio := ts.Seconds() / base.Seconds()
+		ratios = append(ratios, ratio)
+		fmt.Printf("%-6d %-22s %-18s %11.2fs %11.2fs %7.2f\n", round, order, load, ts.Seconds(), base.Seconds(), ratio)
+	}
+	sorted := append([]float64(nil), ratios...)
+	sort.Float64s(sorted)
+	fmt.Printf("median ratio %.2f (min %.2f, max %.2f) over %d rounds\n", median(sorted), sorted[0], sorted[len(sorted)-1], len(sorted))
+	return nil
+}
+
+// defaultJob is the issue's job: a Kubeflow TFJob of 1 PS and 511 workers.
+const defaultJob = `apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata:
+  name: launch
+spec:
+  runPolicy:
+    cleanPodPolicy: None
+  tfReplicaSpecs:
+    PS:
+      replicas: 1
+      restartPolicy: OnFailure
+      template:
+        spec:
+          containers:
+            - name: tensorflow
+              image: registry.example/train:1
+              command: ["python", "train.py"]
+    Worker:
+      replicas: 511
+      restartPolicy: OnFailure
+      template:
+        spec:
+          containers:
+            - name: tensorflow
+              image: registry.example/train:1
+              command: ["python", "train.py"]
+`
+
+type measurer struct {
+	o       options
+	cfg     *rest.Config
+	admin   kubernetes.Interface
+	watcher []string
+	work    string
+}
+
+// trainstep runs `trainstep run` on the job in a fresh namespace until the
+// watcher has seen every object, and returns the time from just before the
+// process started.
+func (m *measurer) trainstep(round int) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), roundTimeout)
+	defer cancel()
+	ns, objs, err := m.namespace(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer m.clear(ns)
+	w, err := bench.StartWatcher(m.watcher, m.o.kubeconfig, ns, len(objs.Pods))
+	if err != nil {
+		return 0, err
+	}
+	defer w.Stop()
+	args := []string{"run", "-f", m.o.job, "--kubeconfig", m.o.kubeconfig, "-n", ns, "--outputs-dir", filepath.Join(m.work, ns)}
+	if m.o.timelineDir != "" {
+		args = append(args, "--timeline", filepath.Join(m.o.timelineDir, fmt.Sprintf("round-%d-trainstep.txt", round)))
+	}
+	args = append(args, strings.Fields(m.o.trainstepArgs)...)
+	cmd := exec.Command(m.o.trainstep, args...)
+	stderr, err := os.Create(filepath.Join(m.work, ns+".stderr"))
+	if err != nil {
+		return 0, err
+	}
+	defer stderr.Close()
+	cmd.Stderr = stderr
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	seen, err := w.Seen(ctx)
+	if m.o.timelineDir != "" {
+		// trainstep writes its timeline just after its last create: give it
+		// the moment before stopping it.
+		waitForFile(filepath.Join(m.o.timelineDir, fmt.Sprintf("round-%d-trainstep.txt", round)), 3*time.Second)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if err != nil {
+		log, _ := os.ReadFile(stderr.Name())
+		return 0, fmt.Errorf("trainstep: %w; its stderr ends:\n%s", err, lastLines(string(log), 20))
+	}
+	return seen.Sub(start), nil
+}
+
+// baseline creates the rendered objects from the client-go loop until the
+// watcher has seen them all, and returns the time from the loop's start.
+func (m *measurer) baseline(round int) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), roundTimeout)
+	defer cancel()
+	ns, objs, err := m.namespace(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer m.clear(ns)
+	w, err := bench.StartWatcher(m.watcher, m.o.kubeconfig, ns, len(objs.Pods))
+	if err != nil {
+		return 0, err
+	}
+	defer w.Stop()
+	cfg := rest.CopyConfig(m.cfg)
+	var loop *timeline.Timeline
+	if m.o.timelineDir != "" {
+		loop = timeline.New(time.Now())
+		cfg.Wrap(loop.Wrap)
+	}
+	client, err := bench.UnlimitedClient(cfg)
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	loop.Mark("loop start")
+	if err := bench.CreateBaselineObserved(ctx, client, objs, loop.Created); err != nil {
+		return 0, fmt.Errorf("baseline creates: %w", err)
+	}
+	loop.Mark("last create")
+	seen, err := w.Seen(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("baseline: %w", err)
+	}
+	if err := loop.WriteFile(filepath.Join(m.o.timelineDir, fmt.Sprintf("round-%d-baseline.txt", round))); err != nil {
+		return 0, err
+	}
+	return seen.Sub(start), nil
+}
+
+// namespace creates a namespace for one side of a round, waits for its
+// default ServiceAccount (which any namespace a step runs in has), and
+// renders the job into it.
+func (m *measurer) namespace(ctx context.Context) (string, bench.Objects, error) {
+	ns, err := m.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "lc-"}}, metav1.CreateOptions{})
+	if err != nil {
+		return "", bench.Objects{}, fmt.Errorf("creating a namespace: %w", err)
+	}
+	err = wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, err := m.admin.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, client404(err)
+	})
+	if err != nil {
+		return "", bench.Objects{}, fmt.Errorf("waiting for the default ServiceAccount of %s: %w", ns.Name, err)
+	}
+	objs, err := bench.Render(ctx, m.o.trainstep, m.o.job, ns.Name)
+	if err != nil {
+		return "", bench.Objects{}, err
+	}
+	if len(objs.Pods) != len(objs.Services) {
+		return "", bench.Objects{}, fmt.Errorf("the job renders %d pods and %d Services; launchcompare expects one Service per pod", len(objs.Pods), len(objs.Services))
+	}
+	return ns.Name, objs, nil
+}
+
+func client404(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// clear deletes the namespace's pods at once and its Services, waits until
+// no pod is left, so the next side starts on an idle cluster, and deletes
+// the namespace.
+func (m *measurer) clear(ns string) {
+	ctx, cancel := context.WithTimeout(context.Background(), roundTimeout)
+	defer cancel()
+	if err := bench.DeleteAll(ctx, m.admin, ns, false); err != nil {
+		fmt.Fprintln(os.Stderr, "launchcompare: clearing", ns+":", err)
+	}
+	_ = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		pods, err := m.admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil && len(pods.Items) == 0, nil
+	})
+	if err := m.admin.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		fmt.Fprintln(os.Stderr, "launchcompare: deleting namespace", ns+":", err)
+	}
+}
+
+// waitForFile waits until path exists, at most for limit.
+func waitForFile(path string, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func median(sorted []float64) float64 {
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
