@@ -548,7 +548,7 @@ func replicaStatuses(view *policy.View) []result.ReplicaStatus {
 	for _, r := range view.Replicas {
 		out = append(out, result.ReplicaStatus{
 			Type: string(r.Type), Index: r.Index, Phase: string(r.Phase),
-			ExitCode: r.ExitCode, Restarts: r.Restarts + r.EarlierRestarts, Node: r.Node,
+			ExitCode: r.ExitCode, Restarts: r.Restarts + r.EarlierRestarts, Node: r.Node, WorldSize: r.WorldSize,
 		})
 	}
 	return out

@@ -142,6 +142,11 @@ type Controller struct {
 	// launcher holds an MPI launcher until the workers are Ready (nil
 	// unless launcherCreationPolicy: WaitForWorkersReady); guarded by mu.
 	launcher *launcherGate
+	// elasticShortSince is when an elastic job fell short of minReplicas
+	// running workers (zero while it is not); guarded by mu.
+	elasticShortSince time.Time
+	// worldSize is the running workers of an elastic job last reported.
+	worldSize int
 }
 
 // New builds a controller; Start begins watching.

@@ -29,6 +29,9 @@ const (
 	// EventFailedCreate: a ResourceQuota refused some of the job's objects;
 	// trainstep waits for room (as the Job controller's FailedCreate).
 	EventFailedCreate = "FailedCreate"
+	// EventElasticResized: the number of running workers of an elastic
+	// job changed; torchrun's agents re-rendezvous at the new world size.
+	EventElasticResized = "ElasticResized"
 	// EventWorkersReady: every MPI worker is Ready; the launcher held back
 	// by launcherCreationPolicy: WaitForWorkersReady is created.
 	EventWorkersReady = "WorkersReady"

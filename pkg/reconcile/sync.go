@@ -53,6 +53,7 @@ func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 	if decision.Outcome != policy.OutcomeRunning {
 		return decision, nil
 	}
+	c.reportWorldSize()
 	if err := c.quotaTimedOut(); err != nil {
 		return policy.Decision{}, err
 	}
@@ -428,6 +429,22 @@ func (c *Controller) reportProgress() {
 		c.lastProgress = line
 		c.opts.OnProgress(p)
 	}
+}
+
+// reportWorldSize records an event and a log line when the number of running
+// workers of an elastic job changed: the world torchrun's next rendezvous
+// forms.
+func (c *Controller) reportWorldSize() {
+	e, ok := policy.ElasticOf(&c.view)
+	if !ok || e.Running == c.worldSize {
+		return
+	}
+	before := c.worldSize
+	c.worldSize = e.Running
+	c.event(corev1.EventTypeNormal, EventElasticResized, "elastic world size %d -> %d workers (elastic %d..%d), %d waiting for capacity",
+		before, e.Running, e.Min, e.Max, e.WaitingForCapacity)
+	c.opts.Logger.Info("elastic world size changed", zap.Int("from", before), zap.Int("to", e.Running),
+		zap.Int("min", e.Min), zap.Int("max", e.Max), zap.Int("waitingForCapacity", e.WaitingForCapacity))
 }
 
 func (c *Controller) event(eventType, reason, format string, args ...any) {
