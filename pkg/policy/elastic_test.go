@@ -39,10 +39,10 @@ func TestElasticPendingTimeoutBoundsTheTimeShortOfMinReplicas(t *testing.T) {
 		{name: "min running, the rest waiting for an hour",
 			view: viewOf(elasticWith(4, 2, 4), set(v1alpha1.ReplicaTypeWorker, 2, waitingForCapacity(longAgo)), set(v1alpha1.ReplicaTypeWorker, 3, waitingForCapacity(longAgo)))},
 		{name: "short for less than the timeout",
-			view: viewOf(elasticWith(3, 2, 3), set(v1alpha1.ReplicaTypeWorker, 1, waitingForCapacity(longAgo)), set(v1alpha1.ReplicaTypeWorker, 2, waitingForCapacity(longAgo))),
+			view:       viewOf(elasticWith(3, 2, 3), set(v1alpha1.ReplicaTypeWorker, 1, waitingForCapacity(longAgo)), set(v1alpha1.ReplicaTypeWorker, 2, waitingForCapacity(longAgo))),
 			shortSince: t0.Add(time.Minute - pending + time.Second)},
 		{name: "short for the timeout",
-			view: viewOf(elasticWith(3, 2, 3), set(v1alpha1.ReplicaTypeWorker, 1, waitingForCapacity(longAgo)), set(v1alpha1.ReplicaTypeWorker, 2, waitingForCapacity(longAgo))),
+			view:       viewOf(elasticWith(3, 2, 3), set(v1alpha1.ReplicaTypeWorker, 1, waitingForCapacity(longAgo)), set(v1alpha1.ReplicaTypeWorker, 2, waitingForCapacity(longAgo))),
 			shortSince: t0.Add(time.Minute - pending), transient: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
