@@ -433,10 +433,11 @@ func (c *Controller) reportProgress() {
 
 // reportWorldSize records an event and a log line when the number of running
 // workers of an elastic job changed: the world torchrun's next rendezvous
-// forms.
+// forms. While the job gathers its first minReplicas workers nothing is
+// reported but the start.
 func (c *Controller) reportWorldSize() {
 	e, ok := policy.ElasticOf(&c.view)
-	if !ok || e.Running == c.worldSize {
+	if !ok || e.Running == c.worldSize || (e.Running < e.Min && c.worldSize < e.Min) {
 		return
 	}
 	before := c.worldSize
