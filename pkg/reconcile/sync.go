@@ -182,6 +182,14 @@ func (c *Controller) createMissing(ctx context.Context) error {
 	if shared+len(pending) == 0 {
 		return nil
 	}
+	podCount := len(pending)
+	var hostErr error
+	if host, rest, ok := c.rendezvousHostFirst(pending); ok {
+		// Sent alone before the others, the host reaches the scheduler's
+		// queue first, so it is the first worker placed when room is short.
+		hostErr = c.createReplica(ctx, host)
+		pending = rest
+	}
 	errs := c.parallel(ctx, shared+len(pending), func(i int) error {
 		if i < shared {
 			err := apierr.Retry(ctx, func() error {
@@ -198,6 +206,7 @@ func (c *Controller) createMissing(ctx context.Context) error {
 		}
 		return c.createReplica(ctx, pending[i-shared])
 	})
+	errs = append(errs, hostErr)
 	// A full ResourceQuota is no failure: the objects it refused are created
 	// on a later sync, once there is room.
 	refused := c.quotaRefusals(errs)
@@ -206,9 +215,27 @@ func (c *Controller) createMissing(ctx context.Context) error {
 	}
 	if refused == 0 && !c.createdEvent {
 		c.createdEvent = true
-		c.event(corev1.EventTypeNormal, EventCreated, "created %d pods and %d services for job %s", len(pending), len(c.opts.Desired.Services), c.opts.Identity.JobName)
+		c.event(corev1.EventTypeNormal, EventCreated, "created %d pods and %d services for job %s", podCount, len(c.opts.Desired.Services), c.opts.Identity.JobName)
 	}
 	return nil
+}
+
+// rendezvousHostFirst splits off the worker that hosts an elastic job's
+// c10d rendezvous (Worker 0, unless elasticPolicy.rdzvHost names another
+// host) when it is to be created with others: no worker can train until
+// it runs.
+func (c *Controller) rendezvousHostFirst(pending []podCreate) (host podCreate, rest []podCreate, ok bool) {
+	ep := c.opts.Job.Spec.ElasticPolicy
+	if len(pending) < 2 || !v1alpha1.IsElastic(c.opts.Job) || ep.RDZVHost != nil {
+		return podCreate{}, pending, false
+	}
+	for i, p := range pending {
+		if p.st.id.Type == v1alpha1.ReplicaTypeWorker && p.st.id.Index == 0 {
+			rest = append(append(rest, pending[:i]...), pending[i+1:]...)
+			return p, rest, true
+		}
+	}
+	return podCreate{}, pending, false
 }
 
 // podCreate is one replica pod to create: which replica, at which attempt.
