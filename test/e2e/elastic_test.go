@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/trainstep/trainstep/internal/testutil"
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 )
 
 // torchElasticTrainPath is where the elastic training script is in torchImage.
@@ -93,11 +94,12 @@ func (e *e2e) startElastic(t *testing.T, beforeSubmit func()) string {
 func (e *e2e) workerLogsShow(t *testing.T, timeout time.Duration, want string) {
 	t.Helper()
 	testutil.Eventually(t, timeout, "a worker's log showing "+want, func(ctx context.Context) (bool, error) {
-		pods, _, err := e.jobObjects(ctx, "torchelastic")
+		// Inside Argo the job's name is the template's hash, not the manifest's.
+		pods, err := e.c.Client.CoreV1().Pods(e.namespace).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelReplicaType + "=worker"})
 		if err != nil {
 			return false, nil
 		}
-		for _, p := range pods {
+		for _, p := range pods.Items {
 			if p.Status.Phase != corev1.PodRunning {
 				continue
 			}
