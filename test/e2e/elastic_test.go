@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -90,17 +91,27 @@ func (e *e2e) startElastic(t *testing.T, beforeSubmit func()) string {
 	return e.submit(t, workflowFromYAML(t, fmt.Sprintf(mpiWorkflow, localImage, torchImage, manifest, pythonImage)))
 }
 
-// workerLogsShow waits until some worker's log holds want.
+// workerPods lists the job's workers (inside Argo the job's name is the
+// template's hash, not the manifest's, so they are found by label).
+func (e *e2e) workerPods(ctx context.Context) ([]corev1.Pod, error) {
+	pods, err := e.c.Client.CoreV1().Pods(e.namespace).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelReplicaType + "=worker"})
+	if err != nil {
+		return nil, err
+	}
+	return pods.Items, nil
+}
+
+// workerLogsShow waits until some worker's log holds want. Finished workers
+// count too: a worker that ran to the end still logged what it did.
 func (e *e2e) workerLogsShow(t *testing.T, timeout time.Duration, want string) {
 	t.Helper()
 	testutil.Eventually(t, timeout, "a worker's log showing "+want, func(ctx context.Context) (bool, error) {
-		// Inside Argo the job's name is the template's hash, not the manifest's.
-		pods, err := e.c.Client.CoreV1().Pods(e.namespace).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelReplicaType + "=worker"})
+		pods, err := e.workerPods(ctx)
 		if err != nil {
 			return false, nil
 		}
-		for _, p := range pods.Items {
-			if p.Status.Phase != corev1.PodRunning {
+		for _, p := range pods {
+			if p.Spec.NodeName == "" {
 				continue
 			}
 			data, err := e.c.Client.CoreV1().Pods(e.namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: "pytorch"}).DoRaw(ctx)
@@ -109,7 +120,32 @@ func (e *e2e) workerLogsShow(t *testing.T, timeout time.Duration, want string) {
 			}
 		}
 		return false, nil
-	}, func() string { return e.podSummary(t) })
+	}, func() string { return e.podSummary(t) + e.workerLogTails(20) })
+}
+
+// workerLogTails is the end of every placed worker's log, for a failure's
+// message.
+func (e *e2e) workerLogTails(lines int64) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	pods, err := e.workerPods(ctx)
+	if err != nil {
+		return "listing workers: " + err.Error()
+	}
+	var b strings.Builder
+	for _, p := range pods {
+		if p.Spec.NodeName == "" {
+			fmt.Fprintf(&b, "%s: not placed\n", p.Name)
+			continue
+		}
+		data, err := e.c.Client.CoreV1().Pods(e.namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: "pytorch", TailLines: &lines}).DoRaw(ctx)
+		if err != nil {
+			fmt.Fprintf(&b, "%s: reading its log: %v\n", p.Name, err)
+			continue
+		}
+		fmt.Fprintf(&b, "last lines of %s:\n  %s\n", p.Name, strings.ReplaceAll(strings.TrimSpace(string(data)), "\n", "\n  "))
+	}
+	return b.String()
 }
 
 // finishElastic waits for the Workflow and checks what every elastic run
@@ -151,7 +187,55 @@ func (e *e2e) finishElastic(t *testing.T, name string, worlds ...string) {
 			t.Errorf("replicas.json: worker %d world size %d, want 3", r.Index, r.WorldSize)
 		}
 	}
-	t.Logf("the train step's log, elastic lines:\n%s", grepLines(stepLog, "world size", "elastic world size", "waiting for capacity"))
+	t.Logf("the train step's log, elastic lines:\n%s", grepLines(stepLog, "world size", "elastic world size", "waiting for capacity", "job ended"))
+	t.Logf("timeline:\n%s", e.elasticTimeline(e.podOfNode(t, wf, train)))
+}
+
+// elasticTimeline tells when the step started, when each worker was placed
+// and started, and when the ranks logged each world size (the kubelet's
+// timestamps of the workers' log lines).
+func (e *e2e) elasticTimeline(step *corev1.Pod) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var lines []string
+	stamp := func(at time.Time, what string) {
+		lines = append(lines, at.UTC().Format("15:04:05.000")+"  "+what)
+	}
+	if step.Status.StartTime != nil {
+		stamp(step.Status.StartTime.Time, "step pod "+step.Name+" started")
+	}
+	pods, err := e.workerPods(ctx)
+	if err != nil {
+		return err.Error()
+	}
+	for _, p := range pods {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
+				stamp(c.LastTransitionTime.Time, p.Name+" scheduled")
+			}
+		}
+		data, err := e.c.Client.CoreV1().Pods(e.namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: "pytorch", Timestamps: true}).DoRaw(ctx)
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(data), "\n") {
+			ts, text, ok := strings.Cut(l, " ")
+			if !ok || !strings.Contains(text, ": world size") && !strings.Contains(text, "resuming at step") && !strings.Contains(text, "done at step") {
+				continue
+			}
+			if at, err := time.Parse(time.RFC3339Nano, ts); err == nil {
+				stamp(at, p.Name+" "+text)
+			}
+		}
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
+}
+
+// logNow logs what the test did with the time, for the run's timeline.
+func logNow(t *testing.T, format string, args ...any) {
+	t.Helper()
+	t.Logf("%s  %s", time.Now().UTC().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 }
 
 // grepLines keeps the lines of s that hold any of parts.
@@ -193,10 +277,11 @@ func TestRealNodeElasticTorchrunGrowsWhenCapacityFreesUp(t *testing.T) {
 	})
 	e.workerLogsShow(t, 4*time.Minute, "step 100 loss")
 	e.workerLogsShow(t, time.Minute, "world size 2")
+	logNow(t, "the ranks train at world size 2")
 	if err := e.c.Client.CoreV1().Pods(e.namespace).Delete(context.Background(), "placeholder", *metav1.NewDeleteOptions(0)); err != nil {
 		t.Fatal(err)
 	}
-	t.Log("deleted the placeholder: the third worker's slot is free")
+	logNow(t, "deleted the placeholder: the third worker's slot is free")
 	e.finishElastic(t, name, "world size 2", "world size 3")
 }
 
@@ -212,15 +297,23 @@ func TestRealNodeElasticTorchrunShrinksAndRejoinsAfterADisruption(t *testing.T) 
 	e.workerLogsShow(t, time.Minute, "step 200 loss")
 	// Room for two: the evicted worker's replacement waits for capacity.
 	e.setElasticSlots(t, 2)
-	eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "torchelastic-worker-2", Namespace: e.namespace}}
-	if err := e.c.Client.CoreV1().Pods(e.namespace).EvictV1(context.Background(), eviction); err != nil {
-		t.Fatalf("evicting worker-2: %v", err)
+	// The Eviction API is how `kubectl drain` and the cluster autoscaler
+	// take a pod away: the API server puts DisruptionTarget
+	// (EvictionByEvictionAPI) on it before deleting it.
+	workers, err := e.c.Client.CoreV1().Pods(e.namespace).List(context.Background(), metav1.ListOptions{
+		LabelSelector: v1alpha1.LabelReplicaType + "=worker," + v1alpha1.LabelReplicaIndex + "=2"})
+	if err != nil || len(workers.Items) != 1 {
+		t.Fatalf("finding worker-2: %v (%d pods)", err, len(workers.Items))
 	}
-	t.Log("evicted worker-2")
+	eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: workers.Items[0].Name, Namespace: e.namespace}}
+	if err := e.c.Client.CoreV1().Pods(e.namespace).EvictV1(context.Background(), eviction); err != nil {
+		t.Fatalf("evicting %s: %v", workers.Items[0].Name, err)
+	}
+	logNow(t, "evicted %s", workers.Items[0].Name)
 	// The survivors' ranks fail on the lost peer; their agents restart them
 	// (agent restart 1) in a world of two, from the checkpoint.
 	e.workerLogsShow(t, 3*time.Minute, "world size 2 (agent restart 1)")
 	e.setElasticSlots(t, 3)
-	t.Log("room for the third worker again")
+	logNow(t, "room for the third worker again")
 	e.finishElastic(t, name, "world size 2 (agent restart 1)", "world size 3")
 }
