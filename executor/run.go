@@ -197,11 +197,16 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 	}
 	isMPI := job.Spec.Framework == v1alpha1.FrameworkMPI
 	podGroups, hasPodGroup := gang.PodGroupResource(gang.Kind(job))
-	if err := conn.preflight(ctx, cfg.APITimeout, requiredPermissions(isMPI, isMPI, eventObject != nil, podGroups.Group)); err != nil {
+	if err := conn.preflight(ctx, cfg.APITimeout, requiredPermissions(isMPI, isMPI, eventObject != nil, podGroups.Group, v1alpha1.ScalesOnMetrics(job))); err != nil {
 		return nil, err
 	}
 	if hasPodGroup {
 		if err := conn.checkPodGroupAPI(ctx, cfg.APITimeout, podGroups); err != nil {
+			return nil, err
+		}
+	}
+	if v1alpha1.ScalesOnMetrics(job) {
+		if err := conn.checkMetricsAPI(ctx, cfg.APITimeout); err != nil {
 			return nil, err
 		}
 	}
@@ -278,6 +283,7 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 		OnPod:      streamer.observe,
 		OnProgress: progressReporter(cfg, s.log),
 		BeforeSync: cfg.BeforeSync,
+		PodMetrics: s.conn.podMetrics,
 	})
 	// A panic past this point still tears the job down (when this run holds
 	// its Lease); Run reports it.

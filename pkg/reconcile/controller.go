@@ -75,6 +75,9 @@ type Options struct {
 	// Jitter draws the built-in gang's backoff jitter in [0, 1); nil uses
 	// math/rand.
 	Jitter func() float64
+	// PodMetrics reads the workers' usage for elasticPolicy.metrics; nil
+	// evaluates no metrics (the worker target stays at Worker.replicas).
+	PodMetrics PodMetricsLister
 	// BeforeSync, for tests, is called before each sync.
 	BeforeSync func()
 }
@@ -147,6 +150,9 @@ type Controller struct {
 	elasticShortSince time.Time
 	// worldSize is the running workers of an elastic job last reported.
 	worldSize int
+	// scaler is the metric-driven worker target (nil unless the job has
+	// elasticPolicy.metrics).
+	scaler *autoscaler
 }
 
 // New builds a controller; Start begins watching.
@@ -169,6 +175,7 @@ func New(opts Options) *Controller {
 		replicas: map[policy.ReplicaID]*replicaState{},
 		byName:   map[string]*replicaState{},
 		gang:     newGangAdmission(opts.Job, opts.Jitter),
+		scaler:   newAutoscaler(opts.Job),
 	}
 	c.order = policy.Desired(opts.Job)
 	for _, id := range c.order {
@@ -485,6 +492,7 @@ func (c *Controller) Run(ctx context.Context) (policy.Decision, error) {
 		queue.ShutDown()
 	}()
 	queue.Add(syncKey)
+	go c.runAutoscaler(ctx)
 	go func() {
 		for {
 			key, quit := queue.Get()

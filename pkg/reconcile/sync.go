@@ -54,6 +54,9 @@ func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 		return decision, nil
 	}
 	c.reportWorldSize()
+	if err := c.removeAboveTarget(ctx); err != nil {
+		return policy.Decision{}, c.apiError(err)
+	}
 	if err := c.quotaTimedOut(); err != nil {
 		return policy.Decision{}, err
 	}
@@ -253,7 +256,7 @@ func (c *Controller) podsToCreate() []podCreate {
 	defer c.mu.Unlock()
 	var out []podCreate
 	for _, id := range c.order {
-		if st := c.replicas[id]; st.wantsCreate() && !c.launcher.holds(st) {
+		if st := c.replicas[id]; st.wantsCreate() && !c.launcher.holds(st) && !c.aboveTarget(st) {
 			out = append(out, podCreate{st: st, attempt: st.nextAttempt})
 		}
 	}

@@ -303,6 +303,12 @@ func IsElastic(job *TrainJob) bool {
 	return job.Spec.Framework == FrameworkPyTorch && job.Spec.ElasticPolicy != nil
 }
 
+// ScalesOnMetrics reports whether an elastic job's worker count follows
+// elasticPolicy.metrics (the HPA's algorithm) rather than free capacity alone.
+func ScalesOnMetrics(job *TrainJob) bool {
+	return IsElastic(job) && len(job.Spec.ElasticPolicy.Metrics) > 0
+}
+
 // LauncherWaitsForWorkers reports whether an MPI job's launcher is created
 // only once every worker is Ready (launcherCreationPolicy WaitForWorkersReady).
 func LauncherWaitsForWorkers(job *TrainJob) bool {
