@@ -174,6 +174,13 @@ type recommendation struct {
 	workers int
 }
 
+// Record notes a worker count as a recommendation: the HPA records the
+// current count when it starts, so that it does not scale down before a
+// whole window of low usage.
+func (r *Recommendations) Record(now time.Time, workers int) {
+	r.entries = append(r.entries, recommendation{at: now, workers: workers})
+}
+
 // Stabilize records proposal and returns the worker count to act on: the
 // proposal when it grows, otherwise the largest recommendation within the
 // window (so a dip shorter than the window changes nothing).

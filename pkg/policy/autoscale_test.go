@@ -135,3 +135,17 @@ func TestDesiredWorkersStabilisesScaleDownWithinTheBounds(t *testing.T) {
 		}
 	}
 }
+
+// Like the HPA, which records the current count when it starts, a job
+// that starts below the target usage keeps its workers for a whole window.
+func TestDesiredWorkersHoldsTheStartingCountForAWindow(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var recent Recommendations
+	recent.Record(start, 3)
+	if got := DesiredWorkers(start.Add(15*time.Second), 3, []int{1}, 1, 3, &recent); got != 3 {
+		t.Errorf("%d workers 15s after the start, want the starting 3", got)
+	}
+	if got := DesiredWorkers(start.Add(5*time.Minute+time.Second), 3, []int{1}, 1, 3, &recent); got != 1 {
+		t.Errorf("%d workers after a window of low usage, want 1", got)
+	}
+}

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -37,6 +38,9 @@ type autoscaler struct {
 	// requests is one worker's request per resource, in milli-units (the
 	// template's, the same for every worker).
 	requests map[corev1.ResourceName]int64
+	// held is the smaller count the stabilisation window last held back
+	// (0: none), so that the wait is logged once, not every period.
+	held int
 }
 
 func newAutoscaler(job *v1alpha1.TrainJob) *autoscaler {
@@ -186,12 +190,29 @@ func (c *Controller) evaluateMetrics(ctx context.Context, podMetrics PodMetricsL
 	}
 	desired := policy.DesiredWorkers(c.opts.Clock.Now(), current, proposals, int(lo), int(hi), &c.scaler.recent)
 	if desired == current {
+		c.noteHeld(current, proposals, lo, hi)
 		return
 	}
+	c.scaler.held = 0
 	c.mu.Lock()
 	c.scaler.target = desired
 	c.mu.Unlock()
 	c.event(corev1.EventTypeNormal, EventElasticScaled, "elasticPolicy.metrics: %d -> %d workers (elastic %d..%d)", current, desired, lo, hi)
 	c.opts.Logger.Info("elastic worker target changed", zap.Int("from", current), zap.Int("to", desired), zap.Int32("min", lo), zap.Int32("max", hi))
 	c.enqueue()
+}
+
+// noteHeld logs, once per proposal, that the metrics ask for fewer workers
+// than the stabilisation window allows yet: why the job does not shrink.
+func (c *Controller) noteHeld(current int, proposals []int, lo, hi int32) {
+	if len(proposals) == 0 {
+		return
+	}
+	proposal := min(max(slices.Max(proposals), int(lo)), int(hi))
+	if proposal >= current || proposal == c.scaler.held {
+		return
+	}
+	c.scaler.held = proposal
+	c.opts.Logger.Info("elastic scale-down held by the stabilisation window", zap.Int("workers", current), zap.Int("proposal", proposal),
+		zap.Duration("window", policy.ScaleDownStabilization))
 }

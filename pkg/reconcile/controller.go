@@ -177,6 +177,9 @@ func New(opts Options) *Controller {
 		gang:     newGangAdmission(opts.Job, opts.Jitter),
 		scaler:   newAutoscaler(opts.Job),
 	}
+	if c.scaler != nil {
+		c.scaler.recent.Record(opts.Clock.Now(), c.scaler.target)
+	}
 	c.order = policy.Desired(opts.Job)
 	for _, id := range c.order {
 		st := newReplicaState(id, render.PodName(opts.Identity.JobName, id.Type, id.Index))
