@@ -183,7 +183,7 @@ func (c *Controller) evaluateMetrics(ctx context.Context, podMetrics PodMetricsL
 		}
 		proposal, err := policy.ResourceProposal(current, name, m.Resource.Target, samples, policy.AutoscaleTolerance)
 		if err != nil {
-			c.opts.Logger.Info("elasticPolicy.metrics: not evaluated", zap.Int("metric", i), zap.Error(err))
+			c.opts.Logger.Debug("elasticPolicy.metrics: not evaluated", zap.Int("metric", i), zap.Error(err))
 			continue
 		}
 		proposals = append(proposals, proposal)
