@@ -67,6 +67,16 @@ func (e *e2e) setElasticSlots(t *testing.T, n int) {
 		patch := fmt.Sprintf(`[{"op":"remove","path":"/status/capacity/%s"}]`, strings.ReplaceAll(string(elasticSlot), "/", "~1"))
 		_, _ = e.c.Client.CoreV1().Nodes().Patch(context.Background(), realNodeName, types.JSONPatchType, []byte(patch), metav1.PatchOptions{}, "status")
 	})
+	// The kubelet derives allocatable, what the scheduler reads, from the
+	// capacity on its next status update, some seconds later.
+	testutil.Eventually(t, time.Minute, fmt.Sprintf("%d elastic slots allocatable", n), func(ctx context.Context) (bool, error) {
+		node, err := e.c.Client.CoreV1().Nodes().Get(ctx, realNodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		q, ok := node.Status.Allocatable[elasticSlot]
+		return ok && q.Value() == int64(n), nil
+	})
 }
 
 // startElastic imports the torch image, submits the elastic job through the
