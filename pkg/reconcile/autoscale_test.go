@@ -92,7 +92,11 @@ func TestElasticWorkersFollowTheHPAFormulaWithinTheBounds(t *testing.T) {
 			Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: &target}}}}
 	job.Spec.ReplicaSpecs["Worker"].Template.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
 	clock := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	h := startWith(t, job, func(_ *harness, o *Options) { o.Clock = clock })
+	var progress <-chan string
+	h := startWith(t, job, func(_ *harness, o *Options) {
+		o.Clock = clock
+		progress = progressLines(o)
+	})
 	metrics := &fakePodMetrics{usage: map[string]int64{}}
 	evaluate := func(after time.Duration) {
 		clock.Step(after)
@@ -115,6 +119,7 @@ func TestElasticWorkersFollowTheHPAFormulaWithinTheBounds(t *testing.T) {
 	}
 	h.setReady("el-worker-2", corev1.PodRunning, true)
 	h.setReady("el-worker-3", corev1.PodRunning, true)
+	waitProgress(t, progress, "worker 4/4 running (elastic 2..4), metrics' target 4")
 
 	h.waitCachedReady("el-worker-0", "el-worker-1", "el-worker-2", "el-worker-3")
 	metrics.set(100, "el-worker-0", "el-worker-1", "el-worker-2", "el-worker-3") // 10%: ratio 0.2

@@ -20,6 +20,8 @@ type Progress struct {
 	Waiting string
 	// Elastic counts an elastic job's workers (nil for other jobs).
 	Elastic *policy.Elastic
+	// WorkerTarget is the workers elasticPolicy.metrics allow (0 without metrics).
+	WorkerTarget int
 }
 
 // TypeProgress counts one replica type.
@@ -59,7 +61,8 @@ func ProgressOf(v *policy.View) Progress {
 
 // String renders "worker 3/4 running, ps 1/1 running, restarts 1"; an
 // elastic job's workers as "worker 3/8 running (elastic 2..8), 5 waiting
-// for capacity".
+// for capacity", with "metrics' target 4" when elasticPolicy.metrics decide
+// how many may run.
 func (p Progress) String() string {
 	parts := make([]string, 0, len(p.Types)+3)
 	for _, t := range p.Types {
@@ -70,6 +73,9 @@ func (p Progress) String() string {
 		}
 		if t.Succeeded > 0 {
 			s += fmt.Sprintf(" (%d succeeded)", t.Succeeded)
+		}
+		if elastic && p.WorkerTarget > 0 {
+			s += fmt.Sprintf(", metrics' target %d", p.WorkerTarget)
 		}
 		if elastic && p.Elastic.WaitingForCapacity > 0 {
 			s += fmt.Sprintf(", %d waiting for capacity", p.Elastic.WaitingForCapacity)

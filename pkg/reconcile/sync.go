@@ -447,6 +447,9 @@ func (c *Controller) reportProgress() {
 	}
 	p := ProgressOf(&c.view)
 	c.mu.Lock()
+	if c.scaler != nil {
+		p.WorkerTarget = c.scaler.target
+	}
 	p.Waiting = c.launcher.waiting()
 	if c.quota.refusal != "" {
 		p.Waiting = "waiting for quota: " + c.quota.refusal
