@@ -22,10 +22,13 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/flowcontrol"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned/typed/metrics/v1beta1"
 
 	"github.com/trainstep/trainstep/pkg/apierr"
 	"github.com/trainstep/trainstep/pkg/apistats"
 	"github.com/trainstep/trainstep/pkg/gang"
+	"github.com/trainstep/trainstep/pkg/reconcile"
 	"github.com/trainstep/trainstep/pkg/result"
 )
 
@@ -38,7 +41,9 @@ type connection struct {
 	authorization authorizationv1client.AuthorizationV1Interface
 	discovery     discovery.ServerResourcesInterface
 	dynamic       dynamic.Interface
-	namespace     string
+	// podMetrics reads metrics.k8s.io (elasticPolicy.metrics).
+	podMetrics reconcile.PodMetricsLister
+	namespace  string
 	// requests counts the run's API requests when Config.APIStatsFile is set.
 	requests *apistats.Counter
 }
@@ -122,7 +127,24 @@ func newConnection(restConfig *rest.Config) (*connection, error) {
 	if c.dynamic, err = dynamic.NewForConfigAndClient(restConfig, httpClient); err != nil {
 		return nil, err
 	}
+	// JSON: metrics-server and other aggregated servers need not speak protobuf.
+	metricsConfig := rest.CopyConfig(restConfig)
+	metricsConfig.ContentType, metricsConfig.AcceptContentTypes = runtime.ContentTypeJSON, runtime.ContentTypeJSON
+	metrics, err := metricsclient.NewForConfigAndClient(metricsConfig, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	c.podMetrics = podMetricsLister{metrics}
 	return c, nil
+}
+
+// podMetricsLister lists pod usage with the metrics clientset.
+type podMetricsLister struct {
+	client metricsclient.PodMetricsesGetter
+}
+
+func (l podMetricsLister) List(ctx context.Context, namespace string, opts metav1.ListOptions) (*metricsv1beta1.PodMetricsList, error) {
+	return l.client.PodMetricses(namespace).List(ctx, opts)
 }
 
 func firstNonEmpty(values ...string) string {
@@ -152,7 +174,7 @@ func (p permission) String() string {
 
 // requiredPermissions lists what the run needs in its namespace;
 // podGroupAPI is the API group of the job's PodGroup ("" for none).
-func requiredPermissions(configMaps, secrets, events bool, podGroupAPI string) []permission {
+func requiredPermissions(configMaps, secrets, events bool, podGroupAPI string, podMetrics bool) []permission {
 	var perms []permission
 	add := func(resource string, verbs ...string) {
 		for _, v := range verbs {
@@ -174,6 +196,10 @@ func requiredPermissions(configMaps, secrets, events bool, podGroupAPI string) [
 	// The job's Lease: one writer per job.
 	for _, v := range []string{"create", "get", "update", "patch", "delete"} {
 		perms = append(perms, permission{verb: v, group: "coordination.k8s.io", resource: "leases"})
+	}
+	if podMetrics {
+		// elasticPolicy.metrics: the workers' usage.
+		perms = append(perms, permission{verb: "list", group: metricsAPI.Group, resource: metricsAPI.Resource})
 	}
 	if podGroupAPI != "" {
 		verbs := []string{"create", "patch", "delete"}

@@ -52,3 +52,37 @@ func (c *connection) checkPodGroupAPI(ctx context.Context, apiTimeout time.Durat
 		"schedulingPolicy.gang needs the CustomResourceDefinition %s (%s), which this cluster does not serve: install the scheduler's CRDs or choose another gang kind",
 		gang.CRDName(gvr), gvr.GroupVersion()))
 }
+
+// metricsAPI is the resource metrics API an elastic job's
+// elasticPolicy.metrics are read from (metrics-server serves it).
+var metricsAPI = schema.GroupVersionResource{Group: "metrics.k8s.io", Version: "v1beta1", Resource: "pods"}
+
+// checkMetricsAPI refuses an elastic job with elasticPolicy.metrics on a
+// cluster that does not serve the resource metrics API: nothing could
+// evaluate them.
+func (c *connection) checkMetricsAPI(ctx context.Context, apiTimeout time.Duration) error {
+	served := false
+	check := func() error {
+		list, err := c.discovery.ServerResourcesForGroupVersion(metricsAPI.GroupVersion().String())
+		if apierrors.IsNotFound(err) || apierrors.IsServiceUnavailable(err) {
+			// An APIService whose backend is down answers 503: not served either.
+			return nil
+		}
+		if err != nil {
+			return classify(err)
+		}
+		for _, r := range list.APIResources {
+			served = served || r.Name == metricsAPI.Resource
+		}
+		return nil
+	}
+	if err := retryTransient(ctx, apiTimeout, check); err != nil {
+		return err
+	}
+	if !served {
+		return result.Invalid(result.ReasonInvalidSpec, fmt.Errorf(
+			"spec.elasticPolicy.metrics needs the resource metrics API (%s, pods), which this cluster does not serve: install metrics-server, or leave out metrics to grow into free capacity",
+			metricsAPI.GroupVersion()))
+	}
+	return nil
+}

@@ -208,12 +208,17 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 	}
 	isMPI := job.Spec.Framework == v1alpha1.FrameworkMPI
 	podGroups, hasPodGroup := gang.PodGroupResource(gang.Kind(job))
-	if err := conn.preflight(ctx, cfg.APITimeout, requiredPermissions(isMPI, isMPI, eventObject != nil, podGroups.Group)); err != nil {
+	if err := conn.preflight(ctx, cfg.APITimeout, requiredPermissions(isMPI, isMPI, eventObject != nil, podGroups.Group, v1alpha1.ScalesOnMetrics(job))); err != nil {
 		return nil, err
 	}
 	cfg.Timeline.Mark("preflight done")
 	if hasPodGroup {
 		if err := conn.checkPodGroupAPI(ctx, cfg.APITimeout, podGroups); err != nil {
+			return nil, err
+		}
+	}
+	if v1alpha1.ScalesOnMetrics(job) {
+		if err := conn.checkMetricsAPI(ctx, cfg.APITimeout); err != nil {
 			return nil, err
 		}
 	}
@@ -294,6 +299,7 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 		BeforeSync: cfg.BeforeSync,
 		Timeline:   cfg.Timeline,
 		OnLaunched: func() { writeTimeline(cfg) },
+		PodMetrics: s.conn.podMetrics,
 	})
 	// A panic past this point still tears the job down (when this run holds
 	// its Lease); Run reports it.
@@ -564,7 +570,7 @@ func replicaStatuses(view *policy.View) []result.ReplicaStatus {
 	for _, r := range view.Replicas {
 		out = append(out, result.ReplicaStatus{
 			Type: string(r.Type), Index: r.Index, Phase: string(r.Phase),
-			ExitCode: r.ExitCode, Restarts: r.Restarts + r.EarlierRestarts, Node: r.Node,
+			ExitCode: r.ExitCode, Restarts: r.Restarts + r.EarlierRestarts, Node: r.Node, WorldSize: r.WorldSize,
 		})
 	}
 	return out

@@ -13,7 +13,7 @@ import (
 // `convert` prints a TrainJob that renders exactly the objects the
 // Kubeflow manifest renders.
 func TestConvertPrintsAnEquivalentTrainJob(t *testing.T) {
-	for _, name := range []string{"tfjob_dist_mnist.yaml", "pytorchjob_elastic_echo.yaml", "pytorchjob_workers_only.yaml", "jaxjob_cpu_demo.yaml", "xgboostjob_iris.yaml"} {
+	for _, name := range []string{"tfjob_dist_mnist.yaml", "pytorchjob_elastic_echo.yaml", "pytorchjob_elastic_imagenet.yaml", "pytorchjob_workers_only.yaml", "jaxjob_cpu_demo.yaml", "xgboostjob_iris.yaml"} {
 		t.Run(name, func(t *testing.T) {
 			manifest, err := os.ReadFile(filepath.Join("..", "..", "pkg", "kubeflow", "testdata", name))
 			if err != nil {
@@ -107,4 +107,67 @@ func TestKubeflowManifestsCanUseGangScheduling(t *testing.T) {
 			t.Errorf("exit %d, stderr %q", got.code, got.stderr)
 		}
 	})
+}
+
+// Training Operator's own elastic examples, unchanged, validate and render:
+// a worker for every slot up to maxReplicas, torchrun's env for min:max,
+// and imagenet's HPA metric is kept, not warned away.
+func TestTrainingOperatorElasticExamplesRender(t *testing.T) {
+	for _, tc := range []struct {
+		file    string
+		workers int
+		nnodes  string
+	}{
+		{"pytorchjob_elastic_echo.yaml", 2, "1:2"},
+		{"pytorchjob_elastic_imagenet.yaml", 3, "1:3"},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			manifest, err := os.ReadFile(filepath.Join("..", "..", "pkg", "kubeflow", "testdata", tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := runCLI(t, string(manifest), nil, "validate", "-f", "-"); got.code != 0 {
+				t.Fatalf("validate: exit %d, stderr %q", got.code, got.stderr)
+			}
+			got := runCLI(t, string(manifest), nil, "render", "-f", "-", "-o", "json")
+			if got.code != 0 {
+				t.Fatalf("render: exit %d, stderr %q", got.code, got.stderr)
+			}
+			if strings.Contains(got.stderr, "metrics") {
+				t.Errorf("render warned about metrics: %s", got.stderr)
+			}
+			var list struct {
+				Items []struct {
+					Kind string `json:"kind"`
+					Spec struct {
+						Containers []struct {
+							Env []struct{ Name, Value string } `json:"env"`
+						} `json:"containers"`
+					} `json:"spec"`
+				} `json:"items"`
+			}
+			if err := json.Unmarshal([]byte(got.stdout), &list); err != nil {
+				t.Fatal(err)
+			}
+			pods := 0
+			for _, item := range list.Items {
+				if item.Kind != "Pod" {
+					continue
+				}
+				pods++
+				nnodes := ""
+				for _, e := range item.Spec.Containers[0].Env {
+					if e.Name == "PET_NNODES" {
+						nnodes = e.Value
+					}
+				}
+				if nnodes != tc.nnodes {
+					t.Errorf("PET_NNODES = %q, want %q", nnodes, tc.nnodes)
+				}
+			}
+			if pods != tc.workers {
+				t.Errorf("%d pods, want a worker for each of the %d slots", pods, tc.workers)
+			}
+		})
+	}
 }

@@ -138,9 +138,10 @@ type servicePerReplica struct{}
 func (servicePerReplica) ServiceLayout() ServiceLayout { return ServicePerReplica }
 
 // Replicas returns how many replicas of type rt the job runs: 0 when the
-// type is absent, 1 when unset (the API's default), never negative.
+// type is absent, 1 when unset (the API's default), never negative; an
+// elastic job's workers up to maxReplicas (v1alpha1.ReplicaSlots).
 func Replicas(job *v1alpha1.TrainJob, rt v1alpha1.ReplicaType) int {
-	return max(0, int(job.Spec.ReplicaSpecs[rt].ReplicaCount()))
+	return max(0, int(v1alpha1.ReplicaSlots(job, rt)))
 }
 
 // TotalReplicas returns how many replicas of every type the job runs.

@@ -58,11 +58,16 @@ func ForPods(job *v1alpha1.TrainJob, jobName string) PodSettings {
 	return PodSettings{}
 }
 
-// MinMember is how many pods must be placed together: minAvailable, or every
-// replica when it is not set.
+// MinMember is how many pods must be placed together: minAvailable, else
+// every replica, except that an elastic job needs only its minReplicas
+// workers (with its other replicas, e.g. a Master): the workers above them
+// are outside the gang's minimum and join when they are placed.
 func MinMember(job *v1alpha1.TrainJob) int32 {
 	if sp := job.Spec.RunPolicy.SchedulingPolicy; sp != nil && sp.MinAvailable != nil {
 		return *sp.MinAvailable
+	}
+	if lo, _, ok := v1alpha1.ElasticBounds(job); ok {
+		return v1alpha1.TotalReplicas(job) - v1alpha1.ReplicaSlots(job, v1alpha1.ReplicaTypeWorker) + lo
 	}
 	return v1alpha1.TotalReplicas(job)
 }

@@ -274,3 +274,26 @@ func TestKubernetesUnschedulableReadsTheSchedulersCondition(t *testing.T) {
 		}
 	}
 }
+
+// An elastic job's gang needs its minReplicas workers and its Master; the
+// workers above minReplicas are outside the minimum and join later.
+func TestElasticGangMinimumIsMinReplicasPlusTheMaster(t *testing.T) {
+	lo, hi, two, one := int32(2), int32(6), int32(2), int32(1)
+	job := &v1alpha1.TrainJob{Spec: v1alpha1.TrainJobSpec{Framework: v1alpha1.FrameworkPyTorch,
+		ElasticPolicy: &v1alpha1.ElasticPolicy{MinReplicas: &lo, MaxReplicas: &hi},
+		ReplicaSpecs: map[v1alpha1.ReplicaType]*v1alpha1.ReplicaSpec{
+			v1alpha1.ReplicaTypeMaster: {Replicas: &one},
+			v1alpha1.ReplicaTypeWorker: {Replicas: &two},
+		}}}
+	if got := MinMember(job); got != 3 {
+		t.Errorf("minMember = %d, want minReplicas 2 + the master", got)
+	}
+	if got := v1alpha1.TotalReplicas(job); got != 7 {
+		t.Errorf("total replicas = %d, want maxReplicas 6 workers + the master", got)
+	}
+	five := int32(5)
+	job.Spec.RunPolicy.SchedulingPolicy = &v1alpha1.SchedulingPolicy{MinAvailable: &five}
+	if got := MinMember(job); got != 5 {
+		t.Errorf("minMember = %d, want the minAvailable asked for", got)
+	}
+}

@@ -197,9 +197,6 @@ func (j *PyTorchJob) ToTrainJob() (*v1alpha1.TrainJob, []string) {
 			// The Training Operator v1.9 webhook's deprecation warning.
 			c.warnf("spec.elasticPolicy.nProcPerNode is deprecated, use spec.nprocPerNode instead")
 		}
-		if len(ep.Metrics) > 0 {
-			c.warnf("spec.elasticPolicy.metrics is ignored: trainstep creates no HorizontalPodAutoscaler")
-		}
 	}
 	return job, c.warnings
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
@@ -131,6 +133,18 @@ func TestToTrainJob(t *testing.T) {
 			CleanPodPolicy: "None",
 			Elastic: &v1alpha1.ElasticPolicy{
 				RDZVBackend: ptr(v1alpha1.BackendC10D), MinReplicas: i32(1), MaxReplicas: i32(2), MaxRestarts: i32(100),
+			},
+		}},
+		{file: "pytorchjob_elastic_imagenet.yaml", want: jobSummary{
+			Name: "elastic-example-imagenet", Framework: v1alpha1.FrameworkPyTorch,
+			Replicas: map[v1alpha1.ReplicaType]replicaSummary{
+				"Worker": {i32(2), "OnFailure", []string{"pytorch=quay.io/johnugeorge/pytorch-elastic-example-imagenet:0.1"}},
+			},
+			CleanPodPolicy: "None",
+			Elastic: &v1alpha1.ElasticPolicy{
+				RDZVBackend: ptr(v1alpha1.BackendC10D), MinReplicas: i32(1), MaxReplicas: i32(3), MaxRestarts: i32(100),
+				Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{
+					Name: corev1.ResourceCPU, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: i32(80)}}}},
 			},
 		}},
 		{file: "jaxjob_cpu_demo.yaml", want: jobSummary{

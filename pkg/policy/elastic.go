@@ -1,18 +1,27 @@
 package policy
 
-import "github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+import (
+	"fmt"
+	"time"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/result"
+)
+
+// An elastic PyTorch job has a worker for every slot up to maxReplicas
+// (v1alpha1.ReplicaSlots). It counts as started once minReplicas workers
+// run; the others wait for capacity and join torchrun's rendezvous when
+// they are placed. A worker waiting for capacity is not stuck: only the job
+// running fewer than minReplicas workers for longer than the pending
+// timeout ends it (Transient, so a retry of the step tries later).
 
 // ToleratesLoss reports whether an elastic PyTorch job keeps running after
 // replica r failed permanently: r is a worker and at least minReplicas
 // workers are still alive (pending, running or succeeded).
 func ToleratesLoss(v *View, r Replica) bool {
-	ep := v.Job.Spec.ElasticPolicy
-	if ep == nil || r.Type != v1alpha1.ReplicaTypeWorker {
+	lo, _, ok := v1alpha1.ElasticBounds(v.Job)
+	if !ok || r.Type != v1alpha1.ReplicaTypeWorker {
 		return false
-	}
-	minReplicas := int32(1)
-	if ep.MinReplicas != nil {
-		minReplicas = *ep.MinReplicas
 	}
 	alive := int32(0)
 	for _, w := range v.OfType(v1alpha1.ReplicaTypeWorker) {
@@ -24,5 +33,76 @@ func ToleratesLoss(v *View, r Replica) bool {
 			alive++
 		}
 	}
-	return alive >= minReplicas
+	return alive >= lo
+}
+
+// Elastic counts an elastic job's workers at one moment.
+type Elastic struct {
+	// Min and Max are the bounds of elasticPolicy.
+	Min, Max int
+	// Running counts the workers that run or finished: the nodes of
+	// torchrun's rendezvous.
+	Running int
+	// WaitingForCapacity counts the workers the scheduler cannot place yet.
+	WaitingForCapacity int
+}
+
+// ElasticOf counts the workers of an elastic job; ok is false for other jobs.
+func ElasticOf(v *View) (e Elastic, ok bool) {
+	lo, hi, ok := v1alpha1.ElasticBounds(v.Job)
+	if !ok {
+		return Elastic{}, false
+	}
+	e = Elastic{Min: int(lo), Max: int(hi)}
+	for _, w := range v.OfType(v1alpha1.ReplicaTypeWorker) {
+		switch {
+		case w.Phase == PhaseRunning || w.Phase == PhaseSucceeded:
+			e.Running++
+		case w.Phase == PhasePending && w.Unschedulable:
+			e.WaitingForCapacity++
+		}
+	}
+	return e, true
+}
+
+// Short reports whether fewer than Min workers run while some wait for
+// capacity: the job cannot start, or carry on, until room appears.
+func (e Elastic) Short() bool { return e.Running < e.Min && e.WaitingForCapacity > 0 }
+
+// ElasticShortSince carries View.ElasticShortSince from the last view to
+// v: since stays while the job is still short, starts now when it just
+// became short, and is zero when it is not short.
+func ElasticShortSince(since time.Time, v *View) time.Time {
+	e, ok := ElasticOf(v)
+	switch {
+	case !ok || !e.Short():
+		return time.Time{}
+	case since.IsZero():
+		return v.Now
+	}
+	return since
+}
+
+// waitsForCapacity reports whether r is an elastic worker the scheduler
+// cannot place: its wait is bounded by the job's elastic minimum, not by the
+// pending timeout of a replica.
+func waitsForCapacity(v *View, r Replica) bool {
+	return r.Type == v1alpha1.ReplicaTypeWorker && v1alpha1.IsElastic(v.Job)
+}
+
+// checkElasticShort ends an elastic job that ran fewer than minReplicas
+// workers for longer than the pending timeout, and otherwise says when it
+// would (0: it is not short).
+func checkElasticShort(v *View, pending time.Duration) (StuckVerdict, time.Duration) {
+	if v.ElasticShortSince.IsZero() {
+		return StuckVerdict{}, 0
+	}
+	e, _ := ElasticOf(v)
+	waited := v.Now.Sub(v.ElasticShortSince)
+	if waited < pending {
+		return StuckVerdict{}, pending - waited
+	}
+	return StuckVerdict{Transient: true, Reason: result.ReasonPendingTimeout,
+		Message: fmt.Sprintf("only %d of the %d workers elasticPolicy.minReplicas asks for ran for %s (limit %s); %d wait for capacity",
+			e.Running, e.Min, waited.Round(time.Second), pending, e.WaitingForCapacity)}, 0
 }

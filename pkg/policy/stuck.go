@@ -60,7 +60,7 @@ func CheckStuck(v *View, t Timeouts) StuckVerdict {
 			// Look again when the node counts as lost.
 			soonest(t.NodeLost - v.Now.Sub(r.NodeNotReadySince))
 		}
-		if r.Phase == PhasePending && r.Unschedulable && !r.PendingSince.IsZero() {
+		if r.Phase == PhasePending && r.Unschedulable && !r.PendingSince.IsZero() && !waitsForCapacity(v, r) {
 			waited := v.Now.Sub(r.PendingSince)
 			if waited >= t.Pending {
 				return StuckVerdict{Transient: true, Reason: result.ReasonPendingTimeout,
@@ -69,5 +69,10 @@ func CheckStuck(v *View, t Timeouts) StuckVerdict {
 			soonest(t.Pending - waited)
 		}
 	}
+	short, after := checkElasticShort(v, t.Pending)
+	if short.Transient {
+		return short
+	}
+	soonest(after)
 	return verdict
 }

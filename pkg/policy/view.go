@@ -70,6 +70,10 @@ type Replica struct {
 	// the first replica of a collective job to die is the cause, the rest
 	// followed it.
 	FinishedAt time.Time
+	// WorldSize is, for a worker of an elastic job, how many workers ran
+	// (or had finished) the last time this one was seen running: the
+	// number of nodes of the rendezvous it last trained in. 0 otherwise.
+	WorldSize int
 }
 
 // NodeLost reports whether r's node has not answered for timeout (0: never
@@ -99,6 +103,11 @@ type View struct {
 	// StartTime is when the job started running (deadline origin).
 	StartTime time.Time
 	Now       time.Time
+	// ElasticShortSince is when an elastic job last fell short of
+	// minReplicas running workers while some waited for capacity (zero
+	// while it is not short): the backend keeps it from view to view with
+	// ElasticShortSince.
+	ElasticShortSince time.Time
 }
 
 // Replica returns the replica with id, or nil.
@@ -127,11 +136,7 @@ func (v *View) OfType(t v1alpha1.ReplicaType) []Replica {
 func Desired(job *v1alpha1.TrainJob) []ReplicaID {
 	var ids []ReplicaID
 	for _, t := range v1alpha1.SortedReplicaTypes(job) {
-		spec := job.Spec.ReplicaSpecs[t]
-		n := 1
-		if spec.Replicas != nil {
-			n = int(*spec.Replicas)
-		}
+		n := int(v1alpha1.ReplicaSlots(job, t))
 		for i := 0; i < n; i++ {
 			ids = append(ids, ReplicaID{Type: t, Index: i})
 		}

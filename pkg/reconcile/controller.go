@@ -76,6 +76,9 @@ type Options struct {
 	// Jitter draws the built-in gang's backoff jitter in [0, 1); nil uses
 	// math/rand.
 	Jitter func() float64
+	// PodMetrics reads the workers' usage for elasticPolicy.metrics; nil
+	// evaluates no metrics (the worker target stays at Worker.replicas).
+	PodMetrics PodMetricsLister
 	// BeforeSync, for tests, is called before each sync.
 	BeforeSync func()
 	// Timeline records the informers' sync and the creates (nil: nothing).
@@ -148,6 +151,14 @@ type Controller struct {
 	// launcher holds an MPI launcher until the workers are Ready (nil
 	// unless launcherCreationPolicy: WaitForWorkersReady); guarded by mu.
 	launcher *launcherGate
+	// elasticShortSince is when an elastic job fell short of minReplicas
+	// running workers (zero while it is not); guarded by mu.
+	elasticShortSince time.Time
+	// worldSize is the running workers of an elastic job last reported.
+	worldSize int
+	// scaler is the metric-driven worker target (nil unless the job has
+	// elasticPolicy.metrics).
+	scaler *autoscaler
 }
 
 // New builds a controller; Start begins watching.
@@ -170,6 +181,10 @@ func New(opts Options) *Controller {
 		replicas: map[policy.ReplicaID]*replicaState{},
 		byName:   map[string]*replicaState{},
 		gang:     newGangAdmission(opts.Job, opts.Jitter),
+		scaler:   newAutoscaler(opts.Job),
+	}
+	if c.scaler != nil {
+		c.scaler.recent.Record(opts.Clock.Now(), c.scaler.target)
 	}
 	c.order = policy.Desired(opts.Job)
 	for _, id := range c.order {
@@ -487,6 +502,7 @@ func (c *Controller) Run(ctx context.Context) (policy.Decision, error) {
 		queue.ShutDown()
 	}()
 	queue.Add(syncKey)
+	go c.runAutoscaler(ctx)
 	go func() {
 		for {
 			key, quit := queue.Get()

@@ -29,6 +29,13 @@ const (
 	// EventFailedCreate: a ResourceQuota refused some of the job's objects;
 	// trainstep waits for room (as the Job controller's FailedCreate).
 	EventFailedCreate = "FailedCreate"
+	// EventElasticResized: the number of running workers of an elastic
+	// job changed; torchrun's agents re-rendezvous at the new world size.
+	EventElasticResized = "ElasticResized"
+	// EventElasticScaled: elasticPolicy.metrics moved an elastic job's
+	// worker target (the HPA's algorithm); workers above it are removed,
+	// slots below it get workers.
+	EventElasticScaled = "ElasticScaled"
 	// EventWorkersReady: every MPI worker is Ready; the launcher held back
 	// by launcherCreationPolicy: WaitForWorkersReady is created.
 	EventWorkersReady = "WorkersReady"

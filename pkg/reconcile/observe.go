@@ -46,7 +46,31 @@ func (c *Controller) observe() policy.View {
 		v.Replicas = append(v.Replicas, r)
 	}
 	c.viewReplicas = v.Replicas
+	c.observeElastic(&v)
 	return v
+}
+
+// observeElastic keeps an elastic job's clock of running short of
+// minReplicas, and gives each running worker the world size it runs in;
+// called with the controller's mutex held.
+func (c *Controller) observeElastic(v *policy.View) {
+	e, ok := policy.ElasticOf(v)
+	if !ok {
+		return
+	}
+	c.elasticShortSince = policy.ElasticShortSince(c.elasticShortSince, v)
+	v.ElasticShortSince = c.elasticShortSince
+	for i := range v.Replicas {
+		r := &v.Replicas[i]
+		if r.Type != v1alpha1.ReplicaTypeWorker {
+			continue
+		}
+		st := c.replicas[r.ReplicaID]
+		if r.Phase == policy.PhaseRunning {
+			st.worldSize = e.Running
+		}
+		r.WorldSize = st.worldSize
+	}
 }
 
 // replicaFromPod reads one replica's state from its pod.

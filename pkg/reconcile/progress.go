@@ -18,6 +18,10 @@ type Progress struct {
 	// Waiting says what holds a replica back from being created ("" when
 	// nothing does), e.g. an MPI launcher waiting for its workers.
 	Waiting string
+	// Elastic counts an elastic job's workers (nil for other jobs).
+	Elastic *policy.Elastic
+	// WorkerTarget is the workers elasticPolicy.metrics allow (0 without metrics).
+	WorkerTarget int
 }
 
 // TypeProgress counts one replica type.
@@ -49,16 +53,32 @@ func ProgressOf(v *policy.View) Progress {
 			p.Active++
 		}
 	}
+	if e, ok := policy.ElasticOf(v); ok {
+		p.Elastic = &e
+	}
 	return p
 }
 
-// String renders "worker 3/4 running, ps 1/1 running, restarts 1".
+// String renders "worker 3/4 running, ps 1/1 running, restarts 1"; an
+// elastic job's workers as "worker 3/8 running (elastic 2..8), 5 waiting
+// for capacity", with "metrics' target 4" when elasticPolicy.metrics decide
+// how many may run.
 func (p Progress) String() string {
-	parts := make([]string, 0, len(p.Types)+2)
+	parts := make([]string, 0, len(p.Types)+3)
 	for _, t := range p.Types {
 		s := fmt.Sprintf("%s %d/%d running", strings.ToLower(string(t.Type)), t.Running, t.Total)
+		elastic := p.Elastic != nil && t.Type == v1alpha1.ReplicaTypeWorker
+		if elastic {
+			s += fmt.Sprintf(" (elastic %d..%d)", p.Elastic.Min, p.Elastic.Max)
+		}
 		if t.Succeeded > 0 {
 			s += fmt.Sprintf(" (%d succeeded)", t.Succeeded)
+		}
+		if elastic && p.WorkerTarget > 0 {
+			s += fmt.Sprintf(", metrics' target %d", p.WorkerTarget)
+		}
+		if elastic && p.Elastic.WaitingForCapacity > 0 {
+			s += fmt.Sprintf(", %d waiting for capacity", p.Elastic.WaitingForCapacity)
 		}
 		parts = append(parts, s)
 	}

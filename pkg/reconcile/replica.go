@@ -94,6 +94,9 @@ type replicaState struct {
 	waitingSince time.Time
 	// last is the replica as last observed, kept for outputs after cleanup.
 	last policy.Replica
+	// worldSize is, for an elastic worker, how many workers ran the last
+	// time this one was seen running.
+	worldSize int
 }
 
 func newReplicaState(id policy.ReplicaID, name string) *replicaState {

@@ -53,6 +53,10 @@ func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 	if decision.Outcome != policy.OutcomeRunning {
 		return decision, nil
 	}
+	c.reportWorldSize()
+	if err := c.removeAboveTarget(ctx); err != nil {
+		return policy.Decision{}, c.apiError(err)
+	}
 	if err := c.quotaTimedOut(); err != nil {
 		return policy.Decision{}, err
 	}
@@ -181,6 +185,14 @@ func (c *Controller) createMissing(ctx context.Context) error {
 	if shared+len(pending) == 0 {
 		return nil
 	}
+	podCount := len(pending)
+	var hostErr error
+	if host, rest, ok := c.rendezvousHostFirst(pending); ok {
+		// Sent alone before the others, the host reaches the scheduler's
+		// queue first, so it is the first worker placed when room is short.
+		hostErr = c.createReplica(ctx, host)
+		pending = rest
+	}
 	errs := c.parallel(ctx, shared+len(pending), func(i int) error {
 		if i < shared {
 			err := apierr.Retry(ctx, func() error {
@@ -200,6 +212,7 @@ func (c *Controller) createMissing(ctx context.Context) error {
 		}
 		return c.createReplica(ctx, pending[i-shared])
 	})
+	errs = append(errs, hostErr)
 	// A full ResourceQuota is no failure: the objects it refused are created
 	// on a later sync, once there is room.
 	refused := c.quotaRefusals(errs)
@@ -212,9 +225,27 @@ func (c *Controller) createMissing(ctx context.Context) error {
 		if c.opts.OnLaunched != nil {
 			c.opts.OnLaunched()
 		}
-		c.event(corev1.EventTypeNormal, EventCreated, "created %d pods and %d services for job %s", len(pending), len(c.opts.Desired.Services), c.opts.Identity.JobName)
+		c.event(corev1.EventTypeNormal, EventCreated, "created %d pods and %d services for job %s", podCount, len(c.opts.Desired.Services), c.opts.Identity.JobName)
 	}
 	return nil
+}
+
+// rendezvousHostFirst splits off the worker that hosts an elastic job's
+// c10d rendezvous (Worker 0, unless elasticPolicy.rdzvHost names another
+// host) when it is to be created with others: no worker can train until
+// it runs.
+func (c *Controller) rendezvousHostFirst(pending []podCreate) (host podCreate, rest []podCreate, ok bool) {
+	ep := c.opts.Job.Spec.ElasticPolicy
+	if len(pending) < 2 || !v1alpha1.IsElastic(c.opts.Job) || ep.RDZVHost != nil {
+		return podCreate{}, pending, false
+	}
+	for i, p := range pending {
+		if p.st.id.Type == v1alpha1.ReplicaTypeWorker && p.st.id.Index == 0 {
+			rest = append(append(rest, pending[:i]...), pending[i+1:]...)
+			return p, rest, true
+		}
+	}
+	return podCreate{}, pending, false
 }
 
 // podCreate is one replica pod to create: which replica, at which attempt.
@@ -232,7 +263,7 @@ func (c *Controller) podsToCreate() []podCreate {
 	defer c.mu.Unlock()
 	var out []podCreate
 	for _, id := range c.order {
-		if st := c.replicas[id]; st.wantsCreate() && !c.launcher.holds(st) {
+		if st := c.replicas[id]; st.wantsCreate() && !c.launcher.holds(st) && !c.aboveTarget(st) {
 			out = append(out, podCreate{st: st, attempt: st.nextAttempt})
 		}
 	}
@@ -426,6 +457,9 @@ func (c *Controller) reportProgress() {
 	}
 	p := ProgressOf(&c.view)
 	c.mu.Lock()
+	if c.scaler != nil {
+		p.WorkerTarget = c.scaler.target
+	}
 	p.Waiting = c.launcher.waiting()
 	if c.quota.refusal != "" {
 		p.Waiting = "waiting for quota: " + c.quota.refusal
@@ -438,6 +472,23 @@ func (c *Controller) reportProgress() {
 		c.lastProgress = line
 		c.opts.OnProgress(p)
 	}
+}
+
+// reportWorldSize records an event and a log line when the number of running
+// workers of an elastic job changed: the world torchrun's next rendezvous
+// forms. While the job gathers its first minReplicas workers nothing is
+// reported but the start.
+func (c *Controller) reportWorldSize() {
+	e, ok := policy.ElasticOf(&c.view)
+	if !ok || e.Running == c.worldSize || (e.Running < e.Min && c.worldSize < e.Min) {
+		return
+	}
+	before := c.worldSize
+	c.worldSize = e.Running
+	c.event(corev1.EventTypeNormal, EventElasticResized, "elastic world size %d -> %d workers (elastic %d..%d), %d waiting for capacity",
+		before, e.Running, e.Min, e.Max, e.WaitingForCapacity)
+	c.opts.Logger.Info("elastic world size changed", zap.Int("from", before), zap.Int("to", e.Running),
+		zap.Int("min", e.Min), zap.Int("max", e.Max), zap.Int("waitingForCapacity", e.WaitingForCapacity))
 }
 
 func (c *Controller) event(eventType, reason, format string, args ...any) {

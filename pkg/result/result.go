@@ -135,6 +135,9 @@ type ReplicaStatus struct {
 	ExitCode *int32 `json:"exitCode,omitempty"`
 	Restarts int32  `json:"restarts"`
 	Node     string `json:"node,omitempty"`
+	// WorldSize is, for a worker of an elastic job, how many workers ran
+	// the last time this one ran: the world of its last rendezvous.
+	WorldSize int `json:"worldSize,omitempty"`
 }
 
 // Result is the outcome of one run: printed as one JSON line on stdout and

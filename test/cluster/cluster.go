@@ -334,14 +334,22 @@ func freePorts() (ports, error) {
 	return ports{list[0], list[1], list[2], list[3], list[4], list[5]}, nil
 }
 
+// proxyClientName is the aggregator's client certificate's name, the one
+// name an APIService's server accepts request headers from.
+const proxyClientName = "front-proxy-client"
+
 // clusterFiles are the paths of the configuration the components read.
 type clusterFiles struct {
 	ca, apiserverCert, apiserverKey, kubeletClientCert, kubeletClientKey string
-	kubeletCert, kubeletKey                                              string
-	serviceAccountKey, serviceAccountPub                                 string
-	controllerManagerKubeconfig, schedulerKubeconfig, kwokKubeconfig     string
-	kwokConfig                                                           string
-	node                                                                 nodeFiles
+	// proxyClientCert and proxyClientKey are how kube-apiserver's aggregator
+	// authenticates to the servers of APIServices (a test's own
+	// metrics.k8s.io, say).
+	proxyClientCert, proxyClientKey                                  string
+	kubeletCert, kubeletKey                                          string
+	serviceAccountKey, serviceAccountPub                             string
+	controllerManagerKubeconfig, schedulerKubeconfig, kwokKubeconfig string
+	kwokConfig                                                       string
+	node                                                             nodeFiles
 }
 
 // writeConfiguration creates the PKI, kubeconfigs and kwok's Stages, and fills in the
@@ -396,6 +404,8 @@ func (c *Cluster) writeConfiguration(p ports) (clusterFiles, error) {
 		{"kwok", pkix.Name{CommonName: "kwok", Organization: []string{"system:masters"}}, &f.kwokKubeconfig},
 		// How kube-apiserver authenticates to kubelets (kwok) for logs.
 		{"kube-apiserver-kubelet-client", pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}}, nil},
+		// How its aggregator authenticates to the servers behind APIServices.
+		{proxyClientName, pkix.Name{CommonName: proxyClientName}, nil},
 	}
 	for _, client := range clients {
 		pair, err := ca.issue(pki, client.name, client.subject, false)
@@ -408,6 +418,10 @@ func (c *Cluster) writeConfiguration(p ports) (clusterFiles, error) {
 			c.Config = restConfigFor(c.Server, c.caPEM, creds)
 		case client.name == "kube-apiserver-kubelet-client":
 			f.kubeletClientCert, f.kubeletClientKey = pair.CertFile, pair.KeyFile
+			continue
+		}
+		if client.name == proxyClientName {
+			f.proxyClientCert, f.proxyClientKey = pair.CertFile, pair.KeyFile
 			continue
 		}
 		if *client.path == "" {

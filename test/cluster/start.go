@@ -79,6 +79,18 @@ func (c *Cluster) startControlPlane(ctx context.Context, p ports, f clusterFiles
 		// Compacting every minute instead of five lets etcd reuse the pages of
 		// the large jobs' old revisions sooner.
 		"--etcd-compaction-interval=1m",
+		// The aggregator, for APIServices (metrics.k8s.io) a test serves: it
+		// dials the Service's endpoints itself (the cluster has no kube-proxy
+		// on this host) with the front proxy's client certificate, and the
+		// server trusts the user in its headers.
+		"--enable-aggregator-routing=true",
+		"--proxy-client-cert-file=" + f.proxyClientCert,
+		"--proxy-client-key-file=" + f.proxyClientKey,
+		"--requestheader-client-ca-file=" + f.ca,
+		"--requestheader-allowed-names=" + proxyClientName,
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
 		featureGates,
 		runtimeConfig,
 	}, c.apiserverAddressFlags()...)...)

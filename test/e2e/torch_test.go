@@ -117,7 +117,8 @@ func importTorchImage(ctx context.Context, c *cluster.Cluster, root string) erro
 	stdlib := "/usr/lib/" + filepath.Base(python)
 	const dist = "/usr/lib/python3/dist-packages"
 	files := map[string]string{"/usr/bin/python3": python, "/usr/bin/python": python, stdlib: stdlib,
-		torchTrainPath: filepath.Join(root, "executor", "testdata", "ddp_train.py")}
+		torchTrainPath:        filepath.Join(root, "executor", "testdata", "ddp_train.py"),
+		torchElasticTrainPath: filepath.Join(root, "executor", "testdata", "elastic_train.py")}
 	programs := []string{python}
 	for _, pkg := range []string{"torch", "numpy", "astunparse", "certifi", "six.py", "typing_extensions.py", "_distutils_hack"} {
 		p := filepath.Join(dist, pkg)

@@ -214,13 +214,53 @@ func (s *ReplicaSpec) ReplicaCount() int32 {
 	return *s.Replicas
 }
 
-// TotalReplicas is the number of pods of every type together.
+// TotalReplicas is the number of pods of every type together, an elastic
+// job's workers counted up to maxReplicas (ReplicaSlots).
 func TotalReplicas(job *TrainJob) int32 {
 	var total int32
-	for _, s := range job.Spec.ReplicaSpecs {
-		total += s.ReplicaCount()
+	for rt := range job.Spec.ReplicaSpecs {
+		total += ReplicaSlots(job, rt)
 	}
 	return total
+}
+
+// ReplicaSlots is how many pods of type rt trainstep may create: the
+// replicas asked for, except for an elastic job's workers, which go up to
+// maxReplicas. An elastic job starts once minReplicas of them run; the rest
+// join as capacity frees up.
+func ReplicaSlots(job *TrainJob, rt ReplicaType) int32 {
+	n := job.Spec.ReplicaSpecs[rt].ReplicaCount()
+	if rt != ReplicaTypeWorker || !IsElastic(job) {
+		return n
+	}
+	if _, hi, ok := ElasticBounds(job); ok {
+		return max(n, hi)
+	}
+	return n
+}
+
+// ElasticBounds returns an elastic job's [minReplicas, maxReplicas] of
+// workers as defaulting filled them; ok is false for other jobs.
+func ElasticBounds(job *TrainJob) (lo, hi int32, ok bool) {
+	if !IsElastic(job) {
+		return 0, 0, false
+	}
+	ep := job.Spec.ElasticPolicy
+	workers := job.Spec.ReplicaSpecs[ReplicaTypeWorker].ReplicaCount()
+	lo, hi = workers, workers
+	if ep.MinReplicas != nil {
+		lo = *ep.MinReplicas
+	}
+	if ep.MaxReplicas != nil {
+		hi = *ep.MaxReplicas
+	}
+	if ep.MinReplicas != nil && ep.MaxReplicas == nil {
+		hi = lo
+	}
+	if ep.MaxReplicas != nil && ep.MinReplicas == nil {
+		lo = hi
+	}
+	return lo, hi, true
 }
 
 // ReplicaName is the name of one replica's pod (and, outside MPI, its
@@ -261,6 +301,12 @@ func (p *RunPolicy) CleanPodPolicyOrDefault() CleanPodPolicy {
 // IsElastic reports whether the job is an elastic PyTorch job.
 func IsElastic(job *TrainJob) bool {
 	return job.Spec.Framework == FrameworkPyTorch && job.Spec.ElasticPolicy != nil
+}
+
+// ScalesOnMetrics reports whether an elastic job's worker count follows
+// elasticPolicy.metrics (the HPA's algorithm) rather than free capacity alone.
+func ScalesOnMetrics(job *TrainJob) bool {
+	return IsElastic(job) && len(job.Spec.ElasticPolicy.Metrics) > 0
 }
 
 // LauncherWaitsForWorkers reports whether an MPI job's launcher is created

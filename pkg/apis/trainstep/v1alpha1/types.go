@@ -331,7 +331,9 @@ type ElasticPolicy struct {
 	Standalone   *bool        `json:"standalone,omitempty"`
 	NProcPerNode *int32       `json:"nProcPerNode,omitempty"`
 	MaxRestarts  *int32       `json:"maxRestarts,omitempty"`
-	// Metrics (HPA) are accepted from Kubeflow manifests and ignored.
+	// Metrics are the HPA MetricSpecs the worker count follows (Resource
+	// metrics, evaluated by trainstep at the HPA's algorithm); without them
+	// the job grows into free capacity up to MaxReplicas.
 	Metrics []autoscalingv2.MetricSpec `json:"metrics,omitempty"`
 }
 

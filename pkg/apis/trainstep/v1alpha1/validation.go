@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -490,6 +491,9 @@ func validateElasticPolicy(job *TrainJob, p *field.Path) field.ErrorList {
 	if ep.MaxRestarts != nil && *ep.MaxRestarts < 0 {
 		errs = append(errs, field.Invalid(p.Child("maxRestarts"), *ep.MaxRestarts, "must be >= 0"))
 	}
+	for i, m := range ep.Metrics {
+		errs = append(errs, validateElasticMetric(m, p.Child("metrics").Index(i))...)
+	}
 	if ep.NProcPerNode != nil {
 		if job.Spec.NprocPerNode != nil {
 			// training-operator v1.9 pytorchjob_webhook.go rejects the pair.
@@ -497,6 +501,36 @@ func validateElasticPolicy(job *TrainJob, p *field.Path) field.ErrorList {
 		} else if *ep.NProcPerNode < 1 {
 			errs = append(errs, field.Invalid(p.Child("nProcPerNode"), *ep.NProcPerNode, "must be >= 1"))
 		}
+	}
+	return errs
+}
+
+// validateElasticMetric accepts what trainstep evaluates: Resource metrics
+// (cpu, memory) with a Utilization or AverageValue target.
+func validateElasticMetric(m autoscalingv2.MetricSpec, p *field.Path) field.ErrorList {
+	if m.Type != autoscalingv2.ResourceMetricSourceType {
+		return field.ErrorList{field.NotSupported(p.Child("type"), m.Type, []autoscalingv2.MetricSourceType{autoscalingv2.ResourceMetricSourceType})}
+	}
+	if m.Resource == nil {
+		return field.ErrorList{field.Required(p.Child("resource"), "a Resource metric names its resource and target")}
+	}
+	var errs field.ErrorList
+	r, t := m.Resource, m.Resource.Target
+	if r.Name != corev1.ResourceCPU && r.Name != corev1.ResourceMemory {
+		errs = append(errs, field.NotSupported(p.Child("resource", "name"), string(r.Name), []string{string(corev1.ResourceCPU), string(corev1.ResourceMemory)}))
+	}
+	tp := p.Child("resource", "target")
+	switch t.Type {
+	case autoscalingv2.UtilizationMetricType:
+		if t.AverageUtilization == nil || *t.AverageUtilization < 1 {
+			errs = append(errs, field.Required(tp.Child("averageUtilization"), "a Utilization target needs a percentage >= 1"))
+		}
+	case autoscalingv2.AverageValueMetricType:
+		if t.AverageValue == nil || t.AverageValue.Sign() <= 0 {
+			errs = append(errs, field.Required(tp.Child("averageValue"), "an AverageValue target needs a quantity > 0"))
+		}
+	default:
+		errs = append(errs, field.NotSupported(tp.Child("type"), t.Type, []autoscalingv2.MetricTargetType{autoscalingv2.UtilizationMetricType, autoscalingv2.AverageValueMetricType}))
 	}
 	return errs
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -232,6 +233,20 @@ func TestValidateErrors(t *testing.T) {
 			[]string{"spec.elasticPolicy.rdzvPort: Invalid value: 70000: must be between 1 and 65535"}},
 		{"negative maxRestarts", FrameworkPyTorch, func(j *TrainJob) { j.Spec.ElasticPolicy = &ElasticPolicy{MaxRestarts: ptrTo[int32](-1)} },
 			[]string{"spec.elasticPolicy.maxRestarts: Invalid value: -1: must be >= 0"}},
+		{"elastic metrics trainstep cannot evaluate", FrameworkPyTorch, func(j *TrainJob) {
+			j.Spec.ElasticPolicy = &ElasticPolicy{Metrics: []autoscalingv2.MetricSpec{
+				{Type: autoscalingv2.PodsMetricSourceType},
+				{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{Name: "nvidia.com/gpu",
+					Target: autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType}}},
+				{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{Name: corev1.ResourceCPU,
+					Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType}}},
+			}}
+		}, []string{
+			`spec.elasticPolicy.metrics[0].type: Unsupported value: "Pods": supported values: "Resource"`,
+			`spec.elasticPolicy.metrics[1].resource.name: Unsupported value: "nvidia.com/gpu": supported values: "cpu", "memory"`,
+			`spec.elasticPolicy.metrics[1].resource.target.type: Unsupported value: "Value": supported values: "Utilization", "AverageValue"`,
+			"spec.elasticPolicy.metrics[2].resource.target.averageUtilization: Required value: a Utilization target needs a percentage >= 1",
+		}},
 		// training-operator v1.9 pytorchjob_webhook.go: both nproc fields set.
 		{"nProcPerNode with nprocPerNode", FrameworkPyTorch, func(j *TrainJob) {
 			j.Spec.ElasticPolicy = &ElasticPolicy{NProcPerNode: ptrTo[int32](2)}
