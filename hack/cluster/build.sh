@@ -8,6 +8,7 @@
 #   build.sh --scheduler-plugins OUTDIR
 #                            scheduler-plugins' kube-scheduler with its plugins (coscheduling),
 #                            at the version scheduler-plugins/go.mod pins, as scheduler-plugins
+#   build.sh --kueue OUTDIR  Kueue's manager (cmd/kueue), at the version kueue/go.mod pins, as kueue
 #
 # The binaries are cached outside the clone, keyed by versions.env and the Go version, so a
 # fresh clone on a warm machine copies them in seconds and a cold machine builds them once.
@@ -18,12 +19,12 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 set=kwok
 case "${1:-}" in
---node | --argo | --scheduler-plugins)
+--node | --argo | --scheduler-plugins | --kueue)
 	set=${1#--}
 	shift
 	;;
 esac
-outdir=${1:?usage: build.sh [--node|--argo|--scheduler-plugins] <outdir>}
+outdir=${1:?usage: build.sh [--node|--argo|--scheduler-plugins|--kueue] <outdir>}
 go=${GO:-go}
 
 # shellcheck source=versions.env
@@ -78,6 +79,12 @@ scheduler-plugins)
 	binaries=(scheduler-plugins)
 	key=scheduler-plugins-$( { echo scheduler-plugins; cat "$here/scheduler-plugins/go.mod" "$here/scheduler-plugins/go.sum"; echo "$go_version ${build_flags[*]}"; } | sha256sum | cut -c1-16)
 	stamp=.cache-key-scheduler-plugins
+	;;
+kueue)
+	binaries=(kueue)
+	# Comment lines of go.mod do not change the build.
+	key=kueue-$( { echo kueue; grep -v '^//' "$here/kueue/go.mod"; cat "$here/kueue/go.sum"; echo "$go_version ${build_flags[*]}"; } | sha256sum | cut -c1-16)
+	stamp=.cache-key-kueue
 	;;
 *)
 	binaries=(etcd "${kube_commands[@]}" kwok)
@@ -136,6 +143,13 @@ build_into() {
 		# framework, so its k8s.io/* stay on 1.34 whatever the cluster's version.
 		log "building scheduler-plugins $(sed -n 's#^[[:space:]]*sigs.k8s.io/scheduler-plugins \(v[^ ]*\).*#\1#p' "$here/scheduler-plugins/go.mod")"
 		(cd "$here/scheduler-plugins" && "$go" build "${build_flags[@]}" -o "$dir/scheduler-plugins" sigs.k8s.io/scheduler-plugins/cmd/scheduler)
+		return
+	fi
+	if [ "$set" = kueue ]; then
+		# Its own module: Kueue pins its own k8s.io/* and controller-runtime, built as it
+		# declares them (no replace lines).
+		log "building kueue $(sed -n 's#^[[:space:]]*sigs.k8s.io/kueue \(v[^ ]*\).*#\1#p' "$here/kueue/go.mod")"
+		(cd "$here/kueue" && "$go" build "${build_flags[@]}" -o "$dir/kueue" sigs.k8s.io/kueue/cmd/kueue)
 		return
 	fi
 	sync_go_mod
