@@ -31,12 +31,23 @@ const (
 )
 
 // Kueue plain-pod groups (sigs.k8s.io/kueue: pkg/controller/constants
-// QueueLabel; pkg/controller/jobs/pod/constants GroupNameLabel and
-// GroupTotalCountAnnotation).
+// QueueLabel; pkg/controller/jobs/pod/constants GroupNameLabel,
+// GroupTotalCountAnnotation and PodFinalizer; pkg/controller/jobs/pod
+// ConditionTypeTerminationTarget; pkg/controller/jobframework
+// StopReasonWorkloadEvicted).
 const (
 	KueueQueueLabel           = "kueue.x-k8s.io/queue-name"
 	KueuePodGroupLabel        = "kueue.x-k8s.io/pod-group-name"
 	KueueTotalCountAnnotation = "kueue.x-k8s.io/pod-group-total-count"
+	// KueueFinalizer is on every pod Kueue manages; it removes it only once
+	// the group finished or a replacement pod exists.
+	KueueFinalizer = "kueue.x-k8s.io/managed"
+	// KueueStoppedCondition is the pod condition Kueue sets, True, on each
+	// pod of a group it stops (and deletes); the reason says why.
+	KueueStoppedCondition = "TerminationTarget"
+	// KueueEvictedReason: the group's Workload was evicted — preempted by
+	// a higher-priority one, or its ClusterQueue lost quota.
+	KueueEvictedReason = "WorkloadEvicted"
 )
 
 // Kubernetes' own gang scheduling (KEP-4671, k8s.io/api scheduling/v1beta1).
@@ -59,6 +70,10 @@ var (
 	SchedulerPluginsPodGroups = schema.GroupVersionResource{Group: "scheduling.x-k8s.io", Version: "v1alpha1", Resource: "podgroups"}
 	VolcanoPodGroups          = schema.GroupVersionResource{Group: "scheduling.volcano.sh", Version: "v1beta1", Resource: "podgroups"}
 )
+
+// KueueWorkloads are Kueue's Workloads, one per pod group, named after the
+// group (kueue.x-k8s.io/v1beta2, served since Kueue v0.15; read-only here).
+var KueueWorkloads = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "workloads"}
 
 // PodGroupResource returns the PodGroup resource a gang kind creates, and
 // false for kinds without one (none, builtin, kueue).

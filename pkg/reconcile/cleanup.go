@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -250,6 +251,9 @@ func (c *Controller) waitForCaches(ctx context.Context, isDoomed func(kind, name
 		if err := c.deleteAll(ctx, again); err != nil {
 			c.opts.Logger.Warn("deleting the job's objects again", zap.Error(err))
 		}
+		if err := c.releaseKueueHoldsOf(ctx, pods); err != nil {
+			c.opts.Logger.Warn("releasing the job's deleted pods from Kueue", zap.Error(err))
+		}
 		return gone, nil
 	})
 }
@@ -297,6 +301,13 @@ func (c *Controller) confirmGone(ctx context.Context, isDoomed func(kind, name s
 			}
 		}
 		lastErr = c.deleteAll(ctx, deletes)
+		listedPods := make([]*corev1.Pod, len(pods.Items))
+		for i := range pods.Items {
+			listedPods[i] = &pods.Items[i]
+		}
+		if err := c.releaseKueueHoldsOf(ctx, listedPods); err != nil && lastErr == nil {
+			lastErr = err
+		}
 		return len(left) == 0 && lastErr == nil, nil
 	}
 	err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, poll)

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
@@ -136,9 +137,14 @@ type Controller struct {
 	jobRestarts int32
 	restarting  *jobRestart
 	// gang is the gang's admission state (nil unless gang: builtin,
-	// kubernetes or scheduler-plugins).
+	// kubernetes, scheduler-plugins or kueue).
 	gang            *gangAdmission
 	podGroupCreated bool
+	// kueueReleased holds, per pod instance, the version whose Kueue
+	// finalizer this run dropped, so each version is patched once; guarded
+	// by kueueMu (the worker and the cleanup both release).
+	kueueMu       sync.Mutex
+	kueueReleased map[types.UID]string
 	// launcher holds an MPI launcher until the workers are Ready (nil
 	// unless launcherCreationPolicy: WaitForWorkersReady); guarded by mu.
 	launcher *launcherGate
@@ -164,6 +170,8 @@ func New(opts Options) *Controller {
 		replicas: map[policy.ReplicaID]*replicaState{},
 		byName:   map[string]*replicaState{},
 		gang:     newGangAdmission(opts.Job, opts.Jitter),
+
+		kueueReleased: map[types.UID]string{},
 	}
 	c.order = policy.Desired(opts.Job)
 	for _, id := range c.order {
