@@ -32,6 +32,15 @@ source "$here/versions.env"
 : "${KUBERNETES_VERSION:?} ${ETCD_VERSION:?} ${KWOK_VERSION:?}"
 
 kube_commands=(kube-apiserver kube-controller-manager kube-scheduler)
+# The version a release build stamps into the control plane (Kubernetes' hack/lib/version.sh):
+# without it GET /version says v0.0.0-master+$Format:%H$, which clients that parse the
+# server's version refuse (Kueue's manager exits).
+kube_minor=${KUBERNETES_VERSION#v1.}
+kube_minor=${kube_minor%%.*}
+kube_version_ldflags=""
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+	kube_version_ldflags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$kube_minor -X $pkg.gitTreeState=clean"
+done
 node_commands=(kubelet kube-proxy)
 build_flags=(-trimpath "-ldflags=-s -w")
 go_version=$("$go" env GOVERSION)
@@ -88,7 +97,7 @@ kueue)
 	;;
 *)
 	binaries=(etcd "${kube_commands[@]}" kwok)
-	key=$( { grep -v '^#' "$here/versions.env"; cat "$here/etcd/main.go"; echo "$go_version ${build_flags[*]}"; } | sha256sum | cut -c1-16)
+	key=$( { grep -v '^#' "$here/versions.env"; cat "$here/etcd/main.go"; echo "$go_version ${build_flags[*]}$kube_version_ldflags"; } | sha256sum | cut -c1-16)
 	stamp=.cache-key
 	;;
 esac
@@ -165,7 +174,8 @@ build_into() {
 		return
 	fi
 	log "building kube-apiserver, kube-controller-manager, kube-scheduler $KUBERNETES_VERSION and etcd $ETCD_VERSION"
-	(cd "$here" && "$go" build "${build_flags[@]}" -o "$dir/" ./etcd "${kube_commands[@]/#/k8s.io/kubernetes/cmd/}")
+	(cd "$here" && "$go" build -trimpath "-ldflags=-s -w$kube_version_ldflags" -o "$dir/" "${kube_commands[@]/#/k8s.io/kubernetes/cmd/}")
+	(cd "$here" && "$go" build "${build_flags[@]}" -o "$dir/" ./etcd)
 	log "building kwok $KWOK_VERSION"
 	# go install pkg@version ignores the current module, so kwok keeps its own k8s.io versions.
 	(cd "$dir" && GOBIN="$dir" "$go" install "${build_flags[@]}" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION")
