@@ -34,7 +34,8 @@ const (
 // QueueLabel; pkg/controller/jobs/pod/constants GroupNameLabel,
 // GroupTotalCountAnnotation and PodFinalizer; pkg/controller/jobs/pod
 // ConditionTypeTerminationTarget; pkg/controller/jobframework
-// StopReasonWorkloadEvicted).
+// StopReasonWorkloadEvicted, which the reconciler suffixes with
+// "DueTo<eviction reason>").
 const (
 	KueueQueueLabel           = "kueue.x-k8s.io/queue-name"
 	KueuePodGroupLabel        = "kueue.x-k8s.io/pod-group-name"
@@ -45,8 +46,9 @@ const (
 	// KueueStoppedCondition is the pod condition Kueue sets, True, on each
 	// pod of a group it stops (and deletes); the reason says why.
 	KueueStoppedCondition = "TerminationTarget"
-	// KueueEvictedReason: the group's Workload was evicted — preempted by
-	// a higher-priority one, or its ClusterQueue lost quota.
+	// KueueEvictedReason starts the reason of a pod Kueue stopped because
+	// it evicted the group's Workload: "WorkloadEvicted", or with Kueue's
+	// eviction reason appended, e.g. "WorkloadEvictedDueToPreempted".
 	KueueEvictedReason = "WorkloadEvicted"
 )
 

@@ -2,6 +2,7 @@ package gang
 
 import (
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -12,7 +13,7 @@ import (
 // a failure of its code.
 func KueueEvicted(pod *corev1.Pod) bool {
 	for _, c := range pod.Status.Conditions {
-		if c.Type == KueueStoppedCondition && c.Status == corev1.ConditionTrue && c.Reason == KueueEvictedReason {
+		if c.Type == KueueStoppedCondition && c.Status == corev1.ConditionTrue && strings.HasPrefix(c.Reason, KueueEvictedReason) {
 			return true
 		}
 	}

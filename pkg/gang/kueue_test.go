@@ -11,7 +11,8 @@ import (
 
 // Kueue's keys, from sigs.k8s.io/kueue v0.17.0: pkg/controller/jobs/pod
 // ConditionTypeTerminationTarget, pkg/controller/jobframework
-// StopReasonWorkloadEvicted, pkg/controller/jobs/pod/constants PodFinalizer.
+// StopReasonWorkloadEvicted (suffixed "DueTo<reason>" by its reconciler),
+// pkg/controller/jobs/pod/constants PodFinalizer.
 func TestKueueEvictedIsOnlyKueuesStopForAnEviction(t *testing.T) {
 	stopped := func(reason string, status corev1.ConditionStatus) *corev1.Pod {
 		return &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
@@ -23,7 +24,9 @@ func TestKueueEvictedIsOnlyKueuesStopForAnEviction(t *testing.T) {
 		pod  *corev1.Pod
 		want bool
 	}{
-		{"evicted (preempted)", stopped("WorkloadEvicted", corev1.ConditionTrue), true},
+		{"evicted", stopped("WorkloadEvicted", corev1.ConditionTrue), true},
+		// What Kueue v0.17.0 sets on a preempted group's pods (seen on the test cluster).
+		{"evicted, preempted", stopped("WorkloadEvictedDueToPreempted", corev1.ConditionTrue), true},
 		{"the Workload was deleted", stopped("WorkloadDeleted", corev1.ConditionTrue), false},
 		{"not True", stopped("WorkloadEvicted", corev1.ConditionFalse), false},
 		{"no condition", &corev1.Pod{}, false},

@@ -17,7 +17,7 @@ import (
 )
 
 // Kueue evicts a job's group: it marks each pod TerminationTarget
-// (WorkloadEvicted) and deletes it, and its finalizer keeps the ended pod
+// (WorkloadEvictedDueToPreempted) and deletes it, and its finalizer keeps the ended pod
 // until a replacement exists. trainstep drops that finalizer from its own
 // ended pod, so the name is free, and replaces the replica without counting
 // a restart: the eviction is a disruption.
@@ -46,7 +46,7 @@ func TestKueueEvictedReplicaIsReleasedAndReplacedForFree(t *testing.T) {
 	now := metav1.Now()
 	evicted.DeletionTimestamp, evicted.Finalizers = &now, []string{gang.KueueFinalizer}
 	evicted.Status.Phase = corev1.PodFailed
-	evicted.Status.Conditions = []corev1.PodCondition{{Type: gang.KueueStoppedCondition, Status: corev1.ConditionTrue, Reason: gang.KueueEvictedReason}}
+	evicted.Status.Conditions = []corev1.PodCondition{{Type: gang.KueueStoppedCondition, Status: corev1.ConditionTrue, Reason: "WorkloadEvictedDueToPreempted"}}
 	evicted.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "tensorflow",
 		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 143, FinishedAt: now}}}}
 	if _, err := h.client.CoreV1().Pods(ns).Update(context.Background(), evicted, metav1.UpdateOptions{}); err != nil {
