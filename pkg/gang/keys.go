@@ -40,6 +40,10 @@ const (
 	KueueQueueLabel           = "kueue.x-k8s.io/queue-name"
 	KueuePodGroupLabel        = "kueue.x-k8s.io/pod-group-name"
 	KueueTotalCountAnnotation = "kueue.x-k8s.io/pod-group-total-count"
+	// KueueAdmissionGate is the scheduling gate Kueue's webhook puts on
+	// every pod it manages, lifted once it admits the pod's group
+	// (pkg/controller/jobs/pod/constants SchedulingGateName).
+	KueueAdmissionGate = "kueue.x-k8s.io/admission"
 	// KueueFinalizer is on every pod Kueue manages; it removes it only once
 	// the group finished or a replacement pod exists.
 	KueueFinalizer = "kueue.x-k8s.io/managed"

@@ -20,6 +20,22 @@ func KueueEvicted(pod *corev1.Pod) bool {
 	return false
 }
 
+// KueueGated reports whether Kueue's admission gate still holds pod: it
+// was never bound, its code never ran. Kueue deletes such pods itself when
+// it sees more of a group than its total count (the replacements of an
+// evicted group while Kueue's cache still counts the evicted pods).
+func KueueGated(pod *corev1.Pod) bool {
+	if pod.Spec.NodeName != "" {
+		return false
+	}
+	for _, g := range pod.Spec.SchedulingGates {
+		if g.Name == KueueAdmissionGate {
+			return true
+		}
+	}
+	return false
+}
+
 // KueueHoldsDeleted reports whether pod is being deleted and only Kueue's
 // finalizer could keep it, though it holds nothing any more: it ended or
 // was never bound to a node. Kueue drops its finalizer from such a pod

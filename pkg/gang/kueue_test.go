@@ -117,3 +117,31 @@ func TestKueueWorkloadSaysWhyItIsNotAdmitted(t *testing.T) {
 		})
 	}
 }
+
+func TestKueueGatedIsAPodKueuesGateStillHolds(t *testing.T) {
+	gated := func(gates []string, node string) *corev1.Pod {
+		p := &corev1.Pod{Spec: corev1.PodSpec{NodeName: node}}
+		for _, g := range gates {
+			p.Spec.SchedulingGates = append(p.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: g})
+		}
+		return p
+	}
+	cases := []struct {
+		name string
+		pod  *corev1.Pod
+		want bool
+	}{
+		{"Kueue's gate", gated([]string{"kueue.x-k8s.io/admission"}, ""), true},
+		{"Kueue's gate among others", gated([]string{"example.com/wait", "kueue.x-k8s.io/admission"}, ""), true},
+		{"admitted (gate lifted)", gated(nil, ""), false},
+		{"another gate only", gated([]string{"trainstep.dev/gang"}, ""), false},
+		{"bound", gated([]string{"kueue.x-k8s.io/admission"}, "node-1"), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := KueueGated(tc.pod); got != tc.want {
+				t.Errorf("KueueGated = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

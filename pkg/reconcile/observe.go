@@ -73,9 +73,11 @@ func (c *Controller) replicaFromPod(id policy.ReplicaID, st *replicaState, pod *
 		r.PendingSince = pod.CreationTimestamp.Time
 		r.Unschedulable = unschedulable(pod)
 	}
-	if gang.KueueEvicted(pod) {
+	if gang.KueueEvicted(pod) || gang.KueueGated(pod) {
 		// Kueue's eviction is its preemption: a disruption, as Kubernetes'
-		// own preemption says with DisruptionTarget.
+		// own preemption says with DisruptionTarget. A pod Kueue still
+		// gates never ran: if it goes (Kueue removes what it takes for
+		// excess pods of a group), that is no failure of the job either.
 		r.Conditions = append(r.Conditions, string(v1alpha1.PodConditionDisruptionTarget))
 	}
 	for _, cond := range pod.Status.Conditions {

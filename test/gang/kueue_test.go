@@ -24,10 +24,6 @@ import (
 // kueueLocalQueue is the LocalQueue kueueQueues makes in a test's namespace.
 const kueueLocalQueue = "training"
 
-// kueueGate is the scheduling gate Kueue's webhook puts on a pod of a
-// managed namespace until it admits the pod's group.
-const kueueGate = "kueue.x-k8s.io/admission"
-
 // kueueQueues puts namespace ns under Kueue with a LocalQueue,
 // kueueLocalQueue, of a ClusterQueue of its own whose nominal quota is gpus
 // GPUs (and CPU to spare), which preempts lower-priority Workloads for
@@ -212,7 +208,7 @@ func TestRealGangKueuePreemptedJobIsRecreatedAsAGroup(t *testing.T) {
 // kueueGated is a pod Kueue's admission gate still holds.
 func kueueGated(p *corev1.Pod) bool {
 	for _, g := range p.Spec.SchedulingGates {
-		if g.Name == kueueGate {
+		if g.Name == gang.KueueAdmissionGate {
 			return p.Spec.NodeName == ""
 		}
 	}
