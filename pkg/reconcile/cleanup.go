@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/trainstep/trainstep/pkg/apierr"
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/gang"
 	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/render"
 )
@@ -191,6 +193,9 @@ func (c *Controller) sharedObjectDeletes(ctx context.Context) []func() error {
 	var deletes []func() error
 	if c.opts.Desired.PodGroup != nil {
 		deletes = append(deletes, retried("the PodGroup", func() error { return c.deletePodGroup(ctx) }))
+	}
+	if gang.Kind(c.opts.Job) == v1alpha1.GangKueue {
+		deletes = append(deletes, retried("the Kueue Workload", func() error { return c.deleteKueueWorkload(ctx) }))
 	}
 	for _, cm := range c.opts.Desired.ConfigMaps {
 		name := cm.Name

@@ -115,3 +115,24 @@ func (c *Controller) kueueSays(ctx context.Context) string {
 	}
 	return gang.KueueWorkloadSays(wl)
 }
+
+// deleteKueueWorkload removes the pod group's Workload with the job's other
+// shared objects, once no pod of the job is meant to stay: Kueue's own way
+// to end a group that will not finish (the garbage collector would remove
+// it only once it notices the last pod gone). A Role without the verb
+// leaves it to the garbage collector.
+func (c *Controller) deleteKueueWorkload(ctx context.Context) error {
+	if c.opts.Dynamic == nil {
+		return nil
+	}
+	err := c.opts.Dynamic.Resource(gang.KueueWorkloads).Namespace(c.opts.Identity.Namespace).
+		Delete(ctx, c.opts.Identity.JobName, metav1.DeleteOptions{})
+	switch {
+	case err == nil || apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsForbidden(err):
+		c.opts.Logger.Warn("leaving the Kueue Workload to the garbage collector", zap.Error(err))
+		return nil
+	}
+	return err
+}
