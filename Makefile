@@ -57,7 +57,7 @@ unit: ## Run unit tests (no cluster).
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/)
 
 .PHONY: integration
-integration: real-node-opt-out cluster-bin cluster-bin-scheduler-plugins $(if $(filter 1,$(REAL_NODE_TESTS)),cluster-bin-node cluster-bin-argo node-deps) ## Run integration tests against the real test cluster, the real node's and test/e2e's included (REAL_NODE=0: without them).
+integration: real-node-opt-out cluster-bin cluster-bin-scheduler-plugins cluster-bin-kueue $(if $(filter 1,$(REAL_NODE_TESTS)),cluster-bin-node cluster-bin-argo node-deps) ## Run integration tests against the real test cluster, the real node's and test/e2e's included (REAL_NODE=0: without them).
 	TRAINSTEP_REAL_NODE=$(REAL_NODE_TESTS) TRAINSTEP_CLUSTER_BIN=$(CLUSTER_BIN) $(GO) test -count=1 -p 1 -timeout 25m $(INTEGRATION_PKGS)
 
 .PHONY: real-node-opt-out
@@ -105,6 +105,10 @@ cluster-bin-argo: ## Build (or reuse cached) Argo's workflow-controller and argo
 .PHONY: cluster-bin-scheduler-plugins
 cluster-bin-scheduler-plugins: ## Build (or reuse cached) scheduler-plugins' scheduler (coscheduling), the second scheduler test/gang starts, into bin/cluster.
 	hack/cluster/build.sh --scheduler-plugins $(CLUSTER_BIN)
+
+.PHONY: cluster-bin-kueue
+cluster-bin-kueue: ## Build (or reuse cached) Kueue's manager, which test/gang starts for gang kueue, into bin/cluster.
+	hack/cluster/build.sh --kueue $(CLUSTER_BIN)
 
 .PHONY: node-deps
 node-deps: ## Install the real node's Debian packages: containerd, runc, CNI plugins, iptables (root).

@@ -8,6 +8,7 @@
 #   build.sh --scheduler-plugins OUTDIR
 #                            scheduler-plugins' kube-scheduler with its plugins (coscheduling),
 #                            at the version scheduler-plugins/go.mod pins, as scheduler-plugins
+#   build.sh --kueue OUTDIR  Kueue's manager (cmd/kueue), at the version kueue/go.mod pins, as kueue
 #
 # The binaries are cached outside the clone, keyed by versions.env and the Go version, so a
 # fresh clone on a warm machine copies them in seconds and a cold machine builds them once.
@@ -18,12 +19,12 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 set=kwok
 case "${1:-}" in
---node | --argo | --scheduler-plugins)
+--node | --argo | --scheduler-plugins | --kueue)
 	set=${1#--}
 	shift
 	;;
 esac
-outdir=${1:?usage: build.sh [--node|--argo|--scheduler-plugins] <outdir>}
+outdir=${1:?usage: build.sh [--node|--argo|--scheduler-plugins|--kueue] <outdir>}
 go=${GO:-go}
 
 # shellcheck source=versions.env
@@ -31,6 +32,15 @@ source "$here/versions.env"
 : "${KUBERNETES_VERSION:?} ${ETCD_VERSION:?} ${KWOK_VERSION:?}"
 
 kube_commands=(kube-apiserver kube-controller-manager kube-scheduler)
+# The version a release build stamps into the control plane (Kubernetes' hack/lib/version.sh):
+# without it GET /version says v0.0.0-master+$Format:%H$, which clients that parse the
+# server's version refuse (Kueue's manager exits).
+kube_minor=${KUBERNETES_VERSION#v1.}
+kube_minor=${kube_minor%%.*}
+kube_version_ldflags=""
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+	kube_version_ldflags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$kube_minor -X $pkg.gitTreeState=clean"
+done
 node_commands=(kubelet kube-proxy)
 build_flags=(-trimpath "-ldflags=-s -w")
 go_version=$("$go" env GOVERSION)
@@ -79,9 +89,15 @@ scheduler-plugins)
 	key=scheduler-plugins-$( { echo scheduler-plugins; cat "$here/scheduler-plugins/go.mod" "$here/scheduler-plugins/go.sum"; echo "$go_version ${build_flags[*]}"; } | sha256sum | cut -c1-16)
 	stamp=.cache-key-scheduler-plugins
 	;;
+kueue)
+	binaries=(kueue)
+	# Comment lines of go.mod do not change the build.
+	key=kueue-$( { echo kueue; grep -v '^//' "$here/kueue/go.mod"; cat "$here/kueue/go.sum"; echo "$go_version ${build_flags[*]}"; } | sha256sum | cut -c1-16)
+	stamp=.cache-key-kueue
+	;;
 *)
 	binaries=(etcd "${kube_commands[@]}" kwok)
-	key=$( { grep -v '^#' "$here/versions.env"; cat "$here/etcd/main.go"; echo "$go_version ${build_flags[*]}"; } | sha256sum | cut -c1-16)
+	key=$( { grep -v '^#' "$here/versions.env"; cat "$here/etcd/main.go"; echo "$go_version ${build_flags[*]}$kube_version_ldflags"; } | sha256sum | cut -c1-16)
 	stamp=.cache-key
 	;;
 esac
@@ -138,6 +154,13 @@ build_into() {
 		(cd "$here/scheduler-plugins" && "$go" build "${build_flags[@]}" -o "$dir/scheduler-plugins" sigs.k8s.io/scheduler-plugins/cmd/scheduler)
 		return
 	fi
+	if [ "$set" = kueue ]; then
+		# Its own module: Kueue pins its own k8s.io/* and controller-runtime, built as it
+		# declares them (no replace lines).
+		log "building kueue $(sed -n 's#^[[:space:]]*sigs.k8s.io/kueue \(v[^ ]*\).*#\1#p' "$here/kueue/go.mod")"
+		(cd "$here/kueue" && "$go" build "${build_flags[@]}" -o "$dir/kueue" sigs.k8s.io/kueue/cmd/kueue)
+		return
+	fi
 	sync_go_mod
 	if [ "$set" = node ]; then
 		log "building kubelet, kube-proxy $KUBERNETES_VERSION and pause"
@@ -151,7 +174,8 @@ build_into() {
 		return
 	fi
 	log "building kube-apiserver, kube-controller-manager, kube-scheduler $KUBERNETES_VERSION and etcd $ETCD_VERSION"
-	(cd "$here" && "$go" build "${build_flags[@]}" -o "$dir/" ./etcd "${kube_commands[@]/#/k8s.io/kubernetes/cmd/}")
+	(cd "$here" && "$go" build -trimpath "-ldflags=-s -w$kube_version_ldflags" -o "$dir/" "${kube_commands[@]/#/k8s.io/kubernetes/cmd/}")
+	(cd "$here" && "$go" build "${build_flags[@]}" -o "$dir/" ./etcd)
 	log "building kwok $KWOK_VERSION"
 	# go install pkg@version ignores the current module, so kwok keeps its own k8s.io versions.
 	(cd "$dir" && GOBIN="$dir" "$go" install "${build_flags[@]}" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION")

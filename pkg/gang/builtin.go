@@ -72,7 +72,7 @@ type Params struct {
 	BaseBackoff, MaxBackoff time.Duration
 	// SchedulerHolds says the scheduler itself keeps the pods unbound until
 	// MinAvailable fit (Kubernetes' PodGroup, scheduler-plugins'
-	// coscheduling): there are no gates, the
+	// coscheduling, Kueue's admission gate): there are no trainstep gates, the
 	// clock starts once MinAvailable pods exist, and there is one attempt,
 	// since giving pods back that hold nothing frees nothing.
 	SchedulerHolds bool
@@ -97,7 +97,7 @@ func ParamsFor(job *v1alpha1.TrainJob) Params {
 		}
 	}
 	switch Kind(job) {
-	case v1alpha1.GangKubernetes, v1alpha1.GangSchedulerPlugins:
+	case v1alpha1.GangKubernetes, v1alpha1.GangSchedulerPlugins, v1alpha1.GangKueue:
 		p.SchedulerHolds, p.MaxAttempts = true, 1
 	}
 	// Waiting much longer than an attempt itself only delays the job.

@@ -153,6 +153,9 @@ func TestParamsForASchedulerThatHoldsThePodsMakesOneAttempt(t *testing.T) {
 	if sp := ParamsFor(testJob(&v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangSchedulerPlugins, MaxScheduleAttempts: ptr.To[int32](3)})); !sp.SchedulerHolds || sp.MaxAttempts != 1 {
 		t.Errorf("scheduler-plugins: %+v, want the scheduler holding, 1 attempt", sp)
 	}
+	if k := ParamsFor(testJob(&v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangKueue, Queue: "q", MaxScheduleAttempts: ptr.To[int32](3)})); !k.SchedulerHolds || k.MaxAttempts != 1 {
+		t.Errorf("kueue: %+v, want Kueue's gate holding, 1 attempt", k)
+	}
 	if b := ParamsFor(testJob(&v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangBuiltin, MaxScheduleAttempts: ptr.To[int32](3)})); b.SchedulerHolds || b.MaxAttempts != 3 {
 		t.Errorf("builtin: %+v, want gates and 3 attempts", b)
 	}

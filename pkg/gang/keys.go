@@ -31,12 +31,29 @@ const (
 )
 
 // Kueue plain-pod groups (sigs.k8s.io/kueue: pkg/controller/constants
-// QueueLabel; pkg/controller/jobs/pod/constants GroupNameLabel and
-// GroupTotalCountAnnotation).
+// QueueLabel; pkg/controller/jobs/pod/constants GroupNameLabel,
+// GroupTotalCountAnnotation and PodFinalizer; pkg/controller/jobs/pod
+// ConditionTypeTerminationTarget; pkg/controller/jobframework
+// StopReasonWorkloadEvicted, which the reconciler suffixes with
+// "DueTo<eviction reason>").
 const (
 	KueueQueueLabel           = "kueue.x-k8s.io/queue-name"
 	KueuePodGroupLabel        = "kueue.x-k8s.io/pod-group-name"
 	KueueTotalCountAnnotation = "kueue.x-k8s.io/pod-group-total-count"
+	// KueueAdmissionGate is the scheduling gate Kueue's webhook puts on
+	// every pod it manages, lifted once it admits the pod's group
+	// (pkg/controller/jobs/pod/constants SchedulingGateName).
+	KueueAdmissionGate = "kueue.x-k8s.io/admission"
+	// KueueFinalizer is on every pod Kueue manages; it removes it only once
+	// the group finished or a replacement pod exists.
+	KueueFinalizer = "kueue.x-k8s.io/managed"
+	// KueueStoppedCondition is the pod condition Kueue sets, True, on each
+	// pod of a group it stops (and deletes); the reason says why.
+	KueueStoppedCondition = "TerminationTarget"
+	// KueueEvictedReason starts the reason of a pod Kueue stopped because
+	// it evicted the group's Workload: "WorkloadEvicted", or with Kueue's
+	// eviction reason appended, e.g. "WorkloadEvictedDueToPreempted".
+	KueueEvictedReason = "WorkloadEvicted"
 )
 
 // Kubernetes' own gang scheduling (KEP-4671, k8s.io/api scheduling/v1beta1).
@@ -59,6 +76,10 @@ var (
 	SchedulerPluginsPodGroups = schema.GroupVersionResource{Group: "scheduling.x-k8s.io", Version: "v1alpha1", Resource: "podgroups"}
 	VolcanoPodGroups          = schema.GroupVersionResource{Group: "scheduling.volcano.sh", Version: "v1beta1", Resource: "podgroups"}
 )
+
+// KueueWorkloads are Kueue's Workloads, one per pod group, named after the
+// group (kueue.x-k8s.io/v1beta2, served since Kueue v0.15; read-only here).
+var KueueWorkloads = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "workloads"}
 
 // PodGroupResource returns the PodGroup resource a gang kind creates, and
 // false for kinds without one (none, builtin, kueue).

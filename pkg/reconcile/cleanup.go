@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/trainstep/trainstep/pkg/apierr"
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/gang"
 	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/render"
 )
@@ -192,6 +194,9 @@ func (c *Controller) sharedObjectDeletes(ctx context.Context) []func() error {
 	if c.opts.Desired.PodGroup != nil {
 		deletes = append(deletes, retried("the PodGroup", func() error { return c.deletePodGroup(ctx) }))
 	}
+	if gang.Kind(c.opts.Job) == v1alpha1.GangKueue {
+		deletes = append(deletes, retried("the Kueue Workload", func() error { return c.deleteKueueWorkload(ctx) }))
+	}
 	for _, cm := range c.opts.Desired.ConfigMaps {
 		name := cm.Name
 		deletes = append(deletes, retried("configmap/"+name, func() error { return core.ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{}) }))
@@ -251,6 +256,9 @@ func (c *Controller) waitForCaches(ctx context.Context, isDoomed func(kind, name
 		if err := c.deleteAll(ctx, again); err != nil {
 			c.opts.Logger.Warn("deleting the job's objects again", zap.Error(err))
 		}
+		if err := c.releaseKueueHoldsOf(ctx, pods); err != nil {
+			c.opts.Logger.Warn("releasing the job's deleted pods from Kueue", zap.Error(err))
+		}
 		return gone, nil
 	})
 }
@@ -308,6 +316,13 @@ func (c *Controller) confirmGone(ctx context.Context, isDoomed func(kind, name s
 			if !deleted.has(s.UID) {
 				left = append(left, "service/"+s.Name)
 			}
+		}
+		listedPods := make([]*corev1.Pod, len(pods.Items))
+		for i := range pods.Items {
+			listedPods[i] = &pods.Items[i]
+		}
+		if err := c.releaseKueueHoldsOf(ctx, listedPods); err != nil && lastErr == nil {
+			lastErr = err
 		}
 		return len(left) == 0 && lastErr == nil, nil
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
@@ -145,9 +146,14 @@ type Controller struct {
 	jobRestarts int32
 	restarting  *jobRestart
 	// gang is the gang's admission state (nil unless gang: builtin,
-	// kubernetes or scheduler-plugins).
+	// kubernetes, scheduler-plugins or kueue).
 	gang            *gangAdmission
 	podGroupCreated bool
+	// kueueReleased holds, per pod instance, the version whose Kueue
+	// finalizer this run dropped, so each version is patched once; guarded
+	// by kueueMu (the worker and the cleanup both release).
+	kueueMu       sync.Mutex
+	kueueReleased map[types.UID]string
 	// launcher holds an MPI launcher until the workers are Ready (nil
 	// unless launcherCreationPolicy: WaitForWorkersReady); guarded by mu.
 	launcher *launcherGate
@@ -176,12 +182,13 @@ func New(opts Options) *Controller {
 		opts.Logger = zap.NewNop()
 	}
 	c := &Controller{
-		opts:     opts,
-		created:  map[string]bool{},
-		replicas: map[policy.ReplicaID]*replicaState{},
-		byName:   map[string]*replicaState{},
-		gang:     newGangAdmission(opts.Job, opts.Jitter),
-		scaler:   newAutoscaler(opts.Job),
+		opts:          opts,
+		created:       map[string]bool{},
+		replicas:      map[policy.ReplicaID]*replicaState{},
+		byName:        map[string]*replicaState{},
+		gang:          newGangAdmission(opts.Job, opts.Jitter),
+		scaler:        newAutoscaler(opts.Job),
+		kueueReleased: map[types.UID]string{},
 	}
 	if c.scaler != nil {
 		c.scaler.recent.Record(opts.Clock.Now(), c.scaler.target)

@@ -57,6 +57,9 @@ type harness struct {
 	// runErr, when a setup made it, receives Run's error instead of the
 	// test failing on it.
 	runErr chan error
+	// kueuePatches are the patches a reactor saw sent to deleted pods.
+	mu           sync.Mutex
+	kueuePatches []string
 }
 
 func start(t *testing.T, job *v1alpha1.TrainJob) *harness {

@@ -23,7 +23,8 @@ import (
 // are created gated, ungated together once all exist, and given back when
 // the scheduler cannot bind enough of them within the timeout. Under
 // Kubernetes' gang and scheduler-plugins' coscheduling the scheduler holds
-// the pods itself: trainstep only bounds the wait, once.
+// the pods itself, and under Kueue its admission gate does: trainstep only
+// bounds the wait, once per job attempt.
 type gangAdmission struct {
 	params gang.Params
 	state  gang.Admission
@@ -32,7 +33,7 @@ type gangAdmission struct {
 
 func newGangAdmission(job *v1alpha1.TrainJob, jitter func() float64) *gangAdmission {
 	switch gang.Kind(job) {
-	case v1alpha1.GangBuiltin, v1alpha1.GangKubernetes, v1alpha1.GangSchedulerPlugins:
+	case v1alpha1.GangBuiltin, v1alpha1.GangKubernetes, v1alpha1.GangSchedulerPlugins, v1alpha1.GangKueue:
 	default:
 		return nil
 	}
@@ -89,7 +90,11 @@ func (c *Controller) admitGang(ctx context.Context) (time.Duration, error) {
 			return 0, c.apiError(err)
 		}
 	case gang.ActionGiveUp:
-		if says := c.schedulerSays(ctx, pods); says != "" {
+		if gang.Kind(c.opts.Job) == v1alpha1.GangKueue {
+			if says := c.kueueSays(ctx); says != "" {
+				step.Message += "; Kueue says: " + says
+			}
+		} else if says := c.schedulerSays(ctx, pods); says != "" {
 			step.Message += "; the scheduler says: " + says
 		}
 		c.event(corev1.EventTypeWarning, EventUnschedulable, "%s", step.Message)

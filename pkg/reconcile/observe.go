@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/gang"
 	"github.com/trainstep/trainstep/pkg/policy"
 )
 
@@ -95,6 +96,13 @@ func (c *Controller) replicaFromPod(id policy.ReplicaID, st *replicaState, pod *
 		r.Phase = policy.PhasePending
 		r.PendingSince = pod.CreationTimestamp.Time
 		r.Unschedulable = unschedulable(pod)
+	}
+	if gang.KueueEvicted(pod) || gang.KueueGated(pod) {
+		// Kueue's eviction is its preemption: a disruption, as Kubernetes'
+		// own preemption says with DisruptionTarget. A pod Kueue still
+		// gates never ran: if it goes (Kueue removes what it takes for
+		// excess pods of a group), that is no failure of the job either.
+		r.Conditions = append(r.Conditions, string(v1alpha1.PodConditionDisruptionTarget))
 	}
 	for _, cond := range pod.Status.Conditions {
 		if cond.Status == corev1.ConditionTrue {

@@ -33,6 +33,9 @@ func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 	if err := c.confirmExpectations(ctx); err != nil {
 		return policy.Decision{}, c.apiError(err)
 	}
+	if err := c.releaseKueueHolds(ctx); err != nil {
+		return policy.Decision{}, c.apiError(err)
+	}
 	if err := c.createMissing(ctx); err != nil {
 		return policy.Decision{}, c.apiError(err)
 	}
@@ -69,6 +72,11 @@ func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 	if err := c.recreate(ctx, decision.RecreateUncounted, false); err != nil {
 		return policy.Decision{}, c.apiError(err)
 	}
+	// A replacement may wait for an instance Kueue holds: no event would
+	// come to release it.
+	if err := c.releaseKueueHolds(ctx); err != nil {
+		return policy.Decision{}, c.apiError(err)
+	}
 	c.apiErrorsSince = time.Time{}
 	return decision, nil
 }
@@ -80,6 +88,9 @@ func (c *Controller) syncJobRestart(ctx context.Context) (policy.Decision, error
 	c.reportProgress()
 	under, err := c.continueJobRestart(ctx)
 	if err != nil {
+		return policy.Decision{}, c.apiError(err)
+	}
+	if err := c.releaseKueueHolds(ctx); err != nil {
 		return policy.Decision{}, c.apiError(err)
 	}
 	if !under {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -120,7 +119,7 @@ func (c *Cluster) StartSchedulerPlugins(t testing.TB) {
 // installSchedulerPluginsCRD creates the PodGroup CRD of the module's
 // manifests/coscheduling/crd.yaml and waits until PodGroups are served.
 func (c *Cluster) installSchedulerPluginsCRD(ctx context.Context) (string, error) {
-	dir, err := schedulerPluginsModuleDir(ctx)
+	dir, err := pinnedModuleDir(ctx, "scheduler-plugins", "sigs.k8s.io/scheduler-plugins")
 	if err != nil {
 		return "", err
 	}
@@ -169,37 +168,33 @@ func (c *Cluster) removeCRD(t testing.TB, name string) {
 	}
 }
 
-// schedulerPluginsVersionLine finds the module's version in
-// hack/cluster/scheduler-plugins/go.mod.
-var schedulerPluginsVersionLine = regexp.MustCompile(`(?m)^\s*sigs\.k8s\.io/scheduler-plugins (v\S+)`)
-
-// schedulerPluginsModuleDir is the module cache's copy of the scheduler-plugins
-// module hack/cluster/scheduler-plugins pins (its build downloaded it).
-func schedulerPluginsModuleDir(ctx context.Context) (string, error) {
+// pinnedModuleDir is the module cache's copy of module at the version
+// hack/cluster/<dir>/go.mod requires (its build downloaded it).
+func pinnedModuleDir(ctx context.Context, dir, module string) (string, error) {
 	root, err := moduleRoot()
 	if err != nil {
 		return "", err
 	}
-	dir := filepath.Join(root, "hack", "cluster", "scheduler-plugins")
-	gomod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	hackDir := filepath.Join(root, "hack", "cluster", dir)
+	gomod, err := os.ReadFile(filepath.Join(hackDir, "go.mod"))
 	if err != nil {
-		return "", fmt.Errorf("reading the scheduler-plugins version: %w", err)
+		return "", fmt.Errorf("reading the %s version: %w", module, err)
 	}
-	m := schedulerPluginsVersionLine.FindSubmatch(gomod)
+	m := regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(module) + ` (v\S+)`).FindSubmatch(gomod)
 	if m == nil {
-		return "", errors.New("reading the scheduler-plugins version: no sigs.k8s.io/scheduler-plugins in hack/cluster/scheduler-plugins/go.mod")
+		return "", fmt.Errorf("reading the %s version: none in hack/cluster/%s/go.mod", module, dir)
 	}
-	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", "sigs.k8s.io/scheduler-plugins@"+string(m[1]))
-	cmd.Dir = dir
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", module+"@"+string(m[1]))
+	cmd.Dir = hackDir
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("finding scheduler-plugins' module %s: %w", m[1], err)
+		return "", fmt.Errorf("finding module %s %s: %w", module, m[1], err)
 	}
-	var module struct{ Dir string }
-	if err := json.Unmarshal(out, &module); err != nil || module.Dir == "" {
-		return "", fmt.Errorf("finding scheduler-plugins' module %s: %v: %s", m[1], err, strings.TrimSpace(string(out)))
+	var found struct{ Dir string }
+	if err := json.Unmarshal(out, &found); err != nil || found.Dir == "" {
+		return "", fmt.Errorf("finding module %s %s: %v: %s", module, m[1], err, strings.TrimSpace(string(out)))
 	}
-	return module.Dir, nil
+	return found.Dir, nil
 }
 
 // freePort asks the kernel for an unused loopback port.

@@ -76,6 +76,9 @@ func (c *Cluster) startControlPlane(ctx context.Context, p ports, f clusterFiles
 		"--kubelet-preferred-address-types=InternalIP",
 		"--allow-privileged=true",
 		"--profiling=false",
+		// Webhooks and aggregated APIs are dialled at their Service's endpoints:
+		// no kube-proxy on this host routes a cluster IP (StartKueue's webhooks).
+		"--enable-aggregator-routing=true",
 		// Compacting every minute instead of five lets etcd reuse the pages of
 		// the large jobs' old revisions sooner.
 		"--etcd-compaction-interval=1m",

@@ -34,6 +34,10 @@ type realGang struct {
 	podGroups schema.GroupVersionResource
 	// start starts the scheduler when kube-scheduler is not it.
 	start func(t *testing.T, c *cluster.Cluster)
+	// queue, when set, is the queue every job names; prepare makes it in
+	// namespace ns, with room for gpus GPUs, before any job starts.
+	queue   string
+	prepare func(t *testing.T, c *cluster.Cluster, ns string, gpus int64)
 	// says is what trainstep's message on a gang that cannot fit has of
 	// the scheduler's.
 	says []string
@@ -53,6 +57,21 @@ var realGangs = []realGang{
 	{kind: v1alpha1.GangSchedulerPlugins, podGroups: gang.SchedulerPluginsPodGroups,
 		start: func(t *testing.T, c *cluster.Cluster) { c.StartSchedulerPlugins(t) },
 		says:  []string{"the scheduler says: ", "PostFilter"}},
+	// Kueue admits a pod group as a whole within its ClusterQueue's quota,
+	// which the tests set to the pool's GPUs; its Workload, named after the
+	// group, stands for the PodGroup. A group over the quota stays pending,
+	// and the Workload's QuotaReserved condition says why, e.g. "couldn't
+	// assign flavors to pod set …: insufficient quota for nvidia.com/gpu in
+	// flavor …".
+	{kind: v1alpha1.GangKueue, podGroups: cluster.KueueWorkloads,
+		start: func(t *testing.T, c *cluster.Cluster) { c.StartKueue(t) },
+		queue: kueueLocalQueue, prepare: kueueQueues,
+		says: []string{"Kueue says: ", "insufficient quota for nvidia.com/gpu"}},
+}
+
+// policy is the scheduling policy of a job of this gang kind.
+func (g realGang) policy(timeoutSeconds int32) *v1alpha1.SchedulingPolicy {
+	return &v1alpha1.SchedulingPolicy{Gang: g.kind, Queue: g.queue, ScheduleTimeoutSeconds: ptr.To(timeoutSeconds)}
 }
 
 // Two jobs that cannot both fit, under a gang scheduler: it places one
@@ -71,11 +90,14 @@ func TestRealGangStartsOneJobAllTogetherThenTheOther(t *testing.T) {
 			ns := c.Namespace(t)
 			pool := "real-" + string(g.kind)
 			addPool(t, c, pool, deadlockNodes, deadlockGPUs)
+			if g.prepare != nil {
+				g.prepare(t, c, ns, deadlockNodes*deadlockGPUs)
+			}
 			binds := watchBinds(t, c, ns)
 			jobs := []string{"job-a", "job-b"}
 			runs := map[string]*run{}
 			for _, name := range jobs {
-				job := gpuJob(name, pool, deadlockReplicas, &v1alpha1.SchedulingPolicy{Gang: g.kind, ScheduleTimeoutSeconds: ptr.To[int32](150)})
+				job := gpuJob(name, pool, deadlockReplicas, g.policy(150))
 				// Every pod goes at the end, so the PodGroup does too: Kubernetes'
 				// PodGroup protection keeps a group while any pod points at it.
 				job.Spec.RunPolicy.CleanPodPolicy = ptr.To(v1alpha1.CleanPodPolicyAll)
@@ -154,9 +176,12 @@ func TestRealGangThatCanNeverFitEndsUnschedulableAndLeavesNothing(t *testing.T) 
 			ns := c.Namespace(t)
 			pool := "toosmall-" + string(g.kind)
 			addPool(t, c, pool, 1, 2)
+			if g.prepare != nil {
+				g.prepare(t, c, ns, 2)
+			}
 			kubeconfig := applyDeploy(t, c, ns)
 			const timeout = 5
-			job := gpuJob("big", pool, 3, &v1alpha1.SchedulingPolicy{Gang: g.kind, ScheduleTimeoutSeconds: ptr.To[int32](timeout)})
+			job := gpuJob("big", pool, 3, g.policy(timeout))
 			binds := watchBinds(t, c, ns)
 			started := time.Now()
 			res := startRun(t, c, ns, job, func(cfg *executor.Config) { cfg.Kubeconfig = kubeconfig }).wait(t)

@@ -1,0 +1,147 @@
+package gang
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// Kueue's keys, from sigs.k8s.io/kueue v0.17.0: pkg/controller/jobs/pod
+// ConditionTypeTerminationTarget, pkg/controller/jobframework
+// StopReasonWorkloadEvicted (suffixed "DueTo<reason>" by its reconciler),
+// pkg/controller/jobs/pod/constants PodFinalizer.
+func TestKueueEvictedIsOnlyKueuesStopForAnEviction(t *testing.T) {
+	stopped := func(reason string, status corev1.ConditionStatus) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
+			{Type: "TerminationTarget", Status: status, Reason: reason},
+		}}}
+	}
+	cases := []struct {
+		name string
+		pod  *corev1.Pod
+		want bool
+	}{
+		{"evicted", stopped("WorkloadEvicted", corev1.ConditionTrue), true},
+		// What Kueue v0.17.0 sets on a preempted group's pods (seen on the test cluster).
+		{"evicted, preempted", stopped("WorkloadEvictedDueToPreempted", corev1.ConditionTrue), true},
+		{"the Workload was deleted", stopped("WorkloadDeleted", corev1.ConditionTrue), false},
+		{"not True", stopped("WorkloadEvicted", corev1.ConditionFalse), false},
+		{"no condition", &corev1.Pod{}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := KueueEvicted(tc.pod); got != tc.want {
+				t.Errorf("KueueEvicted = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestKueueHoldsDeletedOnlyPodsThatHoldNothing(t *testing.T) {
+	now := metav1.Now()
+	pod := func(deleting bool, finalizers []string, phase corev1.PodPhase, node string) *corev1.Pod {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Finalizers: finalizers},
+			Spec:       corev1.PodSpec{NodeName: node},
+			Status:     corev1.PodStatus{Phase: phase},
+		}
+		if deleting {
+			p.DeletionTimestamp = &now
+		}
+		return p
+	}
+	kueue := []string{"kueue.x-k8s.io/managed"}
+	cases := []struct {
+		name string
+		pod  *corev1.Pod
+		want bool
+	}{
+		{"deleted, failed on its node", pod(true, kueue, corev1.PodFailed, "n"), true},
+		{"deleted, succeeded", pod(true, kueue, corev1.PodSucceeded, "n"), true},
+		{"deleted, never bound (gated)", pod(true, kueue, corev1.PodPending, ""), true},
+		{"deleted, still running on its node", pod(true, kueue, corev1.PodRunning, "n"), false},
+		{"not deleted", pod(false, kueue, corev1.PodFailed, "n"), false},
+		{"another finalizer only", pod(true, []string{"example.com/keep"}, corev1.PodFailed, "n"), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := KueueHoldsDeleted(tc.pod); got != tc.want {
+				t.Errorf("KueueHoldsDeleted = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if diff := cmp.Diff([]string{"example.com/keep"}, WithoutKueueFinalizer([]string{"kueue.x-k8s.io/managed", "example.com/keep"})); diff != "" {
+		t.Errorf("WithoutKueueFinalizer (-want +got):\n%s", diff)
+	}
+	if got := WithoutKueueFinalizer([]string{"kueue.x-k8s.io/managed"}); got == nil || len(got) != 0 {
+		t.Errorf("WithoutKueueFinalizer of Kueue's alone = %#v, want an empty list", got)
+	}
+}
+
+func TestKueueWorkloadSaysWhyItIsNotAdmitted(t *testing.T) {
+	workload := func(conds ...map[string]any) *unstructured.Unstructured {
+		list := make([]any, len(conds))
+		for i, c := range conds {
+			list[i] = c
+		}
+		return &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"conditions": list}}}
+	}
+	const pending = "couldn't assign flavors to pod set main: insufficient quota for nvidia.com/gpu in flavor default, request > maximum capacity (3 > 2)"
+	cases := []struct {
+		name string
+		wl   *unstructured.Unstructured
+		want string
+	}{
+		{"pending on quota", workload(
+			map[string]any{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": pending},
+			map[string]any{"type": "Admitted", "status": "False", "reason": "NoReservation", "message": "The workload has no reservation"},
+		), pending},
+		{"reserved, waiting for admission checks", workload(
+			map[string]any{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "Quota reserved in ClusterQueue cq"},
+			map[string]any{"type": "Admitted", "status": "False", "reason": "", "message": "waiting for checks"},
+		), "waiting for checks"},
+		{"admitted", workload(
+			map[string]any{"type": "QuotaReserved", "status": "True", "message": "Quota reserved"},
+			map[string]any{"type": "Admitted", "status": "True", "message": "The workload is admitted"},
+		), ""},
+		{"no status yet", workload(), ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := KueueWorkloadSays(tc.wl); got != tc.want {
+				t.Errorf("KueueWorkloadSays = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestKueueGatedIsAPodKueuesGateStillHolds(t *testing.T) {
+	gated := func(gates []string, node string) *corev1.Pod {
+		p := &corev1.Pod{Spec: corev1.PodSpec{NodeName: node}}
+		for _, g := range gates {
+			p.Spec.SchedulingGates = append(p.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: g})
+		}
+		return p
+	}
+	cases := []struct {
+		name string
+		pod  *corev1.Pod
+		want bool
+	}{
+		{"Kueue's gate", gated([]string{"kueue.x-k8s.io/admission"}, ""), true},
+		{"Kueue's gate among others", gated([]string{"example.com/wait", "kueue.x-k8s.io/admission"}, ""), true},
+		{"admitted (gate lifted)", gated(nil, ""), false},
+		{"another gate only", gated([]string{"trainstep.dev/gang"}, ""), false},
+		{"bound", gated([]string{"kueue.x-k8s.io/admission"}, "node-1"), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := KueueGated(tc.pod); got != tc.want {
+				t.Errorf("KueueGated = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

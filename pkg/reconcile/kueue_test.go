@@ -1,0 +1,73 @@
+package reconcile
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/trainstep/trainstep/internal/testutil"
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/gang"
+	"github.com/trainstep/trainstep/pkg/policy"
+)
+
+// Kueue evicts a job's group: it marks each pod TerminationTarget
+// (WorkloadEvictedDueToPreempted) and deletes it, and its finalizer keeps the ended pod
+// until a replacement exists. trainstep drops that finalizer from its own
+// ended pod, so the name is free, and replaces the replica without counting
+// a restart: the eviction is a disruption.
+func TestKueueEvictedReplicaIsReleasedAndReplacedForFree(t *testing.T) {
+	job := tfJob(v1alpha1.RestartPolicyExitCode)
+	job.Spec.RunPolicy.SchedulingPolicy = &v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangKueue, Queue: "training"}
+	h := startWith(t, job, func(h *harness, _ *Options) {
+		// The API server finishes a deletion once the last finalizer is gone.
+		h.client.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			p := a.(k8stesting.PatchAction)
+			stored, err := h.client.Tracker().Get(corev1.SchemeGroupVersion.WithResource("pods"), ns, p.GetName())
+			if err != nil || stored.(*corev1.Pod).DeletionTimestamp == nil {
+				return false, nil, nil
+			}
+			h.mu.Lock()
+			h.kueuePatches = append(h.kueuePatches, string(p.GetPatch()))
+			h.mu.Unlock()
+			return true, nil, h.client.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), ns, p.GetName())
+		})
+	})
+	first := h.pod("mnist-worker-1")
+	h.setStatus("mnist-worker-1", corev1.PodRunning, 0)
+	testutil.Eventually(h.t, waitTimeout, "the controller to see worker-1", func() bool { return h.stage("mnist-worker-1") == stageObserved })
+
+	evicted := h.pod("mnist-worker-1").DeepCopy()
+	now := metav1.Now()
+	evicted.DeletionTimestamp, evicted.Finalizers = &now, []string{gang.KueueFinalizer}
+	evicted.Status.Phase = corev1.PodFailed
+	evicted.Status.Conditions = []corev1.PodCondition{{Type: gang.KueueStoppedCondition, Status: corev1.ConditionTrue, Reason: "WorkloadEvictedDueToPreempted"}}
+	evicted.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "tensorflow",
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 143, FinishedAt: now}}}}
+	if _, err := h.client.CoreV1().Pods(ns).Update(context.Background(), evicted, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(h.t, waitTimeout, "worker-1 replaced", func() bool {
+		p, err := h.client.CoreV1().Pods(ns).Get(context.Background(), "mnist-worker-1", metav1.GetOptions{})
+		return err == nil && p.UID != first.UID && p.DeletionTimestamp == nil
+	})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !slices.ContainsFunc(h.kueuePatches, func(p string) bool {
+		return p == `[{"op":"test","path":"/metadata/uid","value":"`+string(first.UID)+`"},{"op":"test","path":"/metadata/finalizers","value":["kueue.x-k8s.io/managed"]},{"op":"replace","path":"/metadata/finalizers","value":[]}]`
+	}) {
+		t.Errorf("patches of the deleted pod %v, want one dropping Kueue's finalizer from that instance", h.kueuePatches)
+	}
+	h.setStatus("mnist-worker-0", corev1.PodSucceeded, 0)
+	if d := h.decision(); d.Outcome != policy.OutcomeSucceeded {
+		t.Fatalf("decision %+v, want Succeeded", d)
+	}
+	if r := h.ctrl.View().Restarts; r != 0 {
+		t.Errorf("restarts = %d, want 0: Kueue's eviction is a disruption", r)
+	}
+}
