@@ -368,7 +368,7 @@ func TestRealGangHigherPriorityJobPreemptsTheLowerAsAWhole(t *testing.T) {
 			// Kueue preempts by evicting a Workload, not by the scheduler's
 			// Preempted event.
 			evictions := watchKueueEvictions(t, c, ns)
-			lowJob := gpuJob("low", pool, 4, &v1alpha1.SchedulingPolicy{Gang: g.kind, Queue: g.queue, PriorityClass: "real-gang-low", ScheduleTimeoutSeconds: ptr.To[int32](300)})
+			lowJob := gpuJob("low", pool, 4, &v1alpha1.SchedulingPolicy{Gang: g.kind, Queue: g.queue, PriorityClass: "real-gang-low", ScheduleTimeoutSeconds: ptr.To[int32](600)})
 			lowJob.Spec.RunPolicy.CleanPodPolicy = ptr.To(v1alpha1.CleanPodPolicyAll)
 			low := startRun(t, c, ns, lowJob)
 			testutil.Eventually(t, time.Minute, "4 running pods of the low job", func() bool { return countPods(jobPods(t, c, ns, "low"), running) == 4 })
