@@ -51,7 +51,7 @@ func TestForPodsGivesEachKindItsSchedulersKeys(t *testing.T) {
 			PodSettings{Labels: map[string]string{"scheduling.x-k8s.io/pod-group": "job"}, SchedulerName: "scheduler-plugins-scheduler"}},
 		{"volcano", &v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangVolcano, Queue: "q"},
 			PodSettings{Annotations: map[string]string{"scheduling.k8s.io/group-name": "job"}, SchedulerName: "volcano"}},
-		// Kueue's keys, from sigs.k8s.io/kueue v0.12.3: pkg/controller/constants QueueLabel,
+		// Kueue's keys, from sigs.k8s.io/kueue (checked against v0.17.0): pkg/controller/constants QueueLabel,
 		// pkg/controller/jobs/pod/constants GroupNameLabel and GroupTotalCountAnnotation.
 		{"kueue", &v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangKueue, Queue: "team-a"},
 			PodSettings{
