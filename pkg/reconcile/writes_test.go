@@ -184,21 +184,7 @@ func TestAPanicInASyncIsAnInternalError(t *testing.T) {
 // left (from a live List) when they outlast it.
 func TestCleanupRetriesFailedDeletesAndNamesWhatIsLeft(t *testing.T) {
 	t.Parallel()
-	h := start(t, tfJob(v1alpha1.RestartPolicyNever))
-	for _, name := range []string{"mnist-ps-0", "mnist-worker-0", "mnist-worker-1"} {
-		h.setStatus(name, corev1.PodRunning, 0)
-	}
-	h.setStatus("mnist-worker-0", corev1.PodSucceeded, 0)
-	if d := h.decision(); d.Outcome != policy.OutcomeSucceeded {
-		t.Fatalf("decision %+v, want Succeeded", d)
-	}
-	// Every Service in the cache first: the job can succeed before the
-	// informer delivered the last one, and a Service only the teardown's
-	// live List finds is a case of its own.
-	testutil.Eventually(t, waitTimeout, "the controller's cache to hold the 3 Services", func() bool {
-		svcs, _ := h.ctrl.services.Services(ns).List(labels.Everything())
-		return len(svcs) == 3
-	})
+	h := succeededWithItsServicesCached(t)
 	var failing atomic.Bool
 	failing.Store(true)
 	h.client.PrependReactor("delete", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
@@ -227,18 +213,7 @@ func TestCleanupRetriesFailedDeletesAndNamesWhatIsLeft(t *testing.T) {
 
 func TestCleanupDoesNotNameAServiceWhoseDeleteLandedAsTheDeadlineEnded(t *testing.T) {
 	t.Parallel()
-	h := start(t, tfJob(v1alpha1.RestartPolicyNever))
-	for _, name := range []string{"mnist-ps-0", "mnist-worker-0", "mnist-worker-1"} {
-		h.setStatus(name, corev1.PodRunning, 0)
-	}
-	h.setStatus("mnist-worker-0", corev1.PodSucceeded, 0)
-	if d := h.decision(); d.Outcome != policy.OutcomeSucceeded {
-		t.Fatalf("decision %+v, want Succeeded", d)
-	}
-	testutil.Eventually(t, waitTimeout, "the controller's cache to hold the 3 Services", func() bool {
-		svcs, _ := h.ctrl.services.Services(ns).List(labels.Everything())
-		return len(svcs) == 3
-	})
+	h := succeededWithItsServicesCached(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 	defer cancel()
 	// worker-1's Service refuses deletes until the live List of the last
@@ -267,4 +242,25 @@ func TestCleanupDoesNotNameAServiceWhoseDeleteLandedAsTheDeadlineEnded(t *testin
 	if len(svcs.Items) != 0 {
 		t.Errorf("%d Services left", len(svcs.Items))
 	}
+}
+
+// succeededWithItsServicesCached runs a PS/worker job to Succeeded and waits
+// until the controller's cache holds its 3 Services: the job can succeed
+// before the informer delivered the last one, and a Service only the
+// teardown's live List finds is a case of its own.
+func succeededWithItsServicesCached(t *testing.T) *harness {
+	t.Helper()
+	h := start(t, tfJob(v1alpha1.RestartPolicyNever))
+	for _, name := range []string{"mnist-ps-0", "mnist-worker-0", "mnist-worker-1"} {
+		h.setStatus(name, corev1.PodRunning, 0)
+	}
+	h.setStatus("mnist-worker-0", corev1.PodSucceeded, 0)
+	if d := h.decision(); d.Outcome != policy.OutcomeSucceeded {
+		t.Fatalf("decision %+v, want Succeeded", d)
+	}
+	testutil.Eventually(t, waitTimeout, "the controller's cache to hold the 3 Services", func() bool {
+		svcs, _ := h.ctrl.services.Services(ns).List(labels.Everything())
+		return len(svcs) == 3
+	})
+	return h
 }

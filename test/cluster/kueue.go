@@ -106,13 +106,7 @@ featureGates:
 // Without the binary the test skips, and fails under CI=true.
 func (c *Cluster) StartKueue(t testing.TB) {
 	t.Helper()
-	if missing := MissingBinaries(c.BinDir, KueueBinary); len(missing) > 0 {
-		msg := fmt.Sprintf("%v in %s: %s (build it with `make cluster-bin-kueue`)", ErrBinariesMissing, c.BinDir, KueueBinary)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	c.requireBinary(t, KueueBinary, "cluster-bin-kueue")
 	hostIP, err := nonLoopbackIPv4()
 	if err != nil {
 		t.Fatal(err)

@@ -69,13 +69,7 @@ profiles:
 // CI=true.
 func (c *Cluster) StartSchedulerPlugins(t testing.TB) {
 	t.Helper()
-	if missing := MissingBinaries(c.BinDir, SchedulerPluginsBinary); len(missing) > 0 {
-		msg := fmt.Sprintf("%v in %s: %s (build it with `make cluster-bin-scheduler-plugins`)", ErrBinariesMissing, c.BinDir, SchedulerPluginsBinary)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	c.requireBinary(t, SchedulerPluginsBinary, "cluster-bin-scheduler-plugins")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	crd, err := c.installSchedulerPluginsCRD(ctx)

@@ -17,6 +17,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/trainstep/trainstep/internal/testutil"
 )
 
 // startTimeout bounds the shared cluster's start-up, generous for two busy cores.
@@ -219,4 +221,13 @@ func RequireArgo(t testing.TB) string {
 		t.Fatalf("%v in %s: %s (build them with `make cluster-bin-argo`)", ErrBinariesMissing, binDir, strings.Join(missing, ", "))
 	}
 	return binDir
+}
+
+// requireBinary skips a test that needs an opt-in component whose binary
+// is not built (make target builds it), and fails it under CI=true.
+func (c *Cluster) requireBinary(t testing.TB, name, target string) {
+	t.Helper()
+	if missing := MissingBinaries(c.BinDir, name); len(missing) > 0 {
+		testutil.PrerequisiteMissing(t, "%v in %s: %s (build it with `make %s`)", ErrBinariesMissing, c.BinDir, name, target)
+	}
 }

@@ -241,33 +241,17 @@ func (l *evictionLog) of(job string) []string {
 
 func watchKueueEvictions(t *testing.T, c *cluster.Cluster, ns string) *evictionLog {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := c.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
 	l := &evictionLog{pods: map[string][]string{}}
 	seen := map[string]bool{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ev := range w.ResultChan() {
-			pod, ok := ev.Object.(*corev1.Pod)
-			if !ok || ev.Type == watch.Error || seen[string(pod.UID)] || !gang.KueueEvicted(pod) {
-				continue
-			}
-			seen[string(pod.UID)] = true
-			l.mu.Lock()
-			job := pod.Labels[v1alpha1.LabelJobName]
-			l.pods[job] = append(l.pods[job], string(pod.UID))
-			l.mu.Unlock()
+	watchPods(t, c, ns, func(_ int, _ watch.Event, pod *corev1.Pod) {
+		if seen[string(pod.UID)] || !gang.KueueEvicted(pod) {
+			return
 		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		w.Stop()
-		<-done
+		seen[string(pod.UID)] = true
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		job := pod.Labels[v1alpha1.LabelJobName]
+		l.pods[job] = append(l.pods[job], string(pod.UID))
 	})
 	return l
 }

@@ -74,6 +74,22 @@ func (g realGang) policy(timeoutSeconds int32) *v1alpha1.SchedulingPolicy {
 	return &v1alpha1.SchedulingPolicy{Gang: g.kind, Queue: g.queue, ScheduleTimeoutSeconds: ptr.To(timeoutSeconds)}
 }
 
+// setUp starts g's scheduler when kube-scheduler is not it, and gives a
+// test a namespace and a pool of n nodes of gpus GPUs each; with a queue,
+// its quota is the pool's GPUs.
+func (g realGang) setUp(t *testing.T, c *cluster.Cluster, pool string, n int, gpus int64) string {
+	t.Helper()
+	if g.start != nil {
+		g.start(t, c)
+	}
+	ns := c.Namespace(t)
+	addPool(t, c, pool, n, gpus)
+	if g.prepare != nil {
+		g.prepare(t, c, ns, int64(n)*gpus)
+	}
+	return ns
+}
+
 // Two jobs that cannot both fit, under a gang scheduler: it places one
 // job's pods all together, the other job's pods stay Pending (bound to
 // nothing) until the first ends, then run. A watch over the namespace
@@ -84,15 +100,8 @@ func TestRealGangStartsOneJobAllTogetherThenTheOther(t *testing.T) {
 	dyn := dynamicClient(t, c)
 	for _, g := range realGangs {
 		t.Run(string(g.kind), func(t *testing.T) {
-			if g.start != nil {
-				g.start(t, c)
-			}
-			ns := c.Namespace(t)
 			pool := "real-" + string(g.kind)
-			addPool(t, c, pool, deadlockNodes, deadlockGPUs)
-			if g.prepare != nil {
-				g.prepare(t, c, ns, deadlockNodes*deadlockGPUs)
-			}
+			ns := g.setUp(t, c, pool, deadlockNodes, deadlockGPUs)
 			binds := watchBinds(t, c, ns)
 			jobs := []string{"job-a", "job-b"}
 			runs := map[string]*run{}
@@ -170,15 +179,8 @@ func TestRealGangThatCanNeverFitEndsUnschedulableAndLeavesNothing(t *testing.T) 
 	dyn := dynamicClient(t, c)
 	for _, g := range realGangs {
 		t.Run(string(g.kind), func(t *testing.T) {
-			if g.start != nil {
-				g.start(t, c)
-			}
-			ns := c.Namespace(t)
 			pool := "toosmall-" + string(g.kind)
-			addPool(t, c, pool, 1, 2)
-			if g.prepare != nil {
-				g.prepare(t, c, ns, 2)
-			}
+			ns := g.setUp(t, c, pool, 1, 2)
 			kubeconfig := applyDeploy(t, c, ns)
 			const timeout = 5
 			job := gpuJob("big", pool, 3, g.policy(timeout))
@@ -271,30 +273,41 @@ func (l *bindLog) of(job string) []bind {
 // watchBinds watches ns's pods until the test ends.
 func watchBinds(t *testing.T, c *cluster.Cluster, ns string) *bindLog {
 	t.Helper()
+	l := &bindLog{seen: map[string]bool{}, binds: map[string][]bind{}}
+	watchPods(t, c, ns, func(seq int, ev watch.Event, pod *corev1.Pod) {
+		if ev.Type == watch.Deleted || pod.Spec.NodeName == "" {
+			return
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if !l.seen[string(pod.UID)] {
+			l.seen[string(pod.UID)] = true
+			job := pod.Labels[v1alpha1.LabelJobName]
+			l.binds[job] = append(l.binds[job], bind{pod: pod.Name, seq: seq, at: time.Now()})
+		}
+	})
+	return l
+}
+
+// watchPods hands each event of a watch of ns's pods, with its position in
+// the watch, to seen, until the test ends.
+func watchPods(t *testing.T, c *cluster.Cluster, ns string, seen func(seq int, ev watch.Event, pod *corev1.Pod)) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	w, err := c.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
 	}
-	l := &bindLog{seen: map[string]bool{}, binds: map[string][]bind{}}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		seq := 0
 		for ev := range w.ResultChan() {
 			seq++
-			pod, ok := ev.Object.(*corev1.Pod)
-			if !ok || ev.Type == watch.Deleted || pod.Spec.NodeName == "" {
-				continue
+			if pod, ok := ev.Object.(*corev1.Pod); ok && ev.Type != watch.Error {
+				seen(seq, ev, pod)
 			}
-			l.mu.Lock()
-			if !l.seen[string(pod.UID)] {
-				l.seen[string(pod.UID)] = true
-				job := pod.Labels[v1alpha1.LabelJobName]
-				l.binds[job] = append(l.binds[job], bind{pod: pod.Name, seq: seq, at: time.Now()})
-			}
-			l.mu.Unlock()
 		}
 	}()
 	t.Cleanup(func() {
@@ -302,7 +315,6 @@ func watchBinds(t *testing.T, c *cluster.Cluster, ns string) *bindLog {
 		w.Stop()
 		<-done
 	})
-	return l
 }
 
 func dynamicClient(t *testing.T, c *cluster.Cluster) dynamic.Interface {
@@ -355,15 +367,8 @@ func TestRealGangHigherPriorityJobPreemptsTheLowerAsAWhole(t *testing.T) {
 	priorityClass(t, c, "real-gang-high", 1000)
 	for _, g := range realGangs {
 		t.Run(string(g.kind), func(t *testing.T) {
-			if g.start != nil {
-				g.start(t, c)
-			}
-			ns := c.Namespace(t)
 			pool := "prio-" + string(g.kind)
-			addPool(t, c, pool, 1, 4)
-			if g.prepare != nil {
-				g.prepare(t, c, ns, 4)
-			}
+			ns := g.setUp(t, c, pool, 1, 4)
 			binds := watchBinds(t, c, ns)
 			// Kueue preempts by evicting a Workload, not by the scheduler's
 			// Preempted event.

@@ -188,16 +188,11 @@ type measurer struct {
 func (m *measurer) trainstep(round int) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), roundTimeout)
 	defer cancel()
-	ns, objs, err := m.namespace(ctx)
+	ns, _, w, done, err := m.side(ctx)
 	if err != nil {
 		return 0, err
 	}
-	defer m.clear(ns)
-	w, err := bench.StartWatcher(m.watcher, m.o.kubeconfig, ns, len(objs.Pods))
-	if err != nil {
-		return 0, err
-	}
-	defer w.Stop()
+	defer done()
 	args := []string{"run", "-f", m.o.job, "--kubeconfig", m.o.kubeconfig, "-n", ns, "--outputs-dir", filepath.Join(m.work, ns)}
 	if m.o.timelineDir != "" {
 		args = append(args, "--timeline", filepath.Join(m.o.timelineDir, fmt.Sprintf("round-%d-trainstep.txt", round)))
@@ -234,16 +229,11 @@ func (m *measurer) trainstep(round int) (time.Duration, error) {
 func (m *measurer) baseline(round int) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), roundTimeout)
 	defer cancel()
-	ns, objs, err := m.namespace(ctx)
+	_, objs, w, done, err := m.side(ctx)
 	if err != nil {
 		return 0, err
 	}
-	defer m.clear(ns)
-	w, err := bench.StartWatcher(m.watcher, m.o.kubeconfig, ns, len(objs.Pods))
-	if err != nil {
-		return 0, err
-	}
-	defer w.Stop()
+	defer done()
 	cfg := rest.CopyConfig(m.cfg)
 	var loop *timeline.Timeline
 	if m.o.timelineDir != "" {
@@ -268,6 +258,21 @@ func (m *measurer) baseline(round int) (time.Duration, error) {
 		return 0, err
 	}
 	return seen.Sub(start), nil
+}
+
+// side prepares one side of a round: a fresh namespace and a watcher of it
+// in its own process; done stops the watcher and clears the namespace.
+func (m *measurer) side(ctx context.Context) (string, bench.Objects, *bench.Watcher, func(), error) {
+	ns, objs, err := m.namespace(ctx)
+	if err != nil {
+		return "", bench.Objects{}, nil, nil, err
+	}
+	w, err := bench.StartWatcher(m.watcher, m.o.kubeconfig, ns, len(objs.Pods))
+	if err != nil {
+		m.clear(ns)
+		return "", bench.Objects{}, nil, nil, err
+	}
+	return ns, objs, w, func() { w.Stop(); m.clear(ns) }, nil
 }
 
 // namespace creates a namespace for one side of a round, waits for its
