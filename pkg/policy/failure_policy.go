@@ -156,8 +156,12 @@ func decideJobRestart(v *View, js []judgement) (restart *JobRestart, permanent *
 	}
 	slices.SortStableFunc(failed, func(a, b judgement) int {
 		// A pod's times have whole seconds: a kill and its peers' failures
-		// often share one, and then the restart wins.
+		// often share one, and then the rank that was killed or disrupted
+		// is the cause, and a restart wins over a permanent failure.
 		if c := a.replica.FinishedAt.Compare(b.replica.FinishedAt); c != 0 {
+			return c
+		}
+		if c := boolRank(!endedFromOutside(a.replica)) - boolRank(!endedFromOutside(b.replica)); c != 0 {
 			return c
 		}
 		return boolRank(a.verdict == verdictFail) - boolRank(b.verdict == verdictFail)
@@ -167,12 +171,34 @@ func decideJobRestart(v *View, js []judgement) (restart *JobRestart, permanent *
 	case verdictRestartReplica:
 		return nil, nil, 0 // a rule restarts that replica alone: decided replica by replica
 	case verdictFail:
-		if at := cause.replica.FinishedAt; !at.IsZero() && v.Now.Sub(at) < collectiveSettle {
-			return nil, nil, collectiveSettle - v.Now.Sub(at)
+		if wait := settling(v, cause.replica); wait > 0 {
+			return nil, nil, wait
 		}
 		return nil, cause.replica, 0
 	}
+	// A rank that exited with an error may have been a peer of one killed
+	// at the same moment whose end is not seen yet.
+	if !endedFromOutside(cause.replica) {
+		if wait := settling(v, cause.replica); wait > 0 {
+			return nil, nil, wait
+		}
+	}
 	return &JobRestart{Cause: cause.replica.ReplicaID, Counted: cause.counted, Why: describeFailure(cause.replica)}, nil, 0
+}
+
+// settling is how much longer r's failure waits for its peers' to be seen.
+func settling(v *View, r *Replica) time.Duration {
+	if at := r.FinishedAt; !at.IsZero() && v.Now.Sub(at) < collectiveSettle {
+		return collectiveSettle - v.Now.Sub(at)
+	}
+	return 0
+}
+
+// endedFromOutside reports a replica ended by a signal (exit 128 and up:
+// a kill, the OOM killer), a disruption or a lost node, rather than by its
+// own error exit: in a collective job, the likelier cause of its peers'.
+func endedFromOutside(r *Replica) bool {
+	return r.Lost || r.HasCondition(string(v1alpha1.PodConditionDisruptionTarget)) || (r.ExitCode != nil && *r.ExitCode >= 128)
 }
 
 func boolRank(b bool) int {

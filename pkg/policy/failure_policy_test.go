@@ -57,6 +57,20 @@ func TestFailurePolicy(t *testing.T) {
 		view: viewOf(ddp(v1alpha1.RestartPolicyOnFailure, 1), set(worker, 0, both(exited(1), finishedAt(at)))),
 		want: Decision{Outcome: OutcomeRunning, RestartJob: &JobRestart{Cause: ReplicaID{worker, 0}, Counted: true, Why: "worker-0 exit 1"}},
 	}, {
+		name: "OnFailure: a killed rank and a peer's error exit in the same second: the killed rank is the cause",
+		view: viewOf(ddp(v1alpha1.RestartPolicyOnFailure, 1),
+			set(worker, 0, both(exited(1), finishedAt(at))),
+			set(worker, 1, both(exited(137), finishedAt(at)))),
+		want: Decision{Outcome: OutcomeRunning, RestartJob: &JobRestart{Cause: ReplicaID{worker, 1}, Counted: true, Why: "worker-1 exit 137"}},
+	}, {
+		name: "OnFailure: an error exit just now waits for a killed peer's end to be seen",
+		view: viewOf(ddp(v1alpha1.RestartPolicyOnFailure, 1), set(worker, 0, both(exited(1), finishedAt(now.Add(-2*time.Second))))),
+		want: Decision{Outcome: OutcomeRunning, RecheckAfter: 8 * time.Second},
+	}, {
+		name: "OnFailure: a rank killed just now restarts the job at once",
+		view: viewOf(ddp(v1alpha1.RestartPolicyOnFailure, 1), set(worker, 1, both(exited(137), finishedAt(now.Add(-time.Second))))),
+		want: Decision{Outcome: OutcomeRunning, RestartJob: &JobRestart{Cause: ReplicaID{worker, 1}, Counted: true, Why: "worker-1 exit 137"}},
+	}, {
 		name: "a bug (exit 1 under ExitCode) fails the job without restarting anyone",
 		view: viewOf(ddp(v1alpha1.RestartPolicyExitCode, 1), set(master, 0, both(exited(1), finishedAt(at)))),
 		want: Decision{Outcome: OutcomeFailed, Reason: result.ReasonReplicaFailed, Message: "replica Master/0 failed with exit code 1"},
