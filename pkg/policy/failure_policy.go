@@ -177,8 +177,8 @@ func decideJobRestart(v *View, js []judgement) (restart *JobRestart, permanent *
 		return nil, cause.replica, 0
 	}
 	// A rank that exited with an error may have been a peer of one killed
-	// at the same moment whose end is not seen yet.
-	if !endedFromOutside(cause.replica) {
+	// at the same moment whose end is not seen yet: one still running.
+	if !endedFromOutside(cause.replica) && peerRunning(v, cause.replica) {
 		if wait := settling(v, cause.replica); wait > 0 {
 			return nil, nil, wait
 		}
@@ -192,6 +192,16 @@ func settling(v *View, r *Replica) time.Duration {
 		return collectiveSettle - v.Now.Sub(at)
 	}
 	return 0
+}
+
+// peerRunning reports whether a replica other than r still runs.
+func peerRunning(v *View, r *Replica) bool {
+	for i := range v.Replicas {
+		if p := &v.Replicas[i]; p.ReplicaID != r.ReplicaID && p.Phase == PhaseRunning {
+			return true
+		}
+	}
+	return false
 }
 
 // endedFromOutside reports a replica ended by a signal (exit 128 and up:

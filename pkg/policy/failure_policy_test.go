@@ -67,6 +67,12 @@ func TestFailurePolicy(t *testing.T) {
 		view: viewOf(ddp(v1alpha1.RestartPolicyOnFailure, 1), set(worker, 0, both(exited(1), finishedAt(now.Add(-2*time.Second))))),
 		want: Decision{Outcome: OutcomeRunning, RecheckAfter: 8 * time.Second},
 	}, {
+		name: "OnFailure: an error exit just now with no peer still running restarts the job at once",
+		view: viewOf(ddp(v1alpha1.RestartPolicyOnFailure, 1),
+			set(worker, 0, both(exited(1), finishedAt(now.Add(-2*time.Second)))),
+			set(worker, 1, func(r *Replica) { r.Phase = PhasePending }), set(master, 0, func(r *Replica) { r.Phase = PhasePending })),
+		want: Decision{Outcome: OutcomeRunning, RestartJob: &JobRestart{Cause: ReplicaID{worker, 0}, Counted: true, Why: "worker-0 exit 1"}},
+	}, {
 		name: "OnFailure: a rank killed just now restarts the job at once",
 		view: viewOf(ddp(v1alpha1.RestartPolicyOnFailure, 1), set(worker, 1, both(exited(137), finishedAt(now.Add(-time.Second))))),
 		want: Decision{Outcome: OutcomeRunning, RestartJob: &JobRestart{Cause: ReplicaID{worker, 1}, Counted: true, Why: "worker-1 exit 137"}},
