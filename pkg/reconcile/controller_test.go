@@ -60,6 +60,8 @@ type harness struct {
 	// kueuePatches are the patches a reactor saw sent to deleted pods.
 	mu           sync.Mutex
 	kueuePatches []string
+	// kueueFaulted says the reactor already answered one of them 503.
+	kueueFaulted bool
 }
 
 func start(t *testing.T, job *v1alpha1.TrainJob) *harness {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/trainstep/trainstep/pkg/apierr"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/gang"
 )
@@ -84,7 +85,10 @@ func (c *Controller) releaseKueueHold(ctx context.Context, pod *corev1.Pod) erro
 	if err != nil {
 		return err
 	}
-	_, err = c.opts.Core.Pods(pod.Namespace).Patch(ctx, pod.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
+	err = apierr.Retry(ctx, func() error {
+		_, err := c.opts.Core.Pods(pod.Namespace).Patch(ctx, pod.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
+		return err
+	})
 	switch {
 	case err == nil:
 		c.opts.Logger.Info("released a deleted pod Kueue still held", zap.String("pod", pod.Name), zap.String("phase", string(pod.Status.Phase)))

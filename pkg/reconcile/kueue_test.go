@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
@@ -22,6 +23,15 @@ import (
 // ended pod, so the name is free, and replaces the replica without counting
 // a restart: the eviction is a disruption.
 func TestKueueEvictedReplicaIsReleasedAndReplacedForFree(t *testing.T) {
+	for _, fault := range []bool{false, true} {
+		name := map[bool]string{false: "patch lands", true: "first patch answered 503"}[fault]
+		t.Run(name, func(t *testing.T) { kueueEvictionReleased(t, fault) })
+	}
+}
+
+// kueueEvictionReleased runs one eviction; with fault, the API server
+// answers the first patch of the deleted pod 503 (the release is retried).
+func kueueEvictionReleased(t *testing.T, fault bool) {
 	job := tfJob(v1alpha1.RestartPolicyExitCode)
 	job.Spec.RunPolicy.SchedulingPolicy = &v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangKueue, Queue: "training"}
 	h := startWith(t, job, func(h *harness, _ *Options) {
@@ -33,6 +43,11 @@ func TestKueueEvictedReplicaIsReleasedAndReplacedForFree(t *testing.T) {
 				return false, nil, nil
 			}
 			h.mu.Lock()
+			if fault && !h.kueueFaulted {
+				h.kueueFaulted = true
+				h.mu.Unlock()
+				return true, nil, apierrors.NewServiceUnavailable("injected")
+			}
 			h.kueuePatches = append(h.kueuePatches, string(p.GetPatch()))
 			h.mu.Unlock()
 			return true, nil, h.client.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), ns, p.GetName())
@@ -58,6 +73,9 @@ func TestKueueEvictedReplicaIsReleasedAndReplacedForFree(t *testing.T) {
 	})
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if fault && !h.kueueFaulted {
+		t.Fatal("the injected 503 never happened: the test did not do what it claims")
+	}
 	if !slices.ContainsFunc(h.kueuePatches, func(p string) bool {
 		return p == `[{"op":"test","path":"/metadata/uid","value":"`+string(first.UID)+`"},{"op":"test","path":"/metadata/finalizers","value":["kueue.x-k8s.io/managed"]},{"op":"replace","path":"/metadata/finalizers","value":[]}]`
 	}) {
