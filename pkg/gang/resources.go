@@ -44,14 +44,14 @@ func MinResources(job *v1alpha1.TrainJob) corev1.ResourceList {
 func PodRequests(spec *corev1.PodSpec) corev1.ResourceList {
 	out := corev1.ResourceList{}
 	for i := range spec.Containers {
-		for name, q := range containerRequests(&spec.Containers[i]) {
+		for name, q := range ContainerRequests(&spec.Containers[i]) {
 			sum := out[name]
 			sum.Add(q)
 			out[name] = sum
 		}
 	}
 	for i := range spec.InitContainers {
-		for name, q := range containerRequests(&spec.InitContainers[i]) {
+		for name, q := range ContainerRequests(&spec.InitContainers[i]) {
 			if cur, ok := out[name]; !ok || q.Cmp(cur) > 0 {
 				out[name] = q.DeepCopy()
 			}
@@ -65,7 +65,9 @@ func PodRequests(spec *corev1.PodSpec) corev1.ResourceList {
 	return out
 }
 
-func containerRequests(c *corev1.Container) corev1.ResourceList {
+// ContainerRequests is a container's request per resource, a limit alone
+// standing for the request, as the API server defaults it.
+func ContainerRequests(c *corev1.Container) corev1.ResourceList {
 	out := c.Resources.Requests.DeepCopy()
 	if out == nil {
 		out = corev1.ResourceList{}

@@ -13,6 +13,7 @@ import (
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/gang"
 	"github.com/trainstep/trainstep/pkg/policy"
 )
 
@@ -52,15 +53,14 @@ func newAutoscaler(job *v1alpha1.TrainJob) *autoscaler {
 	return &autoscaler{target: int(start), requests: podRequests(&job.Spec.ReplicaSpecs[v1alpha1.ReplicaTypeWorker].Template.Spec)}
 }
 
-// podRequests sums a pod's containers' requests (a limit alone is the
-// request, as the API server defaults it).
+// podRequests sums a pod's containers' cpu and memory requests, as the HPA
+// does (init containers and overhead left out).
 func podRequests(spec *corev1.PodSpec) map[corev1.ResourceName]int64 {
 	out := map[corev1.ResourceName]int64{}
-	for _, c := range spec.Containers {
+	for i := range spec.Containers {
+		requests := gang.ContainerRequests(&spec.Containers[i])
 		for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-			if q, ok := c.Resources.Requests[name]; ok {
-				out[name] += q.MilliValue()
-			} else if q, ok := c.Resources.Limits[name]; ok {
+			if q, ok := requests[name]; ok {
 				out[name] += q.MilliValue()
 			}
 		}

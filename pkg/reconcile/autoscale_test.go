@@ -157,3 +157,21 @@ func TestElasticWorkersFollowTheHPAFormulaWithinTheBounds(t *testing.T) {
 		t.Errorf("worker 3 exists above the target of 3 (%v)", err)
 	}
 }
+
+func TestPodRequestsSumsTheContainersAsTheHPADoes(t *testing.T) {
+	spec := &corev1.PodSpec{
+		InitContainers: []corev1.Container{{Name: "init", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8")}}}},
+		Containers: []corev1.Container{
+			{Name: "pytorch", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("1Gi")}}},
+			// A limit alone is the request.
+			{Name: "sidecar", Resources: corev1.ResourceRequirements{
+				Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}},
+		},
+	}
+	got := podRequests(spec)
+	if got[corev1.ResourceCPU] != 1500 || got[corev1.ResourceMemory] != 1024*1024*1024*1000 || len(got) != 2 {
+		t.Errorf("podRequests = %v, want cpu 1500m and memory 1Gi in milli-units, the init container left out", got)
+	}
+}
