@@ -103,7 +103,7 @@ cluster-bin-argo: ## Build (or reuse cached) Argo's workflow-controller and argo
 	hack/cluster/build.sh --argo $(CLUSTER_BIN)
 
 .PHONY: cluster-bin-scheduler-plugins
-cluster-bin-scheduler-plugins: ## Build (or reuse cached) scheduler-plugins' scheduler (coscheduling), the second scheduler test/gang starts, into bin/cluster.
+cluster-bin-scheduler-plugins: ## Build (or reuse cached) scheduler-plugins' scheduler (coscheduling) and controller, the second scheduler test/gang starts, into bin/cluster.
 	hack/cluster/build.sh --scheduler-plugins $(CLUSTER_BIN)
 
 .PHONY: cluster-bin-kueue

@@ -6,8 +6,9 @@
 #   build.sh --argo OUTDIR   Argo's workflow-controller and argoexec, at the version argo/go.mod
 #                            pins (trainstep's own)
 #   build.sh --scheduler-plugins OUTDIR
-#                            scheduler-plugins' kube-scheduler with its plugins (coscheduling),
-#                            at the version scheduler-plugins/go.mod pins, as scheduler-plugins
+#                            scheduler-plugins' kube-scheduler with its plugins (coscheduling) and
+#                            its controller, at the version scheduler-plugins/go.mod pins, as
+#                            scheduler-plugins and scheduler-plugins-controller
 #   build.sh --kueue OUTDIR  Kueue's manager (cmd/kueue), at the version kueue/go.mod pins, as kueue
 #
 # The binaries are cached outside the clone, keyed by versions.env and the Go version, so a
@@ -85,8 +86,8 @@ argo)
 	stamp=.cache-key-argo
 	;;
 scheduler-plugins)
-	binaries=(scheduler-plugins)
-	key=scheduler-plugins-$( { echo scheduler-plugins; cat "$here/scheduler-plugins/go.mod" "$here/scheduler-plugins/go.sum"; echo "$go_version ${build_flags[*]}"; } | sha256sum | cut -c1-16)
+	binaries=(scheduler-plugins scheduler-plugins-controller)
+	key=scheduler-plugins-$( { echo "${binaries[@]}"; cat "$here/scheduler-plugins/go.mod" "$here/scheduler-plugins/go.sum"; echo "$go_version ${build_flags[*]}"; } | sha256sum | cut -c1-16)
 	stamp=.cache-key-scheduler-plugins
 	;;
 kueue)
@@ -152,6 +153,9 @@ build_into() {
 		# framework, so its k8s.io/* stay on 1.34 whatever the cluster's version.
 		log "building scheduler-plugins $(sed -n 's#^[[:space:]]*sigs.k8s.io/scheduler-plugins \(v[^ ]*\).*#\1#p' "$here/scheduler-plugins/go.mod")"
 		(cd "$here/scheduler-plugins" && "$go" build "${build_flags[@]}" -o "$dir/scheduler-plugins" sigs.k8s.io/scheduler-plugins/cmd/scheduler)
+		# Its controller keeps PodGroups' status: the update that sends pods coscheduling turned
+		# away back to the scheduler's queue when room frees up.
+		(cd "$here/scheduler-plugins" && "$go" build "${build_flags[@]}" -o "$dir/scheduler-plugins-controller" sigs.k8s.io/scheduler-plugins/cmd/controller)
 		return
 	fi
 	if [ "$set" = kueue ]; then

@@ -62,65 +62,107 @@ profiles:
       permitWaitingTimeSeconds: 10
 `
 
-// StartSchedulerPlugins runs scheduler-plugins' scheduler with the
-// coscheduling plugin as a second scheduler, SchedulerPluginsName, next to
-// kube-scheduler, and installs its PodGroup CRD, until the test ends: an
-// opt-in of one test. Without the binary the test skips, and fails under
-// CI=true.
+// SchedulerPluginsControllerBinary is scheduler-plugins' controller, built
+// with its scheduler.
+const SchedulerPluginsControllerBinary = "scheduler-plugins-controller"
+
+// StartSchedulerPlugins runs scheduler-plugins as its second-scheduler chart
+// installs it, until the test ends: its scheduler with the coscheduling
+// plugin under SchedulerPluginsName next to kube-scheduler, its controller,
+// and their CRDs; an opt-in of one test. The controller matters to
+// scheduling: a pod coscheduling turned away waits for a PodGroup's update
+// (or a new pod) before the scheduler tries it again, and the controller's
+// status updates, as another group's pods end, are those updates. Without
+// the binaries the test skips, and fails under CI=true.
 func (c *Cluster) StartSchedulerPlugins(t testing.TB) {
 	t.Helper()
 	c.requireBinary(t, SchedulerPluginsBinary, "cluster-bin-scheduler-plugins")
+	c.requireBinary(t, SchedulerPluginsControllerBinary, "cluster-bin-scheduler-plugins")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	crd, err := c.installSchedulerPluginsCRD(ctx)
-	if err != nil {
-		t.Fatal(err)
+	// PodGroups for the scheduler; the controller also reconciles ElasticQuotas.
+	for _, crd := range []struct {
+		manifest string
+		served   schema.GroupVersionResource
+	}{
+		{"coscheduling/crd.yaml", SchedulerPluginsPodGroups},
+		{"capacityscheduling/crd.yaml", schedulerPluginsElasticQuotas},
+	} {
+		name, err := c.installSchedulerPluginsCRD(ctx, crd.manifest, crd.served)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.removeCRD(t, name) })
 	}
-	t.Cleanup(func() { c.removeCRD(t, crd) })
 	config := filepath.Join(c.Dir, "scheduler-plugins.yaml")
 	// The administrator's identity: the scheduler reads PodGroups and binds pods.
 	if err := os.WriteFile(config, fmt.Appendf(nil, schedulerPluginsConfig, c.Kubeconfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port, err := freePort()
+	schedulerPort, err := freePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	comp, err := startComponent(c.BinDir, filepath.Join(c.Dir, "logs"), SchedulerPluginsBinary, SchedulerPluginsBinary, false,
+	controllerPort, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logDir := filepath.Join(c.Dir, "logs")
+	scheduler, err := startComponent(c.BinDir, logDir, SchedulerPluginsBinary, SchedulerPluginsBinary, false,
 		"--config="+config,
 		"--bind-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(port),
+		"--secure-port="+strconv.Itoa(schedulerPort),
 		"--cert-dir="+filepath.Join(c.Dir, "pki", SchedulerPluginsBinary),
 	)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { comp.stop(stopGrace) })
+	t.Cleanup(func() { scheduler.stop(stopGrace) })
+	controller, err := startComponent(c.BinDir, logDir, SchedulerPluginsControllerBinary, SchedulerPluginsControllerBinary, false,
+		"--kubeconfig="+c.Kubeconfig,
+		"--metricsAddr=0",
+		"--probeAddr=127.0.0.1:"+strconv.Itoa(controllerPort),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { controller.stop(stopGrace) })
+	components := []*component{scheduler, controller}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, comp := range components {
+				t.Logf("%s (last 40 lines of %s):\n%s", comp.name, comp.logPath, tailFile(comp.logPath, 40))
+			}
+		}
+	})
 	selfSigned := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // health probe on loopback
 	}}
-	if err := waitFor(ctx, SchedulerPluginsBinary+" /healthz", []*component{comp},
-		httpOK(selfSigned, "https://127.0.0.1:"+strconv.Itoa(port)+"/healthz")); err != nil {
-		t.Fatalf("%v\n%s", err, tailFile(comp.logPath, 40))
+	if err := waitFor(ctx, SchedulerPluginsBinary+" /healthz", components,
+		httpOK(selfSigned, "https://127.0.0.1:"+strconv.Itoa(schedulerPort)+"/healthz")); err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("%s (last 40 lines of %s):\n%s", SchedulerPluginsBinary, comp.logPath, tailFile(comp.logPath, 40))
-		}
-	})
+	if err := waitFor(ctx, SchedulerPluginsControllerBinary+" /readyz", components,
+		httpOK(&http.Client{Timeout: 2 * time.Second}, "http://127.0.0.1:"+strconv.Itoa(controllerPort)+"/readyz")); err != nil {
+		t.Fatal(err)
+	}
 }
 
-// installSchedulerPluginsCRD creates the PodGroup CRD of the module's
-// manifests/coscheduling/crd.yaml and waits until PodGroups are served.
-func (c *Cluster) installSchedulerPluginsCRD(ctx context.Context) (string, error) {
+// schedulerPluginsElasticQuotas is the capacity-scheduling plugin's quota,
+// which scheduler-plugins' controller reconciles next to PodGroups.
+var schedulerPluginsElasticQuotas = schema.GroupVersionResource{Group: "scheduling.x-k8s.io", Version: "v1alpha1", Resource: "elasticquotas"}
+
+// installSchedulerPluginsCRD creates the CRD of the module's
+// manifests/<manifest> and waits until served is.
+func (c *Cluster) installSchedulerPluginsCRD(ctx context.Context, manifest string, served schema.GroupVersionResource) (string, error) {
 	dir, err := pinnedModuleDir(ctx, "scheduler-plugins", "sigs.k8s.io/scheduler-plugins")
 	if err != nil {
 		return "", err
 	}
-	file := filepath.Join(dir, "manifests", "coscheduling", "crd.yaml")
+	file := filepath.Join(dir, "manifests", manifest)
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return "", fmt.Errorf("reading scheduler-plugins' PodGroup CRD: %w", err)
+		return "", fmt.Errorf("reading scheduler-plugins' CRD: %w", err)
 	}
 	crd := &unstructured.Unstructured{}
 	if err := yaml.Unmarshal([]byte(strings.TrimPrefix(strings.TrimSpace(string(data)), "---")), &crd.Object); err != nil {
@@ -137,11 +179,11 @@ func (c *Cluster) installSchedulerPluginsCRD(ctx context.Context) (string, error
 	if _, err := c.dynamic.Resource(crdResource).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
 		return "", fmt.Errorf("creating CRD %s: %w", crd.GetName(), err)
 	}
-	served := func(ctx context.Context) (bool, error) {
-		_, err := c.dynamic.Resource(SchedulerPluginsPodGroups).Namespace(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{Limit: 1})
+	isServed := func(ctx context.Context) (bool, error) {
+		_, err := c.dynamic.Resource(served).Namespace(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{Limit: 1})
 		return err == nil, err
 	}
-	return crd.GetName(), waitFor(ctx, "scheduler-plugins' PodGroup CRD", c.components, served)
+	return crd.GetName(), waitFor(ctx, "scheduler-plugins' CRD "+crd.GetName(), c.components, isServed)
 }
 
 // removeCRD deletes a CRD a test installed and waits until it is gone, so
