@@ -228,6 +228,7 @@ func (h *harness) measureSize(t *testing.T, n, runs int) SizeResult {
 			t.Logf("baseline: first %s, created %s, running %s", ms(run.first), ms(run.created), ms(run.running))
 		}
 		load := LoadAverage()
+		res.Loads = append(res.Loads, load)
 		first, second := trainstep, baseline
 		firstName, secondName := "trainstep", "baseline"
 		if round%2 == 0 {

@@ -49,6 +49,7 @@ func sampleReport() Report {
 					{"create pods": 512, "create services": 512, "create selfsubjectaccessreviews": 12, "delete pods": 511, "delete services": 511},
 				},
 				Anomalies: []string{"512 workers, round 2: trainstep made 513 pods"},
+				Loads:     []string{"0.50 0.40 0.30", "0.60 0.45 0.31", "0.70 0.50 0.32"},
 			},
 			{
 				Replicas:  2048,
@@ -164,6 +165,10 @@ func TestMarkdownShowsFiguresAndMissedTargets(t *testing.T) {
 	}
 	for _, want := range []string{
 		"| 512 | 9.00 (8.00–10.00) s | 8.00 s | 1.12 (1.00–1.25) |",
+		"| 2 | baseline | 0.60 0.45 0.31 | 9.00 s | 8.00 s | 1.12 |",
+		"| 3 | trainstep | 0.70 0.50 0.32 | 10.00 s | 8.00 s | 1.25 |",
+		"| launch at 512: trainstep/baseline, all created, the slowest round | ≤ 1.25 in every round | 1.25 | met |",
+		"`--kube-api-qps 200`, `--kube-api-burst 400`",
 		"| detection at 512 (median) | ≤ 200 ms | 300 (100–400) ms | **missed** |",
 		"| `create pods` | 2048 | 2048 |",
 		"| `watch pods` | 1 | 2 |",
@@ -198,6 +203,15 @@ func TestMarkdownShowsFiguresAndMissedTargets(t *testing.T) {
 	}
 	if strings.Contains(string(doc), "<no value>") {
 		t.Errorf("BENCHMARKS.md has an unfilled field:\n%s", doc)
+	}
+	unlimited := sampleReport()
+	unlimited.DefaultQPS = 0
+	doc, err = unlimited.Markdown()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "no client-side\n  rate limit (`--kube-api-qps 0`"; !strings.Contains(string(doc), want) {
+		t.Errorf("BENCHMARKS.md of a trainstep without a default client limit lacks %q:\n%s", want, doc)
 	}
 }
 

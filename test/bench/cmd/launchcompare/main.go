@@ -5,6 +5,10 @@
 // rate limit, the two taking turns, and times each from its start until a
 // metadata-only watcher in a process of its own has seen every pod and
 // Service. It prints each round's times, the machine's load, and the ratios.
+// A warm-up round first, unrecorded, runs both sides once, so that neither
+// side alone meets a cluster that has not yet held a job of this size (on a
+// fresh cluster the first 512-pod burst's watch events arrive seconds late,
+// whichever side makes it).
 //
 //	go run ./test/bench/cmd/launchcompare --kubeconfig bin/cluster/kubeconfig --trainstep bin/trainstep
 //
@@ -20,6 +24,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -73,7 +78,7 @@ func watch(args []string) error {
 // options are compare's flags.
 type options struct {
 	kubeconfig, trainstep, job, timelineDir string
-	rounds                                  int
+	rounds, warmUps                         int
 	trainstepArgs                           string
 }
 
@@ -85,6 +90,7 @@ func compare(args []string) error {
 	flags.StringVar(&o.trainstep, "trainstep", "", "the trainstep binary to measure")
 	flags.StringVar(&o.job, "job", "", "job manifest (default: a Kubeflow TFJob of 1 PS and 511 workers)")
 	flags.IntVar(&o.rounds, "rounds", 5, "rounds; each runs both sides, which goes first alternating")
+	flags.IntVar(&o.warmUps, "warm-up", 1, "unrecorded rounds before the measured ones")
 	flags.StringVar(&o.timelineDir, "timeline-dir", "", "also pass trainstep --timeline, one file per round, into this directory")
 	flags.StringVar(&o.trainstepArgs, "trainstep-args", "", "extra arguments for `trainstep run`, space separated")
 	_ = flags.Parse(args)
@@ -116,11 +122,11 @@ func compare(args []string) error {
 		return err
 	}
 	m := &measurer{o: o, cfg: cfg, admin: admin, watcher: []string{self, "watch"}, work: work}
-	fmt.Printf("%-6s %-22s %-18s %12s %12s %7s\n", "round", "order", "load (1/5/15 min)", "trainstep", "baseline", "ratio")
+	fmt.Printf("%-7s %-22s %-18s %12s %12s %7s\n", "round", "order", "load (1/5/15 min)", "trainstep", "baseline", "ratio")
 	var ratios []float64
-	for round := 1; round <= o.rounds; round++ {
+	for round := 1 - o.warmUps; round <= o.rounds; round++ {
 		load := bench.LoadAverage()
-		trainstepFirst := round%2 == 1
+		trainstepFirst := round%2 != 0
 		var ts, base time.Duration
 		sides := []func() error{
 			func() (err error) { ts, err = m.trainstep(round); return err },
@@ -136,8 +142,16 @@ func compare(args []string) error {
 			}
 		}
 		ratio := ts.Seconds() / base.Seconds()
-		ratios = append(ratios, ratio)
-		fmt.Printf("%-6d %-22s %-18s %11.2fs %11.2fs %7.2f\n", round, order, load, ts.Seconds(), base.Seconds(), ratio)
+		label := strconv.Itoa(round)
+		if round < 1 {
+			label = "warm-up"
+		} else {
+			ratios = append(ratios, ratio)
+		}
+		fmt.Printf("%-7s %-22s %-18s %11.2fs %11.2fs %7.2f\n", label, order, load, ts.Seconds(), base.Seconds(), ratio)
+	}
+	if len(ratios) == 0 {
+		return nil
 	}
 	sorted := append([]float64(nil), ratios...)
 	sort.Float64s(sorted)
