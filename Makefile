@@ -5,8 +5,14 @@ GO ?= go
 BIN := $(CURDIR)/bin
 CLUSTER_BIN := $(BIN)/cluster
 PKGS := ./...
-# Integration packages start a real test cluster; -p 1 keeps one cluster at a time on small machines.
+# Integration packages start a real test cluster each. `make integration` runs them in two lanes
+# side by side, one package at a time in each: the packages with the real node's tests, and the
+# rest, whose clusters have KWOK nodes only (most of their time is waiting on the cluster, so two
+# clusters share 2 cores; the real node is only ever in one lane).
 INTEGRATION_PKGS := ./test/...
+REAL_NODE_PKGS := ./test/cluster/ ./test/e2e/
+KWOK_PKGS = $(shell $(GO) list ./test/... | grep -v -e '/test/cluster$$' -e '/test/e2e$$')
+INTEGRATION_TEST = TRAINSTEP_REAL_NODE=$(REAL_NODE_TESTS) TRAINSTEP_CLUSTER_BIN=$(CLUSTER_BIN) $(GO) test -count=1 -p 1 -timeout 25m
 FUZZTIME ?= 5m
 # Stamped into trainstep (`trainstep version`) and the image's org.opencontainers.image.version.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
@@ -58,7 +64,14 @@ unit: ## Run unit tests (no cluster).
 
 .PHONY: integration
 integration: real-node-opt-out cluster-bin cluster-bin-scheduler-plugins cluster-bin-kueue $(if $(filter 1,$(REAL_NODE_TESTS)),cluster-bin-node cluster-bin-argo node-deps) ## Run integration tests against the real test cluster, the real node's and test/e2e's included (REAL_NODE=0: without them).
-	TRAINSTEP_REAL_NODE=$(REAL_NODE_TESTS) TRAINSTEP_CLUSTER_BIN=$(CLUSTER_BIN) $(GO) test -count=1 -p 1 -timeout 25m $(INTEGRATION_PKGS)
+	@$(MAKE) --no-print-directory -j2 --output-sync=target integration-real-node-lane integration-kwok-lane
+
+# Each lane's output is printed when the lane ends.
+.PHONY: integration-real-node-lane integration-kwok-lane
+integration-real-node-lane:
+	$(INTEGRATION_TEST) $(REAL_NODE_PKGS)
+integration-kwok-lane:
+	$(INTEGRATION_TEST) $(KWOK_PKGS)
 
 .PHONY: real-node-opt-out
 real-node-opt-out:
