@@ -54,6 +54,10 @@ const (
 	// it evicted the group's Workload: "WorkloadEvicted", or with Kueue's
 	// eviction reason appended, e.g. "WorkloadEvictedDueToPreempted".
 	KueueEvictedReason = "WorkloadEvicted"
+	// KueueWorkloadDeletedReason is the reason of a pod Kueue stopped
+	// because the group's Workload is being deleted
+	// (StopReasonWorkloadDeleted).
+	KueueWorkloadDeletedReason = "WorkloadDeleted"
 )
 
 // Kubernetes' own gang scheduling (KEP-4671, k8s.io/api scheduling/v1beta1).

@@ -20,6 +20,24 @@ func KueueEvicted(pod *corev1.Pod) bool {
 	return false
 }
 
+// KueueStopped reports whether Kueue stopped pod for a reason outside the
+// job's code: it evicted the group (KueueEvicted), or the group's Workload
+// is being deleted. The latter follows a whole-job restart when the garbage
+// collector removes the Workload the replaced pods owned after the next
+// attempt's pods joined it and Kueue admitted them (seen on the test cluster
+// under load, 4.7 s after the old pods went).
+func KueueStopped(pod *corev1.Pod) bool {
+	if KueueEvicted(pod) {
+		return true
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == KueueStoppedCondition && c.Status == corev1.ConditionTrue && c.Reason == KueueWorkloadDeletedReason {
+			return true
+		}
+	}
+	return false
+}
+
 // KueueGated reports whether Kueue's admission gate still holds pod: it
 // was never bound, its code never ran. Kueue deletes such pods itself when
 // it sees more of a group than its total count (the replacements of an

@@ -40,6 +40,35 @@ func TestKueueEvictedIsOnlyKueuesStopForAnEviction(t *testing.T) {
 	}
 }
 
+func TestKueueStoppedIsAnEvictionOrItsWorkloadGoing(t *testing.T) {
+	stopped := func(reason string, status corev1.ConditionStatus) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
+			{Type: "TerminationTarget", Status: status, Reason: reason},
+		}}}
+	}
+	cases := []struct {
+		name string
+		pod  *corev1.Pod
+		want bool
+	}{
+		{"evicted, preempted", stopped("WorkloadEvictedDueToPreempted", corev1.ConditionTrue), true},
+		// pkg/controller/jobframework StopReasonWorkloadDeleted.
+		{"the Workload was deleted", stopped("WorkloadDeleted", corev1.ConditionTrue), true},
+		// A group whose pods match no Workload is stopped until they do:
+		// not taken as free, so that a mismatch cannot restart a job forever.
+		{"no matching Workload", stopped("NoMatchingWorkload", corev1.ConditionTrue), false},
+		{"not True", stopped("WorkloadDeleted", corev1.ConditionFalse), false},
+		{"no condition", &corev1.Pod{}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := KueueStopped(tc.pod); got != tc.want {
+				t.Errorf("KueueStopped = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestKueueHoldsDeletedOnlyPodsThatHoldNothing(t *testing.T) {
 	now := metav1.Now()
 	pod := func(deleting bool, finalizers []string, phase corev1.PodPhase, node string) *corev1.Pod {

@@ -21,17 +21,25 @@ import (
 // (WorkloadEvictedDueToPreempted) and deletes it, and its finalizer keeps the ended pod
 // until a replacement exists. trainstep drops that finalizer from its own
 // ended pod, so the name is free, and replaces the replica without counting
-// a restart: the eviction is a disruption.
+// a restart: the eviction is a disruption. So is Kueue's stop of a group
+// whose Workload is being deleted (reason WorkloadDeleted).
 func TestKueueEvictedReplicaIsReleasedAndReplacedForFree(t *testing.T) {
-	for _, fault := range []bool{false, true} {
-		name := map[bool]string{false: "patch lands", true: "first patch answered 503"}[fault]
-		t.Run(name, func(t *testing.T) { kueueEvictionReleased(t, fault) })
+	for _, tc := range []struct {
+		name, reason string
+		fault        bool
+	}{
+		{"patch lands", "WorkloadEvictedDueToPreempted", false},
+		{"first patch answered 503", "WorkloadEvictedDueToPreempted", true},
+		{"the Workload deleted", "WorkloadDeleted", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) { kueueEvictionReleased(t, tc.reason, tc.fault) })
 	}
 }
 
-// kueueEvictionReleased runs one eviction; with fault, the API server
-// answers the first patch of the deleted pod 503 (the release is retried).
-func kueueEvictionReleased(t *testing.T, fault bool) {
+// kueueEvictionReleased runs one stop by Kueue with reason; with fault, the
+// API server answers the first patch of the deleted pod 503 (the release is
+// retried).
+func kueueEvictionReleased(t *testing.T, reason string, fault bool) {
 	job := tfJob(v1alpha1.RestartPolicyExitCode)
 	job.Spec.RunPolicy.SchedulingPolicy = &v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangKueue, Queue: "training"}
 	h := startWith(t, job, func(h *harness, _ *Options) {
@@ -61,7 +69,7 @@ func kueueEvictionReleased(t *testing.T, fault bool) {
 	now := metav1.Now()
 	evicted.DeletionTimestamp, evicted.Finalizers = &now, []string{gang.KueueFinalizer}
 	evicted.Status.Phase = corev1.PodFailed
-	evicted.Status.Conditions = []corev1.PodCondition{{Type: gang.KueueStoppedCondition, Status: corev1.ConditionTrue, Reason: "WorkloadEvictedDueToPreempted"}}
+	evicted.Status.Conditions = []corev1.PodCondition{{Type: gang.KueueStoppedCondition, Status: corev1.ConditionTrue, Reason: reason}}
 	evicted.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "tensorflow",
 		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 143, FinishedAt: now}}}}
 	if _, err := h.client.CoreV1().Pods(ns).Update(context.Background(), evicted, metav1.UpdateOptions{}); err != nil {
@@ -86,6 +94,6 @@ func kueueEvictionReleased(t *testing.T, fault bool) {
 		t.Fatalf("decision %+v, want Succeeded", d)
 	}
 	if r := h.ctrl.View().Restarts; r != 0 {
-		t.Errorf("restarts = %d, want 0: Kueue's eviction is a disruption", r)
+		t.Errorf("restarts = %d, want 0: Kueue's stop (%s) is a disruption", r, reason)
 	}
 }

@@ -97,9 +97,10 @@ func (c *Controller) replicaFromPod(id policy.ReplicaID, st *replicaState, pod *
 		r.PendingSince = pod.CreationTimestamp.Time
 		r.Unschedulable = unschedulable(pod)
 	}
-	if gang.KueueEvicted(pod) || gang.KueueGated(pod) {
+	if gang.KueueStopped(pod) || gang.KueueGated(pod) {
 		// Kueue's eviction is its preemption: a disruption, as Kubernetes'
-		// own preemption says with DisruptionTarget. A pod Kueue still
+		// own preemption says with DisruptionTarget; so is its stop of a
+		// group whose Workload went. A pod Kueue still
 		// gates never ran: if it goes (Kueue removes what it takes for
 		// excess pods of a group), that is no failure of the job either.
 		r.Conditions = append(r.Conditions, string(v1alpha1.PodConditionDisruptionTarget))

@@ -420,10 +420,17 @@ func TestRealGangHigherPriorityJobPreemptsTheLowerAsAWhole(t *testing.T) {
 				t.Error("no pod of the low job was preempted (no Preempted event, no Kueue eviction): the test did not do what it claims")
 			}
 			lowBinds, highBinds := binds.of("low"), binds.of("high")
-			if rebindsBefore != 4 || len(lowBinds) != 8 {
-				t.Fatalf("low job: %d binds before the high job ended, %d in all; want 4 and 8 (the first attempt's, then the next one's once)", rebindsBefore, len(lowBinds))
+			// Under Kueue the next attempt's group may be stopped once more,
+			// after it ran: the garbage collector deletes the Workload the
+			// replaced pods owned after the new pods joined it (a free
+			// restart, checked above), and another attempt binds 4 more.
+			if rebindsBefore != 4 || len(lowBinds) < 8 || len(lowBinds)%4 != 0 || (len(lowBinds) > 8 && g.kind != v1alpha1.GangKueue) {
+				t.Fatalf("low job: %d binds before the high job ended, %d in all; want 4 and 8 (the first attempt's, then the next one's once; under Kueue 4 more per stop of a Workload that went)", rebindsBefore, len(lowBinds))
 			}
-			again := lowBinds[4:]
+			if len(lowBinds) > 8 {
+				t.Logf("Kueue stopped the low job's next attempt %d more times (its Workload went); each attempt's binds follow", len(lowBinds)/4-2)
+			}
+			again := lowBinds[4:8]
 			burst := again[len(again)-1].at.Sub(again[0].at)
 			t.Logf("%d of the low job's pods preempted; its next attempt: 4 pods bound within %s, after the high job's %d binds", preempted, burst.Round(time.Millisecond), len(highBinds))
 			if burst > 3*time.Second {
