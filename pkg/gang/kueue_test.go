@@ -11,59 +11,37 @@ import (
 
 // Kueue's keys, from sigs.k8s.io/kueue v0.17.0: pkg/controller/jobs/pod
 // ConditionTypeTerminationTarget, pkg/controller/jobframework
-// StopReasonWorkloadEvicted (suffixed "DueTo<reason>" by its reconciler),
-// pkg/controller/jobs/pod/constants PodFinalizer.
-func TestKueueEvictedIsOnlyKueuesStopForAnEviction(t *testing.T) {
+// StopReasonWorkloadEvicted (suffixed "DueTo<reason>" by its reconciler)
+// and StopReasonWorkloadDeleted, pkg/controller/jobs/pod/constants
+// PodFinalizer.
+func TestKueueStopsTellAnEvictionAndAWorkloadGoing(t *testing.T) {
 	stopped := func(reason string, status corev1.ConditionStatus) *corev1.Pod {
 		return &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
 			{Type: "TerminationTarget", Status: status, Reason: reason},
 		}}}
 	}
 	cases := []struct {
-		name string
-		pod  *corev1.Pod
-		want bool
+		name                 string
+		pod                  *corev1.Pod
+		evicted, freeStopped bool
 	}{
-		{"evicted", stopped("WorkloadEvicted", corev1.ConditionTrue), true},
+		{"evicted", stopped("WorkloadEvicted", corev1.ConditionTrue), true, true},
 		// What Kueue v0.17.0 sets on a preempted group's pods (seen on the test cluster).
-		{"evicted, preempted", stopped("WorkloadEvictedDueToPreempted", corev1.ConditionTrue), true},
-		{"the Workload was deleted", stopped("WorkloadDeleted", corev1.ConditionTrue), false},
-		{"not True", stopped("WorkloadEvicted", corev1.ConditionFalse), false},
-		{"no condition", &corev1.Pod{}, false},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := KueueEvicted(tc.pod); got != tc.want {
-				t.Errorf("KueueEvicted = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestKueueStoppedIsAnEvictionOrItsWorkloadGoing(t *testing.T) {
-	stopped := func(reason string, status corev1.ConditionStatus) *corev1.Pod {
-		return &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
-			{Type: "TerminationTarget", Status: status, Reason: reason},
-		}}}
-	}
-	cases := []struct {
-		name string
-		pod  *corev1.Pod
-		want bool
-	}{
-		{"evicted, preempted", stopped("WorkloadEvictedDueToPreempted", corev1.ConditionTrue), true},
-		// pkg/controller/jobframework StopReasonWorkloadDeleted.
-		{"the Workload was deleted", stopped("WorkloadDeleted", corev1.ConditionTrue), true},
+		{"evicted, preempted", stopped("WorkloadEvictedDueToPreempted", corev1.ConditionTrue), true, true},
+		{"the Workload was deleted", stopped("WorkloadDeleted", corev1.ConditionTrue), false, true},
 		// A group whose pods match no Workload is stopped until they do:
 		// not taken as free, so that a mismatch cannot restart a job forever.
-		{"no matching Workload", stopped("NoMatchingWorkload", corev1.ConditionTrue), false},
-		{"not True", stopped("WorkloadDeleted", corev1.ConditionFalse), false},
-		{"no condition", &corev1.Pod{}, false},
+		{"no matching Workload", stopped("NoMatchingWorkload", corev1.ConditionTrue), false, false},
+		{"not True", stopped("WorkloadEvicted", corev1.ConditionFalse), false, false},
+		{"no condition", &corev1.Pod{}, false, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := KueueStopped(tc.pod); got != tc.want {
-				t.Errorf("KueueStopped = %v, want %v", got, tc.want)
+			if got := KueueEvicted(tc.pod); got != tc.evicted {
+				t.Errorf("KueueEvicted = %v, want %v", got, tc.evicted)
+			}
+			if got := KueueStopped(tc.pod); got != tc.freeStopped {
+				t.Errorf("KueueStopped = %v, want %v", got, tc.freeStopped)
 			}
 		})
 	}
