@@ -24,8 +24,8 @@ func KueueEvicted(pod *corev1.Pod) bool {
 // job's code: it evicted the group (KueueEvicted), or the group's Workload
 // is being deleted. The latter follows a whole-job restart when the garbage
 // collector removes the Workload the replaced pods owned after the next
-// attempt's pods joined it and Kueue admitted them (seen on the test cluster
-// under load, 4.7 s after the old pods went).
+// attempt's pods joined it and Kueue admitted them (once on the test cluster
+// under load, the running group went 4.7 s after the old pods).
 func KueueStopped(pod *corev1.Pod) bool {
 	if KueueEvicted(pod) {
 		return true
