@@ -12,12 +12,7 @@ import (
 // pod's group (preemption, quota taken back): a disruption of the job, not
 // a failure of its code.
 func KueueEvicted(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == KueueStoppedCondition && c.Status == corev1.ConditionTrue && strings.HasPrefix(c.Reason, KueueEvictedReason) {
-			return true
-		}
-	}
-	return false
+	return strings.HasPrefix(kueueStopReason(pod), KueueEvictedReason)
 }
 
 // KueueStopped reports whether Kueue stopped pod for a reason outside the
@@ -27,15 +22,19 @@ func KueueEvicted(pod *corev1.Pod) bool {
 // attempt's pods joined it and Kueue admitted them (once on the test cluster
 // under load, the running group went 4.7 s after the old pods).
 func KueueStopped(pod *corev1.Pod) bool {
-	if KueueEvicted(pod) {
-		return true
-	}
+	reason := kueueStopReason(pod)
+	return strings.HasPrefix(reason, KueueEvictedReason) || reason == KueueWorkloadDeletedReason
+}
+
+// kueueStopReason is the reason of the True KueueStoppedCondition Kueue set
+// on pod, or "" when it has none.
+func kueueStopReason(pod *corev1.Pod) string {
 	for _, c := range pod.Status.Conditions {
-		if c.Type == KueueStoppedCondition && c.Status == corev1.ConditionTrue && c.Reason == KueueWorkloadDeletedReason {
-			return true
+		if c.Type == KueueStoppedCondition && c.Status == corev1.ConditionTrue {
+			return c.Reason
 		}
 	}
-	return false
+	return ""
 }
 
 // KueueGated reports whether Kueue's admission gate still holds pod: it
