@@ -319,15 +319,8 @@ func (c *Cluster) installKueueCRDs(ctx context.Context, module string) ([]string
 				return nil, err
 			}
 		}
-		absent := func(ctx context.Context) (bool, error) {
-			_, err := c.dynamic.Resource(crdResource).Get(ctx, crd.GetName(), metav1.GetOptions{})
-			return apierrors.IsNotFound(err), nil
-		}
-		if err := waitFor(ctx, "an earlier CRD "+crd.GetName()+" to go", c.components, absent); err != nil {
+		if err := c.createCRD(ctx, &crd); err != nil {
 			return names, err
-		}
-		if _, err := c.dynamic.Resource(crdResource).Create(ctx, &crd, metav1.CreateOptions{}); err != nil {
-			return names, fmt.Errorf("creating CRD %s: %w", crd.GetName(), err)
 		}
 		names = append(names, crd.GetName())
 	}

@@ -168,22 +168,30 @@ func (c *Cluster) installSchedulerPluginsCRD(ctx context.Context, manifest strin
 	if err := yaml.Unmarshal([]byte(strings.TrimPrefix(strings.TrimSpace(string(data)), "---")), &crd.Object); err != nil {
 		return "", fmt.Errorf("parsing %s: %w", file, err)
 	}
-	// One an earlier test deleted may still be going away.
-	absent := func(ctx context.Context) (bool, error) {
-		_, err := c.dynamic.Resource(crdResource).Get(ctx, crd.GetName(), metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	}
-	if err := waitFor(ctx, "an earlier CRD "+crd.GetName()+" to go", c.components, absent); err != nil {
+	if err := c.createCRD(ctx, crd); err != nil {
 		return "", err
-	}
-	if _, err := c.dynamic.Resource(crdResource).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-		return "", fmt.Errorf("creating CRD %s: %w", crd.GetName(), err)
 	}
 	isServed := func(ctx context.Context) (bool, error) {
 		_, err := c.dynamic.Resource(served).Namespace(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{Limit: 1})
 		return err == nil, err
 	}
 	return crd.GetName(), waitFor(ctx, "scheduler-plugins' CRD "+crd.GetName(), c.components, isServed)
+}
+
+// createCRD creates crd once an earlier CRD of its name, which an earlier
+// test removed, has gone.
+func (c *Cluster) createCRD(ctx context.Context, crd *unstructured.Unstructured) error {
+	absent := func(ctx context.Context) (bool, error) {
+		_, err := c.dynamic.Resource(crdResource).Get(ctx, crd.GetName(), metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}
+	if err := waitFor(ctx, "an earlier CRD "+crd.GetName()+" to go", c.components, absent); err != nil {
+		return err
+	}
+	if _, err := c.dynamic.Resource(crdResource).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating CRD %s: %w", crd.GetName(), err)
+	}
+	return nil
 }
 
 // removeCRD deletes a CRD a test installed and waits until it is gone, so
