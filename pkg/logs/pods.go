@@ -262,8 +262,9 @@ func (s *PodStreamer) finished(st *stream, gaveUp bool) {
 	st.gaveUp = gaveUp
 }
 
-// cancelWhenDrained cancels a retired stream once it is connected and has
-// been silent for the quiet period: everything available has been printed.
+// cancelWhenDrained cancels a retired stream once it has had nothing to
+// print for the quiet period (silentFor): everything available has been
+// printed.
 func (s *PodStreamer) cancelWhenDrained(st *stream) {
 	defer s.wg.Done()
 	select {

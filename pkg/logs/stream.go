@@ -39,12 +39,21 @@ type stream struct {
 	done       chan struct{} // closed when the stream goroutine returns
 
 	connected atomic.Bool
-	lastRead  atomic.Int64 // unix nanoseconds of the last data or connection
+	// awaitingAnswer: a follow request is sent and not yet answered.
+	awaitingAnswer atomic.Bool
+	// lastRead is the last data, connection or follow request, retiredAt
+	// the retirement (unix nanoseconds).
+	lastRead, retiredAt atomic.Int64
 
 	gaveUp bool // guarded by PodStreamer.mu; set when retries ran out
 }
 
-func (st *stream) retire() { st.retireOnce.Do(func() { close(st.retired) }) }
+func (st *stream) retire() {
+	st.retireOnce.Do(func() {
+		st.retiredAt.Store(time.Now().UnixNano())
+		close(st.retired)
+	})
+}
 
 func (st *stream) isRetired() bool {
 	select {
@@ -57,13 +66,22 @@ func (st *stream) isRetired() bool {
 
 func (st *stream) touch() { st.lastRead.Store(time.Now().UnixNano()) }
 
-// silentFor is how long a connected stream has received nothing; a stream
-// that is not connected is never taken as drained.
+// silentFor is how long a stream has had nothing to print: a connected
+// one since it last received data; one whose follow request is still
+// unanswered since that request or its retirement, whichever came later.
+// A log server answers at its first bytes (a kubelet sends no headers
+// before the log's first line), so an unanswered follow request means the
+// container printed nothing, and kubelets and KWOK may hold such a request
+// open long after the container ended, or for as long as it runs. Any other
+// stream (opening a plain read, waiting to retry) is never taken as drained.
 func (st *stream) silentFor() time.Duration {
-	if !st.connected.Load() {
-		return 0
+	switch {
+	case st.connected.Load():
+		return time.Since(time.Unix(0, st.lastRead.Load()))
+	case st.awaitingAnswer.Load():
+		return time.Since(time.Unix(0, max(st.lastRead.Load(), st.retiredAt.Load())))
 	}
-	return time.Since(time.Unix(0, st.lastRead.Load()))
+	return 0
 }
 
 // run copies one instance's log until it ends, is cancelled, fails
@@ -143,7 +161,12 @@ func (s *PodStreamer) copyOnce(ctx context.Context, st *stream, out io.Writer) (
 		t := metav1.NewTime(since)
 		opts.SinceTime = &t
 	}
+	if st.follow {
+		st.touch()
+		st.awaitingAnswer.Store(true)
+	}
 	body, err := s.open(ctx, st.podName, opts)
+	st.awaitingAnswer.Store(false)
 	if err != nil {
 		return false, fmt.Errorf("opening log stream: %w", err)
 	}

@@ -27,11 +27,14 @@ import (
 // server does when asked for them. Like KWOK serving a fixed file, every
 // request returns the whole log again (from sinceTime, at second
 // precision), and when keepOpen is set follow requests stay open after the
-// content until they are cancelled.
+// content until they are cancelled. With unansweredWhenEmpty a follow
+// request with nothing to send gets no answer until it is cancelled, as a
+// kubelet sends no headers before a log's first line.
 type logServer struct {
-	mu       sync.Mutex
-	lines    []string // "<RFC 3339 time> <content>"
-	keepOpen bool
+	mu                  sync.Mutex
+	lines               []string // "<RFC 3339 time> <content>"
+	keepOpen            bool
+	unansweredWhenEmpty bool
 	trickle  time.Duration // keepOpen streams append a new line this often
 	failures []openFailure // how the first requests fail, in order
 	requests []logRequest
@@ -90,6 +93,12 @@ func (s *logServer) open(ctx context.Context, podName string, opts *corev1.PodLo
 		if !ts.Before(since) {
 			content = append(content, l)
 		}
+	}
+	if opts.Follow && len(content) == 0 && s.unansweredWhenEmpty {
+		s.mu.Unlock()
+		<-ctx.Done()
+		s.mu.Lock()
+		return nil, ctx.Err()
 	}
 	reader, writer := io.Pipe()
 	go s.serve(ctx, writer, content, opts.Follow, failure.linesFirst)
@@ -341,6 +350,41 @@ func TestPodStreamerStopDrainsThenCancels(t *testing.T) {
 				if !strings.Contains(text, want) {
 					t.Errorf("output lacks %q", want)
 				}
+			}
+		})
+	}
+}
+
+func TestPodStreamerDoesNotWaitForAnUnansweredFollowRequest(t *testing.T) {
+	cases := []struct {
+		name string
+		end  func(*PodStreamer)
+	}{
+		{name: "the container ended", end: func(s *PodStreamer) {
+			s.Observe(replicaPod("a", terminated(0, 0)), "worker-0", testContainer)
+		}},
+		{name: "the container still runs", end: func(*PodStreamer) {}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			server := &logServer{keepOpen: true, unansweredWhenEmpty: true}
+			var out testutil.SyncBuffer
+			streamer := newTestStreamer(server, &out, zap.NewNop())
+			streamer.Observe(replicaPod("a", running(0)), "worker-0", testContainer)
+			testutil.Eventually(t, 5*time.Second, "the follow request", func() bool { return len(server.requestsMade()) == 1 })
+			tc.end(streamer)
+
+			start := time.Now()
+			// The quiet period is 50 ms: Stop must not wait for the bound.
+			stopWithin(t, streamer, 10*time.Second)
+			if took := time.Since(start); took > 2*time.Second {
+				t.Errorf("Stop took %v for a container that printed nothing, want about the quiet period", took)
+			}
+			if r := server.requestsMade()[0]; r.ctx.Err() == nil {
+				t.Error("the unanswered follow request is still open after Stop")
+			}
+			if out.String() != "" {
+				t.Errorf("printed %q for a container that printed nothing", out.String())
 			}
 		})
 	}
