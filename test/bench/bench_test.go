@@ -30,6 +30,7 @@ const (
 	binaryEnv  = "TRAINSTEP_BENCH_BINARY"  // a trainstep binary to measure instead of building cmd/trainstep
 	versionEnv = "TRAINSTEP_BENCH_VERSION" // the version stamped into the built binary, as `make image` does
 	renderEnv  = "TRAINSTEP_BENCH_RENDER"  // rewrite BENCHMARKS.md and the plots from the last run's results.json
+	launchEnv  = "TRAINSTEP_BENCH_LAUNCH"  // only the warm-up and the launch rounds, logged; BENCHMARKS.md is left as it was
 )
 
 // Extra KWOK nodes so the largest job (2048 workers) fits beside the
@@ -73,6 +74,16 @@ func TestBench(t *testing.T) {
 	h.warmUp(t, reference)
 	for _, n := range sizes {
 		report.Sizes = append(report.Sizes, h.measureSize(t, n, runs.forSize(n)))
+	}
+	if os.Getenv(launchEnv) != "" {
+		for _, s := range report.Sizes {
+			for _, r := range s.Rounds() {
+				t.Logf("%d workers, round %d (%s first, load %s): trainstep %s (own last create %s), baseline %s (%s), ratio %.2f",
+					s.Replicas, r.Number, r.First, r.Load, ms(r.Trainstep), ms(r.TrainstepLastCreate), ms(r.Baseline), ms(r.BaselineLastCreate), r.Ratio)
+			}
+			t.Logf("%d workers: all created, ratio %s", s.Replicas, s.CreatedRatio().Format("%.2f"))
+		}
+		return
 	}
 	for _, n := range distinct(reference, largest) {
 		report.Teardowns = append(report.Teardowns, h.measureTeardown(t, n, runs.forSize(n)))
@@ -187,9 +198,11 @@ func (h *harness) warmUp(t *testing.T, n int) {
 	t.Run("warm-up", func(t *testing.T) {
 		spec := jobSpec(n, v1alpha1.CleanPodPolicyNone, "")
 		j := h.prepare(t, spec)
+		j.fromIdle = true
 		_, err := h.runBaseline(context.Background(), j, "")
 		check(t, "baseline", err)
 		j = h.prepare(t, spec)
+		j.fromIdle = true
 		_, err = h.runTrainstep(context.Background(), j, 0, 0, nil)
 		check(t, "trainstep", err)
 	})
@@ -203,6 +216,7 @@ func (h *harness) measureSize(t *testing.T, n, runs int) SizeResult {
 	for round := 1; round <= runs; round++ {
 		trainstep := func(t *testing.T) {
 			j := h.prepare(t, jobSpec(n, v1alpha1.CleanPodPolicyNone, ""))
+			j.fromIdle = true
 			run, err := h.runTrainstep(context.Background(), j, 0, 0, nil)
 			check(t, "trainstep", err)
 			if run.anomaly != "" {
@@ -211,6 +225,8 @@ func (h *harness) measureSize(t *testing.T, n, runs int) SizeResult {
 			}
 			res.Trainstep.First = append(res.Trainstep.First, run.first)
 			res.Trainstep.Created = append(res.Trainstep.Created, run.created)
+			res.Trainstep.LastCreate = append(res.Trainstep.LastCreate, run.lastCreate)
+			res.StartWaits = append(res.StartWaits, run.idle)
 			res.CPUToCreated = append(res.CPUToCreated, run.cpuToCreated)
 			res.Trainstep.Running = append(res.Trainstep.Running, run.running)
 			res.Detection = append(res.Detection, run.detection)
@@ -218,18 +234,23 @@ func (h *harness) measureSize(t *testing.T, n, runs int) SizeResult {
 			res.PeakAnonBytes = append(res.PeakAnonBytes, float64(run.exit.PeakAnon))
 			res.PeakFileBytes = append(res.PeakFileBytes, float64(run.exit.PeakFile))
 			res.CPU = append(res.CPU, run.exit.CPU)
-			t.Logf("trainstep: first %s, created %s (CPU %s), running %s, detection %s, peak RSS %.1f MiB, CPU %s",
-				ms(run.first), ms(run.created), ms(run.cpuToCreated), ms(run.running), ms(run.detection),
+			t.Logf("trainstep: started %s; first %s, own last create %s, created %s (CPU %s), running %s, detection %s, peak RSS %.1f MiB, CPU %s",
+				run.idle, ms(run.first), ms(run.lastCreate), ms(run.created), ms(run.cpuToCreated), ms(run.running), ms(run.detection),
 				float64(run.exit.PeakRSS)/(1<<20), ms(run.exit.CPU))
+			t.Logf("trainstep's timeline of the launch:\n%s", run.timeline)
 		}
 		baseline := func(t *testing.T) {
 			j := h.prepare(t, jobSpec(n, v1alpha1.CleanPodPolicyNone, ""))
+			j.fromIdle = true
 			run, err := h.runBaseline(context.Background(), j, "")
 			check(t, "baseline", err)
 			res.Baseline.First = append(res.Baseline.First, run.first)
 			res.Baseline.Created = append(res.Baseline.Created, run.created)
+			res.Baseline.LastCreate = append(res.Baseline.LastCreate, run.lastCreate)
+			res.StartWaits = append(res.StartWaits, run.idle)
 			res.Baseline.Running = append(res.Baseline.Running, run.running)
-			t.Logf("baseline: first %s, created %s, running %s", ms(run.first), ms(run.created), ms(run.running))
+			t.Logf("baseline: started %s; first %s, own last create %s, created %s, running %s", run.idle, ms(run.first), ms(run.lastCreate), ms(run.created), ms(run.running))
+			t.Logf("the loop's timeline:\n%s", run.timeline)
 		}
 		load := LoadAverage()
 		res.Loads = append(res.Loads, load)

@@ -13,10 +13,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/render"
 	"github.com/trainstep/trainstep/pkg/result"
+	"github.com/trainstep/trainstep/pkg/timeline"
 	"github.com/trainstep/trainstep/test/cluster"
 )
 
@@ -44,6 +46,18 @@ type namespacedJob struct {
 	spec JobSpec
 	file string
 	dir  string
+	// fromIdle: the launch starts from a quiet cluster (Quiesce), its
+	// watches already open.
+	fromIdle bool
+}
+
+// quiesce brings the cluster to the state a measured launch starts from
+// (Quiesce) when j asks for it.
+func (h *harness) quiesce(ctx context.Context, j namespacedJob) (IdleWait, error) {
+	if !j.fromIdle {
+		return IdleWait{}, nil
+	}
+	return Quiesce(ctx, h.admin.CoreV1().RESTClient())
 }
 
 func (h *harness) prepare(t testing.TB, spec JobSpec) namespacedJob {
@@ -70,6 +84,9 @@ const namespacePrefix = "b-"
 // trainstepRun is what one measured `trainstep run` produced.
 type trainstepRun struct {
 	first, created, running time.Duration // from the process start
+	lastCreate              time.Duration // its own last create accepted, from its --timeline
+	timeline                string        // its --timeline file, written at the last create
+	idle                    IdleWait      // the wait for an idle machine before the start
 	cpuToCreated            time.Duration // trainstep's CPU time until all were created
 	detection               time.Duration // deciding pod seen ended → outputs written
 	wall                    time.Duration // process start → exit
@@ -98,8 +115,13 @@ func (h *harness) runTrainstep(ctx context.Context, j namespacedJob, qps float32
 		return run, err
 	}
 	defer watcher.Stop()
+	if run.idle, err = h.quiesce(ctx, j); err != nil {
+		return run, err
+	}
+	timelineFile := filepath.Join(j.dir, "timeline.txt")
 	p, err := StartTrainstep(RunOptions{Binary: h.binary, Kubeconfig: h.c.Kubeconfig, Namespace: j.ns,
-		JobFile: j.file, QPS: qps, Burst: burst, Dir: j.dir, Env: env, ExtraArgs: extraArgs})
+		JobFile: j.file, QPS: qps, Burst: burst, Dir: j.dir, Env: env,
+		ExtraArgs: append([]string{"--timeline", timelineFile}, extraArgs...)})
 	if err != nil {
 		return run, err
 	}
@@ -124,6 +146,12 @@ func (h *harness) runTrainstep(ctx context.Context, j namespacedJob, qps float32
 	}
 	run.first = tracker.FirstCreatedAt().Sub(p.Started)
 	run.created, run.running = seen.Sub(p.Started), tracker.RunningAt(n).Sub(p.Started)
+	if run.lastCreate, err = LastCreate(timelineFile); err != nil {
+		return fail(err)
+	}
+	if data, err := os.ReadFile(timelineFile); err == nil {
+		run.timeline = string(data)
+	}
 
 	written := make(chan timeOrError, 1)
 	go func() {
@@ -273,6 +301,9 @@ func (h *harness) clear(ctx context.Context, tracker *Tracker, ns string, gracef
 // baselineRun is what one run of the client-go loop produced.
 type baselineRun struct {
 	first, created, running time.Duration // from the start of the loop
+	lastCreate              time.Duration // the loop's last create accepted
+	timeline                string        // the loop's timeline, as trainstep's --timeline
+	idle                    IdleWait      // the wait for an idle machine before the start
 	deleted                 time.Duration // deleting everything the measured way, until gone
 	collectionRequests      int           // DeleteCollection requests sent, with DeleteByLabel
 }
@@ -302,14 +333,28 @@ func (h *harness) runBaseline(ctx context.Context, j namespacedJob, way DeleteWa
 		return run, err
 	}
 	defer watcher.Stop()
-	client, err := UnlimitedClient(h.c.Config)
+	if run.idle, err = h.quiesce(ctx, j); err != nil {
+		return run, err
+	}
+	// The same timeline as trainstep's --timeline, of the loop's requests.
+	loop := timeline.New(time.Now())
+	cfg := rest.CopyConfig(h.c.Config)
+	cfg.Wrap(loop.Wrap)
+	client, err := UnlimitedClient(cfg)
 	if err != nil {
 		return run, err
 	}
 	start := time.Now()
-	if err := CreateBaseline(ctx, client, objs); err != nil {
+	if err := CreateBaselineObserved(ctx, client, objs, loop.Created); err != nil {
 		return run, fmt.Errorf("baseline creates: %w", err)
 	}
+	run.lastCreate = time.Since(start)
+	loop.Mark("last create")
+	var table strings.Builder
+	if _, err := loop.WriteTo(&table); err != nil {
+		return run, err
+	}
+	run.timeline = table.String()
 	seen, err := watcher.Seen(ctx)
 	if err != nil {
 		return run, err

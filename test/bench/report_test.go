@@ -38,10 +38,11 @@ func sampleReport() Report {
 				},
 			},
 			{
-				Replicas:  512,
-				Trainstep: LaunchTimes{First: secs(0.5, 0.6, 0.7), Created: secs(8, 9, 10), Running: secs(9, 10, 11)},
-				Baseline:  LaunchTimes{First: secs(0.1, 0.1, 0.1), Created: secs(8, 8, 8), Running: secs(9, 9, 9)},
-				Detection: secs(0.1, 0.3, 0.4), EndToOutputs: secs(3),
+				Replicas:   512,
+				Trainstep:  LaunchTimes{First: secs(0.5, 0.6, 0.7), Created: secs(8, 9, 10), Running: secs(9, 10, 11), LastCreate: secs(7.5, 8.5, 9.5)},
+				Baseline:   LaunchTimes{First: secs(0.1, 0.1, 0.1), Created: secs(8, 8, 8), Running: secs(9, 9, 9), LastCreate: secs(7.9, 7.9, 7.9)},
+				StartWaits: []IdleWait{{Idle: true}, {Idle: true}, {Idle: false, Waited: IdleLimit, Busy: 0.6}, {Idle: true}, {Idle: true}, {Idle: true}},
+				Detection:  secs(0.1, 0.3, 0.4), EndToOutputs: secs(3),
 				// 28 MiB more than at 64 workers over 448 more workers: 64 KiB per replica.
 				PeakRSSBytes: []float64{50 << 20, 58 << 20, 80 << 20}, PeakAnonBytes: []float64{30 << 20}, PeakFileBytes: []float64{28 << 20},
 				CPU: secs(3), CPUToCreated: secs(1, 1.1, 1.2),
@@ -165,8 +166,9 @@ func TestMarkdownShowsFiguresAndMissedTargets(t *testing.T) {
 	}
 	for _, want := range []string{
 		"| 512 | 9.00 (8.00–10.00) s | 8.00 s | 1.12 (1.00–1.25) |",
-		"| 2 | baseline | 0.60 0.45 0.31 | 9.00 s | 8.00 s | 1.12 |",
-		"| 3 | trainstep | 0.70 0.50 0.32 | 10.00 s | 8.00 s | 1.25 |",
+		"| 2 | baseline | 0.60 0.45 0.31 | 9.00 s | 8.50 s | 8.00 s | 7.90 s | 1.12 |",
+		"| 3 | trainstep | 0.70 0.50 0.32 | 10.00 s | 9.50 s | 8.00 s | 7.90 s | 1.25 |",
+		"1 of these launches started on a machine still busy after 30s.",
 		"| launch at 512: trainstep/baseline, all created, the slowest round | ≤ 1.25 in every round | 1.25 | met |",
 		"`--kube-api-qps 200`, `--kube-api-burst 400`",
 		"| detection at 512 (median) | ≤ 200 ms | 300 (100–400) ms | **missed** |",

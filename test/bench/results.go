@@ -101,6 +101,24 @@ type SizeResult struct {
 	// Loads are the machine's load averages (1, 5, 15 min) as each round
 	// began.
 	Loads []string
+	// StartWaits are the waits for an idle machine before each launch, both
+	// sides, in the order they ran.
+	StartWaits []IdleWait `json:",omitempty"`
+}
+
+// IdleLimit is how long a launch waits at most for an idle machine (for the report).
+func (SizeResult) IdleLimit() time.Duration { return IdleLimit }
+
+// BusyStarts counts the launches that began on a machine still busy after
+// IdleLimit.
+func (s SizeResult) BusyStarts() int {
+	n := 0
+	for _, w := range s.StartWaits {
+		if !w.Idle {
+			n++
+		}
+	}
+	return n
 }
 
 // Round is one round of trainstep and baseline launches.
@@ -109,6 +127,10 @@ type Round struct {
 	First, Load         string
 	Trainstep, Baseline time.Duration
 	Ratio               float64
+	// TrainstepLastCreate and BaselineLastCreate are when each side's own
+	// last create was accepted (zero when not recorded): the rest, up to
+	// Trainstep and Baseline, is the watch's delivery to the watcher.
+	TrainstepLastCreate, BaselineLastCreate time.Duration
 }
 
 // Rounds are the launch rounds in order: trainstep goes first in odd
@@ -124,15 +146,21 @@ func (s SizeResult) Rounds() []Round {
 		if i < len(s.Loads) {
 			r.Load = s.Loads[i]
 		}
+		if i < len(s.Trainstep.LastCreate) && i < len(s.Baseline.LastCreate) {
+			r.TrainstepLastCreate, r.BaselineLastCreate = s.Trainstep.LastCreate[i], s.Baseline.LastCreate[i]
+		}
 		rounds = append(rounds, r)
 	}
 	return rounds
 }
 
 // LaunchTimes are, per run, the time to the first object created, to all pods
-// and Services created, and to all pods Running.
+// and Services created, and to all pods Running; LastCreate is when the
+// side's own last create was accepted (trainstep's --timeline, the loop's
+// return), which the watcher sees some time later.
 type LaunchTimes struct {
 	First, Created, Running []time.Duration
+	LastCreate              []time.Duration `json:",omitempty"`
 }
 
 // CreatedRatio is trainstep's time to all objects created over the

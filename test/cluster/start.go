@@ -75,7 +75,9 @@ func (c *Cluster) startControlPlane(ctx context.Context, p ports, f clusterFiles
 		"--kubelet-certificate-authority=" + f.ca,
 		"--kubelet-preferred-address-types=InternalIP",
 		"--allow-privileged=true",
-		"--profiling=false",
+		// /debug/pprof (admins only): the benchmarks have kube-apiserver
+		// collect its garbage before each measured launch.
+		"--profiling=true",
 		// Webhooks and aggregated APIs are dialled at their Service's endpoints:
 		// no kube-proxy on this host routes a cluster IP (StartKueue's webhooks).
 		"--enable-aggregator-routing=true",

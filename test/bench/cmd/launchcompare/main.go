@@ -4,7 +4,10 @@
 // and creates the same rendered objects from 64 goroutines with no client
 // rate limit, the two taking turns, and times each from its start until a
 // metadata-only watcher in a process of its own has seen every pod and
-// Service. It prints each round's times, the machine's load, and the ratios.
+// Service. Each side starts, as in `make bench`, once kube-apiserver has
+// collected its garbage and the machine is idle (less than a quarter of its
+// cores busy for a second). It prints each
+// round's times, the machine's load, and the ratios.
 // A warm-up round first, unrecorded, runs both sides once, so that neither
 // side alone meets a cluster that has not yet held a job of this size (on a
 // fresh cluster the first 512-pod burst's watch events arrive seconds late,
@@ -194,6 +197,8 @@ type measurer struct {
 	admin   kubernetes.Interface
 	watcher []string
 	work    string
+	// noCollect: kube-apiserver refused to collect its garbage on request.
+	noCollect bool
 }
 
 // trainstep runs `trainstep run` on the job in a fresh namespace until the
@@ -207,6 +212,9 @@ func (m *measurer) trainstep(round int) (time.Duration, error) {
 		return 0, err
 	}
 	defer done()
+	if err := m.waitIdle(ctx, "trainstep", round); err != nil {
+		return 0, err
+	}
 	args := []string{"run", "-f", m.o.job, "--kubeconfig", m.o.kubeconfig, "-n", ns, "--outputs-dir", filepath.Join(m.work, ns)}
 	if m.o.timelineDir != "" {
 		args = append(args, "--timeline", filepath.Join(m.o.timelineDir, fmt.Sprintf("round-%d-trainstep.txt", round)))
@@ -248,6 +256,9 @@ func (m *measurer) baseline(round int) (time.Duration, error) {
 		return 0, err
 	}
 	defer done()
+	if err := m.waitIdle(ctx, "baseline", round); err != nil {
+		return 0, err
+	}
 	cfg := rest.CopyConfig(m.cfg)
 	var loop *timeline.Timeline
 	if m.o.timelineDir != "" {
@@ -272,6 +283,27 @@ func (m *measurer) baseline(round int) (time.Duration, error) {
 		return 0, err
 	}
 	return seen.Sub(start), nil
+}
+
+// waitIdle brings the cluster to a quiet state before a side starts, as
+// `make bench` does (bench.Quiesce), and says so when the machine never
+// became idle. On a cluster whose kube-apiserver offers no /debug/pprof it
+// only waits for the idle machine, and says that once.
+func (m *measurer) waitIdle(ctx context.Context, side string, round int) error {
+	if !m.noCollect {
+		if err := bench.CollectAPIServerGarbage(ctx, m.admin.CoreV1().RESTClient()); err != nil {
+			fmt.Fprintf(os.Stderr, "launchcompare: %v; waiting for an idle machine only\n", err)
+			m.noCollect = true
+		}
+	}
+	w, err := bench.WaitIdle(ctx)
+	if err != nil {
+		return err
+	}
+	if !w.Idle {
+		fmt.Fprintf(os.Stderr, "launchcompare: round %d, %s started on a busy machine: %s\n", round, side, w)
+	}
+	return nil
 }
 
 // side prepares one side of a round: a fresh namespace and a watcher of it
