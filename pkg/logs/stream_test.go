@@ -35,9 +35,9 @@ type logServer struct {
 	lines               []string // "<RFC 3339 time> <content>"
 	keepOpen            bool
 	unansweredWhenEmpty bool
-	trickle  time.Duration // keepOpen streams append a new line this often
-	failures []openFailure // how the first requests fail, in order
-	requests []logRequest
+	trickle             time.Duration // keepOpen streams append a new line this often
+	failures            []openFailure // how the first requests fail, in order
+	requests            []logRequest
 }
 
 // openFailure makes a request fail: at once with err, or with a broken
