@@ -71,9 +71,10 @@ func (st *stream) touch() { st.lastRead.Store(time.Now().UnixNano()) }
 // unanswered since that request or its retirement, whichever came later.
 // A log server answers at its first bytes (a kubelet sends no headers
 // before the log's first line), so an unanswered follow request means the
-// container printed nothing, and kubelets and KWOK may hold such a request
-// open long after the container ended, or for as long as it runs. Any other
-// stream (opening a plain read, waiting to retry) is never taken as drained.
+// container printed nothing; such a request stays open for as long as the
+// container runs, and after it ended for up to a second on a kubelet (it
+// looks every second) and for ever on KWOK. Any other stream (opening a
+// plain read, waiting to retry) is never taken as drained.
 func (st *stream) silentFor() time.Duration {
 	switch {
 	case st.connected.Load():
