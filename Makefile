@@ -90,7 +90,7 @@ fuzz: ## Fuzz parse → default → validate → render for FUZZTIME (default 5m
 
 .PHONY: bench
 bench: cluster-bin ## Measure launch, detection and teardown against a client-go baseline, up to 2048 workers; writes BENCHMARKS.md.
-	TRAINSTEP_BENCH=1 TRAINSTEP_BENCH_VERSION=$(VERSION) TRAINSTEP_CLUSTER_BIN=$(CLUSTER_BIN) $(GO) test -count=1 -timeout 60m -run '^TestBench$$' -v ./test/bench/
+	TRAINSTEP_BENCH=1 TRAINSTEP_BENCH_VERSION=$(VERSION) TRAINSTEP_CLUSTER_BIN=$(CLUSTER_BIN) $(GO) test -count=1 -timeout 90m -run '^TestBench$$' -v ./test/bench/
 
 .PHONY: lint
 lint: ## gofmt and go vet.
