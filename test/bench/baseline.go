@@ -82,14 +82,10 @@ func UnlimitedClient(cfg *rest.Config) (kubernetes.Interface, error) {
 	return client, nil
 }
 
-// CreateBaseline creates every object once, in order, from BaselineWorkers
-// goroutines: the plainest fast client-go program.
-func CreateBaseline(ctx context.Context, client kubernetes.Interface, objs Objects) error {
-	return CreateBaselineObserved(ctx, client, objs, nil)
-}
-
-// CreateBaselineObserved is CreateBaseline calling created, when not nil,
-// after each create the API server accepted (for a timeline of the loop).
+// CreateBaselineObserved creates every object once, in order, from
+// BaselineWorkers goroutines, the plainest fast client-go program, calling
+// created, when not nil, after each create the API server accepted (for a
+// timeline of the loop).
 func CreateBaselineObserved(ctx context.Context, client kubernetes.Interface, objs Objects, created func()) error {
 	create := make([]func() error, 0, len(objs.Services)+len(objs.Pods))
 	for _, svc := range objs.Services {
