@@ -113,9 +113,10 @@ func RunWatcherProcess(ctx context.Context, cfg *rest.Config, ns string, n int, 
 // Watcher is a watcher process: WatchCreated in a process of its own, so
 // that neither side's measured process also decodes the watch.
 type Watcher struct {
-	cmd    *exec.Cmd
-	lines  *bufio.Scanner
-	wait   chan error
+	cmd *exec.Cmd
+	// lines are the process's further lines on stdout; closed at its end.
+	lines  chan string
+	wait   chan error // the process's exit, once its stdout is read to the end
 	stderr *lockedBuffer
 }
 
@@ -134,13 +135,21 @@ func StartWatcher(command []string, kubeconfig, ns string, n int) (*Watcher, err
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting the watcher: %w", err)
 	}
-	w := &Watcher{cmd: cmd, lines: bufio.NewScanner(stdout), wait: make(chan error, 1), stderr: &stderr}
-	if !w.lines.Scan() || w.lines.Text() != watcherReadyLine {
+	scanner := bufio.NewScanner(stdout)
+	if !scanner.Scan() || scanner.Text() != watcherReadyLine {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		return nil, fmt.Errorf("the watcher did not start watching: %s", strings.TrimSpace(stderr.String()))
 	}
+	w := &Watcher{cmd: cmd, lines: make(chan string, 4), wait: make(chan error, 1), stderr: &stderr}
 	go func() {
+		// Wait closes stdout: only once every line is read, or a watcher
+		// that saw everything and exited before Seen was called would lose
+		// its last line.
+		for scanner.Scan() {
+			w.lines <- scanner.Text()
+		}
+		close(w.lines)
 		w.wait <- cmd.Wait()
 	}()
 	return w, nil
@@ -148,15 +157,8 @@ func StartWatcher(command []string, kubeconfig, ns string, n int) (*Watcher, err
 
 // Seen waits for the watcher to have seen every object and returns when it did.
 func (w *Watcher) Seen(ctx context.Context) (time.Time, error) {
-	line := make(chan string, 1)
-	go func() {
-		if w.lines.Scan() {
-			line <- w.lines.Text()
-		}
-		close(line)
-	}()
 	select {
-	case l, ok := <-line:
+	case l, ok := <-w.lines:
 		if value, found := strings.CutPrefix(l, watcherSeenLine+" "); ok && found {
 			nanos, err := strconv.ParseInt(value, 10, 64)
 			if err != nil {
