@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"slices"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+
+	"github.com/trainstep/trainstep/pkg/timeline"
 )
 
 // BaselineWorkers is how many goroutines the baseline creates objects with.
@@ -82,11 +85,30 @@ func UnlimitedClient(cfg *rest.Config) (kubernetes.Interface, error) {
 	return client, nil
 }
 
-// CreateBaselineObserved creates every object once, in order, from
-// BaselineWorkers goroutines, the plainest fast client-go program, calling
-// created, when not nil, after each create the API server accepted (for a
-// timeline of the loop).
-func CreateBaselineObserved(ctx context.Context, client kubernetes.Interface, objs Objects, created func()) error {
+// CreateBaselineTimed creates every object once, in order, from
+// BaselineWorkers goroutines through a client without a rate limit built on
+// cfg: the plainest fast client-go program. It records the loop's requests
+// as trainstep's --timeline records its own, up to "last create"; started is
+// the moment just before the first request.
+func CreateBaselineTimed(ctx context.Context, cfg *rest.Config, objs Objects) (loop *timeline.Timeline, started time.Time, err error) {
+	loop = timeline.New(time.Now())
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(loop.Wrap)
+	client, err := UnlimitedClient(cfg)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	started = time.Now()
+	if err := createBaseline(ctx, client, objs, loop.Created); err != nil {
+		return nil, started, fmt.Errorf("baseline creates: %w", err)
+	}
+	loop.Mark("last create")
+	return loop, started, nil
+}
+
+// createBaseline creates every object once, in order, from BaselineWorkers
+// goroutines, calling created after each create the API server accepted.
+func createBaseline(ctx context.Context, client kubernetes.Interface, objs Objects, created func()) error {
 	create := make([]func() error, 0, len(objs.Services)+len(objs.Pods))
 	for _, svc := range objs.Services {
 		create = append(create, func() error {
@@ -102,7 +124,7 @@ func CreateBaselineObserved(ctx context.Context, client kubernetes.Interface, ob
 	}
 	return forEach(len(create), func(i int) error {
 		err := create[i]()
-		if err == nil && created != nil {
+		if err == nil {
 			created()
 		}
 		return err

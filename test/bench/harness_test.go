@@ -13,12 +13,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/render"
 	"github.com/trainstep/trainstep/pkg/result"
-	"github.com/trainstep/trainstep/pkg/timeline"
 	"github.com/trainstep/trainstep/test/cluster"
 )
 
@@ -336,20 +334,11 @@ func (h *harness) runBaseline(ctx context.Context, j namespacedJob, way DeleteWa
 	if run.idle, err = h.quiesce(ctx, j); err != nil {
 		return run, err
 	}
-	// The same timeline as trainstep's --timeline, of the loop's requests.
-	loop := timeline.New(time.Now())
-	cfg := rest.CopyConfig(h.c.Config)
-	cfg.Wrap(loop.Wrap)
-	client, err := UnlimitedClient(cfg)
+	loop, start, err := CreateBaselineTimed(ctx, h.c.Config, objs)
 	if err != nil {
 		return run, err
 	}
-	start := time.Now()
-	if err := CreateBaselineObserved(ctx, client, objs, loop.Created); err != nil {
-		return run, fmt.Errorf("baseline creates: %w", err)
-	}
 	run.lastCreate = time.Since(start)
-	loop.Mark("last create")
 	var table strings.Builder
 	if _, err := loop.WriteTo(&table); err != nil {
 		return run, err
@@ -364,14 +353,16 @@ func (h *harness) runBaseline(ctx context.Context, j namespacedJob, way DeleteWa
 	}
 	run.first = tracker.FirstCreatedAt().Sub(start)
 	run.created, run.running = seen.Sub(start), tracker.RunningAt(n).Sub(start)
+	// The deletes go as the admin client's: no rate limit, the same
+	// transport as the creates' client.
 	deleteStart := time.Now()
 	switch way {
 	case "":
 		return run, h.clear(ctx, tracker, j.ns, false)
 	case DeleteLoop:
-		err = DeleteAll(ctx, client, j.ns, true)
+		err = DeleteAll(ctx, h.admin, j.ns, true)
 	case DeleteByLabel:
-		run.collectionRequests, err = DeleteCollections(ctx, client, j.ns, render.JobSelector(j.spec.Name).String(), h.serviceCollection)
+		run.collectionRequests, err = DeleteCollections(ctx, h.admin, j.ns, render.JobSelector(j.spec.Name).String(), h.serviceCollection)
 	default:
 		return run, fmt.Errorf("unknown delete way %q", way)
 	}

@@ -39,7 +39,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/trainstep/trainstep/pkg/timeline"
 	"github.com/trainstep/trainstep/test/bench"
 )
 
@@ -259,28 +258,18 @@ func (m *measurer) baseline(round int) (time.Duration, error) {
 	if err := m.waitIdle(ctx, "baseline", round); err != nil {
 		return 0, err
 	}
-	cfg := rest.CopyConfig(m.cfg)
-	var loop *timeline.Timeline
-	if m.o.timelineDir != "" {
-		loop = timeline.New(time.Now())
-		cfg.Wrap(loop.Wrap)
-	}
-	client, err := bench.UnlimitedClient(cfg)
+	loop, start, err := bench.CreateBaselineTimed(ctx, m.cfg, objs)
 	if err != nil {
 		return 0, err
 	}
-	start := time.Now()
-	loop.Mark("loop start")
-	if err := bench.CreateBaselineObserved(ctx, client, objs, loop.Created); err != nil {
-		return 0, fmt.Errorf("baseline creates: %w", err)
-	}
-	loop.Mark("last create")
 	seen, err := w.Seen(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("baseline: %w", err)
 	}
-	if err := loop.WriteFile(filepath.Join(m.o.timelineDir, fmt.Sprintf("round-%d-baseline.txt", round))); err != nil {
-		return 0, err
+	if m.o.timelineDir != "" {
+		if err := loop.WriteFile(filepath.Join(m.o.timelineDir, fmt.Sprintf("round-%d-baseline.txt", round))); err != nil {
+			return 0, err
+		}
 	}
 	return seen.Sub(start), nil
 }
