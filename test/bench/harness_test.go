@@ -144,11 +144,13 @@ func (h *harness) runTrainstep(ctx context.Context, j namespacedJob, qps float32
 	}
 	run.first = tracker.FirstCreatedAt().Sub(p.Started)
 	run.created, run.running = seen.Sub(p.Started), tracker.RunningAt(n).Sub(p.Started)
-	if run.lastCreate, err = LastCreate(timelineFile); err != nil {
-		return fail(err)
+	data, err := os.ReadFile(timelineFile)
+	if err != nil {
+		return fail(fmt.Errorf("reading trainstep's timeline: %w", err))
 	}
-	if data, err := os.ReadFile(timelineFile); err == nil {
-		run.timeline = string(data)
+	run.timeline = string(data)
+	if run.lastCreate, err = LastCreate(run.timeline); err != nil {
+		return fail(err)
 	}
 
 	written := make(chan timeOrError, 1)

@@ -190,26 +190,22 @@ func (p *Process) OutputsWrittenAt(ctx context.Context) (time.Time, error) {
 	}
 }
 
-// LastCreate reads, from a `trainstep run --timeline` file, when its last
-// create was accepted, counted from the process's start. trainstep writes the
-// file just after that create, so it is there by the time a watcher has seen
-// every object.
-func LastCreate(timelineFile string) (time.Duration, error) {
-	data, err := os.ReadFile(timelineFile)
-	if err != nil {
-		return 0, fmt.Errorf("reading trainstep's timeline: %w", err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
+// LastCreate finds, in the table of a `trainstep run --timeline` file, when
+// its last create was accepted, counted from the process's start.
+// trainstep writes the file just after that create, so it is there by the
+// time a watcher has seen every object.
+func LastCreate(table string) (time.Duration, error) {
+	for _, line := range strings.Split(table, "\n") {
 		fields := strings.Fields(line)
 		if len(fields) > 3 && fields[2] == "last" && fields[3] == "create" {
 			millis, err := strconv.ParseFloat(strings.TrimSuffix(fields[0], "ms"), 64)
 			if err != nil {
-				return 0, fmt.Errorf("trainstep's timeline %s: %q has no time", timelineFile, line)
+				return 0, fmt.Errorf("trainstep's timeline: %q has no time", line)
 			}
 			return time.Duration(millis * float64(time.Millisecond)), nil
 		}
 	}
-	return 0, fmt.Errorf("trainstep's timeline %s has no \"last create\" line:\n%s", timelineFile, data)
+	return 0, fmt.Errorf("trainstep's timeline has no \"last create\" line:\n%s", table)
 }
 
 // APIRequests reads the run's request counts (written when trainstep exits).

@@ -1,8 +1,6 @@
 package bench
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,11 +14,11 @@ func TestLastCreateReadsTrainstepsTimeline(t *testing.T) {
 	tl.Created()
 	tl.Mark("last create")
 	tl.Mark("run ended")
-	file := filepath.Join(t.TempDir(), "timeline.txt")
-	if err := tl.WriteFile(file); err != nil {
+	var table strings.Builder
+	if _, err := tl.WriteTo(&table); err != nil {
 		t.Fatal(err)
 	}
-	at, err := LastCreate(file)
+	at, err := LastCreate(table.String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,10 +27,7 @@ func TestLastCreateReadsTrainstepsTimeline(t *testing.T) {
 		t.Errorf("last create at %v, want %v", at, want)
 	}
 
-	if err := os.WriteFile(file, []byte("at + stage\n 1.0ms 1.0ms first create\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := LastCreate(file); err == nil || !strings.Contains(err.Error(), `no "last create" line`) {
+	if _, err := LastCreate("at + stage\n 1.0ms 1.0ms first create\n"); err == nil || !strings.Contains(err.Error(), `no "last create" line`) {
 		t.Errorf("a timeline without the line: error %v", err)
 	}
 }
