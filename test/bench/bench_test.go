@@ -76,11 +76,8 @@ func TestBench(t *testing.T) {
 		report.Sizes = append(report.Sizes, h.measureSize(t, n, runs.forSize(n)))
 	}
 	if os.Getenv(launchEnv) != "" {
+		// Each round was logged as it ended.
 		for _, s := range report.Sizes {
-			for _, r := range s.Rounds() {
-				t.Logf("%d workers, round %d (%s first, load %s): trainstep %s (own last create %s), baseline %s (%s), ratio %.2f",
-					s.Replicas, r.Number, r.First, r.Load, ms(r.Trainstep), ms(r.TrainstepLastCreate), ms(r.Baseline), ms(r.BaselineLastCreate), r.Ratio)
-			}
 			t.Logf("%d workers: all created, ratio %s", s.Replicas, s.CreatedRatio().Format("%.2f"))
 		}
 		return
@@ -261,10 +258,10 @@ func (h *harness) measureSize(t *testing.T, n, runs int) SizeResult {
 		}
 		t.Run(fmt.Sprintf("%d/run-%d/%s", n, round, firstName), first)
 		t.Run(fmt.Sprintf("%d/run-%d/%s", n, round, secondName), second)
-		if k := len(res.Trainstep.Created); k == round && len(res.Baseline.Created) == round {
-			ts, base := res.Trainstep.Created[k-1], res.Baseline.Created[k-1]
-			t.Logf("%d workers, round %d (%s first, load %s): all created: trainstep %s, baseline %s, ratio %.2f",
-				n, round, firstName, load, ms(ts), ms(base), ts.Seconds()/base.Seconds())
+		if rounds := res.Rounds(); len(rounds) == round {
+			r := rounds[round-1]
+			t.Logf("%d workers, round %d (%s first, load %s): all created: trainstep %s (its last create %s), baseline %s (%s), ratio %.2f",
+				n, r.Number, r.First, r.Load, ms(r.Trainstep), ms(r.TrainstepLastCreate), ms(r.Baseline), ms(r.BaselineLastCreate), r.Ratio)
 		}
 		t.Run(fmt.Sprintf("%d/run-%d/clean", n, round), func(t *testing.T) {
 			j := h.prepare(t, jobSpec(n, "", ""))
