@@ -158,15 +158,19 @@ func TestA403AfterCreationIsNotInvalid(t *testing.T) {
 func TestAPanicInASyncIsAnInternalError(t *testing.T) {
 	t.Parallel()
 	var h *harness
-	var syncs atomic.Int32
+	// Armed once the pods exist: counting syncs instead lost the panic when
+	// the workqueue folded the status updates into fewer syncs.
+	var armed atomic.Bool
 	h = startWith(t, tfJob(v1alpha1.RestartPolicyNever), func(hh *harness, o *Options) {
 		o.BeforeSync = func() {
-			if syncs.Add(1) == 3 {
+			if armed.Load() {
 				panic("injected")
 			}
 		}
 		hh.runErr = make(chan error, 1)
 	})
+	h.pod("mnist-worker-1")
+	armed.Store(true)
 	h.setStatus("mnist-worker-0", corev1.PodRunning, 0)
 	h.setStatus("mnist-worker-1", corev1.PodRunning, 0)
 	select {
