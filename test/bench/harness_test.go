@@ -49,6 +49,15 @@ type namespacedJob struct {
 	fromIdle bool
 }
 
+// cpuSince is what each program used since before.
+func cpuSince(before ProcessCPU) (ProcessCPU, error) {
+	now, err := ReadProcessCPU()
+	if err != nil {
+		return nil, err
+	}
+	return now.Since(before), nil
+}
+
 // quiesce brings the cluster to the state a measured launch starts from
 // (Quiesce) when j asks for it.
 func (h *harness) quiesce(ctx context.Context, j namespacedJob) (IdleWait, error) {
@@ -84,6 +93,7 @@ type trainstepRun struct {
 	first, created, running time.Duration // from the process start
 	lastCreate              time.Duration // its own last create accepted, from its --timeline
 	timeline                string        // its --timeline file, written at the last create
+	launchCPU               ProcessCPU    // what each program used from its start until all were seen
 	idle                    IdleWait      // the wait for an idle machine before the start
 	cpuToCreated            time.Duration // trainstep's CPU time until all were created
 	detection               time.Duration // deciding pod seen ended → outputs written
@@ -117,6 +127,10 @@ func (h *harness) runTrainstep(ctx context.Context, j namespacedJob, qps float32
 		return run, err
 	}
 	timelineFile := filepath.Join(j.dir, "timeline.txt")
+	cpuBefore, err := ReadProcessCPU()
+	if err != nil {
+		return run, err
+	}
 	p, err := StartTrainstep(RunOptions{Binary: h.binary, Kubeconfig: h.c.Kubeconfig, Namespace: j.ns,
 		JobFile: j.file, QPS: qps, Burst: burst, Dir: j.dir, Env: env,
 		ExtraArgs: append([]string{"--timeline", timelineFile}, extraArgs...)})
@@ -131,6 +145,9 @@ func (h *harness) runTrainstep(ctx context.Context, j namespacedJob, qps float32
 	defer stop()
 	seen, err := watcher.Seen(launching)
 	if err != nil {
+		return fail(err)
+	}
+	if run.launchCPU, err = cpuSince(cpuBefore); err != nil {
 		return fail(err)
 	}
 	if err := waitCreated(launching, tracker, n); err != nil {
@@ -303,6 +320,7 @@ type baselineRun struct {
 	first, created, running time.Duration // from the start of the loop
 	lastCreate              time.Duration // the loop's last create accepted
 	timeline                string        // the loop's timeline, as trainstep's --timeline
+	launchCPU               ProcessCPU    // what each program used from its start until all were seen
 	idle                    IdleWait      // the wait for an idle machine before the start
 	deleted                 time.Duration // deleting everything the measured way, until gone
 	collectionRequests      int           // DeleteCollection requests sent, with DeleteByLabel
@@ -336,6 +354,10 @@ func (h *harness) runBaseline(ctx context.Context, j namespacedJob, way DeleteWa
 	if run.idle, err = h.quiesce(ctx, j); err != nil {
 		return run, err
 	}
+	cpuBefore, err := ReadProcessCPU()
+	if err != nil {
+		return run, err
+	}
 	loop, start, err := CreateBaselineTimed(ctx, h.c.Config, objs)
 	if err != nil {
 		return run, err
@@ -348,6 +370,9 @@ func (h *harness) runBaseline(ctx context.Context, j namespacedJob, way DeleteWa
 	run.timeline = table.String()
 	seen, err := watcher.Seen(ctx)
 	if err != nil {
+		return run, err
+	}
+	if run.launchCPU, err = cpuSince(cpuBefore); err != nil {
 		return run, err
 	}
 	if err := waitLaunched(ctx, tracker, n); err != nil {

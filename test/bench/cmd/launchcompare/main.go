@@ -158,6 +158,10 @@ func compare(args []string) error {
 	sorted := append([]float64(nil), ratios...)
 	sort.Float64s(sorted)
 	fmt.Printf("median ratio %.2f (min %.2f, max %.2f) over %d rounds\n", median(sorted), sorted[0], sorted[len(sorted)-1], len(sorted))
+	fmt.Println("CPU each program used from a side's start until the watcher saw every object (the loop and the watchers are launchcompare):")
+	for _, line := range m.cpu {
+		fmt.Println("  " + line)
+	}
 	return nil
 }
 
@@ -198,6 +202,8 @@ type measurer struct {
 	work    string
 	// noCollect: kube-apiserver refused to collect its garbage on request.
 	noCollect bool
+	// cpu is a line per side: what each program used during its launch.
+	cpu []string
 }
 
 // trainstep runs `trainstep run` on the job in a fresh namespace until the
@@ -226,11 +232,18 @@ func (m *measurer) trainstep(round int) (time.Duration, error) {
 	}
 	defer stderr.Close()
 	cmd.Stderr = stderr
+	before, err := bench.ReadProcessCPU()
+	if err != nil {
+		return 0, err
+	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return 0, err
 	}
 	seen, err := w.Seen(ctx)
+	if err == nil {
+		err = m.recordCPU(round, "trainstep", before)
+	}
 	if m.o.timelineDir != "" {
 		// trainstep writes its timeline just after its last create: give it
 		// the moment before stopping it.
@@ -258,6 +271,10 @@ func (m *measurer) baseline(round int) (time.Duration, error) {
 	if err := m.waitIdle(ctx, "baseline", round); err != nil {
 		return 0, err
 	}
+	before, err := bench.ReadProcessCPU()
+	if err != nil {
+		return 0, err
+	}
 	loop, start, err := bench.CreateBaselineTimed(ctx, m.cfg, objs)
 	if err != nil {
 		return 0, err
@@ -266,12 +283,25 @@ func (m *measurer) baseline(round int) (time.Duration, error) {
 	if err != nil {
 		return 0, fmt.Errorf("baseline: %w", err)
 	}
+	if err := m.recordCPU(round, "baseline", before); err != nil {
+		return 0, err
+	}
 	if m.o.timelineDir != "" {
 		if err := loop.WriteFile(filepath.Join(m.o.timelineDir, fmt.Sprintf("round-%d-baseline.txt", round))); err != nil {
 			return 0, err
 		}
 	}
 	return seen.Sub(start), nil
+}
+
+// recordCPU keeps, for the report, what each program used since before.
+func (m *measurer) recordCPU(round int, side string, before bench.ProcessCPU) error {
+	after, err := bench.ReadProcessCPU()
+	if err != nil {
+		return err
+	}
+	m.cpu = append(m.cpu, fmt.Sprintf("round %d %-9s %s", round, side+":", after.Since(before)))
+	return nil
 }
 
 // waitIdle brings the cluster to a quiet state before a side starts, as
