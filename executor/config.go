@@ -63,6 +63,11 @@ type Config struct {
 	NodeLostTimeout time.Duration
 	// TerminationGrace bounds the teardown after SIGTERM.
 	TerminationGrace time.Duration
+	// CleanupTimeout bounds the teardown of a job that ended by itself (at
+	// least TerminationGrace): nothing kills the step then, and deleting
+	// thousands of replicas takes longer than a grace period. A signal
+	// during it leaves the teardown TerminationGrace from the signal.
+	CleanupTimeout time.Duration
 	// LeaseDuration is how long the job's Lease holds without renewal: a
 	// second run of the same job waits at most this long after the first
 	// one dies.
@@ -103,6 +108,7 @@ const (
 	DefaultPendingTimeout   = 30 * time.Minute
 	DefaultNodeLostTimeout  = 2 * time.Minute
 	DefaultTerminationGrace = 25 * time.Second
+	DefaultCleanupTimeout   = 5 * time.Minute
 	DefaultOutputsDir       = "/tmp/outputs"
 )
 
@@ -122,6 +128,10 @@ func (c *Config) setDefaults() {
 	if c.TerminationGrace <= 0 {
 		c.TerminationGrace = DefaultTerminationGrace
 	}
+	if c.CleanupTimeout <= 0 {
+		c.CleanupTimeout = DefaultCleanupTimeout
+	}
+	c.CleanupTimeout = max(c.CleanupTimeout, c.TerminationGrace)
 	if c.LeaseDuration <= 0 {
 		c.LeaseDuration = DefaultLeaseDuration
 	}

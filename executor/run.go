@@ -263,6 +263,34 @@ func renderAllButPods(job *v1alpha1.TrainJob, id render.Identity, inputs render.
 	return renderer, desired, nil
 }
 
+// teardownContext bounds the teardown: by the grace period when the step
+// was stopped, all that Argo waits before it kills the container; by
+// CleanupTimeout when the job ended by itself, since then nothing kills the
+// step and a job of thousands of replicas takes longer than a grace period
+// to delete (a 2048-worker job left all its Services after 25 s). A signal
+// during that longer teardown (runCtx ends) leaves it the grace period.
+func teardownContext(runCtx context.Context, cfg *Config, stopped bool) (context.Context, context.CancelFunc) {
+	if stopped {
+		return context.WithTimeout(context.Background(), cfg.TerminationGrace)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.CleanupTimeout)
+	go func() {
+		select {
+		case <-runCtx.Done():
+		case <-ctx.Done():
+			return
+		}
+		grace := time.NewTimer(cfg.TerminationGrace)
+		defer grace.Stop()
+		select {
+		case <-grace.C:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
 // errLeaseLost cancels a run whose hold on the job's Lease ended: another
 // run of the job writes now.
 var errLeaseLost = errors.New("this run lost the job's lease to another run of the job")
@@ -328,7 +356,7 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 		return runErr
 	}
 
-	teardownCtx, cancelTeardown := context.WithTimeout(context.Background(), cfg.TerminationGrace)
+	teardownCtx, cancelTeardown := teardownContext(ctx, cfg, terminated())
 	defer cancelTeardown()
 	// Streams of replicas still running never drain by themselves: bound
 	// the wait so the cleanup below keeps most of the grace period.

@@ -82,6 +82,7 @@ cannot be written (or has no value): then only stdout carries the result.`,
 	fl.DurationVar(&f.cfg.PendingTimeout, "pending-timeout", executor.DefaultPendingTimeout, "how long a replica may stay unschedulable before the run ends Transient")
 	fl.DurationVar(&f.cfg.NodeLostTimeout, "node-lost-timeout", executor.DefaultNodeLostTimeout, "how long a replica's node may stop answering (its pod NotReady while running) before the replica counts as lost to a disruption and is replaced")
 	fl.DurationVar(&f.cfg.TerminationGrace, "termination-grace", executor.DefaultTerminationGrace, "time allowed for teardown after SIGTERM/SIGINT")
+	fl.DurationVar(&f.cfg.CleanupTimeout, "cleanup-timeout", executor.DefaultCleanupTimeout, "time allowed for the teardown of a job that ended by itself (at least --termination-grace); a SIGTERM/SIGINT during it leaves it --termination-grace from then")
 	fl.DurationVar(&f.cfg.LeaseDuration, "lease-duration", executor.DefaultLeaseDuration, "how long the job's Lease holds without renewal: another run of the same job takes over at most this long after this one dies")
 	fl.Float32Var(&f.cfg.QPS, "kube-api-qps", defaultKubeAPIQPS, "client-side queries per second to the API server; 0 sets no client-side limit and leaves the pace to the API server's flow control (APF), whose 429 answers are waited out and retried: set it on a cluster without APF (default 0)")
 	fl.IntVar(&f.cfg.Burst, "kube-api-burst", defaultKubeAPIBurst, "client-side burst of queries to the API server (also bounds parallel creates)")

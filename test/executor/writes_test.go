@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -259,6 +260,92 @@ func TestA503StormDuringTeardown(t *testing.T) {
 			}
 			if len(pods) == 0 {
 				t.Error("no pod is left although every delete failed")
+			}
+		})
+	}
+}
+
+// A job that ended by itself is torn down within --cleanup-timeout, not
+// the grace period of a stopped step: every DELETE answered 503 for longer
+// than the grace period still leaves nothing behind. A signal during that
+// teardown leaves it the grace period, and the outputs name what is left.
+func TestTheTeardownOfAnEndedJobOutlastsTheGracePeriod(t *testing.T) {
+	t.Parallel()
+	c := cluster.Get(t)
+	const grace = 3 * time.Second
+	for _, tc := range []struct {
+		name   string
+		faults time.Duration
+		signal bool
+	}{
+		{"deletes failing three times the grace", 3 * grace, false},
+		{"a signal during the teardown", time.Hour, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ns := c.Namespace(t)
+			proxy := c.FaultProxy(t)
+			all := v1alpha1.CleanPodPolicyAll
+			job := newJob("ended", v1alpha1.FrameworkTensorFlow).replicas(ps, 1, nil).replicas(worker, 3, nil).
+				with(func(j *v1alpha1.TrainJob) { j.Spec.RunPolicy.CleanPodPolicy = &all })
+			signals := make(chan os.Signal, 1)
+			wait := startJob(t, c, ns, job.yaml(t), func(cfg *executor.Config) {
+				cfg.Kubeconfig, cfg.Signals = proxy.Kubeconfig, signals
+				cfg.TerminationGrace, cfg.CleanupTimeout = grace, 2*time.Minute
+			})
+			waitRunning(t, c, ns, "ended", 4)
+			var faultsFrom time.Time
+			var mu sync.Mutex
+			proxy.SetFault(func(_ *http.Request, call cluster.Call) cluster.Fault {
+				mu.Lock()
+				defer mu.Unlock()
+				if call.Verb != "delete" {
+					return cluster.Fault{}
+				}
+				if faultsFrom.IsZero() {
+					faultsFrom = time.Now()
+				}
+				if time.Since(faultsFrom) < tc.faults {
+					return cluster.Fault{Status: http.StatusServiceUnavailable}
+				}
+				return cluster.Fault{}
+			})
+			patchAnnotations(t, c, ns, "ended-worker-0", map[string]string{exitAfter: "0s", exitCode: "0"})
+			var signalled time.Time
+			if tc.signal {
+				testutil.Eventually(t, time.Minute, "the teardown's first DELETE", func() (bool, error) {
+					return proxy.Count("delete", "pods")+proxy.Count("delete", "services") > 0, nil
+				})
+				signalled = time.Now()
+				signals <- syscall.SIGTERM
+			}
+			out := wait()
+			if out.res.Phase != result.PhaseSucceeded {
+				t.Fatalf("phase %s (%s), want Succeeded: the job ended before any signal", out.res.Phase, out.res.Message)
+			}
+			pods, svcs := listPods(t, c, ns, "ended"), listServices(t, c, ns, "ended")
+			if !tc.signal {
+				if len(pods)+len(svcs) != 0 || strings.Contains(out.res.Message, "still there") {
+					t.Errorf("%d pods and %d services left, message %q; want none", len(pods), len(svcs), out.res.Message)
+				}
+				mu.Lock()
+				failedFor := time.Since(faultsFrom)
+				mu.Unlock()
+				if failedFor < tc.faults {
+					t.Errorf("the run ended %s after the first DELETE, before the deletes could land (%s)", failedFor.Round(time.Second), tc.faults)
+				}
+				return
+			}
+			if took := time.Since(signalled); took > grace+5*time.Second {
+				t.Errorf("the teardown went on %s after the signal; the grace period is %s", took.Round(time.Second), grace)
+			}
+			if len(pods) == 0 || !strings.Contains(out.res.Message, "still there when the teardown ended") {
+				t.Errorf("%d pods left, message %q; want pods left and named", len(pods), out.res.Message)
+			}
+			for _, p := range pods {
+				if !strings.Contains(out.res.Message, "pod/"+p.Name) {
+					t.Errorf("pod %s is left but not named in %q", p.Name, out.res.Message)
+				}
 			}
 		})
 	}
