@@ -1,12 +1,14 @@
 package gang
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Kueue's keys, from sigs.k8s.io/kueue v0.17.0: pkg/controller/jobs/pod
@@ -150,5 +152,31 @@ func TestKueueGatedIsAPodKueuesGateStillHolds(t *testing.T) {
 				t.Errorf("KueueGated = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestKueueGroupNameIsAValidWorkloadNamePerAttempt(t *testing.T) {
+	long := strings.Repeat("a", 52) + "-b-c" // 56 characters, as a job name may be
+	for _, tc := range []struct {
+		job     string
+		attempt int
+		want    string
+	}{
+		{"mnist", 0, "mnist"},
+		{"mnist", 1, "mnist.1"},
+		{"mnist", 12, "mnist.12"},
+		{long, 3, long + ".3"},
+		// Cut to a label value's 63 characters, without the hyphen the cut leaves.
+		{long, 123456, long + ".123456"},
+		{long, 1234567, strings.Repeat("a", 52) + "-b.1234567"},
+		{long, 1234567890, strings.Repeat("a", 52) + ".1234567890"},
+	} {
+		got := KueueGroupName(tc.job, tc.attempt)
+		if got != tc.want {
+			t.Errorf("KueueGroupName(%q, %d) = %q, want %q", tc.job, tc.attempt, got, tc.want)
+		}
+		if errs := validation.IsDNS1123Subdomain(got); len(errs) > 0 || len(got) > validation.LabelValueMaxLength {
+			t.Errorf("%q is no Workload name and label value: %v", got, errs)
+		}
 	}
 }

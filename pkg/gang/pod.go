@@ -3,6 +3,7 @@ package gang
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -56,6 +57,23 @@ func ForPods(job *v1alpha1.TrainJob, jobName string) PodSettings {
 		}
 	}
 	return PodSettings{}
+}
+
+// KueueGroupName is the Kueue pod group of a job's whole-job attempt: the
+// job's name at the first attempt, "<job>.<attempt>" after a restart. Each
+// attempt gets a group, and so a Workload, of its own: the Workload of an
+// evicted group is owned by its pods, and the garbage collector removes it
+// once they are gone, even after the next attempt's pods joined it and ran
+// (Kueue then stopped them, WorkloadDeleted: one more restart). The dot,
+// which a job name cannot hold, keeps it from naming another job's group;
+// a name over a label value's 63 characters loses the end of the job's.
+func KueueGroupName(jobName string, jobAttempt int) string {
+	if jobAttempt == 0 {
+		return jobName
+	}
+	suffix := "." + strconv.Itoa(jobAttempt)
+	// Cut, the job's part may end in a hyphen, which no part of a DNS name may.
+	return strings.TrimRight(jobName[:min(len(jobName), 63-len(suffix))], "-") + suffix
 }
 
 // MinMember is how many pods must be placed together: minAvailable, else

@@ -104,6 +104,12 @@ func (c *Controller) releaseKueueHold(ctx context.Context, pod *corev1.Pod) erro
 	return fmt.Errorf("dropping Kueue's finalizer from pod %s: %w", pod.Name, err)
 }
 
+// kueueGroup is the Kueue pod group of the job's current attempt, which
+// names its Workload.
+func (c *Controller) kueueGroup() string {
+	return gang.KueueGroupName(c.opts.Identity.JobName, c.jobAttempt)
+}
+
 // kueueSays is what Kueue says about the job's pod group while it does not
 // admit it: the Workload named after the group. Empty when it says
 // nothing; a failed read only loses the detail.
@@ -112,7 +118,7 @@ func (c *Controller) kueueSays(ctx context.Context) string {
 		return ""
 	}
 	wl, err := c.opts.Dynamic.Resource(gang.KueueWorkloads).Namespace(c.opts.Identity.Namespace).
-		Get(ctx, c.opts.Identity.JobName, metav1.GetOptions{})
+		Get(ctx, c.kueueGroup(), metav1.GetOptions{})
 	if err != nil {
 		c.opts.Logger.Warn("reading the pod group's Kueue Workload", zap.Error(err))
 		return ""
@@ -130,7 +136,7 @@ func (c *Controller) deleteKueueWorkload(ctx context.Context) error {
 		return nil
 	}
 	err := c.opts.Dynamic.Resource(gang.KueueWorkloads).Namespace(c.opts.Identity.Namespace).
-		Delete(ctx, c.opts.Identity.JobName, metav1.DeleteOptions{})
+		Delete(ctx, c.kueueGroup(), metav1.DeleteOptions{})
 	switch {
 	case err == nil || apierrors.IsNotFound(err):
 		return nil

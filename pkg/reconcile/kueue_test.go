@@ -97,3 +97,29 @@ func kueueEvictionReleased(t *testing.T, reason string, fault bool) {
 		t.Errorf("restarts = %d, want 0: Kueue's stop (%s) is a disruption", r, reason)
 	}
 }
+
+// Under Kueue each whole-job attempt is a pod group, and so a Workload, of
+// its own: the next attempt's pods never join the evicted attempt's
+// Workload, which the garbage collector removes once its pods are gone.
+func TestKueueGroupIsTheJobAttempts(t *testing.T) {
+	t.Parallel()
+	job := ddpJob(v1alpha1.RestartPolicyExitCode)
+	job.Spec.RunPolicy.SchedulingPolicy = &v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangKueue, Queue: "training"}
+	h := start(t, job)
+	for _, n := range ddpPods {
+		if g := h.pod(n).Labels[gang.KueuePodGroupLabel]; g != "ddp" {
+			t.Errorf("%s: pod group %q at the first attempt, want the job's name", n, g)
+		}
+		h.setStatus(n, corev1.PodRunning, 0)
+	}
+	h.setStatus("ddp-worker-1", corev1.PodFailed, 137)
+	testutil.Eventually(h.t, waitTimeout, "every replica recreated at job attempt 1", func() bool {
+		got := h.jobAttemptsOf(ddpPods...)
+		return got["ddp-master-0"] == "1" && got["ddp-worker-0"] == "1" && got["ddp-worker-1"] == "1"
+	})
+	for _, n := range ddpPods {
+		if g := h.pod(n).Labels[gang.KueuePodGroupLabel]; g != "ddp.1" {
+			t.Errorf("%s: pod group %q at job attempt 1, want ddp.1", n, g)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -177,6 +178,19 @@ func TestRealGangKueuePreemptedJobIsRecreatedAsAGroup(t *testing.T) {
 	testutil.Eventually(t, time.Minute, "low recreated, held by Kueue", func() bool {
 		pods := jobPods(t, c, ns, "low")
 		return len(pods) == replicas && countPods(pods, kueueGated) == replicas && !sharesUID(pods, firstPods)
+	})
+	// The next attempt is a group, and a Workload, of its own; the evicted
+	// attempt's Workload goes with its pods.
+	for _, p := range jobPods(t, c, ns, "low") {
+		if g := p.Labels[gang.KueuePodGroupLabel]; g != "low.1" {
+			t.Errorf("%s: pod group %q, want low.1", p.Name, g)
+		}
+	}
+	workloads := dynamicClient(t, c).Resource(cluster.KueueWorkloads).Namespace(ns)
+	testutil.Eventually(t, time.Minute, "the evicted attempt's Workload gone, the next one's there", func() bool {
+		_, errOld := workloads.Get(context.Background(), "low", metav1.GetOptions{})
+		_, errNew := workloads.Get(context.Background(), "low.1", metav1.GetOptions{})
+		return apierrors.IsNotFound(errOld) && errNew == nil
 	})
 	exitAll(t, c, ns, "high")
 	if res := highRun.wait(t); res.Phase != result.PhaseSucceeded || res.Restarts != 0 {
