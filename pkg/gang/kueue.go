@@ -17,10 +17,11 @@ func KueueEvicted(pod *corev1.Pod) bool {
 
 // KueueStopped reports whether Kueue stopped pod for a reason outside the
 // job's code: it evicted the group (KueueEvicted), or the group's Workload
-// is being deleted. The latter follows a whole-job restart when the garbage
-// collector removes the Workload the replaced pods owned after the next
-// attempt's pods joined it and Kueue admitted them (once on the test cluster
-// under load, the running group went 4.7 s after the old pods).
+// is being deleted. The latter followed a whole-job restart when the
+// garbage collector removed the Workload the replaced pods owned after the
+// next attempt's pods joined it and ran; each attempt has a group of its
+// own now (KueueGroupName), and a Workload deleted by anyone else still
+// stops no job for its code.
 func KueueStopped(pod *corev1.Pod) bool {
 	reason := kueueStopReason(pod)
 	return strings.HasPrefix(reason, KueueEvictedReason) || reason == KueueWorkloadDeletedReason
