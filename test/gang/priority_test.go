@@ -118,13 +118,14 @@ func TestKueueKeysAndPodsDeletedFromOutsideAreRecreated(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A pod removed without a disruption condition is a counted failure; the
-	// job restarts as a whole, every pod at job attempt 1.
+	// job restarts as a whole, every pod at job attempt 1, in that attempt's
+	// pod group.
 	testutil.Eventually(t, time.Minute, "the job's pods recreated at its next attempt and running", func() bool {
 		pods := jobPods(t, c, ns, "queued")
 		for i := range pods {
 			p := &pods[i]
 			if p.Labels[v1alpha1.LabelJobAttempt] != "1" || !running(p) ||
-				p.Labels[gang.KueuePodGroupLabel] != "queued" || p.Labels[gang.KueueQueueLabel] != "team-a" {
+				p.Labels[gang.KueuePodGroupLabel] != "queued.1" || p.Labels[gang.KueueQueueLabel] != "team-a" {
 				return false
 			}
 		}
