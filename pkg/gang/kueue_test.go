@@ -166,8 +166,8 @@ func TestKueueGroupNameIsAValidWorkloadNamePerAttempt(t *testing.T) {
 		{"mnist", 1, "mnist.1"},
 		{"mnist", 12, "mnist.12"},
 		{long, 3, long + ".3"},
-		// Cut to a label value's 63 characters, without the hyphen the cut leaves.
-		{long, 123456, long + ".123456"},
+		{long, 123456, long + ".123456"}, // 63 characters, a label value's most
+		// Cut to 63, without the hyphen the cut leaves.
 		{long, 1234567, strings.Repeat("a", 52) + "-b.1234567"},
 		{long, 1234567890, strings.Repeat("a", 52) + ".1234567890"},
 	} {

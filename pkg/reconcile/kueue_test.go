@@ -101,7 +101,7 @@ func kueueEvictionReleased(t *testing.T, reason string, fault bool) {
 // Under Kueue each whole-job attempt is a pod group, and so a Workload, of
 // its own: the next attempt's pods never join the evicted attempt's
 // Workload, which the garbage collector removes once its pods are gone.
-func TestKueueGroupIsTheJobAttempts(t *testing.T) {
+func TestKueueGroupIsPerJobAttempt(t *testing.T) {
 	t.Parallel()
 	job := ddpJob(v1alpha1.RestartPolicyExitCode)
 	job.Spec.RunPolicy.SchedulingPolicy = &v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangKueue, Queue: "training"}
