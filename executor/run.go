@@ -274,21 +274,8 @@ func teardownContext(runCtx context.Context, cfg *Config, stopped bool) (context
 		return context.WithTimeout(context.Background(), cfg.TerminationGrace)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.CleanupTimeout)
-	go func() {
-		select {
-		case <-runCtx.Done():
-		case <-ctx.Done():
-			return
-		}
-		grace := time.NewTimer(cfg.TerminationGrace)
-		defer grace.Stop()
-		select {
-		case <-grace.C:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, cancel
+	stopWatching := context.AfterFunc(runCtx, func() { time.AfterFunc(cfg.TerminationGrace, cancel) })
+	return ctx, func() { stopWatching(); cancel() }
 }
 
 // errLeaseLost cancels a run whose hold on the job's Lease ended: another

@@ -216,14 +216,10 @@ func (c *Controller) deleteAndRelease(ctx context.Context, doomed []doomedInstan
 }
 
 // gangGate drops the gang's gate from a pod about to be created when the
-// gang no longer gates new pods, and puts a Kueue pod into the group of
-// the job's current attempt.
+// gang no longer gates new pods.
 func (c *Controller) gangGate(pod *corev1.Pod) {
 	if !c.gang.gatesNewPods() {
 		pod.Spec.SchedulingGates = gang.WithoutGate(pod.Spec.SchedulingGates)
-	}
-	if _, ok := pod.Labels[gang.KueuePodGroupLabel]; ok {
-		pod.Labels[gang.KueuePodGroupLabel] = c.kueueGroup()
 	}
 }
 

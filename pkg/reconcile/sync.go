@@ -16,6 +16,7 @@ import (
 
 	"github.com/trainstep/trainstep/pkg/apierr"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/gang"
 	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/result"
 )
@@ -299,6 +300,9 @@ func (c *Controller) createReplica(ctx context.Context, p podCreate) error {
 		pod.Labels = map[string]string{}
 	}
 	pod.Labels[v1alpha1.LabelJobAttempt] = strconv.Itoa(c.jobAttempt)
+	if _, ok := pod.Labels[gang.KueuePodGroupLabel]; ok {
+		pod.Labels[gang.KueuePodGroupLabel] = c.kueueGroup() // each attempt a Kueue group of its own
+	}
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}

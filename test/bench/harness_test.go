@@ -49,15 +49,6 @@ type namespacedJob struct {
 	fromIdle bool
 }
 
-// cpuSince is what each program used since before.
-func cpuSince(before ProcessCPU) (ProcessCPU, error) {
-	now, err := ReadProcessCPU()
-	if err != nil {
-		return nil, err
-	}
-	return now.Since(before), nil
-}
-
 // quiesce brings the cluster to the state a measured launch starts from
 // (Quiesce) when j asks for it.
 func (h *harness) quiesce(ctx context.Context, j namespacedJob) (IdleWait, error) {
@@ -147,7 +138,7 @@ func (h *harness) runTrainstep(ctx context.Context, j namespacedJob, qps float32
 	if err != nil {
 		return fail(err)
 	}
-	if run.launchCPU, err = cpuSince(cpuBefore); err != nil {
+	if run.launchCPU, err = CPUSince(cpuBefore); err != nil {
 		return fail(err)
 	}
 	if err := waitCreated(launching, tracker, n); err != nil {
@@ -372,7 +363,7 @@ func (h *harness) runBaseline(ctx context.Context, j namespacedJob, way DeleteWa
 	if err != nil {
 		return run, err
 	}
-	if run.launchCPU, err = cpuSince(cpuBefore); err != nil {
+	if run.launchCPU, err = CPUSince(cpuBefore); err != nil {
 		return run, err
 	}
 	if err := waitLaunched(ctx, tracker, n); err != nil {

@@ -79,6 +79,15 @@ func parseProcessStat(stat string) (name string, used time.Duration, kernel bool
 	return stat[open+1 : closing], time.Duration(ticks) * time.Second / clockTicks, flags&kernelThread != 0, nil
 }
 
+// CPUSince is what each program has used since before was read.
+func CPUSince(before ProcessCPU) (ProcessCPU, error) {
+	now, err := ReadProcessCPU()
+	if err != nil {
+		return nil, err
+	}
+	return now.Since(before), nil
+}
+
 // Since is what each program used between prev and p.
 func (p ProcessCPU) Since(prev ProcessCPU) ProcessCPU {
 	used := ProcessCPU{}

@@ -296,11 +296,11 @@ func (m *measurer) baseline(round int) (time.Duration, error) {
 
 // recordCPU keeps, for the report, what each program used since before.
 func (m *measurer) recordCPU(round int, side string, before bench.ProcessCPU) error {
-	after, err := bench.ReadProcessCPU()
+	used, err := bench.CPUSince(before)
 	if err != nil {
 		return err
 	}
-	m.cpu = append(m.cpu, fmt.Sprintf("round %d %-9s %s", round, side+":", after.Since(before)))
+	m.cpu = append(m.cpu, fmt.Sprintf("round %d %-9s %s", round, side+":", used))
 	return nil
 }
 
