@@ -78,16 +78,14 @@ func (c *Cluster) startControlPlane(ctx context.Context, p ports, f clusterFiles
 		// /debug/pprof (admins only): the benchmarks have kube-apiserver
 		// collect its garbage before each measured launch.
 		"--profiling=true",
-		// Webhooks and aggregated APIs are dialled at their Service's endpoints:
-		// no kube-proxy on this host routes a cluster IP (StartKueue's webhooks).
-		"--enable-aggregator-routing=true",
 		// Compacting every minute instead of five lets etcd reuse the pages of
 		// the large jobs' old revisions sooner.
 		"--etcd-compaction-interval=1m",
-		// The aggregator, for APIServices (metrics.k8s.io) a test serves: it
-		// dials the Service's endpoints itself (the cluster has no kube-proxy
-		// on this host) with the front proxy's client certificate, and the
-		// server trusts the user in its headers.
+		// Webhooks (StartKueue's) and aggregated APIs (metrics.k8s.io, which a
+		// test serves) are dialled at their Service's endpoints: no kube-proxy
+		// on this host routes a cluster IP. The aggregator sends the front
+		// proxy's client certificate, and the server trusts the user in its
+		// headers.
 		"--enable-aggregator-routing=true",
 		"--proxy-client-cert-file=" + f.proxyClientCert,
 		"--proxy-client-key-file=" + f.proxyClientKey,
