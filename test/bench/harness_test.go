@@ -85,6 +85,7 @@ type trainstepRun struct {
 	lastCreate              time.Duration // its own last create accepted, from its --timeline
 	timeline                string        // its --timeline file, written at the last create
 	launchCPU               ProcessCPU    // what each program used from its start until all were seen
+	watchCuts               WatchCuts     // watches kube-apiserver cut as too slow meanwhile
 	idle                    IdleWait      // the wait for an idle machine before the start
 	cpuToCreated            time.Duration // trainstep's CPU time until all were created
 	detection               time.Duration // deciding pod seen ended → outputs written
@@ -114,6 +115,11 @@ func (h *harness) runTrainstep(ctx context.Context, j namespacedJob, qps float32
 		return run, err
 	}
 	defer watcher.Stop()
+	// Read before the quiet start: reading kube-apiserver's metrics is work of its own.
+	cutsBefore, err := ReadWatchCuts(ctx, h.admin.CoreV1().RESTClient())
+	if err != nil {
+		return run, err
+	}
 	if run.idle, err = h.quiesce(ctx, j); err != nil {
 		return run, err
 	}
@@ -141,6 +147,10 @@ func (h *harness) runTrainstep(ctx context.Context, j namespacedJob, qps float32
 	if run.launchCPU, err = CPUSince(cpuBefore); err != nil {
 		return fail(err)
 	}
+	if run.watchCuts, err = ReadWatchCuts(ctx, h.admin.CoreV1().RESTClient()); err != nil {
+		return fail(err)
+	}
+	run.watchCuts = run.watchCuts.Since(cutsBefore)
 	if err := waitCreated(launching, tracker, n); err != nil {
 		return fail(err)
 	}
@@ -312,6 +322,7 @@ type baselineRun struct {
 	lastCreate              time.Duration // the loop's last create accepted
 	timeline                string        // the loop's timeline, as trainstep's --timeline
 	launchCPU               ProcessCPU    // what each program used from its start until all were seen
+	watchCuts               WatchCuts     // watches kube-apiserver cut as too slow meanwhile
 	idle                    IdleWait      // the wait for an idle machine before the start
 	deleted                 time.Duration // deleting everything the measured way, until gone
 	collectionRequests      int           // DeleteCollection requests sent, with DeleteByLabel
@@ -342,6 +353,11 @@ func (h *harness) runBaseline(ctx context.Context, j namespacedJob, way DeleteWa
 		return run, err
 	}
 	defer watcher.Stop()
+	// Read before the quiet start: reading kube-apiserver's metrics is work of its own.
+	cutsBefore, err := ReadWatchCuts(ctx, h.admin.CoreV1().RESTClient())
+	if err != nil {
+		return run, err
+	}
 	if run.idle, err = h.quiesce(ctx, j); err != nil {
 		return run, err
 	}
@@ -366,6 +382,10 @@ func (h *harness) runBaseline(ctx context.Context, j namespacedJob, way DeleteWa
 	if run.launchCPU, err = CPUSince(cpuBefore); err != nil {
 		return run, err
 	}
+	if run.watchCuts, err = ReadWatchCuts(ctx, h.admin.CoreV1().RESTClient()); err != nil {
+		return run, err
+	}
+	run.watchCuts = run.watchCuts.Since(cutsBefore)
 	if err := waitLaunched(ctx, tracker, n); err != nil {
 		return run, err
 	}
