@@ -84,8 +84,7 @@ type trainstepRun struct {
 	first, created, running time.Duration // from the process start
 	lastCreate              time.Duration // its own last create accepted, from its --timeline
 	timeline                string        // its --timeline file, written at the last create
-	launchCPU               ProcessCPU    // what each program used from its start until all were seen
-	watchCuts               WatchCuts     // watches kube-apiserver cut as too slow meanwhile
+	launch                  LaunchCost    // from its start until all were seen
 	idle                    IdleWait      // the wait for an idle machine before the start
 	cpuToCreated            time.Duration // trainstep's CPU time until all were created
 	detection               time.Duration // deciding pod seen ended → outputs written
@@ -115,8 +114,7 @@ func (h *harness) runTrainstep(ctx context.Context, j namespacedJob, qps float32
 		return run, err
 	}
 	defer watcher.Stop()
-	// Read before the quiet start: reading kube-apiserver's metrics is work of its own.
-	cutsBefore, err := ReadWatchCuts(ctx, h.admin.CoreV1().RESTClient())
+	meter, err := NewLaunchMeter(ctx, h.admin.CoreV1().RESTClient())
 	if err != nil {
 		return run, err
 	}
@@ -124,8 +122,7 @@ func (h *harness) runTrainstep(ctx context.Context, j namespacedJob, qps float32
 		return run, err
 	}
 	timelineFile := filepath.Join(j.dir, "timeline.txt")
-	cpuBefore, err := ReadProcessCPU()
-	if err != nil {
+	if err := meter.Start(); err != nil {
 		return run, err
 	}
 	p, err := StartTrainstep(RunOptions{Binary: h.binary, Kubeconfig: h.c.Kubeconfig, Namespace: j.ns,
@@ -144,13 +141,9 @@ func (h *harness) runTrainstep(ctx context.Context, j namespacedJob, qps float32
 	if err != nil {
 		return fail(err)
 	}
-	if run.launchCPU, err = CPUSince(cpuBefore); err != nil {
+	if run.launch, err = meter.Stop(ctx); err != nil {
 		return fail(err)
 	}
-	if run.watchCuts, err = ReadWatchCuts(ctx, h.admin.CoreV1().RESTClient()); err != nil {
-		return fail(err)
-	}
-	run.watchCuts = run.watchCuts.Since(cutsBefore)
 	if err := waitCreated(launching, tracker, n); err != nil {
 		return fail(err)
 	}
@@ -321,8 +314,7 @@ type baselineRun struct {
 	first, created, running time.Duration // from the start of the loop
 	lastCreate              time.Duration // the loop's last create accepted
 	timeline                string        // the loop's timeline, as trainstep's --timeline
-	launchCPU               ProcessCPU    // what each program used from its start until all were seen
-	watchCuts               WatchCuts     // watches kube-apiserver cut as too slow meanwhile
+	launch                  LaunchCost    // from its start until all were seen
 	idle                    IdleWait      // the wait for an idle machine before the start
 	deleted                 time.Duration // deleting everything the measured way, until gone
 	collectionRequests      int           // DeleteCollection requests sent, with DeleteByLabel
@@ -353,16 +345,14 @@ func (h *harness) runBaseline(ctx context.Context, j namespacedJob, way DeleteWa
 		return run, err
 	}
 	defer watcher.Stop()
-	// Read before the quiet start: reading kube-apiserver's metrics is work of its own.
-	cutsBefore, err := ReadWatchCuts(ctx, h.admin.CoreV1().RESTClient())
+	meter, err := NewLaunchMeter(ctx, h.admin.CoreV1().RESTClient())
 	if err != nil {
 		return run, err
 	}
 	if run.idle, err = h.quiesce(ctx, j); err != nil {
 		return run, err
 	}
-	cpuBefore, err := ReadProcessCPU()
-	if err != nil {
+	if err := meter.Start(); err != nil {
 		return run, err
 	}
 	loop, start, err := CreateBaselineTimed(ctx, h.c.Config, objs)
@@ -379,13 +369,9 @@ func (h *harness) runBaseline(ctx context.Context, j namespacedJob, way DeleteWa
 	if err != nil {
 		return run, err
 	}
-	if run.launchCPU, err = CPUSince(cpuBefore); err != nil {
+	if run.launch, err = meter.Stop(ctx); err != nil {
 		return run, err
 	}
-	if run.watchCuts, err = ReadWatchCuts(ctx, h.admin.CoreV1().RESTClient()); err != nil {
-		return run, err
-	}
-	run.watchCuts = run.watchCuts.Since(cutsBefore)
 	if err := waitLaunched(ctx, tracker, n); err != nil {
 		return run, err
 	}

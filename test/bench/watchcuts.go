@@ -70,15 +70,6 @@ func (w WatchCuts) Since(before WatchCuts) WatchCuts {
 	return out
 }
 
-// Total is the number of cuts of every resource.
-func (w WatchCuts) Total() int {
-	total := 0
-	for _, n := range w {
-		total += n
-	}
-	return total
-}
-
 // String lists the cuts, most first: "pods 5, services 1", or "none".
 func (w WatchCuts) String() string {
 	if len(w) == 0 {

@@ -158,8 +158,8 @@ func compare(args []string) error {
 	sorted := append([]float64(nil), ratios...)
 	sort.Float64s(sorted)
 	fmt.Printf("median ratio %.2f (min %.2f, max %.2f) over %d rounds\n", median(sorted), sorted[0], sorted[len(sorted)-1], len(sorted))
-	fmt.Println("CPU each program used from a side's start until the watcher saw every object (the loop and the watchers are launchcompare), and the watches kube-apiserver cut meanwhile as too slow to read their events:")
-	for _, line := range m.cpu {
+	fmt.Println("CPU each program used from a side's start until the watcher saw every object (the loop and the watchers are launchcompare):")
+	for _, line := range m.costs {
 		fmt.Println("  " + line)
 	}
 	return nil
@@ -202,8 +202,8 @@ type measurer struct {
 	work    string
 	// noCollect: kube-apiserver refused to collect its garbage on request.
 	noCollect bool
-	// cpu is a line per side: what each program used during its launch.
-	cpu []string
+	// costs is a line per side: what its launch cost (LaunchCost).
+	costs []string
 }
 
 // trainstep runs `trainstep run` on the job in a fresh namespace until the
@@ -217,7 +217,7 @@ func (m *measurer) trainstep(round int) (time.Duration, error) {
 		return 0, err
 	}
 	defer done()
-	cuts, err := bench.ReadWatchCuts(ctx, m.admin.CoreV1().RESTClient())
+	meter, err := bench.NewLaunchMeter(ctx, m.admin.CoreV1().RESTClient())
 	if err != nil {
 		return 0, err
 	}
@@ -236,8 +236,7 @@ func (m *measurer) trainstep(round int) (time.Duration, error) {
 	}
 	defer stderr.Close()
 	cmd.Stderr = stderr
-	before, err := startCost(cuts)
-	if err != nil {
+	if err := meter.Start(); err != nil {
 		return 0, err
 	}
 	start := time.Now()
@@ -246,7 +245,7 @@ func (m *measurer) trainstep(round int) (time.Duration, error) {
 	}
 	seen, err := w.Seen(ctx)
 	if err == nil {
-		err = m.recordCost(ctx, round, "trainstep", before)
+		err = m.recordCost(ctx, round, "trainstep", meter)
 	}
 	if m.o.timelineDir != "" {
 		// trainstep writes its timeline just after its last create: give it
@@ -272,15 +271,14 @@ func (m *measurer) baseline(round int) (time.Duration, error) {
 		return 0, err
 	}
 	defer done()
-	cuts, err := bench.ReadWatchCuts(ctx, m.admin.CoreV1().RESTClient())
+	meter, err := bench.NewLaunchMeter(ctx, m.admin.CoreV1().RESTClient())
 	if err != nil {
 		return 0, err
 	}
 	if err := m.waitIdle(ctx, "baseline", round); err != nil {
 		return 0, err
 	}
-	before, err := startCost(cuts)
-	if err != nil {
+	if err := meter.Start(); err != nil {
 		return 0, err
 	}
 	loop, start, err := bench.CreateBaselineTimed(ctx, m.cfg, objs)
@@ -291,7 +289,7 @@ func (m *measurer) baseline(round int) (time.Duration, error) {
 	if err != nil {
 		return 0, fmt.Errorf("baseline: %w", err)
 	}
-	if err := m.recordCost(ctx, round, "baseline", before); err != nil {
+	if err := m.recordCost(ctx, round, "baseline", meter); err != nil {
 		return 0, err
 	}
 	if m.o.timelineDir != "" {
@@ -302,36 +300,13 @@ func (m *measurer) baseline(round int) (time.Duration, error) {
 	return seen.Sub(start), nil
 }
 
-// launchCost is what a side's launch is measured against: each program's
-// CPU and the API server's count of watches it cut.
-type launchCost struct {
-	cpu  bench.ProcessCPU
-	cuts bench.WatchCuts
-}
-
-// startCost reads the CPU at a side's start; the cuts were read before the
-// wait for a quiet machine, since reading kube-apiserver's metrics is work
-// of its own.
-func startCost(cuts bench.WatchCuts) (launchCost, error) {
-	cpu, err := bench.ReadProcessCPU()
-	if err != nil {
-		return launchCost{}, err
-	}
-	return launchCost{cpu: cpu, cuts: cuts}, nil
-}
-
-// recordCost keeps, for the report, what each program used since before,
-// and the watches the API server cut meanwhile.
-func (m *measurer) recordCost(ctx context.Context, round int, side string, before launchCost) error {
-	used, err := bench.CPUSince(before.cpu)
+// recordCost keeps, for the report, what the side's launch cost.
+func (m *measurer) recordCost(ctx context.Context, round int, side string, meter *bench.LaunchMeter) error {
+	cost, err := meter.Stop(ctx)
 	if err != nil {
 		return err
 	}
-	cuts, err := bench.ReadWatchCuts(ctx, m.admin.CoreV1().RESTClient())
-	if err != nil {
-		return err
-	}
-	m.cpu = append(m.cpu, fmt.Sprintf("round %d %-9s %s; watches cut: %s", round, side+":", used, cuts.Since(before.cuts)))
+	m.costs = append(m.costs, fmt.Sprintf("round %d %-9s %s", round, side+":", cost))
 	return nil
 }
 
