@@ -223,6 +223,7 @@ func TestRenderYAMLStream(t *testing.T) {
 		names = append(names, o.String())
 	}
 	want := []string{
+		"ConfigMap/team-a/mnist-tf-cluster",
 		"Service/team-a/mnist-ps-0", "Service/team-a/mnist-worker-0", "Service/team-a/mnist-worker-1",
 		"Pod/team-a/mnist-ps-0", "Pod/team-a/mnist-worker-0", "Pod/team-a/mnist-worker-1",
 	}
@@ -310,7 +311,7 @@ func TestRenderJSONListWithOverrides(t *testing.T) {
 			_ = json.Unmarshal(raw, &worker)
 		}
 	}
-	want := []string{"Service/prod/nightly-ps-0", "Service/prod/nightly-worker-0", "Pod/prod/nightly-ps-0", "Pod/prod/nightly-worker-0"}
+	want := []string{"ConfigMap/prod/nightly-tf-cluster", "Service/prod/nightly-ps-0", "Service/prod/nightly-worker-0", "Pod/prod/nightly-ps-0", "Pod/prod/nightly-worker-0"}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("objects (-want +got):\n%s", diff)
 	}

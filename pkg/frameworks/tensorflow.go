@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 )
@@ -14,11 +15,21 @@ import (
 // EnvTFConfig is the variable TensorFlow reads its cluster and task from.
 const EnvTFConfig = "TF_CONFIG"
 
+// EnvTFCluster holds TF_CONFIG's cluster, taken from the job's cluster
+// ConfigMap (key TFClusterKey); TF_CONFIG refers to it as $(TRAINSTEP_TF_CLUSTER).
+const EnvTFCluster = "TRAINSTEP_TF_CLUSTER"
+
+// TFClusterKey is the key of the cluster in the job's cluster ConfigMap.
+const TFClusterKey = "cluster"
+
 // tensorflow follows the Training Operator v1.9's TFJob: a TF_CONFIG on the
-// main container of every replica of a distributed job.
+// main container of every replica of a distributed job. The cluster, which
+// lists every replica, is kept once in a ConfigMap and expanded into
+// TF_CONFIG by the kubelet: written into every pod, it made each pod grow
+// with the job (18 KiB at 512 replicas), and the bytes of a job's pods, which
+// the API server stores and sends to every watcher, grow with its square.
 type tensorflow struct {
 	servicePerReplica
-	noExtraObjects
 }
 
 func (t tensorflow) ConfigurePod(job *v1alpha1.TrainJob, at Placement, replica ReplicaRef, spec *corev1.PodSpec) error {
@@ -28,7 +39,7 @@ func (t tensorflow) ConfigurePod(job *v1alpha1.TrainJob, at Placement, replica R
 func (tensorflow) Prepare(job *v1alpha1.TrainJob, at Placement) (PodConfigurer, error) {
 	// A job of one replica trains locally: TensorFlow must not wait for peers.
 	if TotalReplicas(job) == 1 {
-		return tfPods{framework: job.Spec.Framework}, nil
+		return tfPods{framework: job.Spec.Framework, jobName: at.JobName}, nil
 	}
 	cluster, err := newTFCluster(job, at)
 	if err != nil {
@@ -38,12 +49,13 @@ func (tensorflow) Prepare(job *v1alpha1.TrainJob, at Placement) (PodConfigurer, 
 	if err := checkEnvVarSize(job, EnvTFConfig, cluster.longest(job), names); err != nil {
 		return nil, err
 	}
-	return tfPods{framework: job.Spec.Framework, cluster: &cluster}, nil
+	return tfPods{framework: job.Spec.Framework, jobName: at.JobName, cluster: &cluster}, nil
 }
 
 // tfPods sets TF_CONFIG on the main container of each pod of a job.
 type tfPods struct {
 	framework v1alpha1.Framework
+	jobName   string
 	// cluster is nil for a job that trains locally.
 	cluster *tfCluster
 }
@@ -56,11 +68,40 @@ func (p tfPods) ConfigurePod(replica ReplicaRef, spec *corev1.PodSpec) error {
 	if main == nil {
 		return nil
 	}
-	main.Env = append(main.Env, envVar(EnvTFConfig, p.cluster.config(replica)))
+	main.Env = append(main.Env, corev1.EnvVar{Name: EnvTFCluster, ValueFrom: &corev1.EnvVarSource{
+		ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: v1alpha1.TFClusterConfigMapName(p.jobName)},
+			Key:                  TFClusterKey,
+		},
+	}})
+	main.Env = append(main.Env, envVar(EnvTFConfig, tfConfig("$("+EnvTFCluster+")", replica)))
 	return nil
 }
 
-// TFConfig returns the TF_CONFIG JSON of one replica: every replica of every
+// ConfigMaps returns a distributed job's cluster ConfigMap
+// "<job>-tf-cluster". It is immutable: the kubelet need not watch it.
+func (tensorflow) ConfigMaps(job *v1alpha1.TrainJob, at Placement) []*corev1.ConfigMap {
+	if TotalReplicas(job) == 1 {
+		return nil
+	}
+	cluster, err := tfClusterJSON(job, at)
+	if err != nil {
+		return nil // Prepare reports the same error before anything is created
+	}
+	immutable := true
+	return []*corev1.ConfigMap{{
+		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.TFClusterConfigMapName(at.JobName)},
+		Immutable:  &immutable,
+		Data:       map[string]string{TFClusterKey: cluster},
+	}}
+}
+
+func (tensorflow) Secrets(*v1alpha1.TrainJob, Placement, SSHKeyPair) ([]*corev1.Secret, error) {
+	return nil, nil
+}
+
+// TFConfig returns the TF_CONFIG JSON of one replica, as its process sees
+// it (the cluster expanded): every replica of every
 // type (evaluator included) as "<job>-<type>-<i>.<ns>.svc:<port>", the
 // replica's own type and index, and environment "cloud". (The operator's
 // CUSTOM_CLUSTER_DOMAIN suffix is not offered: "<svc>.<ns>.svc" resolves
@@ -78,11 +119,17 @@ func TFConfig(job *v1alpha1.TrainJob, at Placement, replica ReplicaRef) (string,
 // encodes the whole document. At 2048 workers the cluster is about 90 KB:
 // building it per pod made rendering a job quadratic in its size.
 type tfCluster struct {
-	// prefix is TF_CONFIG up to the task's type: `{"cluster":{…},"task":{"type":`.
-	prefix string
+	// cluster is TF_CONFIG's "cluster" value: `{"ps":[…],"worker":[…]}`.
+	cluster string
 }
 
 func newTFCluster(job *v1alpha1.TrainJob, at Placement) (tfCluster, error) {
+	cluster, err := tfClusterJSON(job, at)
+	return tfCluster{cluster: cluster}, err
+}
+
+// tfClusterJSON encodes TF_CONFIG's cluster of job.
+func tfClusterJSON(job *v1alpha1.TrainJob, at Placement) (string, error) {
 	cluster := make(map[string][]string, len(job.Spec.ReplicaSpecs))
 	for rt := range job.Spec.ReplicaSpecs {
 		n := Replicas(job, rt)
@@ -97,26 +144,20 @@ func newTFCluster(job *v1alpha1.TrainJob, at Placement) (tfCluster, error) {
 	// map: sorted keys), so the bytes are those of encoding it whole.
 	data, err := json.Marshal(cluster)
 	if err != nil {
-		return tfCluster{}, fmt.Errorf("encoding %s: %w", EnvTFConfig, err)
+		return "", fmt.Errorf("encoding %s: %w", EnvTFConfig, err)
 	}
-	return tfCluster{prefix: `{"cluster":` + string(data) + `,"task":{"type":`}, nil
+	return string(data), nil
 }
 
-const tfIndexKey, tfEnd = `,"index":`, `},"environment":"cloud"}`
+const tfPrefix, tfTypeKey, tfIndexKey, tfEnd = `{"cluster":`, `,"task":{"type":`, `,"index":`, `},"environment":"cloud"}`
 
-// config completes TF_CONFIG with the replica's task, as encoding the whole
-// document would.
-func (c *tfCluster) config(replica ReplicaRef) string {
-	taskType := tfTaskType(replica.Type)
-	index := strconv.Itoa(replica.Index)
-	var b strings.Builder
-	b.Grow(len(c.prefix) + len(taskType) + len(tfIndexKey) + len(index) + len(tfEnd))
-	b.WriteString(c.prefix)
-	b.WriteString(taskType)
-	b.WriteString(tfIndexKey)
-	b.WriteString(index)
-	b.WriteString(tfEnd)
-	return b.String()
+// config is the replica's whole TF_CONFIG.
+func (c *tfCluster) config(replica ReplicaRef) string { return tfConfig(c.cluster, replica) }
+
+// tfConfig is TF_CONFIG with cluster as its "cluster" value and the
+// replica's task, as encoding the whole document would give.
+func tfConfig(cluster string, replica ReplicaRef) string {
+	return tfPrefix + cluster + tfTypeKey + tfTaskType(replica.Type) + tfIndexKey + strconv.Itoa(replica.Index) + tfEnd
 }
 
 // longest is the length of the longest TF_CONFIG of job: the last replica's
@@ -125,7 +166,7 @@ func (c *tfCluster) longest(job *v1alpha1.TrainJob) int {
 	longest := 0
 	for rt := range job.Spec.ReplicaSpecs {
 		if n := Replicas(job, rt); n > 0 {
-			longest = max(longest, len(c.prefix)+len(tfTaskType(rt))+len(tfIndexKey)+len(strconv.Itoa(n-1))+len(tfEnd))
+			longest = max(longest, len(tfPrefix)+len(c.cluster)+len(tfTypeKey)+len(tfTaskType(rt))+len(tfIndexKey)+len(strconv.Itoa(n-1))+len(tfEnd))
 		}
 	}
 	return longest

@@ -79,15 +79,81 @@ func TestTFConfig(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := configured(t, tc.job, tc.rt, tc.index)
-			var want []corev1.EnvVar
-			if tc.want != "" {
-				want = env("TF_CONFIG", tc.want)
+			if tc.want == "" {
+				if len(spec.Containers[0].Env) != 0 {
+					t.Errorf("env of the tensorflow container = %v, want none", spec.Containers[0].Env)
+				}
+				if cms := tfConfigMaps(t, tc.job); len(cms) != 0 {
+					t.Errorf("ConfigMaps = %v, want none", cms)
+				}
+				return
 			}
-			if diff := cmp.Diff(want, spec.Containers[0].Env); diff != "" {
-				t.Errorf("env of the tensorflow container (-want +got):\n%s", diff)
+			if got := tfConfigSeen(t, tc.job, spec.Containers[0].Env); got != tc.want {
+				t.Errorf("TF_CONFIG as the process sees it:\n got %s\nwant %s", got, tc.want)
 			}
 		})
 	}
+}
+
+// The cluster is in the job's one ConfigMap, and TF_CONFIG refers to it:
+// a pod's bytes no longer grow with the job's size.
+func TestTFConfigRefersToTheClusterConfigMap(t *testing.T) {
+	job := newJob(v1alpha1.FrameworkTensorFlow, "mnist", "team-a", replicas{ps: 1, worker: 2})
+	spec := configured(t, job, worker, 1)
+	want := []corev1.EnvVar{
+		{Name: "TRAINSTEP_TF_CLUSTER", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "mnist-tf-cluster"}, Key: "cluster"}}},
+		{Name: "TF_CONFIG", Value: `{"cluster":$(TRAINSTEP_TF_CLUSTER),"task":{"type":"worker","index":1},"environment":"cloud"}`},
+	}
+	if diff := cmp.Diff(want, spec.Containers[0].Env); diff != "" {
+		t.Errorf("env (-want +got):\n%s", diff)
+	}
+	cms := tfConfigMaps(t, job)
+	if len(cms) != 1 {
+		t.Fatalf("ConfigMaps = %v, want one", cms)
+	}
+	if cm := cms[0]; cm.Name != "mnist-tf-cluster" || cm.Immutable == nil || !*cm.Immutable ||
+		cm.Data["cluster"] != `{"ps":["mnist-ps-0.team-a.svc:2222"],"worker":["mnist-worker-0.team-a.svc:2222","mnist-worker-1.team-a.svc:2222"]}` {
+		t.Errorf("ConfigMap = %s immutable %v data %v", cm.Name, cm.Immutable, cm.Data)
+	}
+}
+
+func tfConfigMaps(t *testing.T, job *v1alpha1.TrainJob) []*corev1.ConfigMap {
+	t.Helper()
+	fw, err := frameworks.For(job.Spec.Framework)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fw.ConfigMaps(job, frameworks.Placement{JobName: job.Name, Namespace: job.Namespace})
+}
+
+// tfConfigSeen is TF_CONFIG as the kubelet gives it to the process: the
+// cluster variable read from the job's ConfigMap, then $(TRAINSTEP_TF_CLUSTER)
+// in TF_CONFIG replaced by it. Any other env is an error.
+func tfConfigSeen(t *testing.T, job *v1alpha1.TrainJob, envs []corev1.EnvVar) string {
+	t.Helper()
+	if len(envs) != 2 || envs[0].Name != frameworks.EnvTFCluster || envs[1].Name != frameworks.EnvTFConfig {
+		t.Fatalf("env = %v, want TRAINSTEP_TF_CLUSTER then TF_CONFIG", envs)
+	}
+	ref := envs[0].ValueFrom
+	if ref == nil || ref.ConfigMapKeyRef == nil {
+		t.Fatalf("TRAINSTEP_TF_CLUSTER = %v, want a ConfigMap key", envs[0])
+	}
+	var cluster *string
+	for _, cm := range tfConfigMaps(t, job) {
+		if cm.Name == ref.ConfigMapKeyRef.Name {
+			if v, ok := cm.Data[ref.ConfigMapKeyRef.Key]; ok {
+				cluster = &v
+			}
+		}
+	}
+	if cluster == nil {
+		t.Fatalf("no rendered ConfigMap holds %s/%s", ref.ConfigMapKeyRef.Name, ref.ConfigMapKeyRef.Key)
+	}
+	if strings.Count(envs[1].Value, "$") != 1 || !strings.Contains(envs[1].Value, "$(TRAINSTEP_TF_CLUSTER)") {
+		t.Fatalf("TF_CONFIG = %s, want one reference to $(TRAINSTEP_TF_CLUSTER)", envs[1].Value)
+	}
+	return strings.Replace(envs[1].Value, "$(TRAINSTEP_TF_CLUSTER)", *cluster, 1)
 }
 
 // SetClusterSpec (tfjob_controller.go) adds TF_CONFIG to the container
@@ -103,8 +169,8 @@ func TestTFConfigOnlyOnTensorflowContainer(t *testing.T) {
 	if len(spec.Containers[0].Env) != 0 {
 		t.Errorf("sidecar got env %v, want none", spec.Containers[0].Env)
 	}
-	if got := spec.Containers[1].Env; len(got) != 1 || got[0].Name != "TF_CONFIG" {
-		t.Errorf("tensorflow container env = %v, want only TF_CONFIG", got)
+	if got := spec.Containers[1].Env; len(got) != 2 || got[0].Name != "TRAINSTEP_TF_CLUSTER" || got[1].Name != "TF_CONFIG" {
+		t.Errorf("tensorflow container env = %v, want only TRAINSTEP_TF_CLUSTER and TF_CONFIG", got)
 	}
 }
 
@@ -175,8 +241,13 @@ func TestTFConfigOfLargeJobMatchesWholeEncoding(t *testing.T) {
 				t.Fatalf("ConfigurePod(%s/%d): %v", rt, i, err)
 			}
 			want := wholeTFConfig(t, job, rt, i)
-			if got := spec.Containers[0].Env; len(got) != 1 || got[0].Value != want {
+			if got := tfConfigSeen(t, job, spec.Containers[0].Env); got != want {
 				t.Fatalf("%s/%d: TF_CONFIG = %.200q…, want %.200q…", rt, i, got, want)
+			}
+			if i == 0 {
+				if got, err := frameworks.TFConfig(job, at, frameworks.ReplicaRef{Type: rt, Index: i}); err != nil || got != want {
+					t.Fatalf("%s/%d: TFConfig = %.200q…, %v, want %.200q…", rt, i, got, err, want)
+				}
 			}
 		}
 	}

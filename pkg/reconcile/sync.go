@@ -192,12 +192,28 @@ func (c *Controller) createMissing(ctx context.Context) error {
 			objs = append(objs, child.obj)
 		}
 	}
-	shared := len(objs)
 	pending := c.podsToCreate()
-	if shared+len(pending) == 0 {
+	if len(objs)+len(pending) == 0 {
 		return nil
 	}
 	podCount := len(pending)
+	// The pods read the ConfigMaps and Secrets (TF_CONFIG's cluster, MPI's
+	// hostfile and keys): a pod started before them would wait in
+	// CreateContainerConfigError.
+	sources, objs := splitSources(objs)
+	if len(sources) > 0 {
+		errs := c.parallel(ctx, len(sources), func(i int) error { return c.createJobWide(ctx, sources[i]) })
+		if joinErrors(errs) != nil {
+			refused := c.quotaRefusals(errs)
+			if err := joinErrors(errs); err != nil {
+				return fmt.Errorf("creating the job's objects: %w", err)
+			}
+			if refused > 0 {
+				return nil // the rest waits for them, until the quota has room
+			}
+		}
+	}
+	shared := len(objs)
 	var hostErr error
 	if host, rest, ok := c.rendezvousHostFirst(pending); ok {
 		// Sent alone before the others, the host reaches the scheduler's
@@ -207,20 +223,7 @@ func (c *Controller) createMissing(ctx context.Context) error {
 	}
 	errs := c.parallel(ctx, shared+len(pending), func(i int) error {
 		if i < shared {
-			err := apierr.Retry(ctx, func() error {
-				_, err := createObject(ctx, c.opts.Core, c.opts.Dynamic, objs[i])
-				if err == nil {
-					c.opts.Timeline.Created()
-				}
-				return err
-			})
-			if apierrors.IsAlreadyExists(err) {
-				err = nil // created by an earlier attempt; the cache has not caught up
-			}
-			if err == nil {
-				c.markCreated(objs[i])
-			}
-			return err
+			return c.createJobWide(ctx, objs[i])
 		}
 		return c.createReplica(ctx, pending[i-shared])
 	})
@@ -240,6 +243,38 @@ func (c *Controller) createMissing(ctx context.Context) error {
 		c.event(corev1.EventTypeNormal, EventCreated, "created %d pods and %d services for job %s", podCount, len(c.opts.Desired.Services), c.opts.Identity.JobName)
 	}
 	return nil
+}
+
+// createJobWide creates one job-wide object or Service.
+func (c *Controller) createJobWide(ctx context.Context, obj runtime.Object) error {
+	err := apierr.Retry(ctx, func() error {
+		_, err := createObject(ctx, c.opts.Core, c.opts.Dynamic, obj)
+		if err == nil {
+			c.opts.Timeline.Created()
+		}
+		return err
+	})
+	if apierrors.IsAlreadyExists(err) {
+		err = nil // created by an earlier attempt; the cache has not caught up
+	}
+	if err == nil {
+		c.markCreated(obj)
+	}
+	return err
+}
+
+// splitSources separates the ConfigMaps and Secrets, which pods read, from
+// the other objects.
+func splitSources(objs []runtime.Object) (sources, rest []runtime.Object) {
+	for _, obj := range objs {
+		switch obj.(type) {
+		case *corev1.ConfigMap, *corev1.Secret:
+			sources = append(sources, obj)
+		default:
+			rest = append(rest, obj)
+		}
+	}
+	return sources, rest
 }
 
 // rendezvousHostFirst splits off the worker that hosts an elastic job's

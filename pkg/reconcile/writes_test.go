@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -267,4 +268,113 @@ func succeededWithItsServicesCached(t *testing.T) *harness {
 		return len(svcs) == 3
 	})
 	return h
+}
+
+// createOrder records the resource of every create the fake API server is
+// sent, in order; configmaps' creates are answered after a delay, the first
+// refused with err when err is not nil.
+type createOrder struct {
+	mu    sync.Mutex
+	sent  []string
+	calls atomic.Int32
+}
+
+func recordCreates(h *harness, refuseConfigMap func(n int32) error) *createOrder {
+	order := &createOrder{}
+	h.client.PrependReactor("create", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		resource := action.GetResource().Resource
+		if resource == "configmaps" {
+			// Slow: a pod sent without waiting for the answer would be recorded first.
+			time.Sleep(100 * time.Millisecond)
+		}
+		order.mu.Lock()
+		order.sent = append(order.sent, resource)
+		order.mu.Unlock()
+		if resource == "configmaps" {
+			if err := refuseConfigMap(order.calls.Add(1)); err != nil {
+				return true, nil, err
+			}
+		}
+		return false, nil, nil
+	})
+	return order
+}
+
+// sentBeforeFirst is what was sent before the first create of resource.
+func (o *createOrder) sentBeforeFirst(resource string) []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for i, r := range o.sent {
+		if r == resource {
+			return append([]string(nil), o.sent[:i]...)
+		}
+	}
+	return append([]string(nil), o.sent...)
+}
+
+// configMapsFirst says whether sent starts with n ConfigMap creates and
+// has nothing but Services after them.
+func configMapsFirst(sent []string, n int) bool {
+	if len(sent) < n {
+		return false
+	}
+	for i, r := range sent {
+		if (i < n) != (r == "configmaps") || (i >= n && r != "services") {
+			return false
+		}
+	}
+	return true
+}
+
+// A TensorFlow pod reads its cluster from the job's ConfigMap: no pod is
+// sent before the ConfigMap's create is answered, even when the first try
+// fails and is retried.
+func TestTheClusterConfigMapLandsBeforeAnyPodIsSent(t *testing.T) {
+	t.Parallel()
+	var order *createOrder
+	h := startWith(t, tfJob(v1alpha1.RestartPolicyNever), func(h *harness, _ *Options) {
+		order = recordCreates(h, func(n int32) error {
+			if n == 1 {
+				return apierrors.NewInternalError(errors.New("injected"))
+			}
+			return nil
+		})
+	})
+	h.pod("mnist-worker-1")
+	if _, err := h.client.CoreV1().ConfigMaps(ns).Get(context.Background(), "mnist-tf-cluster", metav1.GetOptions{}); err != nil {
+		t.Fatalf("cluster ConfigMap: %v", err)
+	}
+	if before := order.sentBeforeFirst("pods"); !configMapsFirst(before, 2) {
+		t.Errorf("sent before the first pod: %v, want the ConfigMap's failed create and its retry, then only Services", before)
+	}
+	h.setStatus("mnist-worker-0", corev1.PodSucceeded, 0)
+	if d := h.decision(); d.Outcome != policy.OutcomeSucceeded {
+		t.Fatalf("decision %+v, want Succeeded", d)
+	}
+}
+
+// A quota that refuses the ConfigMap holds the pods back too (they could not
+// start without it); all are created once the quota makes room.
+func TestAQuotaRefusingTheConfigMapHoldsThePods(t *testing.T) {
+	t.Parallel()
+	var order *createOrder
+	h := startWith(t, tfJob(v1alpha1.RestartPolicyNever), func(h *harness, _ *Options) {
+		order = recordCreates(h, func(n int32) error {
+			if n <= 2 {
+				return apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "mnist-tf-cluster",
+					errors.New("exceeded quota: team-a, requested: configmaps=1, used: configmaps=10, limited: configmaps=10"))
+			}
+			return nil
+		})
+	})
+	for _, name := range []string{"mnist-ps-0", "mnist-worker-0", "mnist-worker-1"} {
+		h.pod(name)
+	}
+	if before := order.sentBeforeFirst("pods"); !configMapsFirst(before, 3) {
+		t.Errorf("sent before the first pod: %v, want the ConfigMap's two refused creates and the one that landed, then only Services", before)
+	}
+	h.setStatus("mnist-worker-0", corev1.PodSucceeded, 0)
+	if d := h.decision(); d.Outcome != policy.OutcomeSucceeded {
+		t.Fatalf("decision %+v, want Succeeded", d)
+	}
 }

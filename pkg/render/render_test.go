@@ -48,7 +48,9 @@ func TestRenderTensorFlowPod(t *testing.T) {
 				Image: "example.com/train:1",
 				Ports: []corev1.ContainerPort{{Name: "tfjob-port", ContainerPort: 2222}},
 				Env: []corev1.EnvVar{
-					{Name: "TF_CONFIG", Value: `{"cluster":{"ps":["mnist-ps-0.team-a.svc:2222"],"worker":["mnist-worker-0.team-a.svc:2222","mnist-worker-1.team-a.svc:2222"]},"task":{"type":"worker","index":1},"environment":"cloud"}`},
+					{Name: "TRAINSTEP_TF_CLUSTER", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+						LocalObjectReference: corev1.LocalObjectReference{Name: "mnist-tf-cluster"}, Key: "cluster"}}},
+					{Name: "TF_CONFIG", Value: `{"cluster":$(TRAINSTEP_TF_CLUSTER),"task":{"type":"worker","index":1},"environment":"cloud"}`},
 					{Name: "TRAINSTEP_JOB_NAME", Value: "mnist"},
 					{Name: "TRAINSTEP_REPLICA_TYPE", Value: "worker"},
 					{Name: "TRAINSTEP_REPLICA_INDEX", Value: "1"},
@@ -99,8 +101,27 @@ func TestRenderTensorFlowServices(t *testing.T) {
 	if diff := cmp.Diff(want, objs.Services[2]); diff != "" {
 		t.Errorf("worker 1 service (-want +got):\n%s", diff)
 	}
-	if len(objs.ConfigMaps)+len(objs.Secrets) != 0 {
-		t.Errorf("TensorFlow job rendered %d ConfigMaps and %d Secrets, want none", len(objs.ConfigMaps), len(objs.Secrets))
+	if len(objs.Secrets) != 0 {
+		t.Errorf("TensorFlow job rendered %d Secrets, want none", len(objs.Secrets))
+	}
+	// TF_CONFIG's cluster, once for the whole job.
+	immutable := true
+	wantCM := &corev1.ConfigMap{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            "mnist-tf-cluster",
+			Namespace:       "team-a",
+			Labels:          map[string]string{"trainstep.dev/job-name": "mnist", "workflows.argoproj.io/workflow": "wf-1"},
+			OwnerReferences: controllerRef(),
+		},
+		Immutable: &immutable,
+		Data:      map[string]string{"cluster": `{"ps":["mnist-ps-0.team-a.svc:2222"],"worker":["mnist-worker-0.team-a.svc:2222","mnist-worker-1.team-a.svc:2222"]}`},
+	}
+	if len(objs.ConfigMaps) != 1 {
+		t.Fatalf("TensorFlow job rendered %d ConfigMaps, want its cluster's", len(objs.ConfigMaps))
+	}
+	if diff := cmp.Diff(wantCM, objs.ConfigMaps[0]); diff != "" {
+		t.Errorf("cluster ConfigMap (-want +got):\n%s", diff)
 	}
 }
 

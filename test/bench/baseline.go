@@ -24,10 +24,11 @@ import (
 const BaselineWorkers = 64
 
 // Objects are what `trainstep render -o json` prints for a job, in its order
-// (Services first, then Pods).
+// (ConfigMaps, Services, then Pods).
 type Objects struct {
-	Services []*corev1.Service
-	Pods     []*corev1.Pod
+	ConfigMaps []*corev1.ConfigMap
+	Services   []*corev1.Service
+	Pods       []*corev1.Pod
 }
 
 // Render runs `trainstep render -o json` for the job in namespace ns.
@@ -53,6 +54,12 @@ func Render(ctx context.Context, binary, jobFile, ns string) (Objects, error) {
 			return Objects{}, fmt.Errorf("decoding rendered item %d: %w", i, err)
 		}
 		switch meta.Kind {
+		case "ConfigMap":
+			cm := &corev1.ConfigMap{}
+			if err := json.Unmarshal(raw, cm); err != nil {
+				return Objects{}, fmt.Errorf("decoding rendered ConfigMap %d: %w", i, err)
+			}
+			objs.ConfigMaps = append(objs.ConfigMaps, cm)
 		case "Service":
 			svc := &corev1.Service{}
 			if err := json.Unmarshal(raw, svc); err != nil {
@@ -66,7 +73,7 @@ func Render(ctx context.Context, binary, jobFile, ns string) (Objects, error) {
 			}
 			objs.Pods = append(objs.Pods, pod)
 		default:
-			return Objects{}, fmt.Errorf("rendered item %d is a %s; the baseline creates only Services and Pods", i, meta.Kind)
+			return Objects{}, fmt.Errorf("rendered item %d is a %s; the baseline creates only ConfigMaps, Services and Pods", i, meta.Kind)
 		}
 	}
 	return objs, nil
@@ -109,6 +116,19 @@ func CreateBaselineTimed(ctx context.Context, cfg *rest.Config, objs Objects) (l
 // createBaseline creates every object once, in order, from BaselineWorkers
 // goroutines, calling created after each create the API server accepted.
 func createBaseline(ctx context.Context, client kubernetes.Interface, objs Objects, created func()) error {
+	// The pods read the ConfigMaps (TF_CONFIG's cluster): like trainstep,
+	// the loop has them answered before it sends a pod.
+	err := forEach(len(objs.ConfigMaps), func(i int) error {
+		cm := objs.ConfigMaps[i]
+		_, err := client.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
+		if err == nil {
+			created()
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
 	create := make([]func() error, 0, len(objs.Services)+len(objs.Pods))
 	for _, svc := range objs.Services {
 		create = append(create, func() error {

@@ -19,7 +19,8 @@ const (
 )
 
 // JobSpec describes the benchmark's job: N TensorFlow workers, nothing else,
-// so every pod carries a TF_CONFIG listing all N addresses.
+// so every worker's TF_CONFIG lists all N addresses (kept once, in the job's
+// cluster ConfigMap).
 type JobSpec struct {
 	Name    string
 	Workers int

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trainstep/trainstep/internal/testutil"
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 )
 
 // trainEvaluate is the example DAG preprocess → train → evaluate.
@@ -140,15 +141,25 @@ func (e *e2e) checkReplicasTrained(t *testing.T, job string, pods []corev1.Pod, 
 	if n := len(trainingLine.FindAllString(workerLog, -1)); n == 0 || !strings.Contains(workerLog, final) {
 		t.Errorf("worker 0's log has %d training lines, and %q?\n%s", n, final, lastLines(workerLog, 20))
 	}
+	// TF_CONFIG takes its cluster from the job's ConfigMap through the kubelet's
+	// $(VAR) expansion; the worker's connecting to the parameter server (below)
+	// shows that the expanded value worked.
 	var tfConfig string
 	for _, env := range worker.Spec.Containers[0].Env {
 		if env.Name == "TF_CONFIG" {
 			tfConfig = env.Value
 		}
 	}
+	if !strings.HasPrefix(tfConfig, `{"cluster":$(TRAINSTEP_TF_CLUSTER),`) {
+		t.Errorf("worker 0's TF_CONFIG %s does not take its cluster from $(TRAINSTEP_TF_CLUSTER)", tfConfig)
+	}
+	cm, err := e.c.Client.CoreV1().ConfigMaps(e.namespace).Get(context.Background(), v1alpha1.TFClusterConfigMapName(job), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the job's cluster ConfigMap, kept while its pods are: %v", err)
+	}
 	psAddress := job + "-ps-0." + e.namespace + ".svc:"
-	if !strings.Contains(tfConfig, psAddress) {
-		t.Errorf("worker 0's TF_CONFIG %s does not name the parameter server by its Service (%s…)", tfConfig, psAddress)
+	if cluster := cm.Data["cluster"]; !strings.Contains(cluster, psAddress) {
+		t.Errorf("the job's TF_CONFIG cluster %s does not name the parameter server by its Service (%s…)", cluster, psAddress)
 	}
 	if !strings.Contains(workerLog, "1 parameter servers") {
 		t.Errorf("worker 0 did not connect to the parameter server:\n%s", lastLines(workerLog, 20))

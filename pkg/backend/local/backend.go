@@ -18,6 +18,7 @@ import (
 	"github.com/trainstep/trainstep/pkg/logs"
 	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/render"
+	"github.com/trainstep/trainstep/pkg/result"
 )
 
 // Restart pacing. A kubelet waits 10 s before the first restart of a
@@ -168,6 +169,9 @@ func newBackend(opts Options, dir string) (*backend, error) {
 		portOf[id] = ports[i]
 	}
 	env := &environment{peers: newPeerBook(job.Name, namespace, portOf), hostname: hostname}
+	if env.configMaps, err = renderedConfigMaps(job, namespace); err != nil {
+		return nil, err
+	}
 	if job.Spec.Framework == v1alpha1.FrameworkMPI {
 		env.mpiConfig = filepath.Join(dir, mpiConfigDir)
 		if err := writeMPIConfig(job, env.mpiConfig); err != nil {
@@ -344,4 +348,18 @@ func uniq(items []string) []string {
 		}
 	}
 	return out
+}
+
+// renderedConfigMaps is the data of the ConfigMaps the job's pods read on a
+// cluster, by name.
+func renderedConfigMaps(job *v1alpha1.TrainJob, namespace string) (map[string]map[string]string, error) {
+	fw, err := frameworks.For(job.Spec.Framework)
+	if err != nil {
+		return nil, result.Invalid(result.ReasonInvalidSpec, err)
+	}
+	data := map[string]map[string]string{}
+	for _, cm := range fw.ConfigMaps(job, frameworks.Placement{JobName: job.Name, Namespace: namespace}) {
+		data[cm.Name] = cm.Data
+	}
+	return data, nil
 }

@@ -30,6 +30,9 @@ type environment struct {
 	peers     *peerBook
 	hostname  string
 	mpiConfig string // directory standing in for the MPI config mount; "" outside MPI
+	// configMaps holds the data of the ConfigMaps trainstep renders for the
+	// job (TF_CONFIG's cluster), by name: the only ones a local process can read.
+	configMaps map[string]map[string]string
 }
 
 // containerEnv returns the container's variables in order, and a warning
@@ -50,7 +53,7 @@ func (e *environment) containerEnv(pod *corev1.Pod, c *corev1.Container, path *f
 			}
 		}
 		defined[v.Name] = value
-		vars = append(vars, envVar{name: v.Name, value: value, fromPod: v.ValueFrom != nil})
+		vars = append(vars, envVar{name: v.Name, value: value, fromPod: v.ValueFrom != nil && v.ValueFrom.FieldRef != nil})
 	}
 	if len(c.EnvFrom) > 0 {
 		warnings = append(warnings, fmt.Sprintf("%s: ConfigMaps and Secrets are not available to a local process; ignored", path.Child("envFrom")))
@@ -68,6 +71,12 @@ func (e *environment) pointAtLocalPeers(vars []envVar, original map[string]strin
 		v := &vars[i]
 		switch {
 		case v.fromPod:
+		case v.name == frameworks.EnvTFCluster:
+			rewritten, err := e.peers.rewriteTFCluster(v.value)
+			if err != nil {
+				warnings = append(warnings, fmt.Sprintf("%s is left as it is: %v", v.name, err))
+			}
+			v.value = rewritten
 		case v.name == frameworks.EnvTFConfig:
 			rewritten, err := e.peers.rewriteTFConfig(v.value)
 			if err != nil {
@@ -108,9 +117,13 @@ func (e *environment) localPath(value string) string {
 }
 
 // valueFrom resolves a variable taken from the pod itself, as the downward
-// API would on this machine. ConfigMaps, Secrets and resource limits do not
-// exist locally.
+// API would on this machine, or from a ConfigMap trainstep renders for the
+// job. Other ConfigMaps, Secrets and resource limits do not exist locally.
 func (e *environment) valueFrom(pod *corev1.Pod, src *corev1.EnvVarSource) (string, bool) {
+	if ref := src.ConfigMapKeyRef; ref != nil {
+		value, ok := e.configMaps[ref.Name][ref.Key]
+		return value, ok
+	}
 	if src.FieldRef == nil {
 		return "", false
 	}

@@ -93,8 +93,23 @@ func (b *peerBook) rewriteTFConfig(value string) (string, error) {
 	if !ok {
 		return value, nil
 	}
+	rewritten, err := b.rewriteTFCluster(string(raw))
+	if err != nil {
+		return value, err
+	}
+	doc["cluster"] = json.RawMessage(rewritten)
+	out, err := json.Marshal(doc)
+	if err != nil {
+		return value, fmt.Errorf("encoding %s: %w", frameworks.EnvTFConfig, err)
+	}
+	return string(out), nil
+}
+
+// rewriteTFCluster points every address of a TF_CONFIG cluster (the
+// cluster ConfigMap's value) at the local ports.
+func (b *peerBook) rewriteTFCluster(value string) (string, error) {
 	var cluster map[string][]string
-	if err := json.Unmarshal(raw, &cluster); err != nil {
+	if err := json.Unmarshal([]byte(value), &cluster); err != nil {
 		return value, fmt.Errorf("reading %s cluster: %w", frameworks.EnvTFConfig, err)
 	}
 	for task, addrs := range cluster {
@@ -106,12 +121,7 @@ func (b *peerBook) rewriteTFConfig(value string) (string, error) {
 	if err != nil {
 		return value, fmt.Errorf("encoding %s cluster: %w", frameworks.EnvTFConfig, err)
 	}
-	doc["cluster"] = rewritten
-	out, err := json.Marshal(doc)
-	if err != nil {
-		return value, fmt.Errorf("encoding %s: %w", frameworks.EnvTFConfig, err)
-	}
-	return string(out), nil
+	return string(rewritten), nil
 }
 
 // portVariables pairs each framework variable that holds a port with the

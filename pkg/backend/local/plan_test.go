@@ -176,6 +176,15 @@ func TestTFConfigListsEveryReplicaAtItsOwnLocalPort(t *testing.T) {
 		if cfg.Task.Type != strings.ToLower(string(id.Type)) || cfg.Task.Index != id.Index {
 			t.Errorf("%s TF_CONFIG task = %+v", id, cfg.Task)
 		}
+		// The variable TF_CONFIG is expanded from, read from the job's
+		// cluster ConfigMap as the kubelet would, names the same local addresses.
+		var cluster map[string][]string
+		if err := json.Unmarshal([]byte(envOf(t, b, id)["TRAINSTEP_TF_CLUSTER"]), &cluster); err != nil {
+			t.Fatalf("%s TRAINSTEP_TF_CLUSTER: %v", id, err)
+		}
+		if diff := cmp.Diff(cfg.Cluster, cluster); diff != "" {
+			t.Errorf("%s TRAINSTEP_TF_CLUSTER is not TF_CONFIG's cluster (-TF_CONFIG +variable):\n%s", id, diff)
+		}
 	}
 	seen := map[string]bool{}
 	for _, addrs := range first.Cluster {

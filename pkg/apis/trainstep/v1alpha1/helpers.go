@@ -47,6 +47,10 @@ const (
 	MPISSHSecretSuffix = "-ssh"
 )
 
+// TFClusterConfigMapSuffix names the ConfigMap that holds a distributed
+// TensorFlow job's cluster, which every replica's TF_CONFIG refers to.
+const TFClusterConfigMapSuffix = "-tf-cluster"
+
 // allowedReplicaTypes lists, per framework, the replica types Kubeflow
 // accepts, in the order documentation lists them.
 var allowedReplicaTypes = map[Framework][]ReplicaType{
@@ -271,6 +275,10 @@ func ReplicaName(jobName string, rt ReplicaType, index int) string {
 
 // MPIConfigMapName is the name of an MPI job's hostfile ConfigMap.
 func MPIConfigMapName(jobName string) string { return jobName + MPIConfigMapSuffix }
+
+// TFClusterConfigMapName is the name of a distributed TensorFlow job's
+// cluster ConfigMap.
+func TFClusterConfigMapName(jobName string) string { return jobName + TFClusterConfigMapSuffix }
 
 // MPISSHSecretName is the name of an MPI job's SSH auth Secret.
 func MPISSHSecretName(jobName string) string { return jobName + MPISSHSecretSuffix }
