@@ -13,7 +13,6 @@ makes that rank exit 1 at step KILL_AT, every time, as a bug would.
 import json
 import os
 import signal
-import sys
 
 import torch
 import torch.distributed as dist
@@ -45,7 +44,10 @@ def main():
         if step == int(os.environ.get("KILL_AT", "-1")):
             if rank == int(os.environ.get("FAIL_RANK", "-1")):
                 print(f"rank {rank}: failing at step {step}", flush=True)
-                sys.exit(1)
+                # At once, without the interpreter's shutdown: tearing gloo down
+                # first would let a peer see the broken collective and exit
+                # before this rank, which is the cause.
+                os._exit(1)
             marker = os.path.join(ckpt_dir, "killed")
             if rank == int(os.environ.get("KILL_RANK", "-1")) and not os.path.exists(marker):
                 open(marker, "w").close()
