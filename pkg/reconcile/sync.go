@@ -203,14 +203,14 @@ func (c *Controller) createMissing(ctx context.Context) error {
 	sources, objs := splitSources(objs)
 	if len(sources) > 0 {
 		errs := c.parallel(ctx, len(sources), func(i int) error { return c.createJobWide(ctx, sources[i]) })
+		// Counted only on a failure: a count of none would restart the
+		// pods' own wait on the quota.
 		if joinErrors(errs) != nil {
-			refused := c.quotaRefusals(errs)
+			c.quotaRefusals(errs)
 			if err := joinErrors(errs); err != nil {
 				return fmt.Errorf("creating the job's objects: %w", err)
 			}
-			if refused > 0 {
-				return nil // the rest waits for them, until the quota has room
-			}
+			return nil // every failure was the quota's: the rest waits for room
 		}
 	}
 	shared := len(objs)
