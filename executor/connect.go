@@ -101,10 +101,9 @@ func newConnection(restConfig *rest.Config) (*connection, error) {
 	if restConfig.RateLimiter == nil && restConfig.QPS > 0 {
 		restConfig.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(restConfig.QPS, restConfig.Burst)
 	}
-	// Protobuf, as Kubernetes' own controllers speak: pods carry every peer's
-	// address, and encoding them, and decoding them on both sides, costs
-	// several times less than JSON. The dynamic client (PodGroups) speaks
-	// JSON whatever this says.
+	// Protobuf, as Kubernetes' own controllers speak: encoding the pods, and
+	// decoding them on both sides, costs several times less than JSON. The
+	// dynamic client (PodGroups) speaks JSON whatever this says.
 	restConfig.ContentType = runtime.ContentTypeProtobuf
 	restConfig.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	httpClient, err := rest.HTTPClientFor(restConfig)
