@@ -1,6 +1,7 @@
 package executor_test
 
 import (
+	"context"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
@@ -120,6 +122,8 @@ func TestSIGTERMAtAnyMomentEndsTerminatedAndLeavesNothing(t *testing.T) {
 	}{
 		{"preflight", 4, func(call cluster.Call) bool { return call.Resource == "selfsubjectrulesreviews" }},
 		{"informer sync", 4, func(call cluster.Call) bool { return call.Verb == "list" && call.Resource == "pods" }},
+		// The create of TF_CONFIG's cluster ConfigMap lands after the signal.
+		{"cluster ConfigMap", 4, func(call cluster.Call) bool { return call.Verb == "create" && call.Resource == "configmaps" }},
 		{"creation burst", 256, func(call cluster.Call) bool {
 			return call.Verb == "create" && call.Resource == "pods" && call.Count == 64
 		}},
@@ -159,6 +163,10 @@ func TestSIGTERMAtAnyMomentEndsTerminatedAndLeavesNothing(t *testing.T) {
 			}
 			if pods, svcs := listPods(t, c, ns, "stop"), listServices(t, c, ns, "stop"); len(pods)+len(svcs) != 0 {
 				t.Errorf("a live List finds %d pods and %d services of the job", len(pods), len(svcs))
+			}
+			_, err := c.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), v1alpha1.TFClusterConfigMapName("stop"), metav1.GetOptions{})
+			if !apierrors.IsNotFound(err) {
+				t.Errorf("the job's cluster ConfigMap: got error %v, want NotFound", err)
 			}
 			if n := proxy.Count("create", "pods"); tc.name == "creation burst" && (n < 64 || n >= 256) {
 				t.Errorf("%d pod creates reached the proxy; the signal should have come in the middle of the burst", n)
