@@ -201,17 +201,14 @@ func (c *Controller) createMissing(ctx context.Context) error {
 	// hostfile and keys): a pod started before them would wait in
 	// CreateContainerConfigError.
 	sources, objs := splitSources(objs)
-	if len(sources) > 0 {
-		errs := c.parallel(ctx, len(sources), func(i int) error { return c.createJobWide(ctx, sources[i]) })
-		// Counted only on a failure: a count of none would restart the
-		// pods' own wait on the quota.
-		if joinErrors(errs) != nil {
-			c.quotaRefusals(errs)
-			if err := joinErrors(errs); err != nil {
-				return fmt.Errorf("creating the job's objects: %w", err)
-			}
-			return nil // every failure was the quota's: the rest waits for room
+	// Refusals are counted only on a failure: a count of none would restart
+	// the pods' own wait on the quota.
+	if errs := c.parallel(ctx, len(sources), func(i int) error { return c.createJobWide(ctx, sources[i]) }); joinErrors(errs) != nil {
+		c.quotaRefusals(errs)
+		if err := joinErrors(errs); err != nil {
+			return fmt.Errorf("creating the job's objects: %w", err)
 		}
+		return nil // every failure was the quota's: the rest waits for room
 	}
 	shared := len(objs)
 	var hostErr error

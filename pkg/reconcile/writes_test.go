@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -74,8 +75,12 @@ func TestAFailedDeleteOfARecreationIsSentAgain(t *testing.T) {
 	}
 }
 
-func quotaRefusal(name string) error {
-	return apierrors.NewForbidden(podsResource, name, errors.New("exceeded quota: team-a, requested: pods=1, used: pods=3, limited: pods=3"))
+func quotaRefusal(name string) error { return quotaRefusalOf(podsResource, name) }
+
+// quotaRefusalOf is the API server's refusal of a create of resource by a
+// full ResourceQuota.
+func quotaRefusalOf(resource schema.GroupResource, name string) error {
+	return apierrors.NewForbidden(resource, name, fmt.Errorf("exceeded quota: team-a, requested: %s=1, used: %[1]s=3, limited: %[1]s=3", resource.Resource))
 }
 
 // A full ResourceQuota is waited on: the progress line and a FailedCreate
@@ -271,8 +276,8 @@ func succeededWithItsServicesCached(t *testing.T) *harness {
 }
 
 // createOrder records the resource of every create the fake API server is
-// sent, in order; configmaps' creates are answered after a delay, the first
-// refused with err when err is not nil.
+// sent, in order. recordCreates answers configmaps' creates after a delay,
+// the n-th refused with what refuseConfigMap(n) returns when not nil.
 type createOrder struct {
 	mu    sync.Mutex
 	sent  []string
@@ -361,8 +366,7 @@ func TestAQuotaRefusingTheConfigMapHoldsThePods(t *testing.T) {
 	h := startWith(t, tfJob(v1alpha1.RestartPolicyNever), func(h *harness, _ *Options) {
 		order = recordCreates(h, func(n int32) error {
 			if n <= 2 {
-				return apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "mnist-tf-cluster",
-					errors.New("exceeded quota: team-a, requested: configmaps=1, used: configmaps=10, limited: configmaps=10"))
+				return quotaRefusalOf(schema.GroupResource{Resource: "configmaps"}, "mnist-tf-cluster")
 			}
 			return nil
 		})
