@@ -117,38 +117,40 @@ func CreateBaselineTimed(ctx context.Context, cfg *rest.Config, objs Objects) (l
 // goroutines, calling created after each create the API server accepted.
 func createBaseline(ctx context.Context, client kubernetes.Interface, objs Objects, created func()) error {
 	// The pods read the ConfigMaps (TF_CONFIG's cluster): like trainstep,
-	// the loop has them answered before it sends a pod.
-	err := forEach(len(objs.ConfigMaps), func(i int) error {
-		cm := objs.ConfigMaps[i]
-		_, err := client.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
-		if err == nil {
-			created()
-		}
-		return err
-	})
-	if err != nil {
-		return err
+	// the loop has them answered before it sends a Service or a pod.
+	sources := make([]func() error, 0, len(objs.ConfigMaps))
+	for _, cm := range objs.ConfigMaps {
+		sources = append(sources, func() error {
+			_, err := client.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
+			return err
+		})
 	}
-	create := make([]func() error, 0, len(objs.Services)+len(objs.Pods))
+	rest := make([]func() error, 0, len(objs.Services)+len(objs.Pods))
 	for _, svc := range objs.Services {
-		create = append(create, func() error {
+		rest = append(rest, func() error {
 			_, err := client.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{})
 			return err
 		})
 	}
 	for _, pod := range objs.Pods {
-		create = append(create, func() error {
+		rest = append(rest, func() error {
 			_, err := client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 			return err
 		})
 	}
-	return forEach(len(create), func(i int) error {
-		err := create[i]()
-		if err == nil {
-			created()
+	for _, wave := range [][]func() error{sources, rest} {
+		err := forEach(len(wave), func(i int) error {
+			err := wave[i]()
+			if err == nil {
+				created()
+			}
+			return err
+		})
+		if err != nil {
+			return err
 		}
-		return err
-	})
+	}
+	return nil
 }
 
 // DeleteAll deletes every pod and Service of namespace ns from
