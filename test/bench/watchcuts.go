@@ -1,16 +1,9 @@
 package bench
 
 import (
-	"bufio"
-	"bytes"
-	"context"
 	"fmt"
-	"regexp"
 	"sort"
-	"strconv"
 	"strings"
-
-	"k8s.io/client-go/rest"
 )
 
 // WatchCuts counts, by resource, the watches kube-apiserver closed because
@@ -21,42 +14,12 @@ import (
 // client watch again.
 type WatchCuts map[string]int
 
-var terminatedWatchersLine = regexp.MustCompile(`^apiserver_terminated_watchers_total\{([^}]*)\} ([0-9.e+]+)$`)
-var metricLabel = regexp.MustCompile(`(\w+)="([^"]*)"`)
-
-// ReadWatchCuts reads kube-apiserver's /metrics (an admin's client).
-func ReadWatchCuts(ctx context.Context, client rest.Interface) (WatchCuts, error) {
-	body, err := client.Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("reading kube-apiserver's metrics: %w", err)
-	}
-	return parseWatchCuts(body)
-}
-
 func parseWatchCuts(metrics []byte) (WatchCuts, error) {
 	cuts := WatchCuts{}
-	scanner := bufio.NewScanner(bytes.NewReader(metrics))
-	scanner.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	for scanner.Scan() {
-		m := terminatedWatchersLine.FindStringSubmatch(scanner.Text())
-		if m == nil {
-			continue
-		}
-		labels := map[string]string{}
-		for _, l := range metricLabel.FindAllStringSubmatch(m[1], -1) {
-			labels[l[1]] = l[2]
-		}
-		n, err := strconv.ParseFloat(m[2], 64)
-		if err != nil {
-			return nil, fmt.Errorf("reading %q: %w", scanner.Text(), err)
-		}
-		resource := labels["resource"]
-		if g := labels["group"]; g != "" {
-			resource += "." + g
-		}
-		cuts[resource] += int(n)
-	}
-	return cuts, scanner.Err()
+	err := eachSample(metrics, "apiserver_terminated_watchers_total", func(labels map[string]string, n float64) {
+		cuts[resourceOf(labels)] += int(n)
+	})
+	return cuts, err
 }
 
 // Since is what was cut after before was read.
@@ -75,19 +38,28 @@ func (w WatchCuts) String() string {
 	if len(w) == 0 {
 		return "none"
 	}
-	resources := make([]string, 0, len(w))
-	for r := range w {
-		resources = append(resources, r)
+	return mostFirst(w, len(w))
+}
+
+// mostFirst lists the top counts by key, the largest first: "pods 5,
+// services 1", and how many more keys there are.
+func mostFirst(counts map[string]int, top int) string {
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
 	}
-	sort.Slice(resources, func(i, j int) bool {
-		if w[resources[i]] != w[resources[j]] {
-			return w[resources[i]] > w[resources[j]]
+	sort.Slice(keys, func(i, j int) bool {
+		if counts[keys[i]] != counts[keys[j]] {
+			return counts[keys[i]] > counts[keys[j]]
 		}
-		return resources[i] < resources[j]
+		return keys[i] < keys[j]
 	})
-	parts := make([]string, len(resources))
-	for i, r := range resources {
-		parts[i] = fmt.Sprintf("%s %d", r, w[r])
+	parts := make([]string, 0, top+1)
+	for _, k := range keys[:min(top, len(keys))] {
+		parts = append(parts, fmt.Sprintf("%s %d", k, counts[k]))
+	}
+	if more := len(keys) - top; more > 0 {
+		parts = append(parts, fmt.Sprintf("%d more", more))
 	}
 	return strings.Join(parts, ", ")
 }
