@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 )
 
@@ -26,6 +27,8 @@ const (
 	// IdleLimit bounds the wait: a machine that never quiets down (another
 	// tenant) still gets measured, and the wait says so.
 	IdleLimit = 30 * time.Second
+	// NamespacesLimit bounds the wait for namespaces being deleted.
+	NamespacesLimit = 2 * time.Minute
 )
 
 // CollectAPIServerGarbage has kube-apiserver run a garbage collection now:
@@ -43,13 +46,70 @@ func CollectAPIServerGarbage(ctx context.Context, client rest.Interface) error {
 	return nil
 }
 
-// Quiesce collects kube-apiserver's garbage, then waits for an idle
-// machine: the state every measured launch starts from.
+// Quiesce waits until no namespace is being deleted, collects
+// kube-apiserver's garbage, then waits for an idle machine: the state every
+// measured launch starts from. client is an admin's core/v1 REST client.
 func Quiesce(ctx context.Context, client rest.Interface) (IdleWait, error) {
+	deleting, err := WaitNamespacesDeleted(ctx, client)
+	if err != nil {
+		return IdleWait{}, err
+	}
 	if err := CollectAPIServerGarbage(ctx, client); err != nil {
 		return IdleWait{}, err
 	}
-	return WaitIdle(ctx)
+	w, err := WaitIdle(ctx)
+	w.Namespaces = deleting
+	return w, err
+}
+
+// NamespacesWait is what one wait for namespaces being deleted saw.
+type NamespacesWait struct {
+	Waited time.Duration
+	// Left is how many were still being deleted when NamespacesLimit
+	// ended the wait.
+	Left int
+}
+
+// WaitNamespacesDeleted waits until no namespace is being deleted, at most
+// NamespacesLimit. A namespace's deletion goes on after its delete was
+// answered: the namespace controller then deletes what is left in it, the
+// Events above all (one per pod scheduled, and more), hundreds of writes
+// for a launch of 512 that it spreads over seconds. A launch measured while
+// the previous run's namespace was still being emptied shared etcd with
+// those writes.
+func WaitNamespacesDeleted(ctx context.Context, client rest.Interface) (NamespacesWait, error) {
+	began := time.Now()
+	for {
+		var namespaces corev1.NamespaceList
+		if err := client.Get().Resource("namespaces").Do(ctx).Into(&namespaces); err != nil {
+			return NamespacesWait{}, fmt.Errorf("listing namespaces: %w", err)
+		}
+		deleting := 0
+		for _, ns := range namespaces.Items {
+			if ns.DeletionTimestamp != nil {
+				deleting++
+			}
+		}
+		waited := time.Since(began)
+		if deleting == 0 {
+			return NamespacesWait{Waited: waited}, nil
+		}
+		if waited >= NamespacesLimit {
+			return NamespacesWait{Waited: waited, Left: deleting}, nil
+		}
+		select {
+		case <-ctx.Done():
+			return NamespacesWait{}, ctx.Err()
+		case <-time.After(IdleSample):
+		}
+	}
+}
+
+func (w NamespacesWait) String() string {
+	if w.Left > 0 {
+		return fmt.Sprintf("%d namespaces still being deleted after %s", w.Left, w.Waited.Round(100*time.Millisecond))
+	}
+	return fmt.Sprintf("namespaces deleted after %s", w.Waited.Round(100*time.Millisecond))
 }
 
 // IdleWait is what one wait for an idle machine saw.
@@ -59,13 +119,16 @@ type IdleWait struct {
 	Idle bool
 	// Busy is the share of all cores busy in the last sample.
 	Busy float64
+	// Namespaces is the wait for namespaces being deleted before it (Quiesce).
+	Namespaces NamespacesWait
 }
 
 func (w IdleWait) String() string {
+	idle := fmt.Sprintf("idle after %s", w.Waited.Round(100*time.Millisecond))
 	if !w.Idle {
-		return fmt.Sprintf("still %.0f%% busy after %s", 100*w.Busy, w.Waited.Round(100*time.Millisecond))
+		idle = fmt.Sprintf("still %.0f%% busy after %s", 100*w.Busy, w.Waited.Round(100*time.Millisecond))
 	}
-	return fmt.Sprintf("idle after %s", w.Waited.Round(100*time.Millisecond))
+	return w.Namespaces.String() + ", then " + idle
 }
 
 // WaitIdle waits until the machine's cores have been less than

@@ -3,6 +3,7 @@ package bench
 import (
 	"math"
 	"testing"
+	"time"
 )
 
 func TestParseCPUTimesCountsIOWaitAsIdle(t *testing.T) {
@@ -31,6 +32,22 @@ func TestParseCPUTimesRejectsOtherText(t *testing.T) {
 	for _, stat := range []string{"", "intr 1 2 3 4 5 6\n", "cpu 1 2 x 4 5\n", "cpu 1 2\n"} {
 		if _, err := parseCPUTimes(stat); err == nil {
 			t.Errorf("parseCPUTimes(%q) succeeded, want an error", stat)
+		}
+	}
+}
+
+func TestIdleWaitSaysWhatWasWaitedFor(t *testing.T) {
+	for _, tc := range []struct {
+		wait IdleWait
+		want string
+	}{
+		{IdleWait{Waited: 1300 * time.Millisecond, Idle: true, Namespaces: NamespacesWait{Waited: 4200 * time.Millisecond}},
+			"namespaces deleted after 4.2s, then idle after 1.3s"},
+		{IdleWait{Waited: IdleLimit, Busy: 0.6, Namespaces: NamespacesWait{Waited: NamespacesLimit, Left: 2}},
+			"2 namespaces still being deleted after 2m0s, then still 60% busy after 30s"},
+	} {
+		if got := tc.wait.String(); got != tc.want {
+			t.Errorf("got  %q\nwant %q", got, tc.want)
 		}
 	}
 }

@@ -4,8 +4,8 @@
 // and creates the same rendered objects from 64 goroutines with no client
 // rate limit, the two taking turns, and times each from its start until a
 // metadata-only watcher in a process of its own has seen every pod and
-// Service. Each side starts, as in `make bench`, once kube-apiserver has
-// collected its garbage and the machine is idle (less than a quarter of its
+// Service. Each side starts, as in `make bench`, once no namespace is being
+// deleted, kube-apiserver has collected its garbage and the machine is idle (less than a quarter of its
 // cores busy for a second). It prints each
 // round's times, the machine's load, and the ratios.
 // A warm-up round first, unrecorded, runs both sides once, so that neither
@@ -313,8 +313,16 @@ func (m *measurer) recordCost(ctx context.Context, round int, side string, meter
 // waitIdle brings the cluster to a quiet state before a side starts, as
 // `make bench` does (bench.Quiesce), and says so when the machine never
 // became idle. On a cluster whose kube-apiserver offers no /debug/pprof it
-// only waits for the idle machine, and says that once.
+// only waits for namespaces being deleted and the idle machine, and says
+// that once.
 func (m *measurer) waitIdle(ctx context.Context, side string, round int) error {
+	deleting, err := bench.WaitNamespacesDeleted(ctx, m.admin.CoreV1().RESTClient())
+	if err != nil {
+		return err
+	}
+	if deleting.Left > 0 {
+		fmt.Fprintf(os.Stderr, "launchcompare: round %d, %s: %s\n", round, side, deleting)
+	}
 	if !m.noCollect {
 		if err := bench.CollectAPIServerGarbage(ctx, m.admin.CoreV1().RESTClient()); err != nil {
 			fmt.Fprintf(os.Stderr, "launchcompare: %v; waiting for an idle machine only\n", err)
