@@ -73,10 +73,9 @@ type NamespacesWait struct {
 // WaitNamespacesDeleted waits until no namespace is being deleted, at most
 // NamespacesLimit. A namespace's deletion goes on after its delete was
 // answered: the namespace controller then deletes what is left in it, the
-// Events above all (one per pod scheduled, and more), hundreds of writes
-// for a launch of 512 that it spreads over seconds. A launch measured while
-// the previous run's namespace was still being emptied shared etcd with
-// those writes.
+// Events above all (a Scheduled and a Started for every pod), for seconds
+// after a launch of 512. A launch measured meanwhile shared etcd with those
+// deletes.
 func WaitNamespacesDeleted(ctx context.Context, client rest.Interface) (NamespacesWait, error) {
 	began := time.Now()
 	for {
