@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/trainstep/trainstep/internal/procfs"
 )
 
 // outputDrain bounds how long a process's output is still copied after it
@@ -102,6 +104,7 @@ func (p *process) reap(reader *os.File, out io.WriteCloser, copied chan struct{}
 	err := p.cmd.Wait()
 	p.exitCode = exitCodeOf(p.cmd.ProcessState, err)
 	signalGroup(p.pgid, syscall.SIGKILL)
+	waitGroupEnded(p.pgid, groupEndTimeout)
 	liveGroups.remove(p.pgid)
 	if p.lifeline != nil {
 		p.lifeline.Close()
@@ -168,6 +171,32 @@ func KillProcessGroups() {
 	defer liveGroups.Unlock()
 	for pgid := range liveGroups.pgids {
 		signalGroup(pgid, syscall.SIGKILL)
+	}
+}
+
+// groupEndTimeout bounds the wait for a killed group's processes to end.
+const groupEndTimeout = 2 * time.Second
+
+// waitGroupEnded waits until no process of the group is alive, at most
+// limit. A SIGKILL is sent, not yet done: a process killed with its
+// supervisor (a stop's SIGKILL) can still run for a moment after the
+// supervisor was reaped, and the replica is over only once it has ended.
+// Zombies count as ended. Without /proc it waits until the group is empty.
+func waitGroupEnded(pgid int, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for {
+		alive := false
+		if procs, err := procfs.List(); err == nil {
+			for _, proc := range procs {
+				alive = alive || (proc.PGID == pgid && !proc.Ended())
+			}
+		} else {
+			alive = syscall.Kill(-pgid, 0) == nil
+		}
+		if !alive || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
