@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trainstep/trainstep/internal/procfs"
 	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/backend/local/proctest"
 )
@@ -156,7 +157,7 @@ func (r *stubbornRun) assertNothingLeft(t *testing.T) {
 
 func (r *stubbornRun) anyLeft() bool {
 	for _, pgid := range r.pgids {
-		if len(proctest.LiveInGroup(pgid)) > 0 {
+		if len(procfs.LiveInGroup(pgid)) > 0 {
 			return true
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trainstep/trainstep/pkg/backend/local/proctest"
+	"github.com/trainstep/trainstep/internal/procfs"
 )
 
 func TestWaitGroupEndedWaitsForTheLiveAndNotForZombies(t *testing.T) {
@@ -23,14 +23,14 @@ func TestWaitGroupEndedWaitsForTheLiveAndNotForZombies(t *testing.T) {
 	if waited := time.Since(began); waited < 300*time.Millisecond {
 		t.Errorf("returned after %s with the group's process alive, want the whole 300ms", waited)
 	}
-	if live := proctest.LiveInGroup(pgid); len(live) == 0 {
+	if live := procfs.LiveInGroup(pgid); len(live) == 0 {
 		t.Fatal("the process ended by itself: the wait above tested nothing")
 	}
 
 	// Killed and not reaped, it is a zombie: ended.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	waitGroupEnded(pgid, time.Minute)
-	if live := proctest.LiveInGroup(pgid); len(live) > 0 {
+	if live := procfs.LiveInGroup(pgid); len(live) > 0 {
 		t.Errorf("returned with %v alive", live)
 	}
 }

@@ -181,21 +181,9 @@ const groupEndTimeout = 2 * time.Second
 // limit. A SIGKILL is sent, not yet done: a process killed with its
 // supervisor (a stop's SIGKILL) can still run for a moment after the
 // supervisor was reaped, and the replica is over only once it has ended.
-// Zombies count as ended. Without /proc it waits until the group is empty.
 func waitGroupEnded(pgid int, limit time.Duration) {
 	deadline := time.Now().Add(limit)
-	for {
-		alive := false
-		if procs, err := procfs.List(); err == nil {
-			for _, proc := range procs {
-				alive = alive || (proc.PGID == pgid && !proc.Ended())
-			}
-		} else {
-			alive = syscall.Kill(-pgid, 0) == nil
-		}
-		if !alive || time.Now().After(deadline) {
-			return
-		}
+	for len(procfs.LiveInGroup(pgid)) > 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }

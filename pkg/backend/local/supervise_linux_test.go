@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trainstep/trainstep/internal/procfs"
 	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/backend/local/proctest"
@@ -99,7 +100,7 @@ func assertGone(t *testing.T, pgid int, pids []int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	alive := func() []int {
-		live := proctest.LiveInGroup(pgid)
+		live := procfs.LiveInGroup(pgid)
 		for _, pid := range pids {
 			if proctest.Alive(pid) {
 				live = append(live, pid)

@@ -11,27 +11,6 @@ import (
 	"github.com/trainstep/trainstep/internal/procfs"
 )
 
-// LiveInGroup lists the processes of a process group that are still
-// alive. Zombies do not count: they have ended, and reaping them is the
-// system init's business, not trainstep's. Without /proc (macOS) it can
-// only tell whether the group has any member, and returns its id if so.
-func LiveInGroup(pgid int) []int {
-	procs, err := procfs.List()
-	if err != nil {
-		if syscall.Kill(-pgid, 0) == nil {
-			return []int{pgid}
-		}
-		return nil
-	}
-	var live []int
-	for _, p := range procs {
-		if p.PGID == pgid && !p.Ended() {
-			live = append(live, p.PID)
-		}
-	}
-	return live
-}
-
 // AssertNoneLeft fails the test for every group in pgids that still has a
 // live process, and kills what it finds. No groups at all is a failure
 // too: the test could not tell anything.
@@ -41,7 +20,7 @@ func AssertNoneLeft(t testing.TB, pgids []int) {
 		t.Fatal("no process group was recorded: cannot tell whether processes were left behind")
 	}
 	for _, pgid := range pgids {
-		if live := LiveInGroup(pgid); len(live) > 0 {
+		if live := procfs.LiveInGroup(pgid); len(live) > 0 {
 			t.Errorf("process group %d still has live processes %v", pgid, live)
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		}
