@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -25,17 +26,18 @@ var sampleLine = regexp.MustCompile(`^(\w+)\{([^}]*)\} ([0-9.e+-]+)$`)
 var metricLabel = regexp.MustCompile(`(\w+)="([^"]*)"`)
 
 // eachSample calls fn for every sample of the named series in a Prometheus
-// text exposition, with its labels.
-func eachSample(metrics []byte, name string, fn func(labels map[string]string, value float64)) error {
+// text exposition, with its series name and labels, in one pass.
+func eachSample(metrics []byte, fn func(name string, labels map[string]string, value float64), names ...string) error {
 	scanner := bufio.NewScanner(bytes.NewReader(metrics))
 	scanner.Buffer(make([]byte, 0, 64*1024), 1024*1024)
 	for scanner.Scan() {
 		line := scanner.Text()
-		if !strings.HasPrefix(line, name+"{") {
+		name, _, ok := strings.Cut(line, "{")
+		if !ok || !slices.Contains(names, name) {
 			continue
 		}
 		m := sampleLine.FindStringSubmatch(line)
-		if m == nil || m[1] != name {
+		if m == nil {
 			continue
 		}
 		value, err := strconv.ParseFloat(m[3], 64)
@@ -46,7 +48,7 @@ func eachSample(metrics []byte, name string, fn func(labels map[string]string, v
 		for _, l := range metricLabel.FindAllStringSubmatch(m[2], -1) {
 			labels[l[1]] = l[2]
 		}
-		fn(labels, value)
+		fn(name, labels, value)
 	}
 	return scanner.Err()
 }

@@ -32,42 +32,25 @@ var etcdWrites = map[string]bool{"create": true, "update": true, "delete": true}
 
 func parseStoreWrites(metrics []byte) (StoreWrites, error) {
 	w := StoreWrites{Writes: map[string]int{}}
-	err := eachSample(metrics, "etcd_request_duration_seconds_count", func(labels map[string]string, n float64) {
-		if etcdWrites[labels["operation"]] {
-			w.Writes[resourceOf(labels)] += int(n)
+	err := eachSample(metrics, func(name string, labels map[string]string, v float64) {
+		resource := resourceOf(labels)
+		write := etcdWrites[labels["operation"]]
+		podCreate := labels["verb"] == "POST" && resource == "pods" && labels["subresource"] == ""
+		switch {
+		case name == "etcd_request_duration_seconds_count" && write:
+			w.Writes[resource] += int(v)
+		case name == "etcd_request_duration_seconds_sum" && write:
+			w.WriteSeconds += v
+			if labels["operation"] == "create" && resource == "pods" {
+				w.PodCreateEtcdSeconds += v
+			}
+		case name == "apiserver_request_duration_seconds_count" && podCreate:
+			w.PodCreates += int(v)
+		case name == "apiserver_request_duration_seconds_sum" && podCreate:
+			w.PodCreateSeconds += v
 		}
-	})
-	if err != nil {
-		return w, err
-	}
-	err = eachSample(metrics, "etcd_request_duration_seconds_sum", func(labels map[string]string, s float64) {
-		if !etcdWrites[labels["operation"]] {
-			return
-		}
-		w.WriteSeconds += s
-		if labels["operation"] == "create" && resourceOf(labels) == "pods" {
-			w.PodCreateEtcdSeconds += s
-		}
-	})
-	if err != nil {
-		return w, err
-	}
-	podCreate := func(labels map[string]string) bool {
-		return labels["verb"] == "POST" && resourceOf(labels) == "pods" && labels["subresource"] == ""
-	}
-	err = eachSample(metrics, "apiserver_request_duration_seconds_count", func(labels map[string]string, n float64) {
-		if podCreate(labels) {
-			w.PodCreates += int(n)
-		}
-	})
-	if err != nil {
-		return w, err
-	}
-	err = eachSample(metrics, "apiserver_request_duration_seconds_sum", func(labels map[string]string, s float64) {
-		if podCreate(labels) {
-			w.PodCreateSeconds += s
-		}
-	})
+	}, "etcd_request_duration_seconds_count", "etcd_request_duration_seconds_sum",
+		"apiserver_request_duration_seconds_count", "apiserver_request_duration_seconds_sum")
 	return w, err
 }
 

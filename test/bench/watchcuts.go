@@ -16,9 +16,9 @@ type WatchCuts map[string]int
 
 func parseWatchCuts(metrics []byte) (WatchCuts, error) {
 	cuts := WatchCuts{}
-	err := eachSample(metrics, "apiserver_terminated_watchers_total", func(labels map[string]string, n float64) {
+	err := eachSample(metrics, func(_ string, labels map[string]string, n float64) {
 		cuts[resourceOf(labels)] += int(n)
-	})
+	}, "apiserver_terminated_watchers_total")
 	return cuts, err
 }
 

@@ -5,8 +5,8 @@
 // rate limit, the two taking turns, and times each from its start until a
 // metadata-only watcher in a process of its own has seen every pod and
 // Service. Each side starts, as in `make bench`, once no namespace is being
-// deleted, kube-apiserver has collected its garbage and the machine is idle (less than a quarter of its
-// cores busy for a second). It prints each
+// deleted, kube-apiserver has collected its garbage and the machine is idle
+// (less than a quarter of its cores busy for a second). It prints each
 // round's times, the machine's load, and the ratios.
 // A warm-up round first, unrecorded, runs both sides once, so that neither
 // side alone meets a cluster that has not yet held a job of this size (on a
@@ -312,16 +312,13 @@ func (m *measurer) recordCost(ctx context.Context, round int, side string, meter
 
 // waitIdle brings the cluster to a quiet state before a side starts, as
 // `make bench` does (bench.Quiesce), and says so when the machine never
-// became idle. On a cluster whose kube-apiserver offers no /debug/pprof it
-// only waits for namespaces being deleted and the idle machine, and says
-// that once.
+// became idle or a namespace was still being deleted. On a cluster whose
+// kube-apiserver offers no /debug/pprof it only waits for namespaces being
+// deleted and the idle machine, and says that once.
 func (m *measurer) waitIdle(ctx context.Context, side string, round int) error {
 	deleting, err := bench.WaitNamespacesDeleted(ctx, m.admin.CoreV1().RESTClient())
 	if err != nil {
 		return err
-	}
-	if deleting.Left > 0 {
-		fmt.Fprintf(os.Stderr, "launchcompare: round %d, %s: %s\n", round, side, deleting)
 	}
 	if !m.noCollect {
 		if err := bench.CollectAPIServerGarbage(ctx, m.admin.CoreV1().RESTClient()); err != nil {
@@ -333,8 +330,9 @@ func (m *measurer) waitIdle(ctx context.Context, side string, round int) error {
 	if err != nil {
 		return err
 	}
-	if !w.Idle {
-		fmt.Fprintf(os.Stderr, "launchcompare: round %d, %s started on a busy machine: %s\n", round, side, w)
+	w.Namespaces = deleting
+	if !w.Idle || deleting.Left > 0 {
+		fmt.Fprintf(os.Stderr, "launchcompare: round %d, %s started on a busy cluster: %s\n", round, side, w)
 	}
 	return nil
 }
