@@ -73,12 +73,19 @@ func TestBench(t *testing.T) {
 
 	h.warmUp(t, reference)
 	for _, n := range sizes {
-		report.Sizes = append(report.Sizes, h.measureSize(t, n, runs.forSize(n)))
+		size := h.measureSize(t, n, runs.forSize(n))
+		if n == TargetReplicas {
+			size.LoopAgainstLoop = h.measureLoopAgainstLoop(t, n, runs.forSize(n))
+		}
+		report.Sizes = append(report.Sizes, size)
 	}
 	if os.Getenv(launchEnv) != "" {
 		// Each round was logged as it ended.
 		for _, s := range report.Sizes {
 			t.Logf("%d workers: all created, ratio %s", s.Replicas, s.CreatedRatio().Format("%.2f"))
+			if floor := s.LoopAgainstLoop.Spread(); floor.Runs > 0 {
+				t.Logf("%d workers: loop against loop, ratio %s", s.Replicas, floor.Format("%.2f"))
+			}
 		}
 		return
 	}
@@ -277,6 +284,37 @@ func (h *harness) measureSize(t *testing.T, n, runs int) SizeResult {
 			res.CleanRequests = append(res.CleanRequests, run.requests)
 			t.Logf("clean run: end → outputs %s, requests %v", ms(run.detection), run.requests)
 		})
+	}
+	return res
+}
+
+// measureLoopAgainstLoop runs the launch rounds with the loop on both sides,
+// A and B, which goes first alternating: the ratios show how far apart two
+// launches of the same client land on this cluster, the floor under the
+// trainstep/baseline ratio's spread.
+func (h *harness) measureLoopAgainstLoop(t *testing.T, n, runs int) LoopRounds {
+	var res LoopRounds
+	side := func(times *[]time.Duration) func(t *testing.T) {
+		return func(t *testing.T) {
+			j := h.prepare(t, jobSpec(n, v1alpha1.CleanPodPolicyNone, ""))
+			j.fromIdle = true
+			run, err := h.runBaseline(context.Background(), j, "")
+			check(t, "baseline", err)
+			*times = append(*times, run.created)
+			t.Logf("loop: started %s; own last create %s, created %s", run.idle, ms(run.lastCreate), ms(run.created))
+		}
+	}
+	for round := 1; round <= runs; round++ {
+		first, second, firstName, secondName := side(&res.A), side(&res.B), "A", "B"
+		if round%2 == 0 {
+			first, second, firstName, secondName = second, first, secondName, firstName
+		}
+		t.Run(fmt.Sprintf("%d/loop-against-loop-%d/%s", n, round, firstName), first)
+		t.Run(fmt.Sprintf("%d/loop-against-loop-%d/%s", n, round, secondName), second)
+		if ratios := res.Ratios(); len(ratios) == round {
+			t.Logf("%d workers, loop against loop, round %d (%s first): all created: A %s, B %s, ratio %.2f",
+				n, round, firstName, ms(res.A[round-1]), ms(res.B[round-1]), ratios[round-1])
+		}
 	}
 	return res
 }

@@ -51,6 +51,8 @@ func sampleReport() Report {
 				},
 				Anomalies: []string{"512 workers, round 2: trainstep made 513 pods"},
 				Loads:     []string{"0.50 0.40 0.30", "0.60 0.45 0.31", "0.70 0.50 0.32"},
+				// B is once 1.5 times A: the slowest round either way is 1.50.
+				LoopAgainstLoop: LoopRounds{A: secs(8, 6, 8.8), B: secs(8, 9, 8)},
 			},
 			{
 				Replicas:  2048,
@@ -185,6 +187,11 @@ func TestMarkdownShowsFiguresAndMissedTargets(t *testing.T) {
 		"`go build -trimpath`, 52.0 MB",
 		"## Anomalies\n\n- 512 workers, round 2: trainstep made 513 pods\n- 8 workers running 1m0s: trainstep made 9 pods\n",
 		"| 512 | 0.60 (0.50–0.70) s | 0.10 s | 1.10 (1.00–1.20) s |",
+		"3 more rounds at\n512 workers with the loop on both sides",
+		"| 2 | B | 6.00 s | 9.00 s | 0.67 |",
+		"| 3 | A | 8.80 s | 8.00 s | 1.10 |",
+		"A/B: 1.00 (0.67–1.10); the slowest round, either way, 1.50.",
+		"the loop against itself in 3 more rounds gave 1.00 (0.67–1.10), its slowest round 1.50 one way or the other",
 		"| 512 | 5.50 (5.00–6.00) s | 6.00 (5.50–6.50) s | 4.50 (4.00–5.00) s | 6.50 (6.00–7.00) s | 2 | 1.23 (1.20–1.25) (parallel deletes) |",
 		"| 2048 | 30.00 s | 20.00 s | 25.00 s | 21.00 (20.00–22.00) s | 4 (3–4) | 1.43 (1.36–1.50) (DeleteCollection) |",
 		"At 2048 workers trainstep exited before the benchmark's watch saw the last object",

@@ -104,6 +104,53 @@ type SizeResult struct {
 	// StartWaits are the waits for an idle machine before each launch, both
 	// sides, in the order they ran.
 	StartWaits []IdleWait `json:",omitempty"`
+	// LoopAgainstLoop are more rounds in which the loop runs on both sides
+	// (measured at TargetReplicas only): their ratios are the spread of this
+	// cluster alone, with no difference between the sides.
+	LoopAgainstLoop LoopRounds `json:",omitzero"`
+}
+
+// LoopRounds are the times to all created of the loop's two sides, A and B,
+// round by round; A goes first in odd rounds.
+type LoopRounds struct {
+	A, B []time.Duration `json:",omitempty"`
+}
+
+// LoopRound is one round of LoopRounds.
+type LoopRound struct {
+	Number int
+	First  string
+	A, B   time.Duration
+	Ratio  float64
+}
+
+// Rounds are the rounds in order, as the report lists them.
+func (l LoopRounds) Rounds() []LoopRound {
+	var rounds []LoopRound
+	for i := range min(len(l.A), len(l.B)) {
+		r := LoopRound{Number: i + 1, First: "A", A: l.A[i], B: l.B[i], Ratio: l.A[i].Seconds() / l.B[i].Seconds()}
+		if r.Number%2 == 0 {
+			r.First = "B"
+		}
+		rounds = append(rounds, r)
+	}
+	return rounds
+}
+
+// Ratios are A's times over B's, round by round.
+func (l LoopRounds) Ratios() []float64 { return Ratios(l.A, l.B) }
+
+// Spread is the ratios' median, minimum and maximum.
+func (l LoopRounds) Spread() Spread { return Summarize(l.Ratios()) }
+
+// Widest is the farther of the slowest round either way, as a ratio ≥ 1:
+// with no difference between A and B, which one is over the other is chance.
+func (l LoopRounds) Widest() float64 {
+	spread := l.Spread()
+	if spread.Runs == 0 {
+		return 0
+	}
+	return max(spread.Max, 1/spread.Min)
 }
 
 // IdleLimit is how long a launch waits at most for an idle machine (for the report).
@@ -646,6 +693,10 @@ func (r Report) launchLimit(s SizeResult) string {
 		if rl.Replicas == s.Replicas && (rl.QPS != r.DefaultQPS || rl.Burst != r.DefaultBurst) && rl.QPS > r.DefaultQPS {
 			why += fmt.Sprintf("; with --kube-api-qps %s instead of the default it took %s", rl.Label(), formatSeconds(rl.Created))
 		}
+	}
+	if floor := s.LoopAgainstLoop; floor.Spread().Runs > 0 {
+		why += fmt.Sprintf("; the loop against itself in %d more rounds gave %s, its slowest round %.2f one way or the other",
+			floor.Spread().Runs, floor.Spread().Format("%.2f"), floor.Widest())
 	}
 	return why + "; " + r.ownCPU(s.Replicas)
 }

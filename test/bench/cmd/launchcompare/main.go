@@ -12,6 +12,9 @@
 // side alone meets a cluster that has not yet held a job of this size (on a
 // fresh cluster the first 512-pod burst's watch events arrive seconds late,
 // whichever side makes it).
+// With --loop-against-loop both sides are the loop: the ratios then show how
+// far two launches of the same client apart on this cluster, the floor under
+// any client's spread.
 //
 //	go run ./test/bench/cmd/launchcompare --kubeconfig bin/cluster/kubeconfig --trainstep bin/trainstep
 //
@@ -82,6 +85,7 @@ type options struct {
 	kubeconfig, trainstep, job, timelineDir string
 	rounds, warmUps                         int
 	trainstepArgs                           string
+	loopAgainstLoop                         bool
 }
 
 func compare(args []string) error {
@@ -95,6 +99,7 @@ func compare(args []string) error {
 	flags.IntVar(&o.warmUps, "warm-up", 1, "unrecorded rounds before the measured ones")
 	flags.StringVar(&o.timelineDir, "timeline-dir", "", "also pass trainstep --timeline, one file per round, into this directory")
 	flags.StringVar(&o.trainstepArgs, "trainstep-args", "", "extra arguments for `trainstep run`, space separated")
+	flags.BoolVar(&o.loopAgainstLoop, "loop-against-loop", false, "run the loop on both sides (trainstep still renders the objects): the ratios are the cluster's own spread")
 	_ = flags.Parse(args)
 	if o.trainstep == "" || o.kubeconfig == "" {
 		flags.Usage()
@@ -124,7 +129,11 @@ func compare(args []string) error {
 		return err
 	}
 	m := &measurer{o: o, cfg: cfg, admin: admin, watcher: []string{self, "watch"}, work: work}
-	fmt.Printf("%-7s %-22s %-18s %12s %12s %7s\n", "round", "order", "load (1/5/15 min)", "trainstep", "baseline", "ratio")
+	first, second := "trainstep", "baseline"
+	if o.loopAgainstLoop {
+		first, second = "loop A", "loop B"
+	}
+	fmt.Printf("%-7s %-22s %-18s %12s %12s %7s\n", "round", "order", "load (1/5/15 min)", first, second, "ratio")
 	var ratios []float64
 	for round := 1 - o.warmUps; round <= o.rounds; round++ {
 		load := bench.LoadAverage()
@@ -132,11 +141,14 @@ func compare(args []string) error {
 		var ts, base time.Duration
 		sides := []func() error{
 			func() (err error) { ts, err = m.trainstep(round); return err },
-			func() (err error) { base, err = m.baseline(round); return err },
+			func() (err error) { base, err = m.baseline(round, second); return err },
 		}
-		order := "trainstep, baseline"
+		if o.loopAgainstLoop {
+			sides[0] = func() (err error) { ts, err = m.baseline(round, first); return err }
+		}
+		order := first + ", " + second
 		if !trainstepFirst {
-			sides[0], sides[1], order = sides[1], sides[0], "baseline, trainstep"
+			sides[0], sides[1], order = sides[1], sides[0], second+", "+first
 		}
 		for _, side := range sides {
 			if err := side(); err != nil {
@@ -262,8 +274,9 @@ func (m *measurer) trainstep(round int) (time.Duration, error) {
 }
 
 // baseline creates the rendered objects from the client-go loop until the
-// watcher has seen them all, and returns the time from the loop's start.
-func (m *measurer) baseline(round int) (time.Duration, error) {
+// watcher has seen them all, and returns the time from the loop's start;
+// side names it in the report and the timeline's file.
+func (m *measurer) baseline(round int, side string) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), roundTimeout)
 	defer cancel()
 	_, objs, w, done, err := m.side(ctx)
@@ -275,7 +288,7 @@ func (m *measurer) baseline(round int) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := m.waitIdle(ctx, "baseline", round); err != nil {
+	if err := m.waitIdle(ctx, side, round); err != nil {
 		return 0, err
 	}
 	if err := meter.Start(); err != nil {
@@ -289,11 +302,12 @@ func (m *measurer) baseline(round int) (time.Duration, error) {
 	if err != nil {
 		return 0, fmt.Errorf("baseline: %w", err)
 	}
-	if err := m.recordCost(ctx, round, "baseline", meter); err != nil {
+	if err := m.recordCost(ctx, round, side, meter); err != nil {
 		return 0, err
 	}
 	if m.o.timelineDir != "" {
-		if err := loop.WriteFile(filepath.Join(m.o.timelineDir, fmt.Sprintf("round-%d-baseline.txt", round))); err != nil {
+		name := fmt.Sprintf("round-%d-%s.txt", round, strings.ReplaceAll(side, " ", "-"))
+		if err := loop.WriteFile(filepath.Join(m.o.timelineDir, name)); err != nil {
 			return 0, err
 		}
 	}
