@@ -245,10 +245,7 @@ func (h *harness) measureSize(t *testing.T, n, runs int) SizeResult {
 			t.Logf("trainstep's timeline of the launch:\n%s", run.timeline)
 		}
 		baseline := func(t *testing.T) {
-			j := h.prepare(t, jobSpec(n, v1alpha1.CleanPodPolicyNone, ""))
-			j.fromIdle = true
-			run, err := h.runBaseline(context.Background(), j, "")
-			check(t, "baseline", err)
+			run := h.launchBaseline(t, n)
 			res.Baseline.First = append(res.Baseline.First, run.first)
 			res.Baseline.Created = append(res.Baseline.Created, run.created)
 			res.Baseline.LastCreate = append(res.Baseline.LastCreate, run.lastCreate)
@@ -288,6 +285,16 @@ func (h *harness) measureSize(t *testing.T, n, runs int) SizeResult {
 	return res
 }
 
+// launchBaseline launches a job of n workers from the loop, in a fresh
+// namespace, once the cluster is quiet.
+func (h *harness) launchBaseline(t *testing.T, n int) baselineRun {
+	j := h.prepare(t, jobSpec(n, v1alpha1.CleanPodPolicyNone, ""))
+	j.fromIdle = true
+	run, err := h.runBaseline(context.Background(), j, "")
+	check(t, "baseline", err)
+	return run
+}
+
 // measureLoopAgainstLoop runs the launch rounds with the loop on both sides,
 // A and B, which goes first alternating: the ratios show how far apart two
 // launches of the same client land on this cluster, the floor under the
@@ -296,10 +303,7 @@ func (h *harness) measureLoopAgainstLoop(t *testing.T, n, runs int) LoopRounds {
 	var res LoopRounds
 	side := func(times *[]time.Duration) func(t *testing.T) {
 		return func(t *testing.T) {
-			j := h.prepare(t, jobSpec(n, v1alpha1.CleanPodPolicyNone, ""))
-			j.fromIdle = true
-			run, err := h.runBaseline(context.Background(), j, "")
-			check(t, "baseline", err)
+			run := h.launchBaseline(t, n)
 			*times = append(*times, run.created)
 			t.Logf("loop: started %s; own last create %s, created %s", run.idle, ms(run.lastCreate), ms(run.created))
 		}

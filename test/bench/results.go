@@ -694,9 +694,9 @@ func (r Report) launchLimit(s SizeResult) string {
 			why += fmt.Sprintf("; with --kube-api-qps %s instead of the default it took %s", rl.Label(), formatSeconds(rl.Created))
 		}
 	}
-	if floor := s.LoopAgainstLoop; floor.Spread().Runs > 0 {
+	if floor := s.LoopAgainstLoop.Spread(); floor.Runs > 0 {
 		why += fmt.Sprintf("; the loop against itself in %d more rounds gave %s, its slowest round %.2f one way or the other",
-			floor.Spread().Runs, floor.Spread().Format("%.2f"), floor.Widest())
+			floor.Runs, floor.Format("%.2f"), s.LoopAgainstLoop.Widest())
 	}
 	return why + "; " + r.ownCPU(s.Replicas)
 }

@@ -13,8 +13,8 @@
 // fresh cluster the first 512-pod burst's watch events arrive seconds late,
 // whichever side makes it).
 // With --loop-against-loop both sides are the loop: the ratios then show how
-// far two launches of the same client apart on this cluster, the floor under
-// any client's spread.
+// far apart two launches of the same client land on this cluster, the floor
+// under any client's spread.
 //
 //	go run ./test/bench/cmd/launchcompare --kubeconfig bin/cluster/kubeconfig --trainstep bin/trainstep
 //
