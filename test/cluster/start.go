@@ -146,6 +146,12 @@ func (c *Cluster) startKWOK(ctx context.Context, p ports, f clusterFiles, detach
 		"--root-ca-file="+f.ca,
 		"--kube-api-qps=100",
 		"--kube-api-burst=200",
+		// The quota controller's periodic recount reads pods from its informer, which can
+		// lag the quota admission already charged: a recount in the middle of a job's creates
+		// writes a usage below what was admitted and lets a pod past a full quota. Tests that
+		// fill a quota need it counted by admission alone; the recounts after a pod's deletion
+		// and after a change of the quota's spec still run.
+		"--resource-quota-sync-period=24h",
 		featureGates,
 	)
 	if err != nil {
