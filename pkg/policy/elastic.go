@@ -17,7 +17,8 @@ import (
 
 // ToleratesLoss reports whether an elastic PyTorch job keeps running after
 // replica r failed permanently: r is a worker and at least minReplicas
-// workers are still alive (pending, running or succeeded).
+// workers are still alive (pending, running or succeeded) or on their way
+// (missing: being created or replaced, as a worker lost to a node is).
 func ToleratesLoss(v *View, r Replica) bool {
 	lo, _, ok := v1alpha1.ElasticBounds(v.Job)
 	if !ok || r.Type != v1alpha1.ReplicaTypeWorker {
@@ -29,7 +30,7 @@ func ToleratesLoss(v *View, r Replica) bool {
 			continue
 		}
 		switch w.Phase {
-		case PhasePending, PhaseRunning, PhaseSucceeded:
+		case PhasePending, PhaseRunning, PhaseSucceeded, PhaseMissing:
 			alive++
 		}
 	}

@@ -45,6 +45,9 @@ func judge(v *View, r *Replica) judgement {
 	if v1alpha1.RestartsWithJob(v.Job, r.Type) {
 		restart = v1alpha1.FailureRestartJob
 	}
+	if r.LostUnseen {
+		return judgement{replica: r, verdict: restartVerdict(restart), rule: -1}
+	}
 	if fp := v.Job.Spec.RunPolicy.FailurePolicy; fp != nil {
 		for i, rule := range fp.Rules {
 			if !ruleMatches(rule, r) {

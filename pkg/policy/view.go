@@ -55,6 +55,10 @@ type Replica struct {
 	// Lost is true when the instance disappeared while not finished and
 	// trainstep did not remove it (preemption, eviction, deletion from outside).
 	Lost bool
+	// LostUnseen is true for a replica whose pod was gone when a step
+	// re-attached to the job: no run saw why it went, so its loss costs no
+	// restart.
+	LostUnseen bool
 	// TerminationMessage of the main container, when it terminated.
 	TerminationMessage string
 	// Node is where the instance runs, when known.

@@ -21,10 +21,15 @@ import (
 
 // adopt re-attaches the children an earlier attempt of the same job left
 // behind (the step was killed, or ended Transient and Argo retried it):
-// running and succeeded replica pods and the other children get the new
-// owner — a replica that already finished its work counts as done, as it
-// would for the run that created it; failed, deleting or surplus pods are
-// replaced rather than adopted.
+// replica pods and the other children get the new owner. A replica that
+// finished meanwhile is judged by the first sync as if this run had seen
+// it end — succeeded counts as done, failed goes to the failure policy
+// and backoffLimit, as it would for the run that created it. Pods being
+// deleted or of an earlier job attempt (what an earlier run had decided)
+// and surplus pods are replaced rather than adopted; in a job that
+// restarts as a whole, a pod being deleted means an earlier run was
+// restarting the job, and the restart goes on (uncounted: its cause was
+// that run's to count).
 func (c *Controller) adopt(ctx context.Context) error {
 	desired := map[string]policy.ReplicaID{}
 	for _, id := range c.order {
@@ -33,6 +38,7 @@ func (c *Controller) adopt(ctx context.Context) error {
 	var stale []*corev1.Pod
 	var owned []metav1.Object
 	adopted := 0
+	restartUnderWay := false
 	// The cache is listed under the lock the pod handlers take: an event
 	// delivered meanwhile finds the replica already adopted.
 	c.mu.Lock()
@@ -50,12 +56,14 @@ func (c *Controller) adopt(ctx context.Context) error {
 		}
 	}
 	c.restarts += c.jobRestarts
+	found := map[policy.ReplicaID]bool{}
 	for _, pod := range pods {
 		id, ok := desired[pod.Name]
+		found[id] = ok
 		switch {
 		case !ok:
 			stale = append(stale, pod) // not part of the job as it is now specified
-		case pod.Status.Phase == corev1.PodFailed || pod.DeletionTimestamp != nil || jobAttemptOf(pod) < c.jobAttempt:
+		case pod.DeletionTimestamp != nil || jobAttemptOf(pod) < c.jobAttempt:
 			// A pod of an earlier job attempt (a whole-job restart was cut
 			// short) cannot join the current one's rendezvous.
 			// Replaced, not adopted: removed, then created at the next attempt.
@@ -65,6 +73,8 @@ func (c *Controller) adopt(ctx context.Context) error {
 			st.stage, st.nextAttempt, st.expectSince = stageRemoving, st.attempt+1, c.opts.Clock.Now()
 			if pod.DeletionTimestamp == nil {
 				stale = append(stale, pod)
+			} else if v1alpha1.RestartsWithJob(c.opts.Job, id.Type) && jobAttemptOf(pod) == c.jobAttempt {
+				restartUnderWay = true
 			}
 		default:
 			c.replicas[id].adopted(pod, attemptOf(pod, 0), restartsOf(pod))
@@ -73,6 +83,14 @@ func (c *Controller) adopt(ctx context.Context) error {
 			owned = append(owned, pod)
 			adopted++
 		}
+	}
+	c.restarts += c.applyLedger(c.readLedger())
+	if !restartUnderWay && adopted > 0 {
+		c.lostWhileAway(found)
+	}
+	if restartUnderWay {
+		c.restarting = &jobRestart{next: c.jobAttempt + 1, why: "an earlier run of the step was restarting the job", committed: true}
+		c.opts.Logger.Info("re-attached while the job was restarting; the restart goes on", zap.Int("attempt", c.restarting.next+1))
 	}
 	c.mu.Unlock()
 	if len(pods) > 0 || len(c.listServices()) > 0 {
@@ -102,6 +120,22 @@ func (c *Controller) adopt(ctx context.Context) error {
 		c.event(corev1.EventTypeNormal, EventAdopted, "re-attached %d running replicas of an earlier attempt; replacing %d", adopted, len(stale))
 	}
 	return nil
+}
+
+// lostWhileAway marks, in a job that restarts as a whole, the replicas
+// whose pods are gone while their peers' are there: whether one was lost
+// while no step watched or never created, the peers cannot go on with a
+// new rank alone, so the first sync restarts the job — for free, since no
+// run saw why it went. Called with the controller's mutex held.
+func (c *Controller) lostWhileAway(found map[policy.ReplicaID]bool) {
+	for _, id := range c.order {
+		st := c.replicas[id]
+		if found[id] || st.stage != stageAbsent || !v1alpha1.RestartsWithJob(c.opts.Job, id.Type) {
+			continue
+		}
+		st.stage, st.lostUnseen = stageLost, true
+		c.opts.Logger.Info("a replica's pod was gone when this run re-attached; the job restarts as a whole", zap.Stringer("replica", id))
+	}
 }
 
 // setOwner points obj's owner references at this run's owner (or at none,

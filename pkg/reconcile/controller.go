@@ -165,6 +165,13 @@ type Controller struct {
 	// scaler is the metric-driven worker target (nil unless the job has
 	// elasticPolicy.metrics).
 	scaler *autoscaler
+	// ledger is the restart ledger as this run last wrote or read it;
+	// touched only by the worker (and adopt, before it starts).
+	ledger restartLedger
+	// makeInformer builds the informers Start runs (nil: client-go's shared
+	// informer); the simulation feeds its own, delivering events in the
+	// order it draws.
+	makeInformer func(lw *cache.ListWatch, obj runtime.Object) cache.SharedIndexInformer
 }
 
 // New builds a controller; Start begins watching.
@@ -318,6 +325,13 @@ func (c *Controller) observePodDeleted(obj any) {
 		if st := c.byName[pod.Name]; st != nil {
 			before := st.stage
 			if st.podDeleted(pod.UID) {
+				if st.stage == stageVanished {
+					// The deletion's final state says why it went (a
+					// DisruptionTarget set just before): it may come in one
+					// batch with that update, before any sync read it.
+					st.pod, st.dirty = pod, false
+					st.last = c.replicaFromPod(st.id, st, pod)
+				}
 				c.opts.Logger.Debug("replica's pod deleted", zap.Stringer("replica", st.id), zap.String("uid", string(pod.UID)),
 					zap.Stringer("from", before), zap.Stringer("to", st.stage))
 			}
@@ -385,9 +399,14 @@ func listWatch[L runtime.Object](client listWatcher[L], selector string) *cache.
 // newInformer builds an informer whose cache keeps only what slimForCache
 // leaves; Start runs it.
 func (c *Controller) newInformer(lw *cache.ListWatch, obj runtime.Object) cache.SharedIndexInformer {
-	inf := cache.NewSharedIndexInformerWithOptions(lw, obj, cache.SharedIndexInformerOptions{
-		Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-	})
+	var inf cache.SharedIndexInformer
+	if c.makeInformer != nil {
+		inf = c.makeInformer(lw, obj)
+	} else {
+		inf = cache.NewSharedIndexInformerWithOptions(lw, obj, cache.SharedIndexInformerOptions{
+			Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+		})
+	}
 	// SetTransform fails only on a started informer.
 	_ = inf.SetTransform(slimForCache)
 	c.informers = append(c.informers, inf)
@@ -421,7 +440,7 @@ func slimForCache(obj any) (any, error) {
 		m.SetManagedFields(nil)
 		// Of the annotations, only the restart counts are read back (adopt).
 		var kept map[string]string
-		for _, key := range []string{v1alpha1.AnnotationRestarts, v1alpha1.AnnotationJobRestarts} {
+		for _, key := range []string{v1alpha1.AnnotationRestarts, v1alpha1.AnnotationJobRestarts, v1alpha1.AnnotationRestartLedger} {
 			if n, ok := m.GetAnnotations()[key]; ok {
 				if kept == nil {
 					kept = map[string]string{}

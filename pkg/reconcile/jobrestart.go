@@ -21,6 +21,8 @@ type jobRestart struct {
 	// counted says whether it costs a restart; committed once every delete
 	// landed.
 	counted, committed bool
+	// recorded: the counted restart is in the ledger, ahead of its deletes.
+	recorded bool
 }
 
 // startJobRestart records the policy's decision to restart the whole job.
@@ -37,13 +39,22 @@ func (c *Controller) startJobRestart(jr *policy.JobRestart) {
 // the restart is still under way.
 func (c *Controller) continueJobRestart(ctx context.Context) (bool, error) {
 	r := c.restarting
+	if r.counted && !r.committed && !r.recorded {
+		c.mu.Lock()
+		restarts := c.jobRestarts + 1
+		c.mu.Unlock()
+		if err := c.recordCounted(ctx, map[string]ledgerEntry{ledgerJob: {Attempt: r.next, Restarts: restarts}}); err != nil {
+			return true, err
+		}
+		r.recorded = true
+	}
 	var doomed []doomedInstance
 	c.mu.Lock()
 	for _, id := range c.order {
 		st := c.replicas[id]
 		switch st.stage {
 		case stageLost:
-			st.stage, st.uid = stageAbsent, ""
+			st.stage, st.uid, st.lostUnseen = stageAbsent, "", false
 		case stageCreated, stageObserved, stageVanished:
 			st.deleteSent()
 			doomed = append(doomed, doomedInstance{st: st, uid: st.uid, force: c.nodeLost(id)})

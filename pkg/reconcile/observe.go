@@ -40,7 +40,7 @@ func (c *Controller) observe() policy.View {
 		case stageLost:
 			// What was last seen tells why: a DisruptionTarget condition
 			// set before the pod was removed.
-			r.Lost, r.Conditions = true, st.last.Conditions
+			r.Lost, r.Conditions, r.LostUnseen = true, st.last.Conditions, st.lostUnseen
 		}
 		v.Restarts += st.restartsBefore
 		r.EarlierRestarts = st.recreations + st.restartsBefore

@@ -97,6 +97,8 @@ type replicaState struct {
 	// worldSize is, for an elastic worker, how many workers ran the last
 	// time this one was seen running.
 	worldSize int
+	// lostUnseen: lost while no run of the step watched (adopt).
+	lostUnseen bool
 }
 
 func newReplicaState(id policy.ReplicaID, name string) *replicaState {
@@ -240,7 +242,7 @@ func (st *replicaState) recreateStarted(now time.Time, counted bool) {
 	st.deleting = false
 	switch st.stage {
 	case stageLost:
-		st.stage, st.uid = stageAbsent, ""
+		st.stage, st.uid, st.lostUnseen = stageAbsent, "", false
 	case stageAbsent:
 		// The informer delivered the delete before the call returned.
 	default:

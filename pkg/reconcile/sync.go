@@ -430,6 +430,7 @@ func (c *Controller) recreate(ctx context.Context, ids []policy.ReplicaID, count
 		cause  string
 	}
 	var plans []plan
+	entries := map[string]ledgerEntry{}
 	c.mu.Lock()
 	for _, id := range ids {
 		st := c.replicas[id]
@@ -447,8 +448,19 @@ func (c *Controller) recreate(ctx context.Context, ids []policy.ReplicaID, count
 			st.deleteSent()
 		}
 		plans = append(plans, plan{st: st, doomed: doomed, cause: cause})
+		if counted {
+			entries[st.name] = ledgerEntry{UID: st.uid, Restarts: st.restartsSoFar() + 1 + st.last.Restarts}
+		}
 	}
 	c.mu.Unlock()
+	if err := c.recordCounted(ctx, entries); err != nil {
+		c.mu.Lock()
+		for _, p := range plans {
+			p.st.deleteFailed()
+		}
+		c.mu.Unlock()
+		return err
+	}
 	errs := c.parallel(ctx, len(plans), func(i int) error {
 		d := plans[i].doomed
 		if d == nil {

@@ -32,4 +32,10 @@ const (
 	// AnnotationJobRestarts records, on each replica pod, the job's counted
 	// whole-job restarts before that pod's job attempt, for re-attach.
 	AnnotationJobRestarts = "trainstep.dev/job-restarts"
+	// AnnotationRestartLedger records, on the job's first Service, each
+	// counted recreation before its delete is sent (the instance replaced
+	// and the replica's restarts after it) and each counted whole-job
+	// restart: a step that dies between a delete and the replacement's
+	// create leaves the count there for the run that re-attaches.
+	AnnotationRestartLedger = "trainstep.dev/restart-ledger"
 )

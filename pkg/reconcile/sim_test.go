@@ -1,0 +1,925 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/trainstep/trainstep/pkg/apierr"
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
+	"github.com/trainstep/trainstep/pkg/policy"
+	"github.com/trainstep/trainstep/pkg/render"
+	"github.com/trainstep/trainstep/pkg/result"
+)
+
+// The simulation drives the real controller through drawn jobs and fault
+// scripts in the simulated world (sim_world_test.go) and checks invariants
+// after every step. Each schedule is one seed: the seed draws the job and
+// the fault script; the script then runs under several delivery orders,
+// which must all end alike.
+//
+//	go test ./pkg/reconcile -run TestSimulation -schedules 100000   (make soak)
+//	go test ./pkg/reconcile -run TestSimulation -seed N -v          (replay one, with its trace)
+var (
+	simSchedules = flag.Int("schedules", 2000, "how many schedules TestSimulation runs")
+	simSeed      = flag.Uint64("seed", 0, "run only this schedule of TestSimulation, with its trace")
+	simOrders    = flag.Int("orders", 3, "delivery orders each fault script runs under")
+)
+
+// fault is one thing that goes wrong at a virtual time.
+type fault struct {
+	at   time.Duration
+	kind faultKind
+	// replica names the replica an exit or a disruption hits (its current
+	// instance once it runs).
+	replica string
+	code    int32
+	// disruption: "preemption", "eviction" or "podgc".
+	disruption string
+	node       int
+	// lasts is how long an outage, a full quota or a node's silence lasts;
+	// for a killed step, how long until its successor starts.
+	lasts time.Duration
+	// deleted: the silent node's Node object is deleted (the pod garbage
+	// collector's condition-then-forced-delete).
+	deleted bool
+	applied bool
+	// peers are the delays after which the other ranks of a job that
+	// restarts as a whole exit 1 (their collective broke).
+	peers map[string]time.Duration
+}
+
+type faultKind int
+
+const (
+	faultExit faultKind = iota
+	faultDisruption
+	faultNodeDown
+	faultAPI
+	faultQuota
+	faultKillStep
+	// faultKillDuringExit kills the step, makes a replica exit while no
+	// step runs, and starts the successor: the re-attach must judge it.
+	faultKillDuringExit
+)
+
+func (f fault) String() string {
+	at := fmt.Sprintf("t=%s ", f.at)
+	switch f.kind {
+	case faultExit:
+		return at + fmt.Sprintf("%s exits %d", f.replica, f.code)
+	case faultDisruption:
+		return at + fmt.Sprintf("%s disrupted by %s", f.replica, f.disruption)
+	case faultNodeDown:
+		return at + fmt.Sprintf("node-%d stops answering for %s (node deleted: %v)", f.node, f.lasts, f.deleted)
+	case faultAPI:
+		applied := ""
+		if f.applied {
+			applied = ", each write landing before its answer is lost"
+		}
+		return at + fmt.Sprintf("writes fail %d for %s%s", f.code, f.lasts, applied)
+	case faultQuota:
+		return at + fmt.Sprintf("the quota refuses pods for %s", f.lasts)
+	case faultKillStep:
+		return at + fmt.Sprintf("the step is killed; its successor starts after %s", f.lasts)
+	case faultKillDuringExit:
+		return at + fmt.Sprintf("the step is killed, %s exits %d while it is away, its successor starts after %s", f.replica, f.code, f.lasts)
+	}
+	return at + "?"
+}
+
+// schedule is one drawn job with its fault script.
+type schedule struct {
+	seed   uint64
+	name   string
+	job    *v1alpha1.TrainJob
+	faults []fault
+	nodes  int
+	// counted is how many injected failures may each cost one counted restart.
+	counted int
+}
+
+func (s schedule) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "schedule %d (%s): %d nodes, backoffLimit %s, cleanPodPolicy %s\n", s.seed, s.name, s.nodes,
+		ptrString(s.job.Spec.RunPolicy.BackoffLimit), s.job.Spec.RunPolicy.CleanPodPolicyOrDefault())
+	for _, f := range s.faults {
+		b.WriteString("  " + f.String() + "\n")
+	}
+	return b.String()
+}
+
+func ptrString(p *int32) string {
+	if p == nil {
+		return "unset"
+	}
+	return strconv.Itoa(int(*p))
+}
+
+// simTimeouts are the run's bounds in the simulation, as the executor's
+// flags give them.
+var simTimeouts = policy.Timeouts{Stuck: 5 * time.Minute, Pending: 2 * time.Minute, NodeLost: 40 * time.Second}
+
+const (
+	simAPITimeout = 90 * time.Second
+	// simHorizon is how long after the last fault the job has to end: a
+	// job still running then is wedged.
+	simHorizon = 15 * time.Minute
+	// simRetries is how often Argo retries a step that ended Transient
+	// leaving its objects (the re-attach path).
+	simRetries = 4
+)
+
+// drawSchedule draws a job and a fault script from seed.
+func drawSchedule(seed uint64) schedule {
+	r := rand.New(rand.NewPCG(seed, 0xfa17))
+	s := schedule{seed: seed, nodes: 2 + r.IntN(2)}
+	switch r.IntN(5) {
+	case 0:
+		s.name, s.job = "tf-exitcode", tfJob(v1alpha1.RestartPolicyExitCode)
+	case 1:
+		s.name, s.job = "tf-onfailure", tfJob(v1alpha1.RestartPolicyOnFailure)
+	case 2:
+		s.name, s.job = "ddp", ddpJob(v1alpha1.RestartPolicyExitCode)
+	case 3:
+		s.name, s.job = "ddp-never", ddpJob(v1alpha1.RestartPolicyNever)
+	default:
+		s.name, s.job = "elastic", elasticJob(3, 2, 4)
+	}
+	s.job.Namespace = ns
+	rp := &s.job.Spec.RunPolicy
+	switch r.IntN(4) {
+	case 0:
+		rp.BackoffLimit = nil
+	default:
+		limit := int32(r.IntN(4))
+		rp.BackoffLimit = &limit
+	}
+	if r.IntN(4) == 0 {
+		deadline := int64(120 + r.IntN(300))
+		rp.ActiveDeadlineSeconds = &deadline
+	}
+	policies := []v1alpha1.CleanPodPolicy{v1alpha1.CleanPodPolicyRunning, v1alpha1.CleanPodPolicyAll, v1alpha1.CleanPodPolicyNone}
+	cp := policies[r.IntN(len(policies))]
+	rp.CleanPodPolicy = &cp
+
+	replicas := replicaNames(s.job)
+	n := r.IntN(6)
+	at := 5 * time.Second
+	for range n {
+		// Faults stand apart by more than a restart takes, so that the
+		// order in which their consequences arrive is all that varies.
+		at += time.Duration(20+r.IntN(30)) * time.Second
+		f := fault{at: at}
+		switch k := r.IntN(100); {
+		case k < 30:
+			f.kind, f.replica = faultExit, replicas[r.IntN(len(replicas))]
+			f.code = []int32{1, 137, 143, 3}[r.IntN(4)]
+			s.counted++
+		case k < 50:
+			f.kind, f.replica = faultDisruption, replicas[r.IntN(len(replicas))]
+			f.disruption = []string{"preemption", "eviction", "podgc"}[r.IntN(3)]
+		case k < 62:
+			f.kind, f.node = faultNodeDown, r.IntN(s.nodes)
+			f.lasts = []time.Duration{5 * time.Second, 70 * time.Second, 10 * time.Minute}[r.IntN(3)]
+			f.deleted = r.IntN(3) == 0
+			at += f.lasts
+		case k < 77:
+			f.kind, f.lasts = faultAPI, time.Duration(1+r.IntN(60))*time.Second
+			f.code = []int32{500, 503, 429, 409, 504}[r.IntN(5)]
+			f.applied = f.code != 409 && r.IntN(3) == 0
+		case k < 87:
+			f.kind, f.lasts = faultQuota, time.Duration(5+r.IntN(200))*time.Second
+			at += f.lasts
+		case k < 93:
+			f.kind, f.lasts = faultKillStep, time.Duration(1+r.IntN(30))*time.Second
+		default:
+			f.kind, f.lasts = faultKillDuringExit, time.Duration(4+r.IntN(30))*time.Second
+			f.replica = replicas[r.IntN(len(replicas))]
+			f.code = []int32{1, 137, 143, 3}[r.IntN(4)]
+			s.counted++
+		}
+		if f.kind == faultExit || f.kind == faultDisruption || f.kind == faultKillDuringExit {
+			f.peers = map[string]time.Duration{}
+			for _, p := range replicas {
+				if p != f.replica {
+					f.peers[p] = time.Duration(300+r.IntN(2000)) * time.Millisecond
+				}
+			}
+		}
+		s.faults = append(s.faults, f)
+	}
+	return s
+}
+
+// replicaNames are the pod names of the job's replicas.
+func replicaNames(job *v1alpha1.TrainJob) []string {
+	var out []string
+	for _, id := range policy.Desired(job) {
+		out = append(out, render.PodName(job.Name, id.Type, id.Index))
+	}
+	return out
+}
+
+// simEnd is how a schedule ended.
+type simEnd struct {
+	phase, reason string
+	restarts      int32
+	reattached    int
+}
+
+// same compares two ends of one fault script. A deadline races with
+// whatever else ends the job by design: a failure at the deadline and
+// another failure are alike.
+func (e simEnd) same(o simEnd) bool {
+	if e.phase == string(result.PhaseFailed) && o.phase == e.phase &&
+		(e.reason == result.ReasonDeadlineExceeded || o.reason == result.ReasonDeadlineExceeded) {
+		return true
+	}
+	return e.phase == o.phase && e.reason == o.reason && e.restarts == o.restarts
+}
+
+func (e simEnd) String() string {
+	return fmt.Sprintf("%s/%s with %d counted restarts (%d re-attaches)", e.phase, e.reason, e.restarts, e.reattached)
+}
+
+// simRun is one schedule under one delivery order.
+type simRun struct {
+	s       schedule
+	w       *simWorld
+	faults  []fault
+	ctx     context.Context
+	end     *simEnd
+	retries int
+	// violations are the invariants broken, each with when.
+	violations []string
+	// decided holds the last decision and its restarts, for the teardown.
+	teardown bool
+	plan     policy.CleanupPlan
+	// abandoned: the step's retries ran out with the objects left in place.
+	abandoned bool
+	// permanentExit names an exit the restart policy cannot retry that
+	// landed: the job must fail.
+	permanentExit string
+	// restartingSince is when the current whole-job restart began.
+	restartingSince time.Time
+	// instances holds, per replica and job attempt, the first instance
+	// created: a job that restarts as a whole never replaces one alone.
+	instances map[string]types.UID
+}
+
+func (r *simRun) violate(format string, args ...any) {
+	msg := fmt.Sprintf("t=%s: ", r.w.now().Sub(simEpoch)) + fmt.Sprintf(format, args...)
+	r.violations = append(r.violations, msg)
+	r.w.logf("VIOLATION %s", msg)
+}
+
+// runSchedule runs s under the delivery order orderSeed.
+func runSchedule(s schedule, orderSeed uint64, trace bool) *simRun {
+	job := s.job.DeepCopy()
+	w := newSimWorld(job, orderSeed, s.nodes)
+	w.traceOn = trace
+	r := &simRun{s: s, w: w, faults: append([]fault(nil), s.faults...), ctx: context.Background(), instances: map[string]types.UID{}}
+	w.onPodCreated = r.podCreated
+	saved := apierr.WriteBackoff
+	apierr.WriteBackoff = wait.Backoff{Steps: 3}
+	defer func() { apierr.WriteBackoff = saved }()
+
+	for i := range r.faults {
+		f := &r.faults[i]
+		w.after(f.at, 0, "fault "+f.String(), func() { r.inject(f) })
+	}
+	lastFault := time.Duration(0)
+	for _, f := range s.faults {
+		lastFault = max(lastFault, f.at+f.lasts)
+	}
+	// Once the faults are over, every running replica finishes its work.
+	healthyFrom := lastFault + 30*time.Second
+	w.after(healthyFrom, 0, "success", r.successWave)
+	if !r.startController() {
+		return r
+	}
+	until := simEpoch.Add(healthyFrom + simHorizon)
+	for r.end == nil && !w.now().After(until) {
+		if !r.step(until) {
+			break
+		}
+	}
+	if r.end == nil {
+		r.violate("wedged: no outcome %s after the last fault; %s", simHorizon, r.stateLine())
+		return r
+	}
+	if r.abandoned {
+		return r // Argo's retries ran out: the objects are left for a later one
+	}
+	teardownEnd := w.now().Add(2*simTeardownPasses*time.Second + 10*time.Second)
+	for r.step(teardownEnd) {
+	}
+	r.checkTeardown()
+	return r
+}
+
+func (r *simRun) step(until time.Time) (ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.violate("panic left the controller: %v", p)
+			ok = false
+		}
+	}()
+	if !r.w.nextStep(until, r.sync) {
+		return false
+	}
+	r.checkInvariants()
+	return true
+}
+
+// startController starts a controller on the world, re-attaching to what
+// an earlier one left, as a new step pod does.
+func (r *simRun) startController() bool {
+	w := r.w
+	w.gen++
+	w.informers = map[schema.GroupVersionResource]*simInformer{}
+	w.inbox = map[schema.GroupVersionResource][]pendingEvent{}
+	w.syncPending = false
+	job := w.job
+	id := render.Identity{Namespace: ns, JobName: job.Name}
+	renderer, err := render.NewRenderer(job, id)
+	if err != nil {
+		panic(err)
+	}
+	desired, err := render.Render(job, id, testKeys)
+	if err != nil {
+		panic(err)
+	}
+	c := New(Options{Core: w.client.CoreV1(), Job: job, Identity: id, Renderer: renderer, Desired: desired,
+		Rule: frameworks.SuccessRuleFor(job), Timeouts: simTimeouts, APITimeout: simAPITimeout,
+		Parallelism: 1, TeardownParallelism: 1, Logger: zap.NewNop(), Clock: w.clock})
+	c.makeInformer = w.newInformer
+	w.ctrl = c
+	c.queue = &simQueue{w: w, gen: w.gen}
+	w.logf("controller %d starts", w.gen)
+	if err := c.Start(r.ctx); err != nil {
+		// Start re-attaches with writes that may fail: the step ends, and
+		// Argo retries it.
+		w.logf("controller %d: start failed: %v", w.gen, err)
+		return r.retryStep(time.Second, "start failed: "+err.Error())
+	}
+	w.initialAdds()
+	c.queue.Add(syncKey)
+	return true
+}
+
+// retryStep ends the current controller without a teardown; its successor
+// starts after d, unless Argo's retries are used up.
+func (r *simRun) retryStep(d time.Duration, why string) bool {
+	w := r.w
+	w.ctrl, w.inbox = nil, nil
+	w.gen++
+	if r.retries >= simRetries {
+		r.end = &simEnd{phase: string(result.PhaseTransient), reason: "RetriesExhausted: " + why, restarts: r.restartsOnRecord(), reattached: r.retries}
+		r.abandoned = true
+		return false
+	}
+	r.retries++
+	w.after(d, 0, "step retried", func() { r.startController() })
+	return true
+}
+
+// restartsOnRecord is the counted restarts the job's pods carry: what a
+// new step would continue from.
+func (r *simRun) restartsOnRecord() int32 {
+	var n int32
+	for _, p := range r.w.jobPods() {
+		n = max(n, annotationCount(p, v1alpha1.AnnotationJobRestarts))
+	}
+	return n
+}
+
+// sync is one pass of the controller's worker, as Run does it.
+func (r *simRun) sync() {
+	w, c := r.w, r.w.ctrl
+	if c == nil || r.end != nil {
+		return // Run returned: only the teardown goes on
+	}
+	gen := w.gen
+	d, err := c.syncRecovered(r.ctx)
+	w.logf("sync: %s %s %s %v", d.Outcome, d.Reason, d.Message, err)
+	var re *result.Error
+	switch {
+	case err != nil && errors.As(err, &re):
+		if re.Reason == result.ReasonQuotaExceeded {
+			if v := c.View(); v1alpha1.IsElastic(w.job) {
+				if e, _ := policy.ElasticOf(&v); e.Running >= e.Min {
+					r.violate("an elastic job with %d of %d..%d workers running ended %s: workers waiting for room never end it", e.Running, e.Min, e.Max, re.Reason)
+				}
+			}
+		}
+		if re.Phase == result.PhaseTransient && (re.Reason == result.ReasonAPIUnreachable || re.Reason == result.ReasonQuotaExceeded) {
+			// The executor leaves the objects for the retry to re-attach to.
+			r.retryStep(time.Duration(1+w.rng.IntN(10))*time.Second, re.Reason)
+			return
+		}
+		r.finish(string(re.Phase), re.Reason, true)
+	case err != nil:
+		w.after(time.Duration(50+w.rng.IntN(1000))*time.Millisecond, gen, "requeue", func() { c.queue.Add(syncKey) })
+	case d.Outcome != policy.OutcomeRunning:
+		r.finish(string(d.Outcome), d.Reason, false)
+	default:
+		if limit := w.job.Spec.RunPolicy.BackoffLimit; limit != nil {
+			if v := c.View(); v.Restarts > *limit {
+				r.violate("the job goes on with %d counted restarts, past backoffLimit %d", v.Restarts, *limit)
+			}
+		}
+		if d.RecheckAfter > 0 {
+			w.after(d.RecheckAfter, gen, "recheck", func() { c.queue.Add(syncKey) })
+		}
+	}
+}
+
+// finish records the outcome and tears the job down as the executor does:
+// Cleanup, sent again while the job's objects are there, for the
+// teardown's time; faults clear a little into it.
+func (r *simRun) finish(phase, reason string, everything bool) {
+	w, c := r.w, r.w.ctrl
+	v := c.View()
+	r.end = &simEnd{phase: phase, reason: reason, restarts: v.Restarts, reattached: r.retries}
+	w.logf("outcome %s", r.end)
+	if phase == string(result.PhaseSucceeded) {
+		if limit := w.job.Spec.RunPolicy.BackoffLimit; limit != nil && v.Restarts > *limit {
+			r.violate("succeeded with %d counted restarts, past backoffLimit %d", v.Restarts, *limit)
+		}
+	}
+	if r.permanentExit != "" && phase != string(result.PhaseFailed) {
+		r.violate("ended %s/%s although %s, which its restart policy does not retry", phase, reason, r.permanentExit)
+	}
+	r.teardown = everything
+	r.plan = policy.Cleanup(w.job.Spec.RunPolicy.CleanPodPolicyOrDefault(), everything, v.Replicas)
+	gen := w.gen
+	var pass func(left int)
+	pass = func(left int) {
+		if _, err := c.Cleanup(r.ctx, everything, false); err != nil {
+			w.logf("cleanup: %v", err)
+		}
+		if left > 0 {
+			w.after(2*time.Second, gen, "cleanup", func() { pass(left - 1) })
+		}
+	}
+	pass(simTeardownPasses)
+	w.after(10*time.Second, 0, "faults clear", func() {
+		w.apiFaults, w.quotaUntil = nil, time.Time{}
+		for _, n := range w.nodes {
+			if !n.up || n.deleted {
+				r.nodeUp(n)
+			}
+		}
+	})
+}
+
+// simTeardownPasses is how often the teardown sends its deletes, every 2 s:
+// the executor's teardown retries for its termination grace.
+const simTeardownPasses = 30
+
+// checkTeardown checks, once the teardown had its time, that nothing of the
+// job is left but what cleanPodPolicy keeps.
+func (r *simRun) checkTeardown() {
+	w := r.w
+	kept := map[string]bool{}
+	if !r.plan.Shared {
+		for _, name := range replicaNames(w.job) {
+			kept[name] = true
+		}
+		for _, id := range r.plan.Pods {
+			delete(kept, render.PodName(w.job.Name, id.Type, id.Index))
+		}
+	}
+	for _, p := range w.jobPods() {
+		if !kept[p.Name] {
+			r.violate("pod %s left after the teardown (%s, cleanPodPolicy %s)", describe(p), r.end, w.job.Spec.RunPolicy.CleanPodPolicyOrDefault())
+		}
+	}
+	if r.plan.Shared {
+		for _, gvr := range []schema.GroupVersionResource{servicesGVR, configMapsGVR, secretsGVR} {
+			for _, m := range w.jobObjects(gvr) {
+				r.violate("%s %s left after the teardown", gvr.Resource, m.GetName())
+			}
+		}
+	}
+}
+
+// lastView is the replicas as the world holds them, for the cleanup plan.
+func (r *simRun) lastView() policy.View {
+	var v policy.View
+	for _, id := range policy.Desired(r.w.job) {
+		rep := policy.Replica{ReplicaID: id, Phase: policy.PhaseMissing}
+		if p := r.w.livePod(render.PodName(r.w.job.Name, id.Type, id.Index)); p != nil {
+			switch p.Status.Phase {
+			case corev1.PodRunning:
+				rep.Phase = policy.PhaseRunning
+			case corev1.PodSucceeded:
+				rep.Phase = policy.PhaseSucceeded
+			case corev1.PodFailed:
+				rep.Phase = policy.PhaseFailed
+			default:
+				rep.Phase = policy.PhasePending
+			}
+		}
+		v.Replicas = append(v.Replicas, rep)
+	}
+	return v
+}
+
+func (r *simRun) stateLine() string {
+	var parts []string
+	for _, p := range r.w.jobPods() {
+		parts = append(parts, describe(p))
+	}
+	c := r.w.ctrl
+	if c == nil {
+		return "no controller; pods: " + strings.Join(parts, ", ")
+	}
+	var stages []string
+	c.mu.Lock()
+	for _, id := range c.order {
+		st := c.replicas[id]
+		stages = append(stages, fmt.Sprintf("%s:%s@%s", st.id, st.stage, st.uid))
+	}
+	restarting := c.restarting != nil
+	c.mu.Unlock()
+	return fmt.Sprintf("controller: job attempt %d, restarting %v, replicas %s; pods: %s", c.jobAttempt, restarting,
+		strings.Join(stages, " "), strings.Join(parts, ", "))
+}
+
+// checkInvariants holds after every step.
+func (r *simRun) checkInvariants() {
+	w := r.w
+	live := map[string]int{}
+	for _, p := range w.jobPods() {
+		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		key := p.Labels[v1alpha1.LabelReplicaType] + "/" + p.Labels[v1alpha1.LabelReplicaIndex]
+		live[key]++
+		if live[key] > 1 {
+			r.violate("two live pods for replica %s", key)
+		}
+		if c := w.ctrl; c != nil && c.Started() && c.restarting == nil && r.end == nil {
+			if got := jobAttemptOf(p); got != c.jobAttempt {
+				r.violate("pod %s runs at job attempt %d while the job is at %d", describe(p), got, c.jobAttempt)
+			}
+		}
+	}
+	c := w.ctrl
+	if c == nil || !c.Started() {
+		return
+	}
+	if v := c.View(); int(v.Restarts) > r.s.counted {
+		r.violate("%d counted restarts, but only %d failures were injected", v.Restarts, r.s.counted)
+	}
+	if r.end != nil {
+		return
+	}
+	if d := w.job.Spec.RunPolicy.ActiveDeadlineSeconds; d != nil && w.now().Sub(c.startTime) > time.Duration(*d)*time.Second+simDecisionSlack {
+		r.violate("running %s past activeDeadlineSeconds=%d", w.now().Sub(c.startTime)-time.Duration(*d)*time.Second, *d)
+	}
+	switch {
+	case c.restarting == nil:
+		r.restartingSince = time.Time{}
+	case r.restartingSince.IsZero():
+		r.restartingSince = w.now()
+	case w.now().Sub(r.restartingSince) > simTimeouts.NodeLost+2*time.Minute:
+		r.violate("a whole-job restart under way for %s: %s", w.now().Sub(r.restartingSince), r.stateLine())
+		r.restartingSince = w.now() // once per stretch
+	}
+}
+
+// simDecisionSlack bounds how late a decision due at a time may come: the
+// deliveries' and syncs' delays.
+const simDecisionSlack = 15 * time.Second
+
+// podCreated checks, for a job that restarts as a whole, that no replica
+// gets a second instance at one job attempt.
+func (r *simRun) podCreated(pod *corev1.Pod) {
+	if !restartsAsWhole(r.w.job) {
+		return
+	}
+	key := pod.Name + "@" + pod.Labels[v1alpha1.LabelJobAttempt]
+	if first, ok := r.instances[key]; ok && first != pod.UID {
+		r.violate("replica %s has a second instance at job attempt %s (%s, then %s): a job that restarts as a whole moves every replica to the next attempt", pod.Name, pod.Labels[v1alpha1.LabelJobAttempt], first, pod.UID)
+		return
+	}
+	r.instances[key] = pod.UID
+}
+
+// inject carries out one fault of the script.
+func (r *simRun) inject(f *fault) {
+	w := r.w
+	w.logf("FAULT %s", f)
+	switch f.kind {
+	case faultExit:
+		r.exitWhenRunning(f.replica, f.code, f, 0)
+	case faultDisruption:
+		r.disruptWhenThere(f, 0)
+	case faultNodeDown:
+		r.nodeDown(f)
+	case faultAPI:
+		w.apiFaults = append(w.apiFaults, apiFault{from: w.now(), until: w.now().Add(f.lasts), code: int(f.code), applied: f.applied})
+	case faultQuota:
+		w.quotaFrom, w.quotaUntil = w.now(), w.now().Add(f.lasts)
+	case faultKillDuringExit:
+		r.killStep(f.lasts)
+		w.after(f.lasts/2, 0, "exit while away", func() { r.exitWhenRunning(f.replica, f.code, f, 0) })
+	case faultKillStep:
+		r.killStep(f.lasts)
+	}
+}
+
+// killStep ends the step's controller without a teardown (the step pod
+// was killed); its successor starts after d and re-attaches.
+func (r *simRun) killStep(d time.Duration) {
+	w := r.w
+	if w.ctrl == nil || r.end != nil {
+		return
+	}
+	w.logf("the step is killed")
+	w.ctrl, w.inbox = nil, nil
+	w.gen++
+	w.after(d, 0, "step restarted", func() {
+		if r.end == nil {
+			r.startController()
+		}
+	})
+}
+
+// exitWhenRunning makes the replica's current instance exit once it runs
+// (its next instance, when none runs now), then its peers if the job
+// restarts as a whole: their collective broke.
+func (r *simRun) exitWhenRunning(name string, code int32, f *fault, tries int) {
+	w := r.w
+	if r.end != nil {
+		return
+	}
+	restarting := w.ctrl != nil && w.ctrl.restarting != nil
+	pod := w.livePod(name)
+	if pod == nil || pod.DeletionTimestamp != nil || !w.exit(pod, code) {
+		if tries < 120 {
+			w.after(time.Second, 0, "retry exit "+name, func() { r.exitWhenRunning(name, code, f, tries+1) })
+		}
+		return
+	}
+	if !restarting && r.permanent(pod, code) {
+		// Not a peer stopped by a whole-job restart under way: a failure
+		// the policy cannot retry, whether or not a step saw it happen.
+		r.permanentExit = name + " exit " + strconv.Itoa(int(code))
+	}
+	r.breakPeers(f)
+}
+
+// permanent reports whether an exit of pod with code is one the job's
+// restart policy does not retry (elastic workers are tolerated instead).
+func (r *simRun) permanent(pod *corev1.Pod, code int32) bool {
+	job := r.w.job
+	if v1alpha1.IsElastic(job) || pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
+		return false
+	}
+	spec := job.Spec.ReplicaSpecs[v1alpha1.ReplicaType(replicaTypeOf(job, pod))]
+	if spec == nil {
+		return false
+	}
+	return policy.DecideRestart(spec, policy.Replica{Phase: policy.PhaseFailed, ExitCode: &code}) == policy.FailPermanently
+}
+
+// replicaTypeOf finds the spec's replica type of a pod (its label is lower case).
+func replicaTypeOf(job *v1alpha1.TrainJob, pod *corev1.Pod) v1alpha1.ReplicaType {
+	for rt := range job.Spec.ReplicaSpecs {
+		if strings.EqualFold(string(rt), pod.Labels[v1alpha1.LabelReplicaType]) {
+			return rt
+		}
+	}
+	return ""
+}
+
+// breakPeers makes the peers of a job that restarts as a whole exit 1.
+func (r *simRun) breakPeers(f *fault) {
+	w := r.w
+	if f == nil || !restartsAsWhole(w.job) {
+		return
+	}
+	for _, p := range replicaNames(w.job) {
+		d, ok := f.peers[p]
+		if !ok {
+			continue
+		}
+		// Only the instances that shared the broken collective fail.
+		var uid types.UID
+		if pod := w.livePod(p); pod != nil {
+			uid = pod.UID
+		}
+		w.after(d, 0, "peer breaks "+p, func() {
+			if pod := w.livePod(p); pod != nil && pod.UID == uid && pod.DeletionTimestamp == nil {
+				w.exit(pod, 1)
+			}
+		})
+	}
+}
+
+func restartsAsWhole(job *v1alpha1.TrainJob) bool {
+	for rt := range job.Spec.ReplicaSpecs {
+		if v1alpha1.RestartsWithJob(job, rt) {
+			return true
+		}
+	}
+	return false
+}
+
+// disruptWhenThere disrupts the replica's instance: a DisruptionTarget
+// condition, then its deletion — graceful for preemption and eviction,
+// forced a moment later for the pod garbage collector.
+func (r *simRun) disruptWhenThere(f *fault, tries int) {
+	w := r.w
+	pod := w.livePod(f.replica)
+	if pod == nil || pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		if tries < 120 && r.end == nil {
+			w.after(time.Second, 0, "retry disruption "+f.replica, func() { r.disruptWhenThere(f, tries+1) })
+		}
+		return
+	}
+	r.disrupt(pod, f.disruption)
+	r.breakPeers(f)
+}
+
+var disruptionReasons = map[string]string{"preemption": "PreemptionByScheduler", "eviction": "EvictionByEvictionAPI", "podgc": "DeletionByPodGC"}
+
+func (r *simRun) disrupt(pod *corev1.Pod, how string) {
+	w := r.w
+	setCondition(pod, v1alpha1.PodConditionDisruptionTarget, corev1.ConditionTrue, disruptionReasons[how], w.now())
+	w.updatePod(pod, "disruption target")
+	if how == "podgc" {
+		name, uid := pod.Name, pod.UID
+		w.after(time.Millisecond, 0, "pod gc deletes "+name, func() {
+			if live := w.livePod(name); live != nil && live.UID == uid {
+				_ = w.remove(podsGVR, live)
+			}
+		})
+		return
+	}
+	now := metav1.NewTime(w.now())
+	pod.DeletionTimestamp = &now
+	if err := w.tracker.Update(podsGVR, pod, pod.Namespace); err == nil {
+		w.emit(podsGVR, watch.Modified, pod)
+		w.kubeletFinishesDeletion(pod)
+	}
+}
+
+// nodeDown silences a node's kubelet: after the node monitor's grace its
+// running pods turn NotReady; it answers again after f.lasts, or its Node
+// object is deleted and the pod garbage collector removes its pods.
+func (r *simRun) nodeDown(f *fault) {
+	w := r.w
+	n := w.nodes[f.node]
+	if !n.up || n.deleted {
+		return
+	}
+	n.up = false
+	const monitorGrace = 20 * time.Second
+	w.after(monitorGrace, 0, "node lifecycle marks "+n.name, func() {
+		if n.up {
+			return
+		}
+		for _, p := range w.jobPods() {
+			if p.Spec.NodeName == n.name && p.Status.Phase == corev1.PodRunning {
+				setCondition(p, corev1.PodReady, corev1.ConditionFalse, "NodeNotReady", w.now())
+				w.updatePod(p, "node not ready")
+			}
+		}
+	})
+	if f.deleted {
+		w.after(monitorGrace+5*time.Second, 0, "node deleted "+n.name, func() {
+			n.deleted = true
+			for _, p := range w.jobPods() {
+				if p.Spec.NodeName == n.name {
+					r.disrupt(p, "podgc")
+				}
+			}
+		})
+	}
+	w.after(f.lasts, 0, "node answers "+n.name, func() { r.nodeUp(n) })
+}
+
+// nodeUp brings a node back: its pods are Ready again and the deletions
+// it was asked for finish.
+func (r *simRun) nodeUp(n *simNode) {
+	w := r.w
+	if n.deleted {
+		n.deleted = false // a new node of the same name joins
+	}
+	n.up = true
+	for _, p := range w.jobPods() {
+		if p.Spec.NodeName != n.name {
+			continue
+		}
+		if p.DeletionTimestamp != nil {
+			w.kubeletFinishesDeletion(p)
+			continue
+		}
+		if p.Status.Phase == corev1.PodRunning {
+			setCondition(p, corev1.PodReady, corev1.ConditionTrue, "", w.now())
+			w.updatePod(p, "node ready")
+		}
+	}
+}
+
+// successWave: every running replica but a parameter server finishes its
+// work, again every 20 s while the job runs (replicas created later too).
+func (r *simRun) successWave() {
+	w := r.w
+	if r.end != nil {
+		return
+	}
+	w.apiFaults, w.quotaUntil = nil, time.Time{}
+	for _, n := range w.nodes {
+		if !n.up || n.deleted {
+			n.deleted = false
+			r.nodeUp(n)
+		}
+	}
+	for _, p := range w.jobPods() {
+		if p.Labels[v1alpha1.LabelReplicaType] != strings.ToLower(string(v1alpha1.ReplicaTypePS)) && p.DeletionTimestamp == nil {
+			w.exit(p, 0)
+		}
+	}
+	w.after(20*time.Second, 0, "success", r.successWave)
+}
+
+// regressionSchedules are faults the simulation found or the review
+// reported, kept as named schedules: each must hold its invariants and end
+// as it says.
+func TestSimulation(t *testing.T) {
+	if *simSeed != 0 {
+		runAndCheck(t, drawSchedule(*simSeed), true)
+		return
+	}
+	base := uint64(1)
+	if env := os.Getenv("TRAINSTEP_SIM_BASE"); env != "" {
+		base, _ = strconv.ParseUint(env, 10, 64)
+	} else {
+		base = uint64(time.Now().UnixNano()%1_000_000_000) + 1_000_000
+	}
+	// Fixed seeds first, then fresh ones from a base printed for replays.
+	fixed := min(*simSchedules/2, 1000)
+	t.Logf("simulation: %d fixed schedules (seeds 1..%d), %d fresh from seed %d", fixed, fixed, *simSchedules-fixed, base)
+	failed := 0
+	for i := range *simSchedules {
+		seed := uint64(i + 1)
+		if i >= fixed {
+			seed = base + uint64(i-fixed)
+		}
+		if !runAndCheck(t, drawSchedule(seed), false) {
+			failed++
+			if failed >= 5 {
+				t.Fatalf("stopping after %d failing schedules", failed)
+			}
+		}
+	}
+}
+
+// runAndCheck runs one schedule under several delivery orders and reports
+// what broke; with trace, the world's whole trace is logged.
+func runAndCheck(t *testing.T, s schedule, trace bool) bool {
+	t.Helper()
+	var first *simEnd
+	for order := range uint64(*simOrders) {
+		run := runSchedule(s, s.seed*7919+order, trace)
+		if trace {
+			t.Logf("order %d trace:\n%s", order, strings.Join(run.w.trace, "\n"))
+		}
+		if len(run.violations) > 0 {
+			t.Errorf("%sorder %d: %s\nreplay: go test ./pkg/reconcile -run 'TestSimulation$' -seed %d -v", s, order, strings.Join(run.violations, "\n  "), s.seed)
+			return false
+		}
+		if first == nil {
+			first = run.end
+			continue
+		}
+		if !run.end.same(*first) {
+			t.Errorf("%sorder 0 ended %s, order %d ended %s\nreplay: go test ./pkg/reconcile -run 'TestSimulation$' -seed %d -v", s, first, order, run.end, s.seed)
+			return false
+		}
+	}
+	return true
+}
