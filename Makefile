@@ -14,6 +14,7 @@ REAL_NODE_PKGS := ./test/cluster/ ./test/e2e/
 KWOK_PKGS = $(shell $(GO) list ./test/... | grep -v -e '/test/cluster$$' -e '/test/e2e$$')
 INTEGRATION_TEST = TRAINSTEP_REAL_NODE=$(REAL_NODE_TESTS) TRAINSTEP_CLUSTER_BIN=$(CLUSTER_BIN) $(GO) test -count=1 -p 1 -timeout 25m
 FUZZTIME ?= 5m
+SCHEDULES ?= 100000
 # Stamped into trainstep (`trainstep version`) and the image's org.opencontainers.image.version.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 IMAGE ?= ghcr.io/trainstep/trainstep:latest
@@ -83,6 +84,10 @@ real-node-opt-out:
 .PHONY: integration-real-node
 integration-real-node: cluster-bin cluster-bin-node cluster-bin-argo node-deps ## Run only the tests that need the real node (root), test/e2e's Argo workflows included.
 	TRAINSTEP_REAL_NODE=1 TRAINSTEP_CLUSTER_BIN=$(CLUSTER_BIN) $(GO) test -count=1 -p 1 -timeout 25m -run 'RealNode' -v $(INTEGRATION_PKGS)
+
+.PHONY: soak
+soak: ## Run the controller's simulation over SCHEDULES drawn schedules (default 100000), each under 3 delivery orders.
+	$(GO) test -count=1 -timeout 0 -run '^TestSimulation$$' ./pkg/reconcile/ -schedules $(SCHEDULES)
 
 .PHONY: fuzz
 fuzz: ## Fuzz parse → default → validate → render for FUZZTIME (default 5m).

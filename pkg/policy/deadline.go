@@ -1,6 +1,11 @@
 package policy
 
-import "time"
+import (
+	"fmt"
+	"time"
+
+	"github.com/trainstep/trainstep/pkg/result"
+)
 
 // DeadlineLeft returns how long the job may still run under
 // activeDeadlineSeconds, and whether a deadline is set at all. A negative
@@ -11,4 +16,16 @@ func DeadlineLeft(v *View) (time.Duration, bool) {
 		return 0, false
 	}
 	return v.StartTime.Add(time.Duration(*ads) * time.Second).Sub(v.Now), true
+}
+
+// DeadlineExceeded is the decision to fail a job whose activeDeadlineSeconds
+// passed; ok is false while it has not (or none is set). It holds whatever
+// the job is doing, a whole-job restart under way included.
+func DeadlineExceeded(v *View) (d Decision, ok bool) {
+	left, has := DeadlineLeft(v)
+	if !has || left > 0 {
+		return Decision{}, false
+	}
+	return Decision{Outcome: OutcomeFailed, Reason: result.ReasonDeadlineExceeded,
+		Message: fmt.Sprintf("the job ran longer than activeDeadlineSeconds=%d", *v.Job.Spec.RunPolicy.ActiveDeadlineSeconds)}, true
 }

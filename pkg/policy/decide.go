@@ -42,11 +42,10 @@ func Decide(v *View, rule frameworks.SuccessRule, t Timeouts) Decision {
 	if Succeeded(v, rule) {
 		return Decision{Outcome: OutcomeSucceeded, Reason: result.ReasonSucceeded, Message: "the job succeeded"}
 	}
-	left, hasDeadline := DeadlineLeft(v)
-	if hasDeadline && left <= 0 {
-		return Decision{Outcome: OutcomeFailed, Reason: result.ReasonDeadlineExceeded,
-			Message: fmt.Sprintf("the job ran longer than activeDeadlineSeconds=%d", *v.Job.Spec.RunPolicy.ActiveDeadlineSeconds)}
+	if d, ok := DeadlineExceeded(v); ok {
+		return d
 	}
+	left, hasDeadline := DeadlineLeft(v)
 	failures := CheckFailures(v, t)
 	if failures.Permanent != nil {
 		return Decision{Outcome: OutcomeFailed, Reason: result.ReasonReplicaFailed, Message: failureMessage(failures.Permanent)}

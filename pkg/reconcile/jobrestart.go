@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
@@ -58,6 +59,12 @@ func (c *Controller) continueJobRestart(ctx context.Context) (bool, error) {
 		case stageCreated, stageObserved, stageVanished:
 			st.deleteSent()
 			doomed = append(doomed, doomedInstance{st: st, uid: st.uid, force: c.nodeLost(id)})
+		case stageRemoving:
+			// Deleted gracefully, then its node stopped answering: its
+			// kubelet will never confirm, so the delete is forced.
+			if c.removingOnLostNode(st) {
+				doomed = append(doomed, doomedInstance{st: st, uid: st.uid, force: true})
+			}
 		}
 	}
 	c.mu.Unlock()
@@ -103,4 +110,36 @@ func countedNote(counted bool) string {
 func (c *Controller) nodeLost(id policy.ReplicaID) bool {
 	r := c.view.Replica(id)
 	return r != nil && policy.NodeLost(r, c.view.Now, c.opts.Timeouts.NodeLost)
+}
+
+// removingOnLostNode reports whether st's instance, being deleted, runs on
+// a node that stopped answering past the node-lost timeout; called with the
+// controller's mutex held.
+func (c *Controller) removingOnLostNode(st *replicaState) bool {
+	if st.pod == nil || st.pod.DeletionTimestamp == nil || c.opts.Timeouts.NodeLost <= 0 {
+		return false
+	}
+	since := c.nodeNotReadySince(st.id.Type, st.pod)
+	return !since.IsZero() && c.opts.Clock.Since(since) >= c.opts.Timeouts.NodeLost
+}
+
+// nextNodeLost is when the node of a replica being deleted counts as lost
+// (0 when none is waited on).
+func (c *Controller) nextNodeLost() time.Duration {
+	if c.opts.Timeouts.NodeLost <= 0 {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var next time.Duration
+	for _, id := range c.order {
+		st := c.replicas[id]
+		if st.stage != stageRemoving || st.pod == nil {
+			continue
+		}
+		if since := c.nodeNotReadySince(id.Type, st.pod); !since.IsZero() {
+			next = sooner(next, max(c.opts.Timeouts.NodeLost-c.opts.Clock.Since(since), time.Millisecond))
+		}
+	}
+	return next
 }

@@ -1,6 +1,8 @@
 package reconcile
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
@@ -109,12 +111,9 @@ func (c *Controller) replicaFromPod(id policy.ReplicaID, st *replicaState, pod *
 		if cond.Status == corev1.ConditionTrue {
 			r.Conditions = append(r.Conditions, string(cond.Type))
 		}
-		if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionFalse && r.Phase == policy.PhaseRunning &&
-			main != nil && main.State.Running != nil && !hasReadinessProbe(pod, main.Name) {
-			// Only the node lifecycle controller makes such a pod NotReady:
-			// its node stopped answering.
-			r.NodeNotReadySince = cond.LastTransitionTime.Time
-		}
+	}
+	if r.Phase == policy.PhaseRunning {
+		r.NodeNotReadySince = nodeNotReadySince(pod, main)
 	}
 	if main != nil {
 		if t := main.State.Terminated; t != nil {
@@ -174,4 +173,24 @@ func hasReadinessProbe(pod *corev1.Pod, container string) bool {
 		}
 	}
 	return false
+}
+
+// nodeNotReadySince is when a running pod's node stopped answering (zero
+// while it answers): only the node lifecycle controller makes a pod whose
+// main container runs, and which has no readiness probe, NotReady.
+func nodeNotReadySince(pod *corev1.Pod, main *corev1.ContainerStatus) time.Time {
+	if pod.Status.Phase != corev1.PodRunning || main == nil || main.State.Running == nil || hasReadinessProbe(pod, main.Name) {
+		return time.Time{}
+	}
+	for _, cond := range pod.Status.Conditions {
+		if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionFalse {
+			return cond.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
+}
+
+// nodeNotReadySince is nodeNotReadySince for a replica of type t.
+func (c *Controller) nodeNotReadySince(t v1alpha1.ReplicaType, pod *corev1.Pod) time.Time {
+	return nodeNotReadySince(pod, c.mainContainerStatus(t, pod))
 }

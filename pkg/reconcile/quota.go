@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/trainstep/trainstep/pkg/apierr"
+	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/result"
 )
 
@@ -108,10 +109,26 @@ func (c *Controller) quotaTimedOut() error {
 	if q.refusal == "" || c.opts.Timeouts.Pending <= 0 {
 		return nil
 	}
+	if e, ok := policy.ElasticOf(&c.view); ok && e.Running >= e.Min {
+		// Elastic workers waiting for room never end a job that trains
+		// with enough of them: it grows once the quota has room.
+		return nil
+	}
 	waited := c.opts.Clock.Since(q.since)
 	if waited < c.opts.Timeouts.Pending {
 		return nil
 	}
 	return result.Transient(result.ReasonQuotaExceeded,
 		fmt.Errorf("a ResourceQuota refused the job's objects for %s (--pending-timeout %s): %s", waited.Round(time.Second), c.opts.Timeouts.Pending, q.refusal))
+}
+
+// quotaNotNeeded ends the wait on a quota when nothing is left to create:
+// a refused object is no longer wanted (an elastic slot above the target).
+func (c *Controller) quotaNotNeeded() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.quota.refusal != "" {
+		c.opts.Logger.Info("nothing waits for quota any more", zap.String("quota", c.quota.refusal))
+		c.quota = quotaWait{}
+	}
 }

@@ -34,12 +34,14 @@ import (
 // the fault script; the script then runs under several delivery orders,
 // which must all end alike.
 //
-//	go test ./pkg/reconcile -run TestSimulation -schedules 100000   (make soak)
-//	go test ./pkg/reconcile -run TestSimulation -seed N -v          (replay one, with its trace)
+//	make soak SCHEDULES=100000                                        (many schedules)
+//	go test ./pkg/reconcile -run 'TestSimulation$' -seed N -v          (replay one, with its trace)
+//	go test ./pkg/reconcile -run 'TestSimulationRegressions/NAME' -trace -v
 var (
-	simSchedules = flag.Int("schedules", 2000, "how many schedules TestSimulation runs")
+	simSchedules = flag.Int("schedules", 0, "how many schedules TestSimulation runs (default 2000, 200 under -race)")
 	simSeed      = flag.Uint64("seed", 0, "run only this schedule of TestSimulation, with its trace")
 	simOrders    = flag.Int("orders", 3, "delivery orders each fault script runs under")
+	simTrace     = flag.Bool("trace", false, "log the world's trace of TestSimulationRegressions")
 )
 
 // fault is one thing that goes wrong at a virtual time.
@@ -113,6 +115,16 @@ type schedule struct {
 	nodes  int
 	// counted is how many injected failures may each cost one counted restart.
 	counted int
+	// regression names a hand-written schedule (TestSimulationRegressions).
+	regression string
+}
+
+// replay is the command that runs s again, with its trace.
+func (s schedule) replay() string {
+	if s.regression != "" {
+		return fmt.Sprintf("go test ./pkg/reconcile -run 'TestSimulationRegressions/%s$' -trace -v", s.regression)
+	}
+	return fmt.Sprintf("go test ./pkg/reconcile -run 'TestSimulation$' -seed %d -v", s.seed)
 }
 
 func (s schedule) String() string {
@@ -866,25 +878,31 @@ func (r *simRun) successWave() {
 	w.after(20*time.Second, 0, "success", r.successWave)
 }
 
-// regressionSchedules are faults the simulation found or the review
-// reported, kept as named schedules: each must hold its invariants and end
-// as it says.
+// TestSimulation runs drawn schedules: the first half from fixed seeds,
+// the rest from a fresh base each run (TRAINSTEP_SIM_BASE sets it), so
+// every run also looks somewhere new. A failure prints its schedule and the
+// command that replays it.
 func TestSimulation(t *testing.T) {
 	if *simSeed != 0 {
 		runAndCheck(t, drawSchedule(*simSeed), true)
 		return
 	}
-	base := uint64(1)
+	schedules := *simSchedules
+	if schedules == 0 {
+		schedules = 2000
+		if raceEnabled {
+			schedules = 200
+		}
+	}
+	base := uint64(time.Now().UnixNano()%1_000_000_000) + 1_000_000
 	if env := os.Getenv("TRAINSTEP_SIM_BASE"); env != "" {
 		base, _ = strconv.ParseUint(env, 10, 64)
-	} else {
-		base = uint64(time.Now().UnixNano()%1_000_000_000) + 1_000_000
 	}
 	// Fixed seeds first, then fresh ones from a base printed for replays.
-	fixed := min(*simSchedules/2, 1000)
-	t.Logf("simulation: %d fixed schedules (seeds 1..%d), %d fresh from seed %d", fixed, fixed, *simSchedules-fixed, base)
+	fixed := min(schedules/2, 1000)
+	t.Logf("simulation: %d fixed schedules (seeds 1..%d), %d fresh from seed %d", fixed, fixed, schedules-fixed, base)
 	failed := 0
-	for i := range *simSchedules {
+	for i := range schedules {
 		seed := uint64(i + 1)
 		if i >= fixed {
 			seed = base + uint64(i-fixed)
@@ -902,24 +920,32 @@ func TestSimulation(t *testing.T) {
 // what broke; with trace, the world's whole trace is logged.
 func runAndCheck(t *testing.T, s schedule, trace bool) bool {
 	t.Helper()
+	return runOrders(t, s, *simOrders, trace) != nil
+}
+
+// runOrders runs s under orders delivery orders and returns how it ended
+// (nil, with the test failed, when an invariant broke or two orders ended
+// differently).
+func runOrders(t *testing.T, s schedule, orders int, trace bool) *simEnd {
+	t.Helper()
 	var first *simEnd
-	for order := range uint64(*simOrders) {
+	for order := range uint64(orders) {
 		run := runSchedule(s, s.seed*7919+order, trace)
 		if trace {
 			t.Logf("order %d trace:\n%s", order, strings.Join(run.w.trace, "\n"))
 		}
 		if len(run.violations) > 0 {
-			t.Errorf("%sorder %d: %s\nreplay: go test ./pkg/reconcile -run 'TestSimulation$' -seed %d -v", s, order, strings.Join(run.violations, "\n  "), s.seed)
-			return false
+			t.Errorf("%sorder %d: %s\nreplay: %s", s, order, strings.Join(run.violations, "\n  "), s.replay())
+			return nil
 		}
 		if first == nil {
 			first = run.end
 			continue
 		}
 		if !run.end.same(*first) {
-			t.Errorf("%sorder 0 ended %s, order %d ended %s\nreplay: go test ./pkg/reconcile -run 'TestSimulation$' -seed %d -v", s, first, order, run.end, s.seed)
-			return false
+			t.Errorf("%sorder 0 ended %s, order %d ended %s\nreplay: %s", s, first, order, run.end, s.replay())
+			return nil
 		}
 	}
-	return true
+	return first
 }

@@ -46,6 +46,10 @@ func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 	}
 	c.view = c.observe()
 	if c.restarting != nil {
+		// No replica is judged while the job restarts, but its deadline holds.
+		if d, ok := policy.DeadlineExceeded(&c.view); ok {
+			return d, nil
+		}
 		return c.syncJobRestart(ctx)
 	}
 	decision := policy.Decide(&c.view, c.opts.Rule, c.opts.Timeouts)
@@ -102,7 +106,11 @@ func (c *Controller) syncJobRestart(ctx context.Context) (policy.Decision, error
 		c.reportProgress()
 	}
 	c.apiErrorsSince = time.Time{}
-	return policy.Decision{Outcome: policy.OutcomeRunning, RecheckAfter: c.nextExpectationCheck()}, nil
+	recheck := sooner(c.nextExpectationCheck(), c.nextNodeLost())
+	if left, ok := policy.DeadlineLeft(&c.view); ok {
+		recheck = sooner(recheck, max(left, time.Millisecond))
+	}
+	return policy.Decision{Outcome: policy.OutcomeRunning, RecheckAfter: recheck}, nil
 }
 
 // sooner returns the shorter of two recheck delays, 0 meaning none.
@@ -194,6 +202,9 @@ func (c *Controller) createMissing(ctx context.Context) error {
 	}
 	pending := c.podsToCreate()
 	if len(objs)+len(pending) == 0 {
+		if !c.gang.holdsCreates() && c.restarting == nil {
+			c.quotaNotNeeded()
+		}
 		return nil
 	}
 	podCount := len(pending)

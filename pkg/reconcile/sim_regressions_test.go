@@ -1,0 +1,207 @@
+package reconcile
+
+import (
+	"context"
+	"hash/fnv"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/result"
+)
+
+// simNodeOf is the node the world places a replica on while every node answers.
+func simNodeOf(name string, nodes int) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(name))
+	return int(h.Sum32()) % nodes
+}
+
+// regression is a fault script the simulation or a review found breaking
+// the controller, kept by name with the end it must reach in every order.
+type regression struct {
+	name   string
+	job    *v1alpha1.TrainJob
+	nodes  int
+	faults []fault
+	// counted is how many of the faults are failures that may cost a restart.
+	counted int
+	phase   result.Phase
+	reason  string
+	// restarts is the counted restarts the end reports (-1: not checked).
+	restarts int32
+}
+
+func withDeadline(job *v1alpha1.TrainJob, seconds int64) *v1alpha1.TrainJob {
+	job.Spec.RunPolicy.ActiveDeadlineSeconds = &seconds
+	return job
+}
+
+func withBackoffLimit(job *v1alpha1.TrainJob, limit int32) *v1alpha1.TrainJob {
+	job.Spec.RunPolicy.BackoffLimit = &limit
+	return job
+}
+
+// killDuringExit is the step killed, a replica exiting while no step runs,
+// and a successor re-attaching after lasts.
+func killDuringExit(at time.Duration, replica string, code int32, lasts time.Duration) fault {
+	return fault{at: at, kind: faultKillDuringExit, replica: replica, code: code, lasts: lasts, peers: map[string]time.Duration{}}
+}
+
+func regressions() []regression {
+	ddpPeers := func(f fault) fault {
+		f.peers = map[string]time.Duration{"ddp-master-0": 400 * time.Millisecond, "ddp-worker-0": 900 * time.Millisecond, "ddp-worker-1": 1300 * time.Millisecond}
+		delete(f.peers, f.replica)
+		return f
+	}
+	// A node that hosts ddp-master-0 but not ddp-worker-1, of three.
+	masterNode := simNodeOf("ddp-master-0", 3)
+	return []regression{{
+		// Review item 1: adopt replaced a failed pod and the job went on.
+		name: "a worker failed while no step watched fails the job",
+		job:  tfJob(v1alpha1.RestartPolicyNever), nodes: 2,
+		faults:  []fault{killDuringExit(20*time.Second, "mnist-worker-1", 1, 10*time.Second)},
+		counted: 1, phase: result.PhaseFailed, reason: result.ReasonReplicaFailed, restarts: 0,
+	}, {
+		// Review item 1: only the killed rank was replaced, at the same
+		// job attempt, beside peers stuck in a broken collective.
+		name: "a rank killed while no step watched restarts the whole job once",
+		job:  ddpJob(v1alpha1.RestartPolicyExitCode), nodes: 2,
+		faults:  []fault{ddpPeers(killDuringExit(20*time.Second, "ddp-worker-1", 137, 10*time.Second))},
+		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 1,
+	}, {
+		// Review item 2 (TestPodGCBatchIsADisruption pins the batching).
+		name: "the pod garbage collector's condition then forced delete costs nothing",
+		job:  tfJob(v1alpha1.RestartPolicyExitCode), nodes: 3,
+		faults: []fault{{at: 20 * time.Second, kind: faultDisruption, replica: "mnist-worker-0", disruption: "podgc"}},
+		phase:  result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
+	}, {
+		// Review item 3: the master, deleted for the restart, stayed
+		// Terminating on its dead node, and the restart waited for ever.
+		name: "a whole-job restart forces the delete of a peer whose node died",
+		job:  ddpJob(v1alpha1.RestartPolicyExitCode), nodes: 3,
+		faults: []fault{
+			{at: 29 * time.Second, kind: faultNodeDown, node: masterNode, lasts: 10 * time.Minute},
+			ddpPeers(fault{at: 30 * time.Second, kind: faultExit, replica: "ddp-worker-1", code: 137}),
+		},
+		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 1,
+	}, {
+		// Review item 3: no decision ran while a restart was under way.
+		name: "activeDeadlineSeconds holds while the job restarts",
+		job:  withDeadline(ddpJob(v1alpha1.RestartPolicyExitCode), 60), nodes: 3,
+		faults: []fault{
+			{at: 29 * time.Second, kind: faultNodeDown, node: masterNode, lasts: 10 * time.Minute},
+			ddpPeers(fault{at: 30 * time.Second, kind: faultExit, replica: "ddp-worker-1", code: 137}),
+		},
+		counted: 1, phase: result.PhaseFailed, reason: result.ReasonDeadlineExceeded, restarts: -1,
+	}, {
+		// Review item 4: a refused slot ended a job training on 3 of 2..4.
+		name: "an elastic job trains on while a slot waits for quota",
+		job:  elasticJob(3, 2, 4), nodes: 2,
+		faults: []fault{
+			{at: 9 * time.Second, kind: faultQuota, lasts: 5 * time.Minute},
+			{at: 10 * time.Second, kind: faultDisruption, replica: "el-worker-3", disruption: "eviction"},
+		},
+		phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
+	}, {
+		// Found by the simulation: the count of a recreation whose delete
+		// landed died with the step before the replacement carried it.
+		name: "counted restarts survive steps killed between a delete and the replacement",
+		job:  withBackoffLimit(tfJob(v1alpha1.RestartPolicyExitCode), 1), nodes: 3,
+		faults: []fault{
+			killDuringExit(73*time.Second, "mnist-worker-1", 143, 23*time.Second),
+			killDuringExit(99*time.Second, "mnist-worker-0", 137, 15*time.Second),
+		},
+		counted: 2, phase: result.PhaseFailed, reason: result.ReasonBackoffLimitExceeded, restarts: -1,
+	}, {
+		// Found by the simulation: a tolerated failure became fatal while
+		// the workers of a lost node were being replaced.
+		name: "an elastic job tolerates a failed worker while lost workers are replaced",
+		job:  elasticJob(3, 2, 4), nodes: 2,
+		faults: []fault{
+			{at: 43 * time.Second, kind: faultExit, replica: "el-worker-2", code: 1},
+			{at: 100 * time.Second, kind: faultNodeDown, node: busiestNode(2, "el-worker-0", "el-worker-1", "el-worker-3"), lasts: 70 * time.Second, deleted: true},
+		},
+		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
+	}}
+}
+
+// busiestNode is the node of n that hosts the most of names.
+func busiestNode(n int, names ...string) int {
+	count := make([]int, n)
+	for _, name := range names {
+		count[simNodeOf(name, n)]++
+	}
+	best := 0
+	for i := range count {
+		if count[i] > count[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+// TestSimulationRegressions runs each named fault script under several
+// delivery orders: every invariant holds, and each ends as it must.
+func TestSimulationRegressions(t *testing.T) {
+	for i, rg := range regressions() {
+		t.Run(rg.name, func(t *testing.T) {
+			rg.job.Namespace = ns
+			s := schedule{seed: uint64(1000 + i), name: rg.name, job: rg.job, nodes: rg.nodes, faults: rg.faults,
+				counted: rg.counted, regression: t.Name()[len("TestSimulationRegressions/"):]}
+			end := runOrders(t, s, 8, *simTrace)
+			if end == nil {
+				return
+			}
+			if end.phase != string(rg.phase) || end.reason != rg.reason || (rg.restarts >= 0 && end.restarts != rg.restarts) {
+				t.Errorf("ended %s, want %s/%s with %d counted restarts\nreplay: %s", end, rg.phase, rg.reason, rg.restarts, s.replay())
+			}
+		})
+	}
+}
+
+// The pod garbage collector sets DisruptionTarget and deletes the pod a
+// millisecond later: both reach the controller before its next sync, and
+// the replica is lost to a disruption — replaced for free.
+func TestPodGCBatchIsADisruption(t *testing.T) {
+	job := tfJob(v1alpha1.RestartPolicyExitCode)
+	s := schedule{seed: 1, name: "podgc batch", job: job, nodes: 2}
+	r := &simRun{s: s, ctx: context.Background(), instances: map[string]types.UID{}}
+	r.w = newSimWorld(job.DeepCopy(), 1, s.nodes)
+	if !r.startController() {
+		t.Fatal("the controller did not start")
+	}
+	w := r.w
+	until := simEpoch.Add(10 * time.Second)
+	for r.step(until) {
+	}
+	c := w.ctrl
+	if got := c.byName["mnist-worker-0"].stage; got != stageObserved {
+		t.Fatalf("worker-0 is %s, want observed running", got)
+	}
+	pod := w.livePod("mnist-worker-0")
+	setCondition(pod, v1alpha1.PodConditionDisruptionTarget, corev1.ConditionTrue, "DeletionByPodGC", w.now())
+	if err := w.tracker.Update(podsGVR, pod, pod.Namespace); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.tracker.Delete(podsGVR, pod.Namespace, pod.Name); err != nil {
+		t.Fatal(err)
+	}
+	// Both events delivered, then one sync.
+	w.informers[podsGVR].deliver(watch.Event{Type: watch.Modified, Object: pod}, false)
+	w.informers[podsGVR].deliver(watch.Event{Type: watch.Deleted, Object: pod}, false)
+	w.inbox = map[schema.GroupVersionResource][]pendingEvent{}
+	r.sync()
+	r.sync()
+	if v := c.View(); v.Restarts != 0 {
+		t.Errorf("restarts = %d, want 0: the pod garbage collector's deletion is a disruption", v.Restarts)
+	}
+	if live := w.livePod("mnist-worker-0"); live == nil || live.UID == pod.UID {
+		t.Errorf("worker-0 not replaced: %v", live)
+	}
+}
