@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,17 +52,27 @@ func (h *harness) setUnschedulable(name string) {
 // are those the workers last ran in.
 func TestElasticJobGrowsIntoCapacityAndWaitsPastThePendingTimeout(t *testing.T) {
 	var progress <-chan string
+	var syncs atomic.Int32
 	h := startWith(t, elasticJob(2, 2, 4), func(_ *harness, o *Options) {
 		progress = progressLines(o)
 		o.Timeouts.Pending = 200 * time.Millisecond
+		o.BeforeSync = func() { syncs.Add(1) }
 	})
 	h.setStatus("el-worker-0", corev1.PodRunning, 0)
 	h.setStatus("el-worker-1", corev1.PodRunning, 0)
 	h.setUnschedulable("el-worker-2")
 	h.setUnschedulable("el-worker-3")
 	waitProgress(t, progress, "worker 2/4 running (elastic 2..4), 2 waiting for capacity")
-	// Well past the pending timeout the job still runs.
-	time.Sleep(time.Second)
+	// Syncs after the pending timeout decide nothing: two updates past it
+	// each bring one, and the second begins only once the first ended (one
+	// worker), with no decision.
+	timedOut := time.Now().Add(200 * time.Millisecond)
+	testutil.Eventually(t, waitTimeout, "the pending timeout to pass", func() bool { return time.Now().After(timedOut) })
+	for range 2 {
+		n := syncs.Load()
+		h.setStatus("el-worker-0", corev1.PodRunning, 0)
+		testutil.Eventually(t, waitTimeout, "a sync after the pending timeout", func() bool { return syncs.Load() > n })
+	}
 	select {
 	case d := <-h.done:
 		t.Fatalf("decision %+v while 2 of minReplicas 2 ran, want the job to go on", d)

@@ -218,9 +218,16 @@ func TestRecreationMovesOnOnlyOnceTheDeleteLanded(t *testing.T) {
 	if err != nil || doomed == nil || doomed.UID != "a" {
 		t.Fatalf("doomed %v, err %v; want instance a", doomed, err)
 	}
-	// The delete failed: nothing was committed.
-	if st.stage != stageObserved || st.recreations != 0 || st.nextAttempt != 0 || st.expecting() {
-		t.Fatalf("after a planned delete: stage %s, recreations %d, next %d; want observed, 0, 0", st.stage, st.recreations, st.nextAttempt)
+	// The delete is sent, and the API server refuses it: nothing was committed.
+	st.deleteSent()
+	st.deleteFailed()
+	if st.stage != stageObserved || st.recreations != 0 || st.nextAttempt != 0 || st.expecting() || st.deleting {
+		t.Fatalf("after a refused delete: stage %s, recreations %d, next %d, deleting %v; want observed, 0, 0, false", st.stage, st.recreations, st.nextAttempt, st.deleting)
+	}
+	// The informer's delete of that instance is now a vanishing (no one asked for it), not the removal.
+	probe := *st
+	if probe.podDeleted("a"); probe.stage != stageVanished {
+		t.Fatalf("a delete delivered after the refusal made the replica %s, want vanished", probe.stage)
 	}
 	if again, err := st.doomedForRecreate(); err != nil || again == nil {
 		t.Fatalf("the recreation must be possible again: %v, %v", again, err)

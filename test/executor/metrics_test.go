@@ -55,7 +55,11 @@ func hostIP(t *testing.T) string {
 			return n.IP.String()
 		}
 	}
-	t.Skip("this host has no IPv4 address but loopback for the aggregator to reach a test's APIService")
+	const why = "this host has no IPv4 address but loopback for the aggregator to reach a test's APIService"
+	if os.Getenv("CI") == "true" {
+		t.Fatal(why + ": CI runs every test")
+	}
+	t.Skip(why)
 	return ""
 }
 
