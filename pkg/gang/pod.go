@@ -52,8 +52,9 @@ func ForPods(job *v1alpha1.TrainJob, jobName string) PodSettings {
 				KueueQueueLabel:    job.Spec.RunPolicy.SchedulingPolicy.Queue,
 				KueuePodGroupLabel: jobName,
 			},
-			// Kueue admits the group once this many pods exist: every replica.
-			Annotations: map[string]string{KueueTotalCountAnnotation: strconv.Itoa(int(v1alpha1.TotalReplicas(job)))},
+			// Kueue admits the group once this many pods exist: every pod
+			// the job starts with.
+			Annotations: map[string]string{KueueTotalCountAnnotation: strconv.Itoa(int(v1alpha1.GangSize(job)))},
 		}
 	}
 	return PodSettings{}

@@ -48,9 +48,7 @@ func newAutoscaler(job *v1alpha1.TrainJob) *autoscaler {
 	if !v1alpha1.ScalesOnMetrics(job) {
 		return nil
 	}
-	lo, hi, _ := v1alpha1.ElasticBounds(job)
-	start := min(max(job.Spec.ReplicaSpecs[v1alpha1.ReplicaTypeWorker].ReplicaCount(), lo), hi)
-	return &autoscaler{target: int(start), requests: podRequests(&job.Spec.ReplicaSpecs[v1alpha1.ReplicaTypeWorker].Template.Spec)}
+	return &autoscaler{target: int(v1alpha1.InitialWorkerTarget(job)), requests: podRequests(&job.Spec.ReplicaSpecs[v1alpha1.ReplicaTypeWorker].Template.Spec)}
 }
 
 // podRequests sums a pod's containers' cpu and memory requests, as the HPA

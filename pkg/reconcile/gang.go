@@ -16,6 +16,7 @@ import (
 	"github.com/trainstep/trainstep/pkg/apierr"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/gang"
+	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/result"
 )
 
@@ -116,7 +117,16 @@ func (c *Controller) admitGang(ctx context.Context) (time.Duration, error) {
 
 // gangPods returns the job's live replica pods and counts them.
 func (c *Controller) gangPods() ([]*corev1.Pod, gang.Pods) {
-	ids := c.order
+	// The gang is the slots the job wants now: those above an elastic
+	// job's metric-driven target are not created.
+	var ids []policy.ReplicaID
+	c.mu.Lock()
+	for _, id := range c.order {
+		if !c.aboveTarget(c.replicas[id]) {
+			ids = append(ids, id)
+		}
+	}
+	c.mu.Unlock()
 	count := gang.Pods{Desired: len(ids)}
 	var pods []*corev1.Pod
 	for _, id := range ids {

@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -135,5 +137,36 @@ func TestKubernetesGangPodsJoinThePodGroupAndAnUnplacedGangSaysWhy(t *testing.T)
 	}
 	if typed != len(order)-1 {
 		t.Errorf("%d pods created through the typed client, %d through the dynamic one", typed, len(order)-1)
+	}
+}
+
+// An elastic job that scales on metrics starts with its target's workers:
+// the built-in gang waits for those, not for every slot up to maxReplicas
+// (which it would wait for for ever), and Kueue's group counts the same.
+func TestGangOfAnElasticJobOnMetricsIsItsStartingWorkers(t *testing.T) {
+	job := elasticJob(2, 2, 4)
+	target := int32(50)
+	job.Spec.ElasticPolicy.Metrics = []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType,
+		Resource: &autoscalingv2.ResourceMetricSource{Name: corev1.ResourceCPU,
+			Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: &target}}}}
+	job.Spec.RunPolicy.SchedulingPolicy.Gang = v1alpha1.GangBuiltin
+	h := start(t, job)
+	testutil.Eventually(h.t, waitTimeout, "the gates of the 2 starting workers lifted", func() bool {
+		for _, n := range []string{"el-worker-0", "el-worker-1"} {
+			if p := h.pod(n); p == nil || gang.HasGate(p) {
+				return false
+			}
+		}
+		return true
+	})
+	if _, err := h.client.CoreV1().Pods(ns).Get(context.Background(), "el-worker-2", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("el-worker-2, above the target, exists or failed to read: %v", err)
+	}
+	if got := v1alpha1.GangSize(job); got != 2 {
+		t.Errorf("GangSize = %d, want the 2 starting workers (Kueue's pod-group-total-count)", got)
+	}
+	job.Spec.ElasticPolicy.Metrics = nil
+	if got := v1alpha1.GangSize(job); got != 4 {
+		t.Errorf("GangSize without metrics = %d, want every slot up to maxReplicas 4", got)
 	}
 }

@@ -218,6 +218,24 @@ func (s *ReplicaSpec) ReplicaCount() int32 {
 	return *s.Replicas
 }
 
+// GangSize is how many pods a gang of the job waits for at its start: every
+// slot, except that an elastic job that scales on metrics starts with its
+// initial worker target, since the slots above it are not created.
+func GangSize(job *TrainJob) int32 {
+	total := TotalReplicas(job)
+	if ScalesOnMetrics(job) {
+		total -= ReplicaSlots(job, ReplicaTypeWorker) - InitialWorkerTarget(job)
+	}
+	return total
+}
+
+// InitialWorkerTarget is the worker count an elastic job that scales on
+// metrics starts with: Worker.replicas within the elastic bounds.
+func InitialWorkerTarget(job *TrainJob) int32 {
+	lo, hi, _ := ElasticBounds(job)
+	return min(max(job.Spec.ReplicaSpecs[ReplicaTypeWorker].ReplicaCount(), lo), hi)
+}
+
 // TotalReplicas is the number of pods of every type together, an elastic
 // job's workers counted up to maxReplicas (ReplicaSlots).
 func TotalReplicas(job *TrainJob) int32 {
