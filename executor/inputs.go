@@ -12,12 +12,14 @@ import (
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/render"
+	"github.com/trainstep/trainstep/pkg/result"
 	"github.com/trainstep/trainstep/pkg/sshkey"
 )
 
 // renderInputs gathers what the renderer needs besides the job: for MPI, the
 // SSH key pair — the one an earlier attempt already stored (its replicas
-// trust it), else a new one.
+// trust it), else a new one. A Secret of that name without the job's label
+// is someone else's: its key is never used, and the run ends Invalid.
 func renderInputs(ctx context.Context, conn *connection, job *v1alpha1.TrainJob, apiTimeout time.Duration) (render.Inputs, error) {
 	if job.Spec.Framework != v1alpha1.FrameworkMPI {
 		return render.Inputs{}, nil
@@ -37,6 +39,15 @@ func renderInputs(ctx context.Context, conn *connection, job *v1alpha1.TrainJob,
 	})
 	if err != nil {
 		return render.Inputs{}, fmt.Errorf("reading the SSH secret %s: %w", name, err)
+	}
+	if existing != nil && existing.Labels[v1alpha1.LabelJobName] != job.Name {
+		owner := "no owner"
+		if ref := metav1.GetControllerOf(existing); ref != nil {
+			owner = "owner " + ref.Kind + " " + ref.Name
+		}
+		return render.Inputs{}, result.Invalid(result.ReasonNotOwned, fmt.Errorf(
+			"secret %s exists and is not this job's (no %s=%s label, %s): trainstep neither uses nor deletes it; rename the job (--name) or remove the secret",
+			name, v1alpha1.LabelJobName, job.Name, owner))
 	}
 	if existing != nil && len(existing.Data[corev1.SSHAuthPrivateKey]) > 0 {
 		return render.Inputs{SSHPrivateKey: existing.Data[corev1.SSHAuthPrivateKey], SSHPublicKey: existing.Data[frameworks.MPISSHPublicKeyKey]}, nil

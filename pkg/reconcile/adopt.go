@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/trainstep/trainstep/pkg/apierr"
@@ -48,7 +49,12 @@ func (c *Controller) adopt(ctx context.Context) error {
 		return fmt.Errorf("listing the job's pods: %w", err)
 	}
 	// The job's whole-job attempt and counted restarts go on from the
-	// pods' own record.
+	// pods' own record, and from the ledger's, which a restart writes
+	// before it deletes anything.
+	ledger := c.readLedger()
+	if e, ok := ledger[ledgerJob]; ok {
+		c.jobAttempt = max(c.jobAttempt, e.Attempt)
+	}
 	for _, pod := range pods {
 		if _, ok := desired[pod.Name]; ok {
 			c.jobAttempt = max(c.jobAttempt, jobAttemptOf(pod))
@@ -84,7 +90,7 @@ func (c *Controller) adopt(ctx context.Context) error {
 			adopted++
 		}
 	}
-	c.restarts += c.applyLedger(c.readLedger())
+	c.restarts += c.applyLedger(ledger)
 	if !restartUnderWay && adopted > 0 {
 		c.lostWhileAway(found)
 	}
@@ -113,6 +119,13 @@ func (c *Controller) adopt(ctx context.Context) error {
 	errs = c.parallel(ctx, len(owned), func(i int) error { return c.setOwner(ctx, owned[i]) })
 	if err := joinErrors(errs); err != nil {
 		return c.apiError(fmt.Errorf("re-attaching the job's objects: %w", err))
+	}
+	for _, obj := range owned {
+		if o, ok := obj.(runtime.Object); ok {
+			if _, isPod := o.(*corev1.Pod); !isPod {
+				c.markCreated(o, obj.GetUID()) // the teardown deletes exactly these
+			}
+		}
 	}
 	if adopted > 0 || len(stale) > 0 {
 		c.opts.Logger.Info("re-attached to an earlier attempt of the job",

@@ -197,13 +197,26 @@ func (c *Controller) sharedObjectDeletes(ctx context.Context) []func() error {
 	if gang.Kind(c.opts.Job) == v1alpha1.GangKueue {
 		deletes = append(deletes, retried("the Kueue Workload", func() error { return c.deleteKueueWorkload(ctx) }))
 	}
+	// Each by the UID of the job's own instance: an object of that name
+	// that is not the job's is never deleted.
+	byUID := func(uid types.UID) metav1.DeleteOptions {
+		return metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
+	}
 	for _, cm := range c.opts.Desired.ConfigMaps {
-		name := cm.Name
-		deletes = append(deletes, retried("configmap/"+name, func() error { return core.ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{}) }))
+		if uid := c.knownUID(cm); uid != "" {
+			name := cm.Name
+			deletes = append(deletes, retried("configmap/"+name, func() error {
+				return goneIfConflict(core.ConfigMaps(ns).Delete(ctx, name, byUID(uid)))
+			}))
+		}
 	}
 	for _, s := range c.opts.Desired.Secrets {
-		name := s.Name
-		deletes = append(deletes, retried("secret/"+name, func() error { return core.Secrets(ns).Delete(ctx, name, metav1.DeleteOptions{}) }))
+		if uid := c.knownUID(s); uid != "" {
+			name := s.Name
+			deletes = append(deletes, retried("secret/"+name, func() error {
+				return goneIfConflict(core.Secrets(ns).Delete(ctx, name, byUID(uid)))
+			}))
+		}
 	}
 	return deletes
 }
@@ -369,4 +382,13 @@ func (c *Controller) cachedDoomed(isDoomed func(kind, name string) bool) []strin
 		}
 	}
 	return left
+}
+
+// goneIfConflict reads a UID precondition's conflict as done: the instance
+// deleted is gone, and the name belongs to another.
+func goneIfConflict(err error) error {
+	if apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
 }

@@ -114,6 +114,9 @@ type Controller struct {
 	// Secrets) this run created, so a sync that runs before the informer
 	// delivers them does not ask the API server to create them again.
 	created map[string]bool
+	// createdUIDs holds the UIDs of the job-wide children this run created
+	// (or found to be the job's): the teardown deletes exactly those.
+	createdUIDs map[string]types.UID
 
 	// The fields below are touched only by the single worker goroutine,
 	// and read by View after Run returns.
@@ -191,6 +194,7 @@ func New(opts Options) *Controller {
 	c := &Controller{
 		opts:          opts,
 		created:       map[string]bool{},
+		createdUIDs:   map[string]types.UID{},
 		replicas:      map[policy.ReplicaID]*replicaState{},
 		byName:        map[string]*replicaState{},
 		gang:          newGangAdmission(opts.Job, opts.Jitter),
@@ -478,10 +482,11 @@ func childKey(obj runtime.Object) string {
 	return fmt.Sprintf("%T/%s", obj, m.GetName())
 }
 
-func (c *Controller) markCreated(obj runtime.Object) {
+func (c *Controller) markCreated(obj runtime.Object, uid types.UID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.created[childKey(obj)] = true
+	c.createdUIDs[childKey(obj)] = uid
 }
 
 func (c *Controller) wasCreated(obj runtime.Object) bool {

@@ -40,9 +40,14 @@ func (c *Controller) startJobRestart(jr *policy.JobRestart) {
 // the restart is still under way.
 func (c *Controller) continueJobRestart(ctx context.Context) (bool, error) {
 	r := c.restarting
-	if r.counted && !r.committed && !r.recorded {
+	if !r.committed && !r.recorded {
+		// Counted or not, the next attempt is recorded: a run that
+		// re-attaches before any of its pods exists must not start the old one again.
 		c.mu.Lock()
-		restarts := c.jobRestarts + 1
+		restarts := c.jobRestarts
+		if r.counted {
+			restarts++
+		}
 		c.mu.Unlock()
 		if err := c.recordCounted(ctx, map[string]ledgerEntry{ledgerJob: {Attempt: r.next, Restarts: restarts}}); err != nil {
 			return true, err

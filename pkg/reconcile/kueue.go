@@ -135,8 +135,18 @@ func (c *Controller) deleteKueueWorkload(ctx context.Context) error {
 	if c.opts.Dynamic == nil {
 		return nil
 	}
-	err := c.opts.Dynamic.Resource(gang.KueueWorkloads).Namespace(c.opts.Identity.Namespace).
-		Delete(ctx, c.kueueGroup(), metav1.DeleteOptions{})
+	workloads := c.opts.Dynamic.Resource(gang.KueueWorkloads).Namespace(c.opts.Identity.Namespace)
+	live, err := workloads.Get(ctx, c.kueueGroup(), metav1.GetOptions{})
+	if err == nil {
+		if !c.ownsWorkload(live.GetOwnerReferences()) {
+			return nil // a Workload of that name not made for the job's pods: left alone
+		}
+		uid := live.GetUID()
+		err = workloads.Delete(ctx, c.kueueGroup(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		if apierrors.IsConflict(err) {
+			err = nil
+		}
+	}
 	switch {
 	case err == nil || apierrors.IsNotFound(err):
 		return nil
@@ -145,4 +155,15 @@ func (c *Controller) deleteKueueWorkload(ctx context.Context) error {
 		return nil
 	}
 	return err
+}
+
+// ownsWorkload reports whether a Workload was made by Kueue for the job's
+// pod group: owned by pods with the job's replica names.
+func (c *Controller) ownsWorkload(refs []metav1.OwnerReference) bool {
+	for _, ref := range refs {
+		if ref.Kind == "Pod" && c.byName[ref.Name] != nil {
+			return true
+		}
+	}
+	return false
 }

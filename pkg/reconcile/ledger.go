@@ -17,7 +17,8 @@ import (
 const ledgerJob = "job"
 
 // ledgerEntry is one replica's last counted recreation, or the job's last
-// counted whole-job restart.
+// whole-job restart (counted or not: its attempt is what a run that
+// re-attaches before the next attempt's pods exist goes on from).
 type ledgerEntry struct {
 	// UID is the instance the recreation replaces: while it is still there,
 	// its delete never landed and the recreation did not happen.

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 )
 
 // ensurePodGroup creates the job's PodGroup (Kubernetes, scheduler-plugins
@@ -26,6 +28,13 @@ func (c *Controller) ensurePodGroup(ctx context.Context) error {
 	}
 	_, err = client.Create(ctx, pg, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
+		live, gerr := client.Get(ctx, pg.GetName(), metav1.GetOptions{})
+		if gerr != nil {
+			return fmt.Errorf("reading PodGroup %s that already exists: %w", pg.GetName(), gerr)
+		}
+		if live.GetLabels()[v1alpha1.LabelJobName] != c.opts.Identity.JobName {
+			return notOwned("PodGroup", pg.GetName(), live)
+		}
 		patch, perr := json.Marshal(map[string]any{"metadata": map[string]any{"ownerReferences": pg.GetOwnerReferences()}})
 		if perr != nil {
 			return perr
@@ -49,7 +58,18 @@ func (c *Controller) deletePodGroup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := client.Delete(ctx, pg.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	live, err := client.Get(ctx, pg.GetName(), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading PodGroup %s: %w", pg.GetName(), err)
+	case live.GetLabels()[v1alpha1.LabelJobName] != c.opts.Identity.JobName:
+		return nil // not the job's: left alone
+	}
+	uid := live.GetUID()
+	err = client.Delete(ctx, pg.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("deleting PodGroup %s: %w", pg.GetName(), err)
 	}
 	return nil

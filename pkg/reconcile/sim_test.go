@@ -254,17 +254,26 @@ type simEnd struct {
 	phase, reason string
 	restarts      int32
 	reattached    int
+	// at is when the job ended, deadline when its activeDeadlineSeconds
+	// ran out (zero without one).
+	at, deadline time.Time
 }
 
 // same compares two ends of one fault script. A deadline races with
 // whatever else ends the job by design: a failure at the deadline and
-// another failure are alike.
+// another failure, or an end close to the deadline, are alike.
 func (e simEnd) same(o simEnd) bool {
-	if e.phase == string(result.PhaseFailed) && o.phase == e.phase &&
-		(e.reason == result.ReasonDeadlineExceeded || o.reason == result.ReasonDeadlineExceeded) {
-		return true
+	if e.reason == result.ReasonDeadlineExceeded || o.reason == result.ReasonDeadlineExceeded {
+		if e.phase == o.phase || o.near(e.deadline) || e.near(o.deadline) {
+			return true
+		}
 	}
 	return e.phase == o.phase && e.reason == o.reason && e.restarts == o.restarts
+}
+
+// near reports whether the job ended within simDecisionSlack of t.
+func (e simEnd) near(t time.Time) bool {
+	return !t.IsZero() && e.at.Sub(t).Abs() <= simDecisionSlack
 }
 
 func (e simEnd) String() string {
@@ -470,7 +479,10 @@ func (r *simRun) sync() {
 func (r *simRun) finish(phase, reason string, everything bool) {
 	w, c := r.w, r.w.ctrl
 	v := c.View()
-	r.end = &simEnd{phase: phase, reason: reason, restarts: v.Restarts, reattached: r.retries}
+	r.end = &simEnd{phase: phase, reason: reason, restarts: v.Restarts, reattached: r.retries, at: w.now()}
+	if d := w.job.Spec.RunPolicy.ActiveDeadlineSeconds; d != nil {
+		r.end.deadline = c.startTime.Add(time.Duration(*d) * time.Second)
+	}
 	w.logf("outcome %s", r.end)
 	if phase == string(result.PhaseSucceeded) {
 		if limit := w.job.Spec.RunPolicy.BackoffLimit; limit != nil && v.Restarts > *limit {

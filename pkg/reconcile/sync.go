@@ -254,21 +254,25 @@ func (c *Controller) createMissing(ctx context.Context) error {
 }
 
 // createJobWide creates one job-wide object or Service.
+// One already there is used only when it is the job's (a create retried
+// after a lost answer); any other ends the run Invalid, naming it.
 func (c *Controller) createJobWide(ctx context.Context, obj runtime.Object) error {
-	err := apierr.Retry(ctx, func() error {
-		_, err := createObject(ctx, c.opts.Core, c.opts.Dynamic, obj)
+	var uid types.UID
+	err := apierr.Retry(ctx, func() (err error) {
+		uid, err = createObject(ctx, c.opts.Core, c.opts.Dynamic, obj)
 		if err == nil {
 			c.opts.Timeline.Created()
 		}
 		return err
 	})
 	if apierrors.IsAlreadyExists(err) {
-		err = nil // created by an earlier attempt; the cache has not caught up
+		uid, err = c.checkExisting(ctx, obj)
 	}
-	if err == nil {
-		c.markCreated(obj)
+	if err != nil || uid == "" {
+		return err
 	}
-	return err
+	c.markCreated(obj, uid)
+	return nil
 }
 
 // splitSources separates the ConfigMaps and Secrets, which pods read, from

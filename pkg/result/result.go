@@ -66,6 +66,10 @@ const (
 	// ReasonQuotaExceeded: a ResourceQuota kept refusing the job's objects
 	// until --pending-timeout; what exists is left for a retry of the step.
 	ReasonQuotaExceeded = "QuotaExceeded"
+	// ReasonNotOwned: an object the job would create exists already and is
+	// not the job's (no job label, or another owner): nothing of it is used
+	// or deleted.
+	ReasonNotOwned = "ObjectNotOwned"
 	// ReasonInternalError: trainstep itself failed (a panic); the message
 	// says where.
 	ReasonInternalError = "InternalError"

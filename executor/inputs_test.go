@@ -1,0 +1,50 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/result"
+)
+
+// A Secret named like the job's SSH Secret that the job did not make is
+// never used: its key would let its owner into the replicas.
+func TestRenderInputsRefusesAnSSHSecretNotTheJobs(t *testing.T) {
+	job := &v1alpha1.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "github-deploy"}, Spec: v1alpha1.TrainJobSpec{Framework: v1alpha1.FrameworkMPI}}
+	planted := []byte("-----BEGIN OPENSSH PRIVATE KEY-----\nplanted\n")
+	for _, tc := range []struct {
+		name    string
+		labels  map[string]string
+		wantErr bool
+	}{
+		{"unlabelled", nil, true},
+		{"another job's", map[string]string{v1alpha1.LabelJobName: "other"}, true},
+		{"the job's own, from an earlier attempt", map[string]string{v1alpha1.LabelJobName: "github-deploy"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.MPISSHSecretName(job.Name), Namespace: "team", Labels: tc.labels},
+				Data: map[string][]byte{corev1.SSHAuthPrivateKey: planted}}
+			conn := &connection{core: fake.NewClientset(secret).CoreV1(), namespace: "team"}
+			in, err := renderInputs(context.Background(), conn, job, time.Second)
+			var re *result.Error
+			switch {
+			case tc.wantErr && (!errors.As(err, &re) || re.Phase != result.PhaseInvalid || re.Reason != result.ReasonNotOwned):
+				t.Fatalf("err %v, want Invalid %s", err, result.ReasonNotOwned)
+			case tc.wantErr && !strings.Contains(err.Error(), "secret github-deploy-ssh"):
+				t.Errorf("error %q does not name the secret", err)
+			case !tc.wantErr && (err != nil || string(in.SSHPrivateKey) != string(planted)):
+				t.Errorf("the job's own key not reused: %v", err)
+			case tc.wantErr && in.SSHPrivateKey != nil:
+				t.Error("a key came back with the error")
+			}
+		})
+	}
+}
