@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
@@ -18,7 +19,8 @@ import (
 // ToleratesLoss reports whether an elastic PyTorch job keeps running after
 // replica r failed permanently: r is a worker and at least minReplicas
 // workers are still alive (pending, running or succeeded) or on their way
-// (missing: being created or replaced, as a worker lost to a node is).
+// (missing: being created or replaced, as a worker lost to a node is; or
+// failed in a way that is retried, as a preempted one seen before it goes).
 func ToleratesLoss(v *View, r Replica) bool {
 	lo, _, ok := v1alpha1.ElasticBounds(v.Job)
 	if !ok || r.Type != v1alpha1.ReplicaTypeWorker {
@@ -29,8 +31,10 @@ func ToleratesLoss(v *View, r Replica) bool {
 		if w.ReplicaID == r.ReplicaID {
 			continue
 		}
-		switch w.Phase {
-		case PhasePending, PhaseRunning, PhaseSucceeded, PhaseMissing:
+		switch {
+		case w.Phase == PhasePending, w.Phase == PhaseRunning, w.Phase == PhaseSucceeded, w.Phase == PhaseMissing:
+			alive++
+		case w.Phase == PhaseFailed && replacedAfterFailure(v, w):
 			alive++
 		}
 	}
@@ -106,4 +110,15 @@ func checkElasticShort(v *View, pending time.Duration) (StuckVerdict, time.Durat
 	return StuckVerdict{Transient: true, Reason: result.ReasonPendingTimeout,
 		Message: fmt.Sprintf("only %d of the %d workers elasticPolicy.minReplicas asks for ran for %s (limit %s); %d wait for capacity",
 			e.Running, e.Min, waited.Round(time.Second), pending, e.WaitingForCapacity)}, 0
+}
+
+// replacedAfterFailure reports whether failed worker w gets a new instance:
+// its pod was disrupted (the default rule ignores that) or its restart
+// policy retries its exit.
+func replacedAfterFailure(v *View, w Replica) bool {
+	if slices.Contains(w.Conditions, string(v1alpha1.PodConditionDisruptionTarget)) {
+		return true
+	}
+	spec := v.Job.Spec.ReplicaSpecs[w.Type]
+	return spec != nil && DecideRestart(spec, w) == Recreate
 }

@@ -128,6 +128,18 @@ func regressions() []regression {
 			{at: 100 * time.Second, kind: faultNodeDown, node: busiestNode(2, "el-worker-0", "el-worker-1", "el-worker-3"), lasts: 70 * time.Second, deleted: true},
 		},
 		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
+	}, {
+		// Found by the simulation: a preempted worker seen Failed before
+		// its pod went did not count as alive, and a tolerated failure of
+		// another became fatal — depending on which the controller saw first.
+		name: "an elastic job tolerates failed workers while a preempted one is replaced",
+		job:  elasticJob(3, 2, 4), nodes: 3,
+		faults: []fault{
+			{at: 150 * time.Second, kind: faultExit, replica: "el-worker-3", code: 3},
+			{at: 199 * time.Second, kind: faultExit, replica: "el-worker-2", code: 3},
+			{at: 223 * time.Second, kind: faultDisruption, replica: "el-worker-0", disruption: "preemption"},
+		},
+		counted: 2, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
 	}}
 }
 

@@ -500,6 +500,9 @@ func (r *simRun) finish(phase, reason string, everything bool) {
 		if _, err := c.Cleanup(r.ctx, everything, false); err != nil {
 			w.logf("cleanup: %v", err)
 		}
+		// What the policy keeps is decided on the replicas as they stand:
+		// a pod whose delete failed may have ended meanwhile.
+		r.plan = policy.Cleanup(w.job.Spec.RunPolicy.CleanPodPolicyOrDefault(), everything, c.View().Replicas)
 		if left > 0 {
 			w.after(2*time.Second, gen, "cleanup", func() { pass(left - 1) })
 		}
@@ -834,6 +837,9 @@ func (r *simRun) nodeDown(f *fault) {
 	})
 	if f.deleted {
 		w.after(monitorGrace+5*time.Second, 0, "node deleted "+n.name, func() {
+			if n.up {
+				return // it answered again first
+			}
 			n.deleted = true
 			for _, p := range w.jobPods() {
 				if p.Spec.NodeName == n.name {
