@@ -15,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/trainstep/trainstep/internal/testutil"
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/policy"
 )
 
@@ -85,11 +86,7 @@ func (h *harness) waitGone(name string) {
 // window, then removes workers 3 and 2 — no restart — and creates them
 // again when the usage climbs back.
 func TestElasticWorkersFollowTheHPAFormulaWithinTheBounds(t *testing.T) {
-	job := elasticJob(2, 2, 4)
-	target := int32(50)
-	job.Spec.ElasticPolicy.Metrics = []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType,
-		Resource: &autoscalingv2.ResourceMetricSource{Name: corev1.ResourceCPU,
-			Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: &target}}}}
+	job := onCPUUtilization(elasticJob(2, 2, 4), 50)
 	job.Spec.ReplicaSpecs["Worker"].Template.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
 	clock := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	var progress <-chan string
@@ -174,4 +171,13 @@ func TestPodRequestsSumsTheContainersAsTheHPADoes(t *testing.T) {
 	if got[corev1.ResourceCPU] != 1500 || got[corev1.ResourceMemory] != 1024*1024*1024*1000 || len(got) != 2 {
 		t.Errorf("podRequests = %v, want cpu 1500m and memory 1Gi in milli-units, the init container left out", got)
 	}
+}
+
+// onCPUUtilization makes an elastic job scale on its workers' CPU
+// utilization, aiming at percent.
+func onCPUUtilization(job *v1alpha1.TrainJob, percent int32) *v1alpha1.TrainJob {
+	job.Spec.ElasticPolicy.Metrics = []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType,
+		Resource: &autoscalingv2.ResourceMetricSource{Name: corev1.ResourceCPU,
+			Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: &percent}}}}
+	return job
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -144,11 +143,7 @@ func TestKubernetesGangPodsJoinThePodGroupAndAnUnplacedGangSaysWhy(t *testing.T)
 // the built-in gang waits for those, not for every slot up to maxReplicas
 // (which it would wait for for ever), and Kueue's group counts the same.
 func TestGangOfAnElasticJobOnMetricsIsItsStartingWorkers(t *testing.T) {
-	job := elasticJob(2, 2, 4)
-	target := int32(50)
-	job.Spec.ElasticPolicy.Metrics = []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType,
-		Resource: &autoscalingv2.ResourceMetricSource{Name: corev1.ResourceCPU,
-			Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: &target}}}}
+	job := onCPUUtilization(elasticJob(2, 2, 4), 50)
 	job.Spec.RunPolicy.SchedulingPolicy.Gang = v1alpha1.GangBuiltin
 	h := start(t, job)
 	testutil.Eventually(h.t, waitTimeout, "the gates of the 2 starting workers lifted", func() bool {

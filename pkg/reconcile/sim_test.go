@@ -549,28 +549,6 @@ func (r *simRun) checkTeardown() {
 	}
 }
 
-// lastView is the replicas as the world holds them, for the cleanup plan.
-func (r *simRun) lastView() policy.View {
-	var v policy.View
-	for _, id := range policy.Desired(r.w.job) {
-		rep := policy.Replica{ReplicaID: id, Phase: policy.PhaseMissing}
-		if p := r.w.livePod(render.PodName(r.w.job.Name, id.Type, id.Index)); p != nil {
-			switch p.Status.Phase {
-			case corev1.PodRunning:
-				rep.Phase = policy.PhaseRunning
-			case corev1.PodSucceeded:
-				rep.Phase = policy.PhaseSucceeded
-			case corev1.PodFailed:
-				rep.Phase = policy.PhaseFailed
-			default:
-				rep.Phase = policy.PhasePending
-			}
-		}
-		v.Replicas = append(v.Replicas, rep)
-	}
-	return v
-}
-
 func (r *simRun) stateLine() string {
 	var parts []string
 	for _, p := range r.w.jobPods() {
