@@ -65,9 +65,10 @@ func (c *Controller) continueJobRestart(ctx context.Context) (bool, error) {
 			st.deleteSent()
 			doomed = append(doomed, doomedInstance{st: st, uid: st.uid, force: c.nodeLost(id)})
 		case stageRemoving:
-			// Deleted gracefully, then its node stopped answering: its
-			// kubelet will never confirm, so the delete is forced.
-			if c.removingOnLostNode(st) {
+			// Deleted gracefully, then its node stopped answering (or it
+			// had ended and still waits for its kubelet): the kubelet may
+			// never confirm, so the delete is forced.
+			if c.removingOnLostNode(st) || c.finishedButTerminating(st) {
 				doomed = append(doomed, doomedInstance{st: st, uid: st.uid, force: true})
 			}
 		}
@@ -128,12 +129,25 @@ func (c *Controller) removingOnLostNode(st *replicaState) bool {
 	return !since.IsZero() && c.opts.Clock.Since(since) >= c.opts.Timeouts.NodeLost
 }
 
-// nextNodeLost is when the node of a replica being deleted counts as lost
-// (0 when none is waited on).
-func (c *Controller) nextNodeLost() time.Duration {
-	if c.opts.Timeouts.NodeLost <= 0 {
-		return 0
+// terminatingGrace is how long the kubelet has to remove a finished pod
+// being deleted before the delete is forced: nothing of it runs any more.
+const terminatingGrace = 10 * time.Second
+
+// finishedButTerminating reports whether st's instance, which has ended,
+// has been waiting for its kubelet to remove it for terminatingGrace: a
+// node that stopped answering never marks a finished pod NotReady, so
+// removingOnLostNode cannot tell; called with the controller's mutex held.
+func (c *Controller) finishedButTerminating(st *replicaState) bool {
+	p := st.pod
+	if p == nil || p.DeletionTimestamp == nil || (p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed) {
+		return false
 	}
+	return c.opts.Clock.Since(p.DeletionTimestamp.Time) >= terminatingGrace
+}
+
+// nextNodeLost is when the node of a replica being deleted counts as lost,
+// or a finished one's delete is forced (0 when none is waited on).
+func (c *Controller) nextNodeLost() time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var next time.Duration
@@ -142,8 +156,11 @@ func (c *Controller) nextNodeLost() time.Duration {
 		if st.stage != stageRemoving || st.pod == nil {
 			continue
 		}
-		if since := c.nodeNotReadySince(id.Type, st.pod); !since.IsZero() {
+		if since := c.nodeNotReadySince(id.Type, st.pod); !since.IsZero() && c.opts.Timeouts.NodeLost > 0 {
 			next = sooner(next, max(c.opts.Timeouts.NodeLost-c.opts.Clock.Since(since), time.Millisecond))
+		}
+		if p := st.pod; p.DeletionTimestamp != nil && (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed) {
+			next = sooner(next, max(terminatingGrace-c.opts.Clock.Since(p.DeletionTimestamp.Time), time.Millisecond))
 		}
 	}
 	return next

@@ -59,8 +59,10 @@ func regressions() []regression {
 		delete(f.peers, f.replica)
 		return f
 	}
-	// A node that hosts ddp-master-0 but not ddp-worker-1, of three.
+	// Of three nodes: one that hosts ddp-master-0, and one that hosts
+	// ddp-worker-1 but not the master.
 	masterNode := simNodeOf("ddp-master-0", 3)
+	workerOnlyNode := simNodeOf("ddp-worker-1", 3)
 	return []regression{{
 		// Review item 1: adopt replaced a failed pod and the job went on.
 		name: "a worker failed while no step watched fails the job",
@@ -140,6 +142,28 @@ func regressions() []regression {
 			{at: 223 * time.Second, kind: faultDisruption, replica: "el-worker-0", disruption: "preemption"},
 		},
 		counted: 2, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
+	}, {
+		// Found by the simulation: a peer that had failed, then was deleted
+		// for the restart on a node that had stopped answering, stayed
+		// Terminating: a finished pod is never marked NotReady.
+		name: "a whole-job restart forces the delete of a finished peer left terminating",
+		job:  ddpJob(v1alpha1.RestartPolicyExitCode), nodes: 3,
+		faults: []fault{
+			ddpPeers(fault{at: 30 * time.Second, kind: faultExit, replica: "ddp-master-0", code: 137}),
+			{at: 32 * time.Second, kind: faultNodeDown, node: workerOnlyNode, lasts: 10 * time.Minute},
+		},
+		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 1,
+	}, {
+		// Found by the simulation: while writes failed no decision ran,
+		// and the deadline passed unenforced.
+		name: "activeDeadlineSeconds holds while the API server refuses writes",
+		job:  withDeadline(tfJob(v1alpha1.RestartPolicyExitCode), 100), nodes: 2,
+		faults: []fault{
+			{at: 80 * time.Second, kind: faultAPI, code: 503, lasts: time.Minute},
+			// Its replacement's create is refused at every sync.
+			{at: 90 * time.Second, kind: faultDisruption, replica: "mnist-worker-1", disruption: "podgc"},
+		},
+		phase: result.PhaseFailed, reason: result.ReasonDeadlineExceeded, restarts: -1,
 	}}
 }
 

@@ -28,6 +28,13 @@ func newBucket() *rate.Limiter { return rate.NewLimiter(rate.Limit(10), 100) }
 // reads, create what is missing, let the built-in gang admit the job,
 // observe the replicas, ask the policy, then carry out recreations.
 func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
+	// The deadline needs no write: it holds while the API server refuses
+	// them, and while the job restarts (success still comes first).
+	if d, ok := policy.DeadlineExceeded(&policy.View{Job: c.opts.Job, StartTime: c.startTime, Now: c.opts.Clock.Now()}); ok {
+		if c.view = c.observe(); !policy.Succeeded(&c.view, c.opts.Rule) {
+			return d, nil
+		}
+	}
 	if err := c.ensurePodGroup(ctx); err != nil {
 		return policy.Decision{}, c.apiError(err)
 	}
@@ -46,10 +53,7 @@ func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 	}
 	c.view = c.observe()
 	if c.restarting != nil {
-		// No replica is judged while the job restarts, but its deadline holds.
-		if d, ok := policy.DeadlineExceeded(&c.view); ok {
-			return d, nil
-		}
+		// No replica is judged while the job restarts (the deadline was above).
 		return c.syncJobRestart(ctx)
 	}
 	decision := policy.Decide(&c.view, c.opts.Rule, c.opts.Timeouts)
