@@ -187,6 +187,11 @@ func drawSchedule(seed uint64) schedule {
 		deadline := int64(120 + r.IntN(300))
 		rp.ActiveDeadlineSeconds = &deadline
 	}
+	if r.IntN(5) == 0 {
+		// The built-in gang: pods created gated, ungated together.
+		rp.SchedulingPolicy.Gang = v1alpha1.GangBuiltin
+		s.name += "+gang"
+	}
 	policies := []v1alpha1.CleanPodPolicy{v1alpha1.CleanPodPolicyRunning, v1alpha1.CleanPodPolicyAll, v1alpha1.CleanPodPolicyNone}
 	cp := policies[r.IntN(len(policies))]
 	rp.CleanPodPolicy = &cp
