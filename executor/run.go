@@ -206,13 +206,23 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 	if err != nil {
 		return nil, err
 	}
-	isMPI := job.Spec.Framework == v1alpha1.FrameworkMPI
-	podGroups, hasPodGroup := gang.PodGroupResource(gang.Kind(job))
-	if err := conn.preflight(ctx, cfg.APITimeout, requiredPermissions(isMPI, isMPI, eventObject != nil, podGroups.Group, v1alpha1.ScalesOnMetrics(job))); err != nil {
+	id := render.Identity{Namespace: conn.namespace, JobName: job.Name, Owner: owner, Labels: map[string]string{}}
+	if cfg.WorkflowName != "" {
+		id.Labels[v1alpha1.LabelWorkflow] = cfg.WorkflowName
+	}
+	renderer, err := render.NewRenderer(job, id)
+	if err != nil {
+		return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
+	}
+	planned, err := renderer.SharedObjects(plannedInputs(job))
+	if err != nil {
+		return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
+	}
+	if err := conn.preflight(ctx, cfg.APITimeout, requiredPermissions(planned, eventObject != nil, v1alpha1.ScalesOnMetrics(job))); err != nil {
 		return nil, err
 	}
 	cfg.Timeline.Mark("preflight done")
-	if hasPodGroup {
+	if podGroups, hasPodGroup := gang.PodGroupResource(gang.Kind(job)); hasPodGroup {
 		if err := conn.checkPodGroupAPI(ctx, cfg.APITimeout, podGroups); err != nil {
 			return nil, err
 		}
@@ -222,15 +232,11 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 			return nil, err
 		}
 	}
-	id := render.Identity{Namespace: conn.namespace, JobName: job.Name, Owner: owner, Labels: map[string]string{}}
-	if cfg.WorkflowName != "" {
-		id.Labels[v1alpha1.LabelWorkflow] = cfg.WorkflowName
-	}
 	inputs, err := renderInputs(ctx, conn, job, cfg.APITimeout)
 	if err != nil {
 		return nil, err
 	}
-	renderer, desired, err := renderAllButPods(job, id, inputs)
+	desired, err := renderAllButPods(renderer, inputs)
 	if err != nil {
 		return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
 	}
@@ -239,28 +245,35 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 	return &preparedRun{conn: conn, identity: id, renderer: renderer, desired: desired, eventObject: eventObject, log: log}, nil
 }
 
-// renderAllButPods prepares the job's renderer (which refuses a job too
-// large to run) and renders its shared objects and Services; pods are
-// rendered one at a time as they are created.
-func renderAllButPods(job *v1alpha1.TrainJob, id render.Identity, inputs render.Inputs) (*render.Renderer, *render.Objects, error) {
-	renderer, err := render.NewRenderer(job, id)
-	if err != nil {
-		return nil, nil, err
+// plannedInputs stand in for the inputs renderInputs reads or generates
+// (an SSH key pair), so that the preflight sees every kind of object the
+// job will create before anything is read or created. The objects rendered
+// with them are never sent.
+func plannedInputs(job *v1alpha1.TrainJob) render.Inputs {
+	if job.Spec.Framework != v1alpha1.FrameworkMPI {
+		return render.Inputs{}
 	}
+	unused := []byte("planned")
+	return render.Inputs{SSHPrivateKey: unused, SSHPublicKey: unused}
+}
+
+// renderAllButPods renders the job's shared objects and Services; pods are
+// rendered one at a time as they are created.
+func renderAllButPods(renderer *render.Renderer, inputs render.Inputs) (*render.Objects, error) {
 	desired, err := renderer.SharedObjects(inputs)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	for _, ref := range renderer.Replicas() {
 		svc, err := renderer.Service(ref.Type, ref.Index)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if svc != nil {
 			desired.Services = append(desired.Services, svc)
 		}
 	}
-	return renderer, desired, nil
+	return desired, nil
 }
 
 // teardownContext bounds the teardown: by the grace period when the step
