@@ -556,7 +556,7 @@ func (c *Controller) Run(ctx context.Context) (policy.Decision, error) {
 	}()
 	o := <-done
 	if err := c.crashError(); err != nil {
-		return policy.Decision{Outcome: policy.OutcomeRunning}, err
+		return policy.Decision{}, err // as a fatal error of a sync
 	}
 	return o.decision, o.err
 }
