@@ -2,6 +2,10 @@ package executor
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +21,7 @@ import (
 	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/reconcile"
 	"github.com/trainstep/trainstep/pkg/render"
+	"github.com/trainstep/trainstep/pkg/result"
 )
 
 // launchedJob creates a TensorFlow job's objects with a controller on the
@@ -107,5 +112,72 @@ func TestTheTeardownAfterAPanicIsFencedByTheLease(t *testing.T) {
 	teardownAfterPanic(cfg, ctrl, heldLease(client, false), log)
 	if pods := jobPods(t, client); len(pods) != 0 {
 		t.Errorf("pods %v left by the teardown of the lease's holder", pods)
+	}
+}
+
+// TestAPanicInACreateEndsTheRunFailedAndTearsItDown runs the executor
+// against the fake clientset with a create that panics — outside the
+// sync's own goroutine, in the parallel creates. The run ends Failed
+// InternalError, its outputs say so, the job's objects are deleted, and
+// the test process lives on.
+func TestAPanicInACreateEndsTheRunFailedAndTearsItDown(t *testing.T) {
+	job := loadJob(t, tensorflowJob)
+	id := render.Identity{Namespace: "ns", JobName: job.Name}
+	renderer, err := render.NewRenderer(job, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	desired, err := renderAllButPods(renderer, render.Inputs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := fake.NewClientset()
+	client.PrependReactor("create", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if obj, ok := a.(k8stesting.CreateAction).GetObject().(metav1.Object); ok {
+			obj.SetUID(uuid.NewUUID())
+		}
+		return false, nil, nil
+	})
+	var fired atomic.Bool
+	client.PrependReactor("create", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if fired.CompareAndSwap(false, true) {
+			panic("injected in a create")
+		}
+		return false, nil, nil
+	})
+	log := zaptest.NewLogger(t)
+	cfg := Config{OutputsDir: t.TempDir(), Logger: log, TerminationGrace: 10 * time.Second, Outputs: NewOutputGate()}
+	cfg.setDefaults()
+	conn := &connection{core: client.CoreV1(), coordination: client.CoordinationV1(), namespace: "ns"}
+	s := &preparedRun{conn: conn, identity: id, renderer: renderer, desired: desired, log: log}
+	res := newResult(&cfg)
+
+	runErr := execute(context.Background(), &cfg, job, s, func() bool { return false }, &res)
+	end(&cfg, &res, runErr, time.Now())
+
+	if res.Phase != result.PhaseFailed || res.Reason != result.ReasonInternalError || !strings.Contains(res.Message, "injected in a create") {
+		t.Fatalf("phase %s reason %s message %q, want Failed InternalError naming the panic", res.Phase, res.Reason, res.Message)
+	}
+	for name, want := range map[string]string{"phase": "Failed", "reason": result.ReasonInternalError} {
+		got, err := os.ReadFile(filepath.Join(cfg.OutputsDir, name))
+		if err != nil || strings.TrimSpace(string(got)) != want {
+			t.Errorf("output %s = %q (%v), want %q", name, got, err, want)
+		}
+	}
+	ctx := context.Background()
+	pods, _ := client.CoreV1().Pods("ns").List(ctx, metav1.ListOptions{})
+	svcs, _ := client.CoreV1().Services("ns").List(ctx, metav1.ListOptions{})
+	cms, _ := client.CoreV1().ConfigMaps("ns").List(ctx, metav1.ListOptions{})
+	if n := len(pods.Items) + len(svcs.Items) + len(cms.Items); n != 0 || !fired.Load() {
+		t.Errorf("%d objects left after the teardown (panic injected: %v)", n, fired.Load())
+	}
+	deleted := map[string]int{}
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "delete" {
+			deleted[a.GetResource().Resource]++
+		}
+	}
+	if deleted["services"] != 2 || deleted["configmaps"] != 1 {
+		t.Errorf("the teardown deleted %v, want the 2 Services and the ConfigMap created before the panic", deleted)
 	}
 }
