@@ -127,7 +127,7 @@ func End(f EndingFacts) Ending {
 		// Nothing was created: a retry of the step re-attaches to whatever
 		// exists, so nothing is torn down.
 		e.Action, e.ReleaseLease = EndWithError, true
-	case !f.Stopped && f.Err != nil && LeavesObjects(f.Err.Reason) && (f.Lease == LeaseHeld || f.Lease == LeaseLost):
+	case !f.Stopped && f.Err != nil && leavesObjects(f.Err.Reason) && (f.Lease == LeaseHeld || f.Lease == LeaseLost):
 		// The API server is away, or a quota has no room: the step's retry
 		// re-attaches to the replicas, and the owner reference removes
 		// them if none comes.
@@ -204,8 +204,8 @@ func outcomePhase(o Outcome) result.Phase {
 	return result.PhaseFailed
 }
 
-// LeavesObjects reports the Transient ends that leave the job's objects in
+// leavesObjects reports the Transient ends that leave the job's objects in
 // place for a retry of the step to re-attach to.
-func LeavesObjects(reason string) bool {
+func leavesObjects(reason string) bool {
 	return reason == result.ReasonAPIUnreachable || reason == result.ReasonQuotaExceeded
 }
