@@ -101,9 +101,11 @@ func TestAPanicInAnInformerHandlerEndsTheRunAsAnInternalError(t *testing.T) {
 func TestAPanicInTheTeardownIsAnError(t *testing.T) {
 	h := startWith(t, tfJob(v1alpha1.RestartPolicyNever), func(h *harness, _ *Options) {
 		h.runErr = make(chan error, 1)
+		h.client.PrependReactor("create", "pods", panicsOnce("injected in a create"))
 	})
-	h.pod("mnist-worker-1")
-	h.client.PrependReactor("delete", "pods", func(k8stesting.Action) (bool, runtime.Object, error) { panic("injected in the teardown") })
+	// Cleanup runs once Run is over, as in the executor.
+	wantInternalError(t, h, "injected in a create")
+	h.client.PrependReactor("delete", "*", func(k8stesting.Action) (bool, runtime.Object, error) { panic("injected in the teardown") })
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	_, err := h.ctrl.Cleanup(ctx, true, false)
