@@ -29,6 +29,7 @@ import (
 	"github.com/trainstep/trainstep/pkg/apistats"
 	"github.com/trainstep/trainstep/pkg/gang"
 	"github.com/trainstep/trainstep/pkg/reconcile"
+	"github.com/trainstep/trainstep/pkg/render"
 	"github.com/trainstep/trainstep/pkg/result"
 )
 
@@ -171,44 +172,48 @@ func (p permission) String() string {
 	return p.verb + " " + r
 }
 
-// requiredPermissions lists what the run needs in its namespace;
-// podGroupAPI is the API group of the job's PodGroup ("" for none).
-func requiredPermissions(configMaps, secrets, events bool, podGroupAPI string, podMetrics bool) []permission {
+// requiredPermissions lists what the run needs in its namespace to create,
+// watch and delete the objects it rendered (planned: every kind it will
+// create; its pods are rendered one at a time, so every run has them).
+// A ConfigMap or Secret the renderer made is a kind the controller watches
+// and writes, so the rights follow the rendered objects rather than the
+// framework: TensorFlow's cluster ConfigMap needs them as MPI's hostfile
+// does. events says the run records events on its owner.
+func requiredPermissions(planned *render.Objects, events, podMetrics bool) []permission {
 	var perms []permission
-	add := func(resource string, verbs ...string) {
+	add := func(group, resource string, verbs ...string) {
 		for _, v := range verbs {
-			perms = append(perms, permission{verb: v, resource: resource})
+			perms = append(perms, permission{verb: v, group: group, resource: resource})
 		}
 	}
-	add("pods", "create", "get", "list", "watch", "delete", "patch")
+	add("", "pods", "create", "get", "list", "watch", "delete", "patch")
 	perms = append(perms, permission{verb: "get", resource: "pods", subresource: "log"})
-	add("services", "create", "list", "watch", "delete", "patch")
-	if configMaps {
-		add("configmaps", "create", "list", "watch", "delete", "patch")
+	// Services are watched whether or not the job renders any.
+	add("", "services", "create", "list", "watch", "delete", "patch")
+	if len(planned.ConfigMaps) > 0 {
+		add("", "configmaps", "create", "list", "watch", "delete", "patch")
 	}
-	if secrets {
-		add("secrets", "create", "get", "list", "watch", "delete", "patch")
+	if len(planned.Secrets) > 0 {
+		// get: a retry of the step reuses the Secret an earlier attempt made.
+		add("", "secrets", "create", "get", "list", "watch", "delete", "patch")
 	}
 	if events {
-		add("events", "create", "patch")
+		add("", "events", "create", "patch")
 	}
 	// The job's Lease: one writer per job.
-	for _, v := range []string{"create", "get", "update", "patch", "delete"} {
-		perms = append(perms, permission{verb: v, group: "coordination.k8s.io", resource: "leases"})
-	}
+	add("coordination.k8s.io", "leases", "create", "get", "update", "patch", "delete")
 	if podMetrics {
 		// elasticPolicy.metrics: the workers' usage.
-		perms = append(perms, permission{verb: "list", group: metricsAPI.Group, resource: metricsAPI.Resource})
+		add(metricsAPI.Group, metricsAPI.Resource, "list")
 	}
-	if podGroupAPI != "" {
+	if planned.PodGroup != nil {
+		group := planned.PodGroup.GroupVersionKind().Group
 		verbs := []string{"create", "patch", "delete"}
-		if podGroupAPI == gang.KubernetesPodGroups.Group {
+		if group == gang.KubernetesPodGroups.Group {
 			// The scheduler's condition on the group, read when it does not fit.
 			verbs = append(verbs, "get")
 		}
-		for _, v := range verbs {
-			perms = append(perms, permission{verb: v, group: podGroupAPI, resource: "podgroups"})
-		}
+		add(group, "podgroups", verbs...)
 	}
 	return perms
 }

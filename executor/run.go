@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -206,13 +205,23 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 	if err != nil {
 		return nil, err
 	}
-	isMPI := job.Spec.Framework == v1alpha1.FrameworkMPI
-	podGroups, hasPodGroup := gang.PodGroupResource(gang.Kind(job))
-	if err := conn.preflight(ctx, cfg.APITimeout, requiredPermissions(isMPI, isMPI, eventObject != nil, podGroups.Group, v1alpha1.ScalesOnMetrics(job))); err != nil {
+	id := render.Identity{Namespace: conn.namespace, JobName: job.Name, Owner: owner, Labels: map[string]string{}}
+	if cfg.WorkflowName != "" {
+		id.Labels[v1alpha1.LabelWorkflow] = cfg.WorkflowName
+	}
+	renderer, err := render.NewRenderer(job, id)
+	if err != nil {
+		return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
+	}
+	planned, err := renderer.SharedObjects(plannedInputs(job))
+	if err != nil {
+		return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
+	}
+	if err := conn.preflight(ctx, cfg.APITimeout, requiredPermissions(planned, eventObject != nil, v1alpha1.ScalesOnMetrics(job))); err != nil {
 		return nil, err
 	}
 	cfg.Timeline.Mark("preflight done")
-	if hasPodGroup {
+	if podGroups, hasPodGroup := gang.PodGroupResource(gang.Kind(job)); hasPodGroup {
 		if err := conn.checkPodGroupAPI(ctx, cfg.APITimeout, podGroups); err != nil {
 			return nil, err
 		}
@@ -222,15 +231,11 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 			return nil, err
 		}
 	}
-	id := render.Identity{Namespace: conn.namespace, JobName: job.Name, Owner: owner, Labels: map[string]string{}}
-	if cfg.WorkflowName != "" {
-		id.Labels[v1alpha1.LabelWorkflow] = cfg.WorkflowName
-	}
 	inputs, err := renderInputs(ctx, conn, job, cfg.APITimeout)
 	if err != nil {
 		return nil, err
 	}
-	renderer, desired, err := renderAllButPods(job, id, inputs)
+	desired, err := renderAllButPods(renderer, inputs)
 	if err != nil {
 		return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
 	}
@@ -239,83 +244,58 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 	return &preparedRun{conn: conn, identity: id, renderer: renderer, desired: desired, eventObject: eventObject, log: log}, nil
 }
 
-// renderAllButPods prepares the job's renderer (which refuses a job too
-// large to run) and renders its shared objects and Services; pods are
-// rendered one at a time as they are created.
-func renderAllButPods(job *v1alpha1.TrainJob, id render.Identity, inputs render.Inputs) (*render.Renderer, *render.Objects, error) {
-	renderer, err := render.NewRenderer(job, id)
-	if err != nil {
-		return nil, nil, err
+// plannedInputs stand in for the inputs renderInputs reads or generates
+// (an SSH key pair), so that the preflight sees every kind of object the
+// job will create before anything is read or created. The objects rendered
+// with them are never sent.
+func plannedInputs(job *v1alpha1.TrainJob) render.Inputs {
+	if job.Spec.Framework != v1alpha1.FrameworkMPI {
+		return render.Inputs{}
 	}
+	unused := []byte("planned")
+	return render.Inputs{SSHPrivateKey: unused, SSHPublicKey: unused}
+}
+
+// renderAllButPods renders the job's shared objects and Services; pods are
+// rendered one at a time as they are created.
+func renderAllButPods(renderer *render.Renderer, inputs render.Inputs) (*render.Objects, error) {
 	desired, err := renderer.SharedObjects(inputs)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	for _, ref := range renderer.Replicas() {
 		svc, err := renderer.Service(ref.Type, ref.Index)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if svc != nil {
 			desired.Services = append(desired.Services, svc)
 		}
 	}
-	return renderer, desired, nil
+	return desired, nil
 }
-
-// teardownContext bounds the teardown: by the grace period when the step
-// was stopped, all that Argo waits before it kills the container; by
-// CleanupTimeout when the job ended by itself, since then nothing kills the
-// step and a job of thousands of replicas takes longer than a grace period
-// to delete (a 2048-worker job left all its Services after 25 s). A signal
-// during that longer teardown (runCtx ends) leaves it the grace period.
-func teardownContext(runCtx context.Context, cfg *Config, stopped bool) (context.Context, context.CancelFunc) {
-	if stopped {
-		return context.WithTimeout(context.Background(), cfg.TerminationGrace)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.CleanupTimeout)
-	stopWatching := context.AfterFunc(runCtx, func() { time.AfterFunc(cfg.TerminationGrace, cancel) })
-	return ctx, func() { stopWatching(); cancel() }
-}
-
-// errLeaseLost cancels a run whose hold on the job's Lease ended: another
-// run of the job writes now.
-var errLeaseLost = errors.New("this run lost the job's lease to another run of the job")
 
 // execute holds the job's Lease, reconciles the job until it ends or the
-// step is stopped, then tears down on a context the signal does not cancel
-// and fills res. The teardown is fenced by the Lease: a run that does not
-// hold it (another run of the job took over) deletes nothing, signal or
-// not, and the teardown stops if the Lease is lost while it runs.
+// step is stopped, then ends the run as policy.End decides: a teardown on
+// a context the signal does not cancel, fenced by the Lease, or the job's
+// objects left to a retry of the step or to another run of the job.
 func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *preparedRun, terminated func() bool, res *result.Result) (err error) {
 	events := newEventRecorder(s.conn.core, s.conn.namespace)
 	defer events.flush(cfg.Logger)
 	lease := newJobLease(cfg, s)
 	if err := lease.acquire(ctx, job.Name, false, cfg.APITimeout); err != nil {
-		if terminated() {
-			markTerminated(res, "the step was stopped while another run of the job held its lease; the job's objects are left to that run")
-			return nil
+		e := policy.End(policy.EndingFacts{Lease: policy.LeaseNeverHeld, Stopped: terminated(),
+			Decision: policy.Decision{Outcome: policy.OutcomeRunning}, Err: runError(err)})
+		if e.Action == policy.EndWithError {
+			return err
 		}
-		return err
+		res.Phase, res.Reason, res.Message = e.Phase, e.Reason, e.Message
+		return nil
 	}
 	cfg.Timeline.Mark("lease acquired")
 
 	streamer := newLogStreamer(cfg, s.conn, job, s.log)
-	ctrl := reconcile.New(reconcile.Options{
-		Core: s.conn.core, Dynamic: s.conn.dynamic, Job: job, Identity: s.identity, Renderer: s.renderer, Desired: s.desired,
-		Rule:        frameworks.SuccessRuleFor(job),
-		Timeouts:    policy.Timeouts{Stuck: cfg.StuckTimeout, Pending: cfg.PendingTimeout, NodeLost: cfg.NodeLostTimeout},
-		APITimeout:  cfg.APITimeout,
-		Parallelism: parallelism(cfg.Burst), TeardownParallelism: teardownParallelism(cfg.Burst),
-		Recorder: events.recorder, EventObject: s.eventObject,
-		Logger: s.log, Clock: cfg.Clock,
-		OnPod:      streamer.observe,
-		OnProgress: progressReporter(cfg, s.log),
-		BeforeSync: cfg.BeforeSync,
-		Timeline:   cfg.Timeline,
-		OnLaunched: func() { writeTimeline(cfg) },
-		PodMetrics: s.conn.podMetrics,
-	})
+	ctrl := newController(cfg, job, s, events, streamer)
 	// A panic past this point still tears the job down (when this run holds
 	// its Lease); Run reports it.
 	defer func() {
@@ -330,164 +310,27 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 	informerCtx, stopInformers := context.WithCancel(context.Background())
 	defer stopInformers()
 	decision, superseded, runErr := reconcileHoldingLease(ctx, cfg, s, ctrl, lease, terminated, informerCtx, stopInformers)
-	if decision.Outcome != policy.OutcomeRunning {
-		// The outcome is known: a signal from now on only hurries the teardown.
-		cfg.Outputs.settle()
-	}
-	if runErr != nil && !superseded && !ctrl.Started() && !terminated() {
-		// Nothing was created: a retry of the step re-attaches to whatever
-		// exists, so nothing is torn down.
-		releaseCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		lease.release(releaseCtx)
-		return runErr
-	}
-
-	teardownCtx, cancelTeardown := teardownContext(ctx, cfg, terminated())
-	defer cancelTeardown()
-	// Streams of replicas still running never drain by themselves: bound
-	// the wait so the cleanup below keeps most of the grace period.
-	drainCtx, cancelDrain := context.WithTimeout(teardownCtx, cfg.TerminationGrace/5)
-	if terminated() {
-		// Stopped: nothing is waited for before the deletes. Argo signals a
-		// stopped step again within seconds, and a second signal ends
-		// trainstep before its teardown.
-		cancelDrain()
-	}
-	streamer.stop(drainCtx)
-	cancelDrain()
-	var re *result.Error
-	errors.As(runErr, &re)
-	if !terminated() && re != nil && leavesObjects(re.Reason) {
-		// The API server is away, or a quota has no room: the step's retry
-		// re-attaches to the replicas, and the owner reference removes
-		// them if none comes.
-		view := ctrl.View()
-		fillResult(res, job, &view, decision, s.log)
-		res.Phase, res.Reason, res.Message = re.Phase, re.Reason, runErr.Error()
-		s.log.Warn("left the job's objects for a retry of the step to re-attach", zap.String("reason", re.Reason))
-		releaseCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		lease.release(releaseCtx)
-		return nil
-	}
-	if !superseded && !lease.held() {
-		// The Lease was lost (the API server was away, or the step was
-		// stopped while taking it back): hold it again before deleting.
-		superseded = !takeLeaseBackForTeardown(teardownCtx, cfg, s, lease, res, terminated())
-		if !superseded && !lease.held() {
-			return nil // res says why nothing was deleted
-		}
-	}
-	if superseded {
-		// Another run writes now: it keeps the replicas; nothing is deleted.
-		leftToSuccessor(res, terminated())
-		s.log.Warn("job left to another run", zap.String("reason", res.Reason), zap.String("message", res.Message))
-		return nil
-	}
-	wasTerminated := terminated() && decision.Outcome == policy.OutcomeRunning
-	view := ctrl.View()
-	fillResult(res, job, &view, decision, s.log)
-	switch {
-	case wasTerminated:
-		markTerminated(res, "the step was stopped")
-	case runErr != nil:
-		res.Phase, res.Message = result.PhaseOf(runErr), runErr.Error()
-		if re != nil {
-			res.Reason = re.Reason
-		}
-	}
-	deleteAll := terminated() || runErr != nil
-	// The teardown stops the moment this run no longer holds the Lease.
-	fencedCtx, cancelFenced := context.WithCancel(teardownCtx)
-	defer cancelFenced()
-	go func() {
-		select {
-		case <-lease.lost:
-			cancelFenced()
-		case <-fencedCtx.Done():
-		}
-	}()
-	left, cleanErr := ctrl.Cleanup(fencedCtx, deleteAll, true)
-	lostDuringTeardown := !lease.held()
-	if cleanErr != nil {
-		s.log.Error("cleaning up", zap.Error(cleanErr), zap.Strings("left", left))
-	}
-	switch {
-	case lostDuringTeardown:
-		res.Message += "; this run lost the job's lease during the teardown and stopped deleting"
-	case wasTerminated && cleanErr == nil && len(left) == 0:
-		res.Message += "; every object of the job was deleted"
-	case wasTerminated && cleanErr == nil:
-		res.Message += "; its objects were deleted"
-	}
-	switch {
-	case len(left) > 0:
-		res.Message += fmt.Sprintf("; %d objects were still there when the teardown ended: %s", len(left), strings.Join(left, ", "))
-	case cleanErr != nil:
-		res.Message += "; the teardown could not confirm that the job's objects are gone: " + cleanErr.Error()
-	}
-	plan := policy.Cleanup(job.Spec.RunPolicy.CleanPodPolicyOrDefault(), deleteAll, view.Replicas)
-	markStopped(res, plan.Pods)
-	events.final(s.eventObject, *res)
-	lease.release(teardownCtx)
-	s.log.Info("job ended", zap.String("phase", string(res.Phase)), zap.String("reason", res.Reason), zap.String("message", res.Message))
-	return nil
+	end := &runEnd{cfg: cfg, job: job, s: s, ctrl: ctrl, lease: lease, events: events, streamer: streamer, terminated: terminated, res: res}
+	return end.carryOut(ctx, decision, superseded, runErr)
 }
 
-// leavesObjects reports the Transient ends that leave the job's objects in
-// place for a retry of the step to re-attach to.
-func leavesObjects(reason string) bool {
-	return reason == result.ReasonAPIUnreachable || reason == result.ReasonQuotaExceeded
-}
-
-// leftToSuccessor fills the result of a run another run of the job took
-// over: nothing was deleted.
-func leftToSuccessor(res *result.Result, terminated bool) {
-	if terminated {
-		markTerminated(res, "the step was stopped after another run of the job took it over (its lease); nothing was deleted: the job's objects are that run's")
-		return
-	}
-	res.Phase, res.Reason, res.Message = result.PhaseTransient, result.ReasonLeaseLost, errLeaseLost.Error()
-}
-
-// takeLeaseBackForTeardown tries, for part of the termination grace, to
-// hold the job's Lease again before the teardown. It returns false when
-// another run holds it (this run is superseded); true otherwise, with
-// lease.held() saying whether the teardown may go on — if not, res says
-// that nothing was deleted and why.
-func takeLeaseBackForTeardown(ctx context.Context, cfg *Config, s *preparedRun, lease *jobLease, res *result.Result, terminated bool) bool {
-	bound := min(cfg.TerminationGrace/2, 2*cfg.LeaseDuration)
-	takeCtx, cancel := context.WithTimeout(ctx, bound)
-	defer cancel()
-	err := lease.acquire(takeCtx, s.identity.JobName, true, bound)
-	switch {
-	case errors.Is(err, errLeaseLost):
-		return false
-	case err != nil:
-		s.log.Warn("could not hold the job's lease again; deleting nothing", zap.Error(err))
-		msg := fmt.Sprintf("this run could not hold the job's lease again within %s (%v), so it deleted nothing: the objects go with their owner, or a retry of the step re-attaches to them", bound, err)
-		if terminated {
-			markTerminated(res, "the step was stopped; "+msg)
-		} else {
-			res.Phase, res.Reason, res.Message = result.PhaseTransient, result.ReasonAPIUnreachable, msg
-		}
-	}
-	return true
-}
-
-// teardownAfterPanic deletes everything of the job after a panic, within
-// the termination grace, if this run holds the job's Lease.
-func teardownAfterPanic(cfg *Config, ctrl *reconcile.Controller, lease *jobLease, log *zap.Logger) {
-	if !lease.held() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.TerminationGrace)
-	defer cancel()
-	if left, err := ctrl.Cleanup(ctx, true, true); err != nil || len(left) > 0 {
-		log.Error("cleaning up after the failure", zap.Error(err), zap.Strings("left", left))
-	}
-	lease.release(ctx)
+// newController builds the job's controller.
+func newController(cfg *Config, job *v1alpha1.TrainJob, s *preparedRun, events *eventRecorder, streamer *logStreamer) *reconcile.Controller {
+	return reconcile.New(reconcile.Options{
+		Core: s.conn.core, Dynamic: s.conn.dynamic, Job: job, Identity: s.identity, Renderer: s.renderer, Desired: s.desired,
+		Rule:        frameworks.SuccessRuleFor(job),
+		Timeouts:    policy.Timeouts{Stuck: cfg.StuckTimeout, Pending: cfg.PendingTimeout, NodeLost: cfg.NodeLostTimeout},
+		APITimeout:  cfg.APITimeout,
+		Parallelism: parallelism(cfg.Burst), TeardownParallelism: teardownParallelism(cfg.Burst),
+		Recorder: events.recorder, EventObject: s.eventObject,
+		Logger: s.log, Clock: cfg.Clock,
+		OnPod:      streamer.observe,
+		OnProgress: progressReporter(cfg, s.log),
+		BeforeSync: cfg.BeforeSync,
+		Timeline:   cfg.Timeline,
+		OnLaunched: func() { writeTimeline(cfg) },
+		PodMetrics: s.conn.podMetrics,
+	})
 }
 
 // reconcileHoldingLease starts the controller and runs it while this run
@@ -624,7 +467,14 @@ func teardownParallelism(burst int) int {
 // teardown never runs beside an adoption.
 func startWithin(runCtx, informerCtx context.Context, stopInformers context.CancelFunc, timeout time.Duration, ctrl *reconcile.Controller) error {
 	errc := make(chan error, 1)
-	go func() { errc <- ctrl.Start(informerCtx) }()
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				errc <- internalError(p)
+			}
+		}()
+		errc <- ctrl.Start(informerCtx)
+	}()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {

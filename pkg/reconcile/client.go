@@ -87,14 +87,17 @@ func deletePodUID(ctx context.Context, client corev1client.CoreV1Interface, name
 // parallel runs n pieces of work with the controller's parallelism and
 // returns each piece's error at its index.
 func (c *Controller) parallel(ctx context.Context, n int, work func(i int) error) []error {
-	return parallelize(ctx, c.opts.Parallelism, n, work)
+	errs := parallelize(ctx, c.opts.Parallelism, n, work)
+	c.crashOnPanics(errs)
+	return errs
 }
 
-// parallelize runs n pieces of work, at most workers at once.
+// parallelize runs n pieces of work, at most workers at once. A piece that
+// panics returns an InternalError.
 func parallelize(ctx context.Context, workers, n int, work func(i int) error) []error {
 	errs := make([]error, n)
 	started := make([]bool, n)
-	workqueue.ParallelizeUntil(ctx, workers, n, func(i int) { started[i], errs[i] = true, work(i) })
+	workqueue.ParallelizeUntil(ctx, workers, n, func(i int) { started[i], errs[i] = true, recovered(work, i) })
 	// ParallelizeUntil skips the pieces left when ctx ends: say so rather
 	// than report them done.
 	for i := range errs {

@@ -175,6 +175,11 @@ type Controller struct {
 	// informer); the simulation feeds its own, delivering events in the
 	// order it draws.
 	makeInformer func(lw *cache.ListWatch, obj runtime.Object) cache.SharedIndexInformer
+	// crashed is closed when a goroutine of the controller panicked
+	// (crashErr says where); Run then ends with crashErr (panics.go).
+	crashOnce sync.Once
+	crashed   chan struct{}
+	crashErr  error
 }
 
 // New builds a controller; Start begins watching.
@@ -200,6 +205,7 @@ func New(opts Options) *Controller {
 		gang:          newGangAdmission(opts.Job, opts.Jitter),
 		scaler:        newAutoscaler(opts.Job),
 		kueueReleased: map[types.UID]string{},
+		crashed:       make(chan struct{}),
 	}
 	if c.scaler != nil {
 		c.scaler.recent.Record(opts.Clock.Now(), c.scaler.target)
@@ -222,23 +228,23 @@ func (c *Controller) Start(ctx context.Context) error {
 	c.informerCtx = ctx
 
 	podInformer := c.newInformer(listWatch(core.Pods(ns), selector), &corev1.Pod{})
-	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := podInformer.AddEventHandler(c.guarded("the pod informer's handler", cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.observePod,
 		UpdateFunc: func(_, obj any) { c.observePod(obj) },
 		DeleteFunc: c.observePodDeleted,
-	}); err != nil {
+	})); err != nil {
 		return fmt.Errorf("watching pods: %w", err)
 	}
 	c.pods = corelisters.NewPodLister(podInformer.GetIndexer())
 
-	enqueue := cache.ResourceEventHandlerFuncs{
+	enqueue := c.guarded("an informer's handler", cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { c.enqueue() },
 		UpdateFunc: func(any, any) {},
 		DeleteFunc: func(obj any) {
 			c.forgetCreated(obj)
 			c.enqueue()
 		},
-	}
+	})
 	serviceInformer := c.newInformer(listWatch(core.Services(ns), selector), &corev1.Service{})
 	if _, err := serviceInformer.AddEventHandler(enqueue); err != nil {
 		return fmt.Errorf("watching services: %w", err)
@@ -509,7 +515,8 @@ func (c *Controller) forgetCreated(obj any) {
 }
 
 // Run works the queue until the job reaches a final decision, ctx ends
-// (the decision is then Running), or a fatal error occurs. Run may be
+// (the decision is then Running), or a fatal error occurs — a panic in any
+// of the controller's goroutines is one (InternalError). Run may be
 // called again after ctx ended, e.g. once this run holds the job's lease
 // again: the informers and every replica's state carry over.
 func (c *Controller) Run(ctx context.Context) (policy.Decision, error) {
@@ -528,12 +535,21 @@ func (c *Controller) Run(ctx context.Context) (policy.Decision, error) {
 		queue.ShutDown()
 	}()
 	done := make(chan outcome, 1)
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	go func() {
-		<-ctx.Done()
+		select {
+		case <-ctx.Done():
+		case <-c.crashed:
+			stop()
+		}
 		queue.ShutDown()
 	}()
 	queue.Add(syncKey)
-	go c.runAutoscaler(ctx)
+	go func() {
+		defer c.recoverPanic("the autoscaler")
+		c.runAutoscaler(ctx)
+	}()
 	go func() {
 		for {
 			key, quit := queue.Get()
@@ -563,6 +579,9 @@ func (c *Controller) Run(ctx context.Context) (policy.Decision, error) {
 		}
 	}()
 	o := <-done
+	if err := c.crashError(); err != nil {
+		return policy.Decision{}, err // as a fatal error of a sync
+	}
 	return o.decision, o.err
 }
 

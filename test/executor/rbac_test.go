@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,12 @@ import (
 // applyDeploy creates deploy/'s ServiceAccount, Role and RoleBinding in ns.
 func applyDeploy(t *testing.T, c *cluster.Cluster, ns string) {
 	t.Helper()
+	applyDeployWith(t, c, ns, nil)
+}
+
+// applyDeployWith is applyDeploy with the Role changed by edit first.
+func applyDeployWith(t *testing.T, c *cluster.Cluster, ns string, edit func(*rbacv1.Role)) {
+	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	dir := filepath.Join(filepath.Dir(file), "..", "..", "deploy")
 	read := func(name string, into any) {
@@ -40,6 +47,9 @@ func applyDeploy(t *testing.T, c *cluster.Cluster, ns string) {
 	read("serviceaccount.yaml", &sa)
 	read("role.yaml", &role)
 	read("rolebinding.yaml", &binding)
+	if edit != nil {
+		edit(&role)
+	}
 	ctx := context.Background()
 	if _, err := c.Client.CoreV1().ServiceAccounts(ns).Create(ctx, &sa, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -99,5 +109,57 @@ func TestATokenWithoutRightsIsInvalidAndCreatesNothing(t *testing.T) {
 	}
 	if pods := listPods(t, c, ns, "norights"); len(pods) != 0 {
 		t.Errorf("created %d pods without rights", len(pods))
+	}
+}
+
+// TestARoleWithoutConfigMapsIsInvalidForATensorFlowJob: a TensorFlow job
+// writes its cluster ConfigMap, so a Role without configmaps ends the run
+// Invalid (exit 11) naming the verb before anything is created, rather than
+// Transient once the ConfigMap informer never syncs.
+func TestARoleWithoutConfigMapsIsInvalidForATensorFlowJob(t *testing.T) {
+	t.Parallel()
+	c := cluster.Get(t)
+	ns := c.Namespace(t)
+	removed := false
+	applyDeployWith(t, c, ns, func(role *rbacv1.Role) {
+		for n, rule := range role.Rules {
+			if i := slices.Index(rule.Resources, "configmaps"); i >= 0 {
+				rule.Resources = slices.Delete(rule.Resources, i, i+1)
+				removed = true
+			}
+			role.Rules[n] = rule
+		}
+	})
+	if !removed {
+		t.Fatal("deploy/role.yaml grants no configmaps: nothing to take away")
+	}
+	kubeconfig := c.KubeconfigForToken(t, c.ServiceAccountToken(t, ns, "trainstep"), ns)
+	owner := ownerPod(t, c, ns, "step")
+	job := newJob("nocm", v1alpha1.FrameworkTensorFlow).replicas(worker, 2, exitsAfter("3s", 0))
+
+	start := time.Now()
+	out := runJob(t, c, ns, job.yaml(t), func(cfg *executor.Config) {
+		cfg.Kubeconfig = kubeconfig
+		cfg.OwnerPod, cfg.OwnerUID = owner.Name, string(owner.UID)
+		cfg.APITimeout = time.Minute
+	})
+	if out.res.Phase.ExitCode() != result.ExitInvalid || !strings.Contains(out.res.Message, "cannot create configmaps") {
+		t.Fatalf("phase %s reason %s message %q, want Invalid (exit 11) naming create configmaps", out.res.Phase, out.res.Reason, out.res.Message)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("took %s: the refusal waited on something", took)
+	}
+	if pods := listPods(t, c, ns, "nocm"); len(pods) != 0 {
+		t.Errorf("created %d pods", len(pods))
+	}
+	if svcs := listServices(t, c, ns, "nocm"); len(svcs) != 0 {
+		t.Errorf("created %d services", len(svcs))
+	}
+	cms, err := c.Client.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{LabelSelector: v1alpha1.LabelJobName + "=nocm"})
+	if err != nil || len(cms.Items) != 0 {
+		t.Errorf("configmaps of the job: %v, %v", cms, err)
+	}
+	if leases, err := c.Client.CoordinationV1().Leases(ns).List(context.Background(), metav1.ListOptions{}); err != nil || len(leases.Items) != 0 {
+		t.Errorf("leases: %v, %v", leases, err)
 	}
 }

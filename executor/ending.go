@@ -1,0 +1,229 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/policy"
+	"github.com/trainstep/trainstep/pkg/reconcile"
+	"github.com/trainstep/trainstep/pkg/result"
+)
+
+// errLeaseLost cancels a run whose hold on the job's Lease ended: another
+// run of the job writes now.
+var errLeaseLost = errors.New(policy.MessageLeaseLost)
+
+// runEnd carries out how a run that held the job's Lease ends, as
+// policy.End decides it: what is deleted or left, the phase and message.
+type runEnd struct {
+	cfg        *Config
+	job        *v1alpha1.TrainJob
+	s          *preparedRun
+	ctrl       *reconcile.Controller
+	lease      *jobLease
+	events     *eventRecorder
+	streamer   *logStreamer
+	terminated func() bool
+	res        *result.Result
+}
+
+// runError is err as policy.End reads it (nil for none).
+func runError(err error) *policy.RunError {
+	if err == nil {
+		return nil
+	}
+	e := &policy.RunError{Phase: result.PhaseOf(err), Message: err.Error()}
+	var re *result.Error
+	if errors.As(err, &re) {
+		e.Reason = re.Reason
+	}
+	return e
+}
+
+// leaseState is where this run stands with the job's Lease now.
+func (r *runEnd) leaseState(superseded bool) policy.LeaseState {
+	switch {
+	case superseded:
+		return policy.LeaseSuperseded
+	case r.lease.held():
+		return policy.LeaseHeld
+	}
+	return policy.LeaseLost
+}
+
+// carryOut ends the run after the controller stopped with decision or
+// runErr: it asks policy.End, does what it says (taking the Lease back,
+// tearing down) and asks again until the run has its result.
+func (r *runEnd) carryOut(ctx context.Context, decision policy.Decision, superseded bool, runErr error) error {
+	facts := policy.EndingFacts{Lease: r.leaseState(superseded), Stopped: r.terminated(), Started: r.ctrl.Started(),
+		Decision: decision, Err: runError(runErr)}
+	e := policy.End(facts)
+	if e.Settle {
+		// The outcome is known: a signal from now on only hurries the teardown.
+		r.cfg.Outputs.settle()
+	}
+	if e.Action == policy.EndWithError {
+		if e.ReleaseLease {
+			r.releaseLease(nil)
+		}
+		return runErr
+	}
+	teardownCtx, cancelTeardown := teardownContext(ctx, r.cfg, r.terminated())
+	defer cancelTeardown()
+	r.drainLogs(teardownCtx)
+	if facts.Lease != policy.LeaseSuperseded {
+		facts.Lease = r.leaseState(false)
+	}
+	var view policy.View
+	for {
+		if facts.Teardown == nil {
+			facts.Stopped = r.terminated()
+		}
+		e = policy.End(facts)
+		switch e.Action {
+		case policy.RetakeLease:
+			facts.Lease, facts.RetakeFailure = r.retakeLease(teardownCtx)
+			continue
+		case policy.TearDown:
+			view = r.ctrl.View()
+			facts.Teardown = r.tearDown(teardownCtx, e.DeleteAll)
+			continue
+		case policy.LeaveObjects:
+			view = r.ctrl.View()
+		}
+		r.apply(teardownCtx, e, decision, &view)
+		return nil
+	}
+}
+
+// drainLogs waits a little for the replicas' log streams. Streams of
+// replicas still running never drain by themselves: the wait is bounded so
+// the cleanup keeps most of the grace period. A stopped step waits for
+// nothing before the deletes: Argo signals it again within seconds, and a
+// second signal ends trainstep before its teardown.
+func (r *runEnd) drainLogs(teardownCtx context.Context) {
+	drainCtx, cancelDrain := context.WithTimeout(teardownCtx, r.cfg.TerminationGrace/5)
+	defer cancelDrain()
+	if r.terminated() {
+		cancelDrain()
+	}
+	r.streamer.stop(drainCtx)
+}
+
+// apply writes an ending that leaves the job or ended its teardown into
+// the result, and gives the Lease up when the ending says so.
+func (r *runEnd) apply(teardownCtx context.Context, e policy.Ending, decision policy.Decision, view *policy.View) {
+	if e.ListReplicas {
+		fillResult(r.res, r.job, view, decision, r.s.log)
+	}
+	r.res.Phase, r.res.Reason, r.res.Message = e.Phase, e.Reason, e.Message
+	fields := []zap.Field{zap.String("phase", string(e.Phase)), zap.String("reason", e.Reason), zap.String("message", e.Message)}
+	if e.Action == policy.LeaveObjects {
+		r.s.log.Warn("deleted nothing: the job's objects are left to a retry of the step or to another run", fields...)
+		if e.ReleaseLease {
+			r.releaseLease(nil)
+		}
+		return
+	}
+	plan := policy.Cleanup(r.job.Spec.RunPolicy.CleanPodPolicyOrDefault(), e.DeleteAll, view.Replicas)
+	markStopped(r.res, plan.Pods)
+	r.events.final(r.s.eventObject, *r.res)
+	r.releaseLease(teardownCtx)
+	r.s.log.Info("job ended", fields...)
+}
+
+// releaseLease gives the Lease up on ctx, or within 5 s when ctx is nil.
+func (r *runEnd) releaseLease(ctx context.Context) {
+	if ctx == nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+	}
+	r.lease.release(ctx)
+}
+
+// tearDown deletes the job's objects, fenced by the Lease, and reports
+// what it did.
+func (r *runEnd) tearDown(ctx context.Context, deleteAll bool) *policy.TeardownReport {
+	left, err := fencedCleanup(ctx, r.ctrl, r.lease, deleteAll)
+	report := &policy.TeardownReport{LostLease: !r.lease.held(), Left: left}
+	if err != nil {
+		r.s.log.Error("cleaning up", zap.Error(err), zap.Strings("left", left))
+		report.Err = err.Error()
+	}
+	return report
+}
+
+// fencedCleanup runs the controller's Cleanup on a context that ends the
+// moment this run no longer holds the job's Lease: another run writes then.
+func fencedCleanup(ctx context.Context, ctrl *reconcile.Controller, lease *jobLease, everything bool) ([]string, error) {
+	fencedCtx, cancelFenced := context.WithCancel(ctx)
+	defer cancelFenced()
+	select {
+	case <-lease.lost:
+		cancelFenced() // lost already: not one delete goes out
+	default:
+	}
+	go func() {
+		select {
+		case <-lease.lost:
+			cancelFenced()
+		case <-fencedCtx.Done():
+		}
+	}()
+	return ctrl.Cleanup(fencedCtx, everything, true)
+}
+
+// retakeLease tries, for part of the termination grace, to hold the job's
+// Lease again before the teardown: Held, Superseded when another run
+// holds it, or NotRetaken with why.
+func (r *runEnd) retakeLease(ctx context.Context) (policy.LeaseState, string) {
+	bound := min(r.cfg.TerminationGrace/2, 2*r.cfg.LeaseDuration)
+	takeCtx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	err := r.lease.acquire(takeCtx, r.s.identity.JobName, true, bound)
+	switch {
+	case errors.Is(err, errLeaseLost):
+		return policy.LeaseSuperseded, ""
+	case err != nil:
+		r.s.log.Warn("could not hold the job's lease again; deleting nothing", zap.Error(err))
+		return policy.LeaseNotRetaken, fmt.Sprintf("within %s (%v)", bound, err)
+	}
+	return policy.LeaseHeld, ""
+}
+
+// teardownAfterPanic deletes everything of the job after a panic, within
+// the termination grace, if this run holds the job's Lease; like the
+// teardown of a run that ended, it stops the moment the Lease is lost.
+func teardownAfterPanic(cfg *Config, ctrl *reconcile.Controller, lease *jobLease, log *zap.Logger) {
+	if !lease.held() {
+		log.Warn("this run does not hold the job's lease: it deletes nothing after the failure")
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.TerminationGrace)
+	defer cancel()
+	if left, err := fencedCleanup(ctx, ctrl, lease, true); err != nil || len(left) > 0 {
+		log.Error("cleaning up after the failure", zap.Error(err), zap.Strings("left", left))
+	}
+	lease.release(ctx)
+}
+
+// teardownContext bounds the teardown: by the grace period when the step
+// was stopped, all that Argo waits before it kills the container; by
+// CleanupTimeout when the job ended by itself, since then nothing kills the
+// step and a job of thousands of replicas takes longer than a grace period
+// to delete (a 2048-worker job left all its Services after 25 s). A signal
+// during that longer teardown (runCtx ends) leaves it the grace period.
+func teardownContext(runCtx context.Context, cfg *Config, stopped bool) (context.Context, context.CancelFunc) {
+	if stopped {
+		return context.WithTimeout(context.Background(), cfg.TerminationGrace)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.CleanupTimeout)
+	stopWatching := context.AfterFunc(runCtx, func() { time.AfterFunc(cfg.TerminationGrace, cancel) })
+	return ctx, func() { stopWatching(); cancel() }
+}
