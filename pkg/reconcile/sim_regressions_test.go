@@ -164,6 +164,18 @@ func regressions() []regression {
 			{at: 90 * time.Second, kind: faultDisruption, replica: "mnist-worker-1", disruption: "podgc"},
 		},
 		phase: result.PhaseFailed, reason: result.ReasonDeadlineExceeded, restarts: -1,
+	}, {
+		// Review item 6: a panic in a parallel create ended the process.
+		name: "a panic in a pod create ends the run Failed and torn down",
+		job:  tfJob(v1alpha1.RestartPolicyExitCode), nodes: 2,
+		faults: []fault{{at: 20 * time.Second, kind: faultPanic, replica: "mnist-worker-1", disruption: "a pod create"}},
+		phase:  result.PhaseFailed, reason: result.ReasonInternalError, restarts: 0,
+	}, {
+		// Review item 6: a panic in an informer's handler ended the process.
+		name: "a panic in a pod event's handler ends the run Failed and torn down",
+		job:  ddpJob(v1alpha1.RestartPolicyExitCode), nodes: 2,
+		faults: []fault{{at: 20 * time.Second, kind: faultPanic, replica: "ddp-worker-0", disruption: "a pod event's handler"}},
+		phase:  result.PhaseFailed, reason: result.ReasonInternalError, restarts: 0,
 	}}
 }
 

@@ -79,6 +79,10 @@ const (
 	// faultKillDuringExit kills the step, makes a replica exit while no
 	// step runs, and starts the successor: the re-attach must judge it.
 	faultKillDuringExit
+	// faultPanic makes trainstep panic: in the next pod create (a
+	// disruption of replica asks for one), or in the informer's handler of
+	// the next pod event. The run must end Failed InternalError, torn down.
+	faultPanic
 )
 
 func (f fault) String() string {
@@ -102,6 +106,8 @@ func (f fault) String() string {
 		return at + fmt.Sprintf("the step is killed; its successor starts after %s", f.lasts)
 	case faultKillDuringExit:
 		return at + fmt.Sprintf("the step is killed, %s exits %d while it is away, its successor starts after %s", f.replica, f.code, f.lasts)
+	case faultPanic:
+		return at + fmt.Sprintf("trainstep panics in %s (%s is disrupted)", f.disruption, f.replica)
 	}
 	return at + "?"
 }
@@ -224,8 +230,11 @@ func drawSchedule(seed uint64) schedule {
 		case k < 87:
 			f.kind, f.lasts = faultQuota, time.Duration(5+r.IntN(200))*time.Second
 			at += f.lasts
-		case k < 93:
+		case k < 91:
 			f.kind, f.lasts = faultKillStep, time.Duration(1+r.IntN(30))*time.Second
+		case k < 94:
+			f.kind, f.replica = faultPanic, replicas[r.IntN(len(replicas))]
+			f.disruption = []string{"a pod create", "a pod event's handler"}[r.IntN(2)]
 		default:
 			f.kind, f.lasts = faultKillDuringExit, time.Duration(4+r.IntN(30))*time.Second
 			f.replica = replicas[r.IntN(len(replicas))]
@@ -308,6 +317,10 @@ type simRun struct {
 	// instances holds, per replica and job attempt, the first instance
 	// created: a job that restarts as a whole never replaces one alone.
 	instances map[string]types.UID
+	// panicOnPod makes the controller's next pod event panic in its
+	// handler (OnPod); panicking says a panic was injected: the run must
+	// end Failed InternalError.
+	panicOnPod, panicking bool
 }
 
 func (r *simRun) violate(format string, args ...any) {
@@ -371,6 +384,13 @@ func (r *simRun) step(until time.Time) (ok bool) {
 	if !r.w.nextStep(until, r.sync) {
 		return false
 	}
+	if c := r.w.ctrl; c != nil && r.end == nil {
+		// Run ends on a crash of a controller goroutine as on a sync's fatal error.
+		if err := c.crashError(); err != nil {
+			r.w.logf("crash: %v", err)
+			r.finish(string(result.PhaseFailed), result.ReasonInternalError, true)
+		}
+	}
 	r.checkInvariants()
 	return true
 }
@@ -395,7 +415,13 @@ func (r *simRun) startController() bool {
 	}
 	c := New(Options{Core: w.client.CoreV1(), Job: job, Identity: id, Renderer: renderer, Desired: desired,
 		Rule: frameworks.SuccessRuleFor(job), Timeouts: simTimeouts, APITimeout: simAPITimeout,
-		Parallelism: 1, TeardownParallelism: 1, Logger: zap.NewNop(), Clock: w.clock})
+		Parallelism: 1, TeardownParallelism: 1, Logger: zap.NewNop(), Clock: w.clock,
+		OnPod: func(*corev1.Pod) {
+			if r.panicOnPod {
+				r.panicOnPod = false
+				panic("injected in OnPod")
+			}
+		}})
 	c.makeInformer = w.newInformer
 	w.ctrl = c
 	c.queue = &simQueue{w: w, gen: w.gen}
@@ -494,7 +520,10 @@ func (r *simRun) finish(phase, reason string, everything bool) {
 			r.violate("succeeded with %d counted restarts, past backoffLimit %d", v.Restarts, *limit)
 		}
 	}
-	if r.permanentExit != "" && phase != string(result.PhaseFailed) {
+	if r.panicking && reason != result.ReasonInternalError {
+		r.violate("ended %s/%s although trainstep panicked: a panic ends the run Failed %s", phase, reason, result.ReasonInternalError)
+	}
+	if r.permanentExit != "" && phase != string(result.PhaseFailed) && !r.panicking {
 		r.violate("ended %s/%s although %s, which its restart policy does not retry", phase, reason, r.permanentExit)
 	}
 	r.teardown = everything
@@ -656,6 +685,17 @@ func (r *simRun) inject(f *fault) {
 		w.after(f.lasts/2, 0, "exit while away", func() { r.exitWhenRunning(f.replica, f.code, f, 0) })
 	case faultKillStep:
 		r.killStep(f.lasts)
+	case faultPanic:
+		if w.ctrl == nil || r.end != nil {
+			return // no step runs to panic
+		}
+		if f.disruption == "a pod create" {
+			w.panicOnPodCreate = true
+		} else {
+			r.panicOnPod = true
+		}
+		r.panicking = true
+		r.disruptWhenThere(&fault{replica: f.replica, disruption: "podgc"}, 0)
 	}
 }
 

@@ -209,6 +209,8 @@ type simWorld struct {
 	traceOn    bool
 	// onPodCreated sees every pod the API server stored.
 	onPodCreated func(*corev1.Pod)
+	// panicOnPodCreate makes the next pod create panic in the client.
+	panicOnPodCreate bool
 }
 
 const simNamespace = ns
@@ -410,6 +412,10 @@ func (w *simWorld) serve(action k8stesting.Action) (bool, runtime.Object, error)
 	if fault != nil && !fault.applied {
 		w.logf("refuse %s %s %s: %d", verb, gvr.Resource, name, fault.code)
 		return true, nil, fault.error(verb, gvr, name)
+	}
+	if verb == "create" && gvr == podsGVR && w.panicOnPodCreate {
+		w.panicOnPodCreate = false
+		panic("injected in a pod create")
 	}
 	if verb == "create" && gvr == podsGVR && w.quotaFull() {
 		pod := action.(k8stesting.CreateAction).GetObject().(metav1.Object)
