@@ -490,7 +490,19 @@ func check(t testing.TB, what string, err error) {
 	}
 }
 
-// jobSpec is the benchmark's job of n workers.
+// jobSpec is the benchmark's job of n workers, under the default Service
+// layout (per job).
 func jobSpec(n int, policy v1alpha1.CleanPodPolicy, exitAfter string) JobSpec {
-	return JobSpec{Name: "bench", Workers: n, CleanPodPolicy: policy, ExitAfter: exitAfter}
+	return jobSpecIn("", n, policy, exitAfter)
 }
+
+// jobSpecIn is the benchmark's job of n workers under a Service layout.
+func jobSpecIn(layout v1alpha1.ServiceLayout, n int, policy v1alpha1.CleanPodPolicy, exitAfter string) JobSpec {
+	return JobSpec{Name: "bench", Workers: n, CleanPodPolicy: policy, ExitAfter: exitAfter, ServiceLayout: layout}
+}
+
+// maxLaunchJobName names the job of MaxLaunchReplicas workers: TF_CONFIG
+// names it twice per worker under the per-job layout, and "bench" would make
+// it 126 KB, at the edge of the 128 KiB one environment variable may hold
+// ("max": 110 KB).
+const maxLaunchJobName = "max"
