@@ -88,6 +88,12 @@ func TestBench(t *testing.T) {
 				t.Logf("%d workers: loop against loop, ratio %s", s.Replicas, floor.Format("%.2f"))
 			}
 		}
+		for _, l := range report.LayoutRows() {
+			t.Logf("%d workers: all created per job %s, per replica %s, ratio %s; etcd writes per replica: per job %s (%s), per replica %s (%s), loop %s (%s)",
+				l.Replicas, formatSeconds(l.PerJob.Created), formatSeconds(l.PerReplica.Created), l.CreatedRatio.Format("%.2f"),
+				l.PerJobWrites.Format("%.2f"), l.PerJobByResource, l.PerReplicaWrites.Format("%.2f"), l.PerReplicaByResource,
+				l.BaselineWrites.Format("%.2f"), l.BaselineByResource)
+		}
 		return
 	}
 	for _, n := range distinct(reference, largest) {
