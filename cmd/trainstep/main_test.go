@@ -185,9 +185,10 @@ func TestExitCodesAndStreams(t *testing.T) {
 
 // A job whose TF_CONFIG no process could take is Invalid and prints
 // nothing. (Printed, its objects would be about 580 MB: only sizes are
-// reported.)
+// reported.) Under the per-job layout each address names the job twice
+// ("<pod>.<job>:2222"): with a 31-character name 4000 workers are over.
 func TestRenderRefusesTFConfigOverTheEnvironmentLimit(t *testing.T) {
-	got := runCLI(t, "", map[string]string{"tf.yaml": tfJob}, "render", "-f", "@tf.yaml", "--set", "spec.replicaSpecs.Worker.replicas=4000")
+	got := runCLI(t, "", map[string]string{"tf.yaml": tfJob}, "render", "-f", "@tf.yaml", "--name", "a-rather-long-training-job-name", "--set", "spec.replicaSpecs.Worker.replicas=4000")
 	if got.code != 11 || len(got.stdout) != 0 {
 		t.Fatalf("exit code %d with %d bytes on stdout, want 11 and none (stderr %q)", got.code, len(got.stdout), got.stderr)
 	}
@@ -224,7 +225,7 @@ func TestRenderYAMLStream(t *testing.T) {
 	}
 	want := []string{
 		"ConfigMap/team-a/mnist-tf-cluster",
-		"Service/team-a/mnist-ps-0", "Service/team-a/mnist-worker-0", "Service/team-a/mnist-worker-1",
+		"Service/team-a/mnist",
 		"Pod/team-a/mnist-ps-0", "Pod/team-a/mnist-worker-0", "Pod/team-a/mnist-worker-1",
 	}
 	if diff := cmp.Diff(want, names); diff != "" {
@@ -311,7 +312,7 @@ func TestRenderJSONListWithOverrides(t *testing.T) {
 			_ = json.Unmarshal(raw, &worker)
 		}
 	}
-	want := []string{"ConfigMap/prod/nightly-tf-cluster", "Service/prod/nightly-ps-0", "Service/prod/nightly-worker-0", "Pod/prod/nightly-ps-0", "Pod/prod/nightly-worker-0"}
+	want := []string{"ConfigMap/prod/nightly-tf-cluster", "Service/prod/nightly", "Pod/prod/nightly-ps-0", "Pod/prod/nightly-worker-0"}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("objects (-want +got):\n%s", diff)
 	}

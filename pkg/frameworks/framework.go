@@ -1,6 +1,6 @@
 // Package frameworks holds the conventions of each supported training
 // framework, one file each: the environment its processes read, the ports
-// they listen on, how its replicas find each other (Service layout, extra
+// they listen on, how its replicas find each other (peer addresses, extra
 // ConfigMaps and Secrets) and which replicas decide that the job succeeded.
 //
 // The values follow the Kubeflow Training Operator v1.9 and MPI Operator v2
@@ -43,18 +43,18 @@ type SSHKeyPair struct {
 	Public  []byte
 }
 
-// ServiceLayout says how a framework's replicas are given DNS names.
-type ServiceLayout int
-
-const (
-	// ServicePerReplica gives every replica a headless Service named like its
-	// pod (Training Operator style): "<job>-<type>-<index>.<ns>.svc".
-	ServicePerReplica ServiceLayout = iota
-	// ServicePerJob gives the job one headless Service named after the job
-	// and every pod a hostname and subdomain (MPI Operator style):
-	// "<pod>.<job>.<ns>.svc".
-	ServicePerJob
-)
+// PeerHost is the DNS name the other replicas reach replica index of type
+// rt by: under the per-replica layout its own Service's name, the pod's
+// name ("<job>-worker-0", as the Training Operator writes it); under the
+// per-job layout the pod's hostname in the job's Service ("<job>-worker-0.<job>").
+// Both resolve through the pods' DNS search path, "<ns>.svc.<cluster domain>".
+func PeerHost(job *v1alpha1.TrainJob, at Placement, rt v1alpha1.ReplicaType, index int) string {
+	name := v1alpha1.ReplicaName(at.JobName, rt, index)
+	if job.Spec.ServiceLayoutOrDefault() == v1alpha1.ServiceLayoutPerJob {
+		return name + "." + at.JobName
+	}
+	return name
+}
 
 // Framework is one training framework's conventions.
 type Framework interface {
@@ -66,8 +66,6 @@ type Framework interface {
 	// ConfigurePod: fine for one replica, but a caller configuring every
 	// replica prepares the job once instead.
 	ConfigurePod(job *v1alpha1.TrainJob, at Placement, replica ReplicaRef, spec *corev1.PodSpec) error
-	// ServiceLayout says how replicas are given DNS names.
-	ServiceLayout() ServiceLayout
 	// ConfigMaps returns the ConfigMaps the framework's pods mount, with
 	// only their name and data set.
 	ConfigMaps(job *v1alpha1.TrainJob, at Placement) []*corev1.ConfigMap
@@ -131,11 +129,6 @@ func (noExtraObjects) ConfigMaps(*v1alpha1.TrainJob, Placement) []*corev1.Config
 func (noExtraObjects) Secrets(*v1alpha1.TrainJob, Placement, SSHKeyPair) ([]*corev1.Secret, error) {
 	return nil, nil
 }
-
-// servicePerReplica is embedded by the Training Operator frameworks.
-type servicePerReplica struct{}
-
-func (servicePerReplica) ServiceLayout() ServiceLayout { return ServicePerReplica }
 
 // Replicas returns how many replicas of type rt the job runs: 0 when the
 // type is absent, 1 when unset (the API's default), never negative; an

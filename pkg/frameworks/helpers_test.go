@@ -15,9 +15,20 @@ import (
 type replicas = testutil.Replicas
 
 // newJob builds a defaulted job whose replicas each run one container named
-// as the framework's main container (MPI: "main"), changed by edits.
+// as the framework's main container (MPI: "main"), changed by edits. Jobs
+// of the Training Operator's frameworks are laid out as its Kubeflow
+// manifests are (spec.serviceLayout PerReplica), so their env is the
+// operator's, transcribed from its tests; an edit may choose PerJob.
 func newJob(fw v1alpha1.Framework, name, namespace string, shape replicas, edits ...func(*v1alpha1.TrainJob)) *v1alpha1.TrainJob {
+	if fw != v1alpha1.FrameworkMPI {
+		edits = append([]func(*v1alpha1.TrainJob){withLayout(v1alpha1.ServiceLayoutPerReplica)}, edits...)
+	}
 	return testutil.NewJob(fw, name, namespace, shape, edits...)
+}
+
+// withLayout sets spec.serviceLayout.
+func withLayout(layout v1alpha1.ServiceLayout) func(*v1alpha1.TrainJob) {
+	return func(job *v1alpha1.TrainJob) { job.Spec.ServiceLayout = layout }
 }
 
 // withPort sets the framework's named port of rt's main container.

@@ -18,7 +18,6 @@ const (
 // jax follows the Training Operator v1.9's JAXJob: Worker 0 coordinates and
 // every container of every replica gets the same variables.
 type jax struct {
-	servicePerReplica
 	noExtraObjects
 }
 
@@ -29,7 +28,7 @@ func (j jax) ConfigurePod(job *v1alpha1.TrainJob, at Placement, replica ReplicaR
 func (jax) Prepare(job *v1alpha1.TrainJob, at Placement) (PodConfigurer, error) {
 	return jaxPods{
 		coordinatorPort:    itoa(int(Port(job, v1alpha1.ReplicaTypeWorker))),
-		coordinatorAddress: v1alpha1.ReplicaName(at.JobName, v1alpha1.ReplicaTypeWorker, 0),
+		coordinatorAddress: PeerHost(job, at, v1alpha1.ReplicaTypeWorker, 0),
 		numProcesses:       itoa(TotalReplicas(job)),
 	}, nil
 }

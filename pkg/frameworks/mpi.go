@@ -51,8 +51,6 @@ const (
 // auth Secret.
 type mpi struct{}
 
-func (mpi) ServiceLayout() ServiceLayout { return ServicePerJob }
-
 func (m mpi) ConfigurePod(job *v1alpha1.TrainJob, at Placement, replica ReplicaRef, spec *corev1.PodSpec) error {
 	return configureOne(m, job, at, replica, spec)
 }
@@ -75,10 +73,8 @@ func (p mpiPods) ConfigurePod(replica ReplicaRef, spec *corev1.PodSpec) error {
 	if main == nil {
 		return fmt.Errorf("configuring MPI %s: the pod template has no main container", replica)
 	}
-	// hostname + subdomain = the job's Service make "<pod>.<job>.<ns>.svc"
-	// resolve, the names the hostfile lists.
-	spec.Hostname = v1alpha1.ReplicaName(at.JobName, replica.Type, replica.Index)
-	spec.Subdomain = at.JobName
+	// The pod's hostname and subdomain, which pkg/render sets under the
+	// per-job layout, make "<pod>.<job>.<ns>.svc" resolve: the hostfile's names.
 	if spec.HostNetwork {
 		spec.DNSPolicy = corev1.DNSClusterFirstWithHostNet
 	}

@@ -170,8 +170,6 @@ func TestMPIPods(t *testing.T) {
 			job:  mpiJob("foo", "bar", 1),
 			rt:   launcher,
 			want: corev1.PodSpec{
-				Hostname:  "foo-launcher-0",
-				Subdomain: "foo",
 				Containers: []corev1.Container{{
 					Name: "main", Image: "example.com/train:1",
 					Env: append(append([]corev1.EnvVar{}, ompiLauncherEnv...), nvidiaDisabled...),
@@ -188,8 +186,6 @@ func TestMPIPods(t *testing.T) {
 			job:  mpiJob("foo", "bar", 1),
 			rt:   worker,
 			want: corev1.PodSpec{
-				Hostname:  "foo-worker-0",
-				Subdomain: "foo",
 				DNSConfig: &corev1.PodDNSConfig{Searches: []string{"foo.bar.svc.cluster.local"}},
 				Containers: []corev1.Container{{
 					Name: "main", Image: "example.com/train:1",
@@ -205,8 +201,6 @@ func TestMPIPods(t *testing.T) {
 			job:  mpiJob("foo", "bar", 1, launcherAsWorker),
 			rt:   launcher,
 			want: corev1.PodSpec{
-				Hostname:  "foo-launcher-0",
-				Subdomain: "foo",
 				Containers: []corev1.Container{{
 					Name: "main", Image: "example.com/train:1",
 					Env: ompiLauncherEnv,

@@ -38,7 +38,6 @@ const (
 // worker starts, is not added: it needs an extra image from the operator's
 // configuration, and torch.distributed retries the master's address itself.
 type pytorch struct {
-	servicePerReplica
 	noExtraObjects
 }
 
@@ -89,7 +88,7 @@ func pytorchEnv(job *v1alpha1.TrainJob, at Placement) ([]corev1.EnvVar, error) {
 	// job of workers is ranked by torchrun's rendezvous.
 	if Replicas(job, v1alpha1.ReplicaTypeMaster) > 0 {
 		port := itoa(int(Port(job, v1alpha1.ReplicaTypeMaster)))
-		addr := v1alpha1.ReplicaName(at.JobName, v1alpha1.ReplicaTypeMaster, 0)
+		addr := PeerHost(job, at, v1alpha1.ReplicaTypeMaster, 0)
 		env = append(env,
 			envVar(EnvMasterPort, port),
 			envVar(EnvPETMasterPort, port),
@@ -183,11 +182,11 @@ func elasticNnodes(job *v1alpha1.TrainJob) (string, error) {
 	return fmt.Sprintf("%d:%d", *lo, *hi), nil
 }
 
-// rendezvousEndpoint is rdzvHost (default Worker 0) and rdzvPort (default
-// the workers' port).
+// rendezvousEndpoint is rdzvHost (default Worker 0's PeerHost) and
+// rdzvPort (default the workers' port).
 func rendezvousEndpoint(job *v1alpha1.TrainJob, at Placement) string {
 	policy := job.Spec.ElasticPolicy
-	host := v1alpha1.ReplicaName(at.JobName, v1alpha1.ReplicaTypeWorker, 0)
+	host := PeerHost(job, at, v1alpha1.ReplicaTypeWorker, 0)
 	if policy.RDZVHost != nil {
 		host = *policy.RDZVHost
 	}

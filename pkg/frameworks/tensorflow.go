@@ -29,7 +29,6 @@ const TFClusterKey = "cluster"
 // with the job (18 KiB at 512 replicas), and the bytes of a job's pods, which
 // the API server stores and sends to every watcher, grow with its square.
 type tensorflow struct {
-	servicePerReplica
 }
 
 func (t tensorflow) ConfigurePod(job *v1alpha1.TrainJob, at Placement, replica ReplicaRef, spec *corev1.PodSpec) error {
@@ -101,11 +100,12 @@ func (tensorflow) Secrets(*v1alpha1.TrainJob, Placement, SSHKeyPair) ([]*corev1.
 }
 
 // TFConfig returns the TF_CONFIG JSON of one replica, as its process sees
-// it (the cluster expanded): every replica of every
-// type (evaluator included) as "<job>-<type>-<i>.<ns>.svc:<port>", the
+// it (the cluster expanded): every replica of every type (evaluator
+// included) as "<job>-<type>-<i>.<ns>.svc:<port>" under the per-replica
+// layout or "<job>-<type>-<i>.<job>:<port>" under the per-job layout, the
 // replica's own type and index, and environment "cloud". (The operator's
-// CUSTOM_CLUSTER_DOMAIN suffix is not offered: "<svc>.<ns>.svc" resolves
-// in every cluster through the pods' DNS search path.)
+// CUSTOM_CLUSTER_DOMAIN suffix is not offered: both forms resolve in every
+// cluster through the pods' DNS search path.)
 func TFConfig(job *v1alpha1.TrainJob, at Placement, replica ReplicaRef) (string, error) {
 	cluster, err := newTFCluster(job, at)
 	if err != nil {
@@ -131,12 +131,18 @@ func newTFCluster(job *v1alpha1.TrainJob, at Placement) (tfCluster, error) {
 // tfClusterJSON encodes TF_CONFIG's cluster of job.
 func tfClusterJSON(job *v1alpha1.TrainJob, at Placement) (string, error) {
 	cluster := make(map[string][]string, len(job.Spec.ReplicaSpecs))
+	// The Training Operator's "<pod>.<ns>.svc" under its own layout;
+	// "<pod>.<job>" under the job's Service.
+	domain := "." + at.Namespace + ".svc"
+	if job.Spec.ServiceLayoutOrDefault() == v1alpha1.ServiceLayoutPerJob {
+		domain = ""
+	}
 	for rt := range job.Spec.ReplicaSpecs {
 		n := Replicas(job, rt)
-		suffix := "." + at.Namespace + ".svc:" + strconv.Itoa(int(Port(job, rt)))
+		suffix := domain + ":" + strconv.Itoa(int(Port(job, rt)))
 		addresses := make([]string, 0, n)
 		for i := 0; i < n; i++ {
-			addresses = append(addresses, v1alpha1.ReplicaName(at.JobName, rt, i)+suffix)
+			addresses = append(addresses, PeerHost(job, at, rt, i)+suffix)
 		}
 		cluster[strings.ToLower(string(rt))] = addresses
 	}

@@ -19,7 +19,6 @@ const (
 
 // xgboost follows the Training Operator v1.9's XGBoostJob.
 type xgboost struct {
-	servicePerReplica
 	noExtraObjects
 }
 
@@ -31,7 +30,7 @@ func (xgboost) Prepare(job *v1alpha1.TrainJob, at Placement) (PodConfigurer, err
 	total := TotalReplicas(job)
 	p := xgboostPods{
 		masterPort: itoa(int(Port(job, v1alpha1.ReplicaTypeMaster))),
-		masterAddr: v1alpha1.ReplicaName(at.JobName, v1alpha1.ReplicaTypeMaster, 0),
+		masterAddr: PeerHost(job, at, v1alpha1.ReplicaTypeMaster, 0),
 		worldSize:  itoa(total),
 		masters:    Replicas(job, v1alpha1.ReplicaTypeMaster),
 	}
@@ -40,11 +39,15 @@ func (xgboost) Prepare(job *v1alpha1.TrainJob, at Placement) (PodConfigurer, err
 		// one master. The list is the same for every pod: built once.
 		addrs := make([]string, total-1)
 		for i := range addrs {
-			addrs[i] = v1alpha1.ReplicaName(at.JobName, v1alpha1.ReplicaTypeWorker, i)
+			addrs[i] = PeerHost(job, at, v1alpha1.ReplicaTypeWorker, i)
 		}
 		p.workerPort = itoa(int(Port(job, v1alpha1.ReplicaTypeWorker)))
 		p.workerAddrs = strings.Join(addrs, ",")
-		if err := checkEnvVarSize(job, EnvWorkerAddrs, len(p.workerAddrs), fmt.Sprintf("the job name %q", at.JobName)); err != nil {
+		names := fmt.Sprintf("the job name %q", at.JobName)
+		if job.Spec.ServiceLayoutOrDefault() == v1alpha1.ServiceLayoutPerJob {
+			names += " (every worker's address names it twice, <pod>.<job>; spec.serviceLayout PerReplica names it once)"
+		}
+		if err := checkEnvVarSize(job, EnvWorkerAddrs, len(p.workerAddrs), names); err != nil {
 			return nil, err
 		}
 	}

@@ -172,6 +172,7 @@ func (j *TFJob) ToTrainJob() (*v1alpha1.TrainJob, []string) {
 	c := &converter{}
 	job := c.newTrainJob(&j.Header, v1alpha1.FrameworkTensorFlow)
 	job.Spec.ReplicaSpecs = c.replicaSpecs(j.Spec.TFReplicaSpecs, "spec.tfReplicaSpecs", v1alpha1.ContainerNameTensorFlow)
+	job.Spec.ServiceLayout = serviceLayout(j.Spec.ServiceLayout)
 	job.Spec.RunPolicy = c.runPolicy(j.Spec.RunPolicy)
 	job.Spec.SuccessPolicy = v1alpha1.SuccessPolicyDefault
 	if j.Spec.SuccessPolicy != nil && *j.Spec.SuccessPolicy != "" {
@@ -189,6 +190,7 @@ func (j *PyTorchJob) ToTrainJob() (*v1alpha1.TrainJob, []string) {
 	c := &converter{}
 	job := c.newTrainJob(&j.Header, v1alpha1.FrameworkPyTorch)
 	job.Spec.ReplicaSpecs = c.replicaSpecs(j.Spec.PyTorchReplicaSpecs, "spec.pytorchReplicaSpecs", v1alpha1.ContainerNamePyTorch)
+	job.Spec.ServiceLayout = serviceLayout(j.Spec.ServiceLayout)
 	job.Spec.RunPolicy = c.runPolicy(j.Spec.RunPolicy)
 	job.Spec.NprocPerNode = copyPtr(j.Spec.NprocPerNode)
 	if ep := j.Spec.ElasticPolicy; ep != nil {
@@ -206,6 +208,7 @@ func (j *JAXJob) ToTrainJob() (*v1alpha1.TrainJob, []string) {
 	c := &converter{}
 	job := c.newTrainJob(&j.Header, v1alpha1.FrameworkJAX)
 	job.Spec.ReplicaSpecs = c.replicaSpecs(j.Spec.JAXReplicaSpecs, "spec.jaxReplicaSpecs", v1alpha1.ContainerNameJAX)
+	job.Spec.ServiceLayout = serviceLayout(j.Spec.ServiceLayout)
 	job.Spec.RunPolicy = c.runPolicy(j.Spec.RunPolicy)
 	return job, c.warnings
 }
@@ -215,6 +218,7 @@ func (j *XGBoostJob) ToTrainJob() (*v1alpha1.TrainJob, []string) {
 	c := &converter{}
 	job := c.newTrainJob(&j.Header, v1alpha1.FrameworkXGBoost)
 	job.Spec.ReplicaSpecs = c.replicaSpecs(j.Spec.XGBReplicaSpecs, "spec.xgbReplicaSpecs", v1alpha1.ContainerNameXGBoost)
+	job.Spec.ServiceLayout = serviceLayout(j.Spec.ServiceLayout)
 	job.Spec.RunPolicy = c.runPolicy(j.Spec.RunPolicy)
 	return job, c.warnings
 }
@@ -236,7 +240,19 @@ func (j *MPIJob) ToTrainJob() (*v1alpha1.TrainJob, []string) {
 	job.Spec.SSHAuthMountPath = j.Spec.SSHAuthMountPath
 	job.Spec.MPIImplementation = v1alpha1.MPIImplementation(j.Spec.MPIImplementation)
 	job.Spec.LauncherCreationPolicy = v1alpha1.LauncherCreationPolicy(j.Spec.LauncherCreationPolicy)
+	job.Spec.ServiceLayout = v1alpha1.ServiceLayout(j.Spec.ServiceLayout)
 	return job, c.warnings
+}
+
+// serviceLayout is the manifest's spec.serviceLayout, else the Training
+// Operator's layout, one Service per replica, under which the env is the
+// operator's byte for byte. MPIJobs default to the job-wide Service in
+// TrainJob defaulting, as the MPI Operator lays them out.
+func serviceLayout(in string) v1alpha1.ServiceLayout {
+	if in == "" {
+		return v1alpha1.ServiceLayoutPerReplica
+	}
+	return v1alpha1.ServiceLayout(in)
 }
 
 func copyPtr[T any](p *T) *T {

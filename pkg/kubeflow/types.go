@@ -87,6 +87,9 @@ type TFJobSpec struct {
 	SuccessPolicy       *string                 `json:"successPolicy,omitempty"`
 	TFReplicaSpecs      map[string]*ReplicaSpec `json:"tfReplicaSpecs"`
 	EnableDynamicWorker bool                    `json:"enableDynamicWorker,omitempty"`
+	// ServiceLayout is trainstep's own (spec.serviceLayout): PerReplica,
+	// the operator's layout and this kind's default, or PerJob.
+	ServiceLayout string `json:"serviceLayout,omitempty"`
 }
 
 // PyTorchJob is kubeflow.org/v1 PyTorchJob.
@@ -102,6 +105,9 @@ type PyTorchJobSpec struct {
 	ElasticPolicy       *v1alpha1.ElasticPolicy `json:"elasticPolicy,omitempty"`
 	PyTorchReplicaSpecs map[string]*ReplicaSpec `json:"pytorchReplicaSpecs"`
 	NprocPerNode        *string                 `json:"nprocPerNode,omitempty"`
+	// ServiceLayout is trainstep's own (spec.serviceLayout): PerReplica,
+	// the operator's layout and this kind's default, or PerJob.
+	ServiceLayout string `json:"serviceLayout,omitempty"`
 }
 
 // JAXJob is kubeflow.org/v1 JAXJob.
@@ -114,6 +120,9 @@ type JAXJob struct {
 type JAXJobSpec struct {
 	RunPolicy       RunPolicy               `json:"runPolicy"`
 	JAXReplicaSpecs map[string]*ReplicaSpec `json:"jaxReplicaSpecs"`
+	// ServiceLayout is trainstep's own (spec.serviceLayout): PerReplica,
+	// the operator's layout and this kind's default, or PerJob.
+	ServiceLayout string `json:"serviceLayout,omitempty"`
 }
 
 // XGBoostJob is kubeflow.org/v1 XGBoostJob.
@@ -126,6 +135,9 @@ type XGBoostJob struct {
 type XGBoostJobSpec struct {
 	RunPolicy       RunPolicy               `json:"runPolicy"`
 	XGBReplicaSpecs map[string]*ReplicaSpec `json:"xgbReplicaSpecs"`
+	// ServiceLayout is trainstep's own (spec.serviceLayout): PerReplica,
+	// the operator's layout and this kind's default, or PerJob.
+	ServiceLayout string `json:"serviceLayout,omitempty"`
 }
 
 // MPIJob is kubeflow.org/v2beta1 MPIJob (MPI Operator v2).
@@ -143,4 +155,7 @@ type MPIJobSpec struct {
 	SSHAuthMountPath       string                  `json:"sshAuthMountPath,omitempty"`
 	LauncherCreationPolicy string                  `json:"launcherCreationPolicy,omitempty"`
 	MPIImplementation      string                  `json:"mpiImplementation,omitempty"`
+	// ServiceLayout is trainstep's own (spec.serviceLayout): PerJob, the
+	// MPI Operator's layout and the only one MPI runs under.
+	ServiceLayout string `json:"serviceLayout,omitempty"`
 }

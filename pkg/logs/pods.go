@@ -15,12 +15,6 @@ import (
 
 // Defaults of a PodStreamer.
 const (
-	// drainQuietPeriod is how long a stream that is being finished may stay
-	// silent before everything available is taken as printed. Some log
-	// servers (fake kubelets such as KWOK) keep a follow stream open after
-	// the container ended, so silence is the only sign of the end there.
-	drainQuietPeriod = time.Second
-
 	retryInitialInterval = 500 * time.Millisecond
 	retryMaxInterval     = 10 * time.Second
 	retryMaxElapsed      = 2 * time.Minute
@@ -51,7 +45,6 @@ type PodStreamer struct {
 	out        *Prefixer
 	logger     *zap.Logger
 	open       openLogsFunc
-	quiet      time.Duration
 	newBackOff func() backoff.BackOff
 
 	ctx    context.Context // parent of every stream; cancelled by Stop
@@ -98,7 +91,6 @@ func NewPodStreamer(client corev1client.PodsGetter, namespace string, out *Prefi
 		open: func(ctx context.Context, podName string, opts *corev1.PodLogOptions) (io.ReadCloser, error) {
 			return pods.GetLogs(podName, opts).Stream(ctx)
 		},
-		quiet:      drainQuietPeriod,
 		newBackOff: defaultBackOff,
 		ctx:        ctx,
 		cancel:     cancel,
@@ -154,15 +146,15 @@ func (s *PodStreamer) Observe(pod *corev1.Pod, prefix, container string) {
 	s.startLocked(key, pod.Name, prefix, follow)
 }
 
-// Stop finishes every stream: each may first drain what the server has
-// already sent (until it ends or stays silent for the quiet period), then it
-// is cancelled. Stop returns when every stream goroutine has exited; ctx
-// bounds the draining, not the exit after cancellation.
+// Stop finishes every stream: each first reads the rest of its log, what
+// its container printed until now, to the end of a plain read, then it
+// ends. Stop returns when every stream goroutine has exited; ctx bounds
+// the reading, not the exit after cancellation.
 func (s *PodStreamer) Stop(ctx context.Context) {
 	s.mu.Lock()
 	s.stopped = true
 	for st := range s.active {
-		st.retire()
+		st.retire(restCurrent)
 	}
 	s.mu.Unlock()
 
@@ -213,8 +205,13 @@ func (s *PodStreamer) retireEndedLocked(observed instanceKey, running bool) {
 		if !st.follow || st.key.uid != observed.uid || st.key.container != observed.container {
 			continue
 		}
-		if st.key.restarts < observed.restarts || !running {
-			st.retire()
+		switch {
+		case st.key.restarts == observed.restarts-1:
+			st.retire(restPrevious)
+		case st.key.restarts < observed.restarts:
+			st.retire(restGone)
+		case !running:
+			st.retire(restCurrent)
 		}
 	}
 }
@@ -236,7 +233,10 @@ func (s *PodStreamer) startLocked(key instanceKey, podName, prefix string, follo
 		}
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
+	followCtx, cancelFollow := context.WithCancel(ctx)
 	st := &stream{
+		followCtx:    followCtx,
+		cancelFollow: cancelFollow,
 		key:          key,
 		podName:      podName,
 		prefix:       prefix,
@@ -249,9 +249,8 @@ func (s *PodStreamer) startLocked(key instanceKey, podName, prefix string, follo
 	}
 	s.instances[key] = st
 	s.active[st] = struct{}{}
-	s.wg.Add(2)
+	s.wg.Add(1)
 	go s.run(ctx, st)
-	go s.cancelWhenDrained(st)
 }
 
 // finished records the end of a stream's goroutine.
@@ -260,29 +259,4 @@ func (s *PodStreamer) finished(st *stream, gaveUp bool) {
 	defer s.mu.Unlock()
 	delete(s.active, st)
 	st.gaveUp = gaveUp
-}
-
-// cancelWhenDrained cancels a retired stream once it has had nothing to
-// print for the quiet period (silentFor): everything available has been
-// printed.
-func (s *PodStreamer) cancelWhenDrained(st *stream) {
-	defer s.wg.Done()
-	select {
-	case <-st.done:
-		return
-	case <-st.retired:
-	}
-	tick := time.NewTicker(s.quiet / 4)
-	defer tick.Stop()
-	for {
-		select {
-		case <-st.done:
-			return
-		case <-tick.C:
-			if st.silentFor() >= s.quiet {
-				st.cancel()
-				return
-			}
-		}
-	}
 }

@@ -30,6 +30,11 @@ type stream struct {
 	mark    *highWater
 	cancel  context.CancelFunc
 
+	// followCtx bounds the follow request: retiring the stream cancels it,
+	// and the rest of the log is then read without following.
+	followCtx    context.Context
+	cancelFollow context.CancelFunc
+
 	// predecessors are streams of the same pod's ended instances that must
 	// finish before this one opens.
 	predecessors []*stream
@@ -38,20 +43,34 @@ type stream struct {
 	retired    chan struct{} // closed when the instance ended or Stop was called
 	done       chan struct{} // closed when the stream goroutine returns
 
-	connected atomic.Bool
-	// awaitingAnswer: a follow request is sent and not yet answered.
-	awaitingAnswer atomic.Bool
-	// lastRead is the last data, connection or follow request, retiredAt
-	// the retirement (unix nanoseconds).
-	lastRead, retiredAt atomic.Int64
+	// rest says where the rest of a retired instance's log is read from.
+	rest atomic.Int32
 
 	gaveUp bool // guarded by PodStreamer.mu; set when retries ran out
 }
 
-func (st *stream) retire() {
+// Where the rest of a retired instance's log is: the container's current
+// log, its previous one (it has restarted once since), or nowhere (it has
+// restarted more than once: the kubelet keeps one previous log).
+const (
+	restCurrent int32 = iota
+	restPrevious
+	restGone
+)
+
+// retire ends the instance's follow request: what the instance printed
+// and the request had not yet delivered is read by one plain request,
+// which ends with the log. A log server keeps a follow request open after
+// its container ended for a while (a kubelet looks every few seconds) or
+// for ever (KWOK), so neither its end nor a quiet period says when the
+// last line has been delivered; the end of a plain read does.
+func (st *stream) retire(rest int32) {
 	st.retireOnce.Do(func() {
-		st.retiredAt.Store(time.Now().UnixNano())
+		st.rest.Store(rest)
 		close(st.retired)
+		if st.cancelFollow != nil {
+			st.cancelFollow()
+		}
 	})
 }
 
@@ -64,29 +83,9 @@ func (st *stream) isRetired() bool {
 	}
 }
 
-func (st *stream) touch() { st.lastRead.Store(time.Now().UnixNano()) }
-
-// silentFor is how long a stream has had nothing to print: a connected
-// one since it last received data; one whose follow request is still
-// unanswered since that request or its retirement, whichever came later.
-// A log server answers at its first bytes (a kubelet sends no headers
-// before the log's first line), so an unanswered follow request means the
-// container printed nothing; such a request stays open for as long as the
-// container runs, and after it ended for up to a second on a kubelet (it
-// looks every second) and for ever on KWOK. Any other stream (opening a
-// plain read, waiting to retry) is never taken as drained.
-func (st *stream) silentFor() time.Duration {
-	switch {
-	case st.connected.Load():
-		return time.Since(time.Unix(0, st.lastRead.Load()))
-	case st.awaitingAnswer.Load():
-		return time.Since(time.Unix(0, max(st.lastRead.Load(), st.retiredAt.Load())))
-	}
-	return 0
-}
-
 // run copies one instance's log until it ends, is cancelled, fails
-// permanently or runs out of retries.
+// permanently or runs out of retries. A follow stream that is retired
+// reads the rest of its instance's log without following, to its end.
 func (s *PodStreamer) run(ctx context.Context, st *stream) {
 	logger := s.logger.With(
 		zap.String("namespace", s.namespace),
@@ -100,6 +99,9 @@ func (s *PodStreamer) run(ctx context.Context, st *stream) {
 	defer func() {
 		_ = out.Close()
 		st.cancel()
+		if st.cancelFollow != nil {
+			st.cancelFollow()
+		}
 		s.finished(st, gaveUp)
 		close(st.done)
 		s.wg.Done()
@@ -116,17 +118,26 @@ func (s *PodStreamer) run(ctx context.Context, st *stream) {
 	logger.Debug("streaming replica log")
 	retry := s.newBackOff()
 	for {
-		printed, err := s.copyOnce(ctx, st, out)
+		retiredBefore := st.isRetired()
+		following := st.follow && !retiredBefore
+		if retiredBefore && st.rest.Load() == restGone {
+			logger.Debug("replica log of a container restarted twice since is no longer served")
+			return
+		}
+		reqCtx := ctx
+		if following {
+			reqCtx = st.followCtx
+		}
+		printed, err := s.copyOnce(reqCtx, st, out, following, retiredBefore && st.rest.Load() == restPrevious)
 		switch {
 		case ctx.Err() != nil:
-			return // drained after the instance ended, or Stop
+			return // Stop's bound, or Stop after the pod went away
+		case following && st.isRetired():
+			continue // read the rest of the log, to its end
 		case err == nil:
-			return // the server ended the log: the container stopped
+			return // the server ended the log: it is complete
 		case isPermanent(err):
 			logger.Warn("cannot stream replica log", zap.Error(err))
-			return
-		case st.isRetired():
-			logger.Debug("replica log stream of an ended container broke", zap.Error(err))
 			return
 		}
 		if printed {
@@ -139,42 +150,41 @@ func (s *PodStreamer) run(ctx context.Context, st *stream) {
 			return
 		}
 		logger.Debug("retrying replica log stream", zap.Error(err), zap.Duration("after", wait))
+		// A retirement during the wait reads the rest at once; once
+		// retired, a failing read waits out its back-off.
+		var retired <-chan struct{}
+		if !st.isRetired() {
+			retired = st.retired
+		}
 		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
-		case <-st.retired:
+		case <-retired:
 		case <-timer.C:
 		}
 		timer.Stop()
-		if ctx.Err() != nil || st.isRetired() {
+		if ctx.Err() != nil {
 			return
 		}
 	}
 }
 
-// copyOnce makes one log request and copies its new lines to out. It
-// reports whether it printed anything; a nil error means the server ended
-// the log.
-func (s *PodStreamer) copyOnce(ctx context.Context, st *stream, out io.Writer) (printed bool, err error) {
-	opts := &corev1.PodLogOptions{Container: st.key.container, Follow: st.follow, Timestamps: true}
+// copyOnce makes one log request, following the log or reading it to its
+// current end, of the container's current or previous instance, and copies
+// its new lines to out. It reports whether it printed anything; a nil
+// error means the server ended the log.
+func (s *PodStreamer) copyOnce(ctx context.Context, st *stream, out io.Writer, follow, previous bool) (printed bool, err error) {
+	opts := &corev1.PodLogOptions{Container: st.key.container, Follow: follow, Previous: previous, Timestamps: true}
 	if since := st.mark.since(); !since.IsZero() {
 		// sinceTime has second precision: the overlap is dropped by the mark.
 		t := metav1.NewTime(since)
 		opts.SinceTime = &t
 	}
-	if st.follow {
-		st.touch()
-		st.awaitingAnswer.Store(true)
-	}
 	body, err := s.open(ctx, st.podName, opts)
-	st.awaitingAnswer.Store(false)
 	if err != nil {
 		return false, fmt.Errorf("opening log stream: %w", err)
 	}
 	defer func() { _ = body.Close() }()
-	st.touch()
-	st.connected.Store(true)
-	defer st.connected.Store(false)
 
 	reader := bufio.NewReaderSize(body, MaxLineBytes)
 	var pos streamPosition
@@ -188,7 +198,6 @@ func (s *PodStreamer) copyOnce(ctx context.Context, st *stream, out io.Writer) (
 			}
 			return printed, fmt.Errorf("reading log stream: %w", err)
 		}
-		st.touch()
 		if lineStart {
 			var ts time.Time
 			ts, fragment = splitTimestamp(fragment)

@@ -144,12 +144,11 @@ func (s *logServer) requestsMade() []logRequest {
 	return append([]logRequest(nil), s.requests...)
 }
 
-// newTestStreamer returns a streamer reading from server with a short
-// quiet period and fast, bounded retries.
+// newTestStreamer returns a streamer reading from server with fast,
+// bounded retries.
 func newTestStreamer(server *logServer, out io.Writer, logger *zap.Logger) *PodStreamer {
 	s := NewPodStreamer(fake.NewClientset().CoreV1(), testNamespace, NewPrefixer(out), logger)
 	s.open = server.open
-	s.quiet = 50 * time.Millisecond
 	s.newBackOff = func() backoff.BackOff {
 		return backoff.WithMaxRetries(backoff.NewConstantBackOff(time.Millisecond), 3)
 	}
@@ -184,9 +183,8 @@ func TestPodStreamerDoesNotRepeatReplayedLinesAcrossRestarts(t *testing.T) {
 	streamer.Observe(replicaPod("b", running(0)), "worker-0", testContainer)
 	testutil.Eventually(t, 5*time.Second, "the recreated pod's line", func() bool { return len(outputLines(&out)) == 5 })
 
-	requests := server.requestsMade()
-	testutil.Eventually(t, 5*time.Second, "the restarted container's old stream to be cancelled once drained", func() bool {
-		return requests[0].ctx.Err() != nil
+	testutil.Eventually(t, 5*time.Second, "the restarted container's old stream to be cancelled", func() bool {
+		return server.requestsMade()[0].ctx.Err() != nil
 	})
 	stopWithin(t, streamer, 5*time.Second)
 
@@ -197,17 +195,26 @@ func TestPodStreamerDoesNotRepeatReplayedLinesAcrossRestarts(t *testing.T) {
 	if diff := cmp.Diff(want, outputLines(&out)); diff != "" {
 		t.Errorf("output (-want +got):\n%s", diff)
 	}
-	if len(requests) != 3 {
-		t.Fatalf("%d log requests, want 3 (one per instance)", len(requests))
+	// Instance 0 follows, then reads the rest of its log, now the previous
+	// one, to its end; instance 1 follows once that ended; pod b follows;
+	// Stop has instance 1 and pod b read their rest.
+	requests := server.requestsMade()
+	if len(requests) != 6 {
+		t.Fatalf("%d log requests, want 6: a follow and a read of the rest per instance", len(requests))
 	}
-	if requests[0].opts.SinceTime != nil {
-		t.Errorf("first request has sinceTime %v, want none", requests[0].opts.SinceTime)
+	if requests[0].opts.SinceTime != nil || !requests[0].opts.Follow {
+		t.Errorf("first request %+v, want a follow without sinceTime", requests[0].opts)
 	}
 	wantSince := logTime.Add(3 * time.Millisecond)
-	if got := requests[1].opts.SinceTime; got == nil || !got.Time.Equal(wantSince) {
-		t.Errorf("restarted instance's request has sinceTime %v, want the last printed line's %v", got, wantSince)
+	if r := requests[1].opts; r.Follow || !r.Previous || r.SinceTime == nil || !r.SinceTime.Time.Equal(wantSince) {
+		t.Errorf("old instance's second request %+v, want a read of the previous log from the last printed line's %v", r, wantSince)
 	}
-	if requests[1].earlierOpen != 0 {
+	// This server answers every request with the whole log: the old
+	// instance's read printed the restarted line too.
+	if r, since := requests[2], logTime.Add(4*time.Millisecond); !r.opts.Follow || r.opts.Previous || r.opts.SinceTime == nil || !r.opts.SinceTime.Time.Equal(since) {
+		t.Errorf("restarted instance's request %+v, want a follow from the last printed line's %v", r.opts, since)
+	}
+	if requests[2].earlierOpen != 0 {
 		t.Error("restarted instance's stream opened before the old instance's stream finished")
 	}
 }
@@ -322,8 +329,8 @@ func TestPodStreamerStopDrainsThenCancels(t *testing.T) {
 		drainBound time.Duration
 		maxStop    time.Duration
 	}{
-		{name: "silent open stream is cancelled after the quiet period", drainBound: 5 * time.Second, maxStop: 2 * time.Second},
-		{name: "never silent stream is cancelled at the drain bound", trickle: 5 * time.Millisecond, drainBound: 200 * time.Millisecond, maxStop: 2 * time.Second},
+		{name: "silent open stream is cut and its rest read", drainBound: 5 * time.Second, maxStop: 2 * time.Second},
+		{name: "never silent stream is cut and its rest read", trickle: 5 * time.Millisecond, drainBound: 5 * time.Second, maxStop: 2 * time.Second},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -375,10 +382,10 @@ func TestPodStreamerDoesNotWaitForAnUnansweredFollowRequest(t *testing.T) {
 			tc.end(streamer)
 
 			start := time.Now()
-			// The quiet period is 50 ms: Stop must not wait for the bound.
+			// The rest is read without following: Stop must not wait for the bound.
 			stopWithin(t, streamer, 10*time.Second)
 			if took := time.Since(start); took > 2*time.Second {
-				t.Errorf("Stop took %v for a container that printed nothing, want about the quiet period", took)
+				t.Errorf("Stop took %v for a container that printed nothing, want one read of the rest", took)
 			}
 			if r := server.requestsMade()[0]; r.ctx.Err() == nil {
 				t.Error("the unanswered follow request is still open after Stop")
@@ -399,11 +406,58 @@ func TestPodStreamerFinishesStreamOfTerminatedContainer(t *testing.T) {
 	testutil.Eventually(t, 5*time.Second, "the line", func() bool { return out.String() == "[worker-0] done\n" })
 
 	streamer.Observe(replicaPod("a", terminated(0, 0)), "worker-0", testContainer)
-	requests := server.requestsMade()
-	testutil.Eventually(t, 5*time.Second, "the ended container's stream to close", func() bool { return requests[0].ctx.Err() != nil })
+	testutil.Eventually(t, 5*time.Second, "the ended container's stream to close", func() bool { return server.requestsMade()[0].ctx.Err() != nil })
 	stopWithin(t, streamer, 5*time.Second)
-	if n := len(server.requestsMade()); n != 1 {
-		t.Errorf("%d log requests, want 1", n)
+	requests := server.requestsMade()
+	if len(requests) != 2 || requests[1].opts.Follow || requests[1].opts.Previous {
+		t.Fatalf("log requests %v, want the follow and one read of the rest", requests)
+	}
+	if out.String() != "[worker-0] done\n" {
+		t.Errorf("output %q, want the line once", out.String())
+	}
+}
+
+// A log server may keep a follow request open after the container ended
+// without having sent its last lines (KWOK's never ends; a kubelet's ends
+// seconds later). The stream of an ended container reads the rest of the
+// log to its end, so Stop prints those lines, and does not wait for the
+// follow request to go quiet or end.
+func TestPodStreamerKeepsTheLastLinesOfAnEndedContainer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(*PodStreamer)
+	}{
+		{"the container ended, then Stop", func(s *PodStreamer) {
+			s.Observe(replicaPod("a", terminated(0, 0)), "worker-0", testContainer)
+		}},
+		{"Stop while the container runs", func(*PodStreamer) {}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			server := &logServer{keepOpen: true}
+			server.add(stamped(1, "epoch 1"))
+			var out testutil.SyncBuffer
+			streamer := newTestStreamer(server, &out, zap.NewNop())
+			streamer.Observe(replicaPod("a", running(0)), "worker-0", testContainer)
+			testutil.Eventually(t, 5*time.Second, "the first line", func() bool { return len(outputLines(&out)) == 1 })
+
+			// Printed by the container, not delivered by the open follow request.
+			server.add(stamped(2, "final loss 0.01"), stamped(3, "saved model"))
+			tc.end(streamer)
+			start := time.Now()
+			stopWithin(t, streamer, 10*time.Second)
+			if took := time.Since(start); took > 2*time.Second {
+				t.Errorf("Stop took %v, want it not to wait for the open follow request", took)
+			}
+			want := []string{"[worker-0] epoch 1", "[worker-0] final loss 0.01", "[worker-0] saved model"}
+			if diff := cmp.Diff(want, outputLines(&out)); diff != "" {
+				t.Errorf("output (-want +got):\n%s", diff)
+			}
+			for i, r := range server.requestsMade() {
+				if r.ctx.Err() == nil {
+					t.Errorf("request %d still open after Stop", i)
+				}
+			}
+		})
 	}
 }
 

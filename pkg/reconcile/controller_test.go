@@ -39,7 +39,9 @@ func tfJob(policyName v1alpha1.RestartPolicy) *v1alpha1.TrainJob {
 		Spec: v1alpha1.TrainJobSpec{Framework: v1alpha1.FrameworkTensorFlow, ReplicaSpecs: map[v1alpha1.ReplicaType]*v1alpha1.ReplicaSpec{
 			v1alpha1.ReplicaTypePS:     {Replicas: &one, RestartPolicy: policyName, Template: corev1.PodTemplateSpec{Spec: container}},
 			v1alpha1.ReplicaTypeWorker: {Replicas: &two, RestartPolicy: policyName, Template: corev1.PodTemplateSpec{Spec: container}},
-		}},
+		},
+			// A Service per replica, as a Kubeflow TFJob has: the tests follow each one.
+			ServiceLayout: v1alpha1.ServiceLayoutPerReplica},
 	}
 	v1alpha1.SetDefaults(job)
 	return job

@@ -25,6 +25,10 @@ func newJob(fw v1alpha1.Framework, name string, shape replicas, edits ...func(*v
 	return testutil.NewJob(fw, name, "", shape, edits...)
 }
 
+// perReplica lays the job out as the Training Operator's Kubeflow manifests
+// are: one Service per replica.
+func perReplica(job *v1alpha1.TrainJob) { job.Spec.ServiceLayout = v1alpha1.ServiceLayoutPerReplica }
+
 // owner is a step pod owning the job's objects.
 var owner = &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: "wf-1-train-123", UID: "8d6a0a4e-0000-4000-8000-000000000001"}
 

@@ -82,8 +82,7 @@ func (r *Renderer) Pod(rt v1alpha1.ReplicaType, index int, attempt int) (*corev1
 			corev1.EnvVar{Name: EnvReplicaIndex, Value: strconv.Itoa(index)},
 		)
 	}
-	// Per-replica frameworks need no hostname or subdomain: peers dial the
-	// replica's own headless Service (see services.go).
+	setHostname(&podSpec, r.layout, r.id.JobName, rt, index)
 
 	pod := &corev1.Pod{
 		TypeMeta: typeMeta("Pod"),
@@ -98,6 +97,19 @@ func (r *Renderer) Pod(rt v1alpha1.ReplicaType, index int, attempt int) (*corev1
 	}
 	applyGang(pod, r.gang)
 	return pod, nil
+}
+
+// setHostname gives a pod of a job under the per-job layout its hostname
+// and the job's Service as subdomain, which make "<pod>.<job>" resolve to
+// it (see services.go); a template's own are replaced, as the MPI Operator
+// replaces them. Under the per-replica layout peers dial the replica's own
+// Service, and the template's hostname and subdomain are left as they are.
+func setHostname(spec *corev1.PodSpec, layout v1alpha1.ServiceLayout, jobName string, rt v1alpha1.ReplicaType, index int) {
+	if layout != v1alpha1.ServiceLayoutPerJob {
+		return
+	}
+	spec.Hostname = PodName(jobName, rt, index)
+	spec.Subdomain = jobName
 }
 
 // applyGang adds the gang kind's keys to a rendered pod. The gang's own

@@ -43,6 +43,9 @@ func TestRenderTensorFlowPod(t *testing.T) {
 		},
 		Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyNever,
+			// A TrainJob's default layout: the job's Service as subdomain.
+			Hostname:  "mnist-worker-1",
+			Subdomain: "mnist",
 			Containers: []corev1.Container{{
 				Name:  "tensorflow",
 				Image: "example.com/train:1",
@@ -66,7 +69,7 @@ func TestRenderTensorFlowPod(t *testing.T) {
 // DESIGN's Service contract, per replica: named like the pod, headless,
 // publishing not-ready addresses, selecting only that replica.
 func TestRenderTensorFlowServices(t *testing.T) {
-	job := newJob(v1alpha1.FrameworkTensorFlow, "mnist", replicas{ps: 1, worker: 2})
+	job := newJob(v1alpha1.FrameworkTensorFlow, "mnist", replicas{ps: 1, worker: 2}, perReplica)
 	objs, err := render.Render(job, identity("team-a", "mnist"), render.Inputs{})
 	if err != nil {
 		t.Fatalf("Render: %v", err)
@@ -125,8 +128,9 @@ func TestRenderTensorFlowServices(t *testing.T) {
 	}
 }
 
-// Each per-replica framework exposes its port (default or declared) on
-// every replica's Service, and the names in its env are those Services.
+// Under the per-replica layout each framework exposes its port (default or
+// declared) on every replica's Service, and the names in its env are those
+// Services.
 func TestRenderServicePorts(t *testing.T) {
 	withPort := func(rt v1alpha1.ReplicaType, name string, port int32) func(*v1alpha1.TrainJob) {
 		return func(j *v1alpha1.TrainJob) {
@@ -142,25 +146,25 @@ func TestRenderServicePorts(t *testing.T) {
 	}{
 		{
 			name:      "pytorch defaults",
-			job:       newJob(v1alpha1.FrameworkPyTorch, "pt", replicas{master: 1, worker: 1}),
+			job:       newJob(v1alpha1.FrameworkPyTorch, "pt", replicas{master: 1, worker: 1}, perReplica),
 			wantNames: []string{"pt-master-0", "pt-worker-0"},
 			wantPorts: [][]corev1.ServicePort{{{Name: "pytorchjob-port", Port: 23456, TargetPort: intstr.FromInt32(23456)}}, {{Name: "pytorchjob-port", Port: 23456, TargetPort: intstr.FromInt32(23456)}}},
 		},
 		{
 			name:      "jax custom port plus a metrics port",
-			job:       newJob(v1alpha1.FrameworkJAX, "jx", replicas{worker: 1}, withPort(worker, "metrics", 9090), withPort(worker, "jaxjob-port", 1234)),
+			job:       newJob(v1alpha1.FrameworkJAX, "jx", replicas{worker: 1}, withPort(worker, "metrics", 9090), withPort(worker, "jaxjob-port", 1234), perReplica),
 			wantNames: []string{"jx-worker-0"},
 			wantPorts: [][]corev1.ServicePort{{{Name: "metrics", Port: 9090, TargetPort: intstr.FromInt32(9090)}, {Name: "jaxjob-port", Port: 1234, TargetPort: intstr.FromInt32(1234)}}},
 		},
 		{
 			name:      "xgboost",
-			job:       newJob(v1alpha1.FrameworkXGBoost, "xg", replicas{master: 1, worker: 1}),
+			job:       newJob(v1alpha1.FrameworkXGBoost, "xg", replicas{master: 1, worker: 1}, perReplica),
 			wantNames: []string{"xg-master-0", "xg-worker-0"},
 			wantPorts: [][]corev1.ServicePort{{{Name: "xgboostjob-port", Port: 9999, TargetPort: intstr.FromInt32(9999)}}, {{Name: "xgboostjob-port", Port: 9999, TargetPort: intstr.FromInt32(9999)}}},
 		},
 		{
 			name:      "tensorflow chief, evaluator",
-			job:       newJob(v1alpha1.FrameworkTensorFlow, "tf", replicas{chief: 1, evaluator: 1}),
+			job:       newJob(v1alpha1.FrameworkTensorFlow, "tf", replicas{chief: 1, evaluator: 1}, perReplica),
 			wantNames: []string{"tf-chief-0", "tf-evaluator-0"},
 			wantPorts: [][]corev1.ServicePort{{{Name: "tfjob-port", Port: 2222, TargetPort: intstr.FromInt32(2222)}}, {{Name: "tfjob-port", Port: 2222, TargetPort: intstr.FromInt32(2222)}}},
 		},

@@ -24,7 +24,7 @@ import (
 // The intended use by a controller creating a job:
 //
 //	r, err := render.NewRenderer(job, id)
-//	shared, err := r.SharedObjects(inputs) // Secrets, ConfigMaps, PodGroup, MPI's Service: create first
+//	shared, err := r.SharedObjects(inputs) // Secrets, ConfigMaps, PodGroup, the job's Service: create first
 //	for _, ref := range r.Replicas() {     // in creation order; N small values
 //		// in a worker of the create pool, rendering just before creating:
 //		svc, err := r.Service(ref.Type, ref.Index) // nil when the job has one job-wide Service
@@ -45,6 +45,8 @@ type Renderer struct {
 	fw   frameworks.Framework
 	pods frameworks.PodConfigurer
 	gang gang.PodSettings
+	// layout is the job's service layout.
+	layout v1alpha1.ServiceLayout
 	// ports are the Service ports of each replica type (per-replica
 	// Service layout only).
 	ports map[v1alpha1.ReplicaType][]corev1.ServicePort
@@ -69,8 +71,8 @@ func NewRenderer(job *v1alpha1.TrainJob, id Identity) (*Renderer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rendering job %q: %w", id.JobName, err)
 	}
-	r := &Renderer{job: job, id: id, fw: fw, pods: pods, gang: gang.ForPods(job, id.JobName)}
-	if fw.ServiceLayout() == frameworks.ServicePerReplica {
+	r := &Renderer{job: job, id: id, fw: fw, pods: pods, gang: gang.ForPods(job, id.JobName), layout: job.Spec.ServiceLayoutOrDefault()}
+	if r.layout == v1alpha1.ServiceLayoutPerReplica {
 		r.ports = make(map[v1alpha1.ReplicaType][]corev1.ServicePort, len(job.Spec.ReplicaSpecs))
 		for rt := range job.Spec.ReplicaSpecs {
 			r.ports[rt] = servicePorts(job, rt)
@@ -100,13 +102,13 @@ func (r *Renderer) PodObject(pod *corev1.Pod) (runtime.Object, error) {
 }
 
 // Service renders the headless Service of replica index of type rt, named
-// like its pod. It returns nil, and no error, for a framework whose job has
-// one job-wide Service instead (MPI): SharedObjects holds that one.
+// like its pod. It returns nil, and no error, for a job under the per-job
+// layout, which has one job-wide Service instead: SharedObjects holds it.
 func (r *Renderer) Service(rt v1alpha1.ReplicaType, index int) (*corev1.Service, error) {
 	if err := checkReplica(r.job, "service", rt, index); err != nil {
 		return nil, err
 	}
-	if r.fw.ServiceLayout() != frameworks.ServicePerReplica {
+	if r.layout != v1alpha1.ServiceLayoutPerReplica {
 		return nil, nil
 	}
 	name := PodName(r.id.JobName, rt, index)
@@ -115,12 +117,13 @@ func (r *Renderer) Service(rt v1alpha1.ReplicaType, index int) (*corev1.Service,
 
 // SharedObjects renders the objects of the job as a whole, which exist
 // once whatever the number of replicas: the framework's Secrets and
-// ConfigMaps, the job-wide Service of an MPI job, and the PodGroup of a
-// gang job. Its Pods are empty and so are its Services but for MPI's.
+// ConfigMaps, the job-wide Service under the per-job layout, and the
+// PodGroup of a gang job. Its Pods are empty, and so are its Services
+// under the per-replica layout.
 func (r *Renderer) SharedObjects(in Inputs) (*Objects, error) {
 	at := placement(r.id)
 	objs := &Objects{}
-	if r.fw.ServiceLayout() == frameworks.ServicePerJob {
+	if r.layout == v1alpha1.ServiceLayoutPerJob {
 		objs.Services = []*corev1.Service{headlessService(r.id, r.id.JobName, sharedLabels(r.job, r.id.JobName), JobLabels(r.id.JobName), nil)}
 	}
 	for _, cm := range r.fw.ConfigMaps(r.job, at) {

@@ -97,7 +97,7 @@ func TestRendererPodAttempt(t *testing.T) {
 func TestRendererObjectsAreIndependent(t *testing.T) {
 	job := newJob(v1alpha1.FrameworkPyTorch, "pt", replicas{master: 1, worker: 2}, func(j *v1alpha1.TrainJob) {
 		j.Spec.RunPolicy.SchedulingPolicy = &v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangBuiltin}
-	})
+	}, perReplica)
 	r, err := render.NewRenderer(job, identity("ns", "pt"))
 	if err != nil {
 		t.Fatalf("NewRenderer: %v", err)

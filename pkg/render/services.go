@@ -9,22 +9,27 @@ import (
 	"github.com/trainstep/trainstep/pkg/frameworks"
 )
 
-// headlessService renders one of the job's headless Services.
+// headlessService renders one of the job's headless Services, laid out as
+// the job's spec.serviceLayout says.
 //
-// TensorFlow, PyTorch, JAX and XGBoost (frameworks.ServicePerReplica) get one
-// Service per replica, named like its pod and selecting only that pod, as
-// the Training Operator v1.9 creates them. Their env names peers
+// Under PerReplica (the Training Operator's Kubeflow manifests) every
+// replica gets a Service named like its pod and selecting only that pod,
+// as the Training Operator v1.9 creates them. Their env names peers
 // "<job>-worker-0" or "<job>-worker-0.<ns>.svc": that is the Service's own
 // DNS name, and for a headless Service with a selector the cluster DNS
 // answers it with the selected pod's IP. So the pod needs no hostname or
 // subdomain, and none is set (a subdomain would only add a second name).
-// publishNotReadyAddresses makes the name resolve as soon as the pod has an
+//
+// Under PerJob (TrainJobs, MPI) the job gets one Service named after it,
+// without ports, selecting all its pods; each pod's hostname and subdomain
+// make "<pod>.<job>" (and "<pod>.<job>.<ns>.svc") resolve, the names in
+// the env and MPI's hostfile. One Service instead of one per replica saves
+// the control plane, per replica, a Service and the Endpoints and
+// EndpointSlice written for it, as JobSet and MPI Operator v2 do.
+//
+// publishNotReadyAddresses makes the names resolve as soon as a pod has an
 // IP, before any readiness probe passes, so replicas can rendezvous while
 // they start.
-//
-// MPI (frameworks.ServicePerJob) gets one Service named after the job that
-// selects all its pods; each pod's hostname and subdomain (set by the
-// framework) make "<pod>.<job>.<ns>.svc" resolve, the names in the hostfile.
 //
 // Renderer.Service renders the first kind, Renderer.SharedObjects the second.
 func headlessService(id Identity, name string, own, selector map[string]string, ports []corev1.ServicePort) *corev1.Service {

@@ -33,11 +33,12 @@ const (
 	launchEnv  = "TRAINSTEP_BENCH_LAUNCH"  // only the warm-up and the launch rounds, logged; BENCHMARKS.md is left as it was
 )
 
-// Extra KWOK nodes so the largest job (2048 workers) fits beside the
-// cluster's default 4×110 pod slots, with room for the polling jobs.
+// Extra KWOK nodes so the largest job (MaxLaunchReplicas, 4096 workers)
+// fits beside the cluster's default 4×110 pod slots, with room for the
+// polling jobs.
 const (
 	extraNodes       = 2
-	extraNodePodSlot = 1100
+	extraNodePodSlot = 2100
 )
 
 // pollingJob is the pair of job lengths compared for polling, at pollingReplicas workers.
@@ -87,10 +88,19 @@ func TestBench(t *testing.T) {
 				t.Logf("%d workers: loop against loop, ratio %s", s.Replicas, floor.Format("%.2f"))
 			}
 		}
+		for _, l := range report.LayoutRows() {
+			t.Logf("%d workers: all created per job %s, per replica %s, ratio %s; etcd writes per replica: per job %s (%s), per replica %s (%s), loop %s (%s)",
+				l.Replicas, formatSeconds(l.PerJob.Created), formatSeconds(l.PerReplica.Created), l.CreatedRatio.Format("%.2f"),
+				l.PerJobWrites.Format("%.2f"), l.PerJobByResource, l.PerReplicaWrites.Format("%.2f"), l.PerReplicaByResource,
+				l.BaselineWrites.Format("%.2f"), l.BaselineByResource)
+		}
 		return
 	}
 	for _, n := range distinct(reference, largest) {
 		report.Teardowns = append(report.Teardowns, h.measureTeardown(t, n, runs.forSize(n)))
+	}
+	if largest >= TargetLargeReplicas {
+		report.MaxLaunch = h.measureMaxLaunch(t)
 	}
 	// The two small polling jobs mostly sit idle for a minute: they run beside
 	// the rate-limit and profile runs instead of adding that minute.
@@ -215,6 +225,10 @@ func (h *harness) warmUp(t *testing.T, n int) {
 // measureSize alternates trainstep and baseline runs at n workers, in fresh
 // namespaces, swapping which goes first each round so drift hits both; each
 // round ends with a clean run (cleanPodPolicy Running) for the API cost.
+// The job has the per-job Service layout, a TrainJob's default; where
+// LayoutsCompared, each round also launches it under the per-replica layout,
+// before the per-job launch in even rounds and after it in odd ones, and
+// runs it clean under that layout too.
 func (h *harness) measureSize(t *testing.T, n, runs int) SizeResult {
 	res := SizeResult{Replicas: n}
 	for round := 1; round <= runs; round++ {
@@ -238,6 +252,7 @@ func (h *harness) measureSize(t *testing.T, n, runs int) SizeResult {
 			res.PeakAnonBytes = append(res.PeakAnonBytes, float64(run.exit.PeakAnon))
 			res.PeakFileBytes = append(res.PeakFileBytes, float64(run.exit.PeakFile))
 			res.CPU = append(res.CPU, run.exit.CPU)
+			res.TrainstepWrites = append(res.TrainstepWrites, run.launch.Writes)
 			t.Logf("trainstep: started %s; first %s, own last create %s, created %s (CPU %s), running %s, detection %s, peak RSS %.1f MiB, CPU %s",
 				run.idle, ms(run.first), ms(run.lastCreate), ms(run.created), ms(run.cpuToCreated), ms(run.running), ms(run.detection),
 				float64(run.exit.PeakRSS)/(1<<20), ms(run.exit.CPU))
@@ -251,6 +266,7 @@ func (h *harness) measureSize(t *testing.T, n, runs int) SizeResult {
 			res.Baseline.LastCreate = append(res.Baseline.LastCreate, run.lastCreate)
 			res.StartWaits = append(res.StartWaits, run.idle)
 			res.Baseline.Running = append(res.Baseline.Running, run.running)
+			res.BaselineWrites = append(res.BaselineWrites, run.launch.Writes)
 			t.Logf("baseline: started %s; first %s, own last create %s, created %s, running %s", run.idle, ms(run.first), ms(run.lastCreate), ms(run.created), ms(run.running))
 			t.Logf("CPU by program from the loop's start until the watcher saw every object (the loop is the test's process): %s", run.launch)
 			t.Logf("the loop's timeline:\n%s", run.timeline)
@@ -262,8 +278,31 @@ func (h *harness) measureSize(t *testing.T, n, runs int) SizeResult {
 		if round%2 == 0 {
 			first, second, firstName, secondName = baseline, trainstep, secondName, firstName
 		}
+		perReplica := func(t *testing.T) {
+			j := h.prepare(t, jobSpecIn(v1alpha1.ServiceLayoutPerReplica, n, v1alpha1.CleanPodPolicyNone, ""))
+			j.fromIdle = true
+			run, err := h.runTrainstep(context.Background(), j, 0, 0, nil)
+			check(t, "trainstep per replica", err)
+			if run.anomaly != "" {
+				res.Anomalies = append(res.Anomalies, fmt.Sprintf("%d workers per replica, round %d: %s", n, round, run.anomaly))
+				t.Logf("anomaly: %s", run.anomaly)
+			}
+			res.PerReplica.First = append(res.PerReplica.First, run.first)
+			res.PerReplica.Created = append(res.PerReplica.Created, run.created)
+			res.PerReplica.LastCreate = append(res.PerReplica.LastCreate, run.lastCreate)
+			res.PerReplica.Running = append(res.PerReplica.Running, run.running)
+			res.PerReplicaWrites = append(res.PerReplicaWrites, run.launch.Writes)
+			t.Logf("trainstep, per-replica layout: started %s; own last create %s, created %s, running %s", run.idle, ms(run.lastCreate), ms(run.created), ms(run.running))
+			t.Logf("CPU by program from trainstep's start until the watcher saw every object: %s", run.launch)
+		}
+		if LayoutsCompared(n) && round%2 == 0 {
+			t.Run(fmt.Sprintf("%d/run-%d/trainstep-per-replica", n, round), perReplica)
+		}
 		t.Run(fmt.Sprintf("%d/run-%d/%s", n, round, firstName), first)
 		t.Run(fmt.Sprintf("%d/run-%d/%s", n, round, secondName), second)
+		if LayoutsCompared(n) && round%2 == 1 {
+			t.Run(fmt.Sprintf("%d/run-%d/trainstep-per-replica", n, round), perReplica)
+		}
 		if rounds := res.Rounds(); len(rounds) == round {
 			r := rounds[round-1]
 			t.Logf("%d workers, round %d (%s first, load %s): all created: trainstep %s (its last create %s), baseline %s (%s), ratio %.2f",
@@ -281,7 +320,37 @@ func (h *harness) measureSize(t *testing.T, n, runs int) SizeResult {
 			res.CleanRequests = append(res.CleanRequests, run.requests)
 			t.Logf("clean run: end → outputs %s, requests %v", ms(run.detection), run.requests)
 		})
+		if LayoutsCompared(n) {
+			t.Run(fmt.Sprintf("%d/run-%d/clean-per-replica", n, round), func(t *testing.T) {
+				j := h.prepare(t, jobSpecIn(v1alpha1.ServiceLayoutPerReplica, n, "", ""))
+				run, err := h.runTrainstep(context.Background(), j, 0, 0, nil)
+				check(t, "trainstep per replica", err)
+				res.PerReplicaEndToOutputs = append(res.PerReplicaEndToOutputs, run.detection)
+				t.Logf("clean run, per-replica layout: end → outputs %s, requests %v", ms(run.detection), run.requests)
+			})
+		}
 	}
+	return res
+}
+
+// measureMaxLaunch launches one job of MaxLaunchReplicas workers, the
+// documented maximum, from a quiet cluster, and runs it to its end
+// (cleanPodPolicy None). Its name is short: TF_CONFIG, which lists every
+// worker, must fit one environment variable.
+func (h *harness) measureMaxLaunch(t *testing.T) MaxLaunchResult {
+	res := MaxLaunchResult{Replicas: MaxLaunchReplicas}
+	t.Run(fmt.Sprintf("launch/%d", MaxLaunchReplicas), func(t *testing.T) {
+		spec := jobSpec(MaxLaunchReplicas, v1alpha1.CleanPodPolicyNone, "")
+		spec.Name = maxLaunchJobName
+		j := h.prepare(t, spec)
+		j.fromIdle = true
+		run, err := h.runTrainstep(context.Background(), j, 0, 0, nil)
+		check(t, "trainstep", err)
+		res.Created, res.Running, res.Detection = run.created, run.running, run.detection
+		res.Writes, res.PeakRSSBytes = run.launch.Writes, float64(run.exit.PeakRSS)
+		t.Logf("%d workers: created %s, running %s, detection %s, peak RSS %.1f MiB; %s", MaxLaunchReplicas,
+			ms(run.created), ms(run.running), ms(run.detection), float64(run.exit.PeakRSS)/(1<<20), run.launch)
+	})
 	return res
 }
 
@@ -328,11 +397,16 @@ func (h *harness) measureLoopAgainstLoop(t *testing.T, n, runs int) LoopRounds {
 // the three taking turns at going first.
 func (h *harness) measureTeardown(t *testing.T, n, runs int) TeardownResult {
 	res := TeardownResult{Replicas: n}
-	trainstep := func(round int) func(t *testing.T) {
+	trainstep := func(round int, layout v1alpha1.ServiceLayout) func(t *testing.T) {
 		return func(t *testing.T) {
-			j := h.prepare(t, jobSpec(n, "", ""))
+			j := h.prepare(t, jobSpecIn(layout, n, "", ""))
 			run, err := h.runTeardown(context.Background(), j)
 			check(t, "teardown", err)
+			if layout == v1alpha1.ServiceLayoutPerReplica {
+				res.PerReplicaGone = append(res.PerReplicaGone, run.gone)
+				t.Logf("teardown, per-replica layout: gone %s, exited %s, requests %v", ms(run.gone), ms(run.exited), run.requests)
+				return
+			}
 			res.Gone = append(res.Gone, run.gone)
 			res.Exited = append(res.Exited, run.exited)
 			res.Requests = append(res.Requests, run.requests)
@@ -360,9 +434,15 @@ func (h *harness) measureTeardown(t *testing.T, n, runs int) TeardownResult {
 			name string
 			run  func(t *testing.T)
 		}{
-			{"trainstep", trainstep(round)},
+			{"trainstep", trainstep(round, "")},
 			{"baseline-loop", baseline(DeleteLoop, &res.BaselineLoop)},
 			{"baseline-collection", baseline(DeleteByLabel, &res.BaselineCollection)},
+		}
+		if LayoutsCompared(n) {
+			turns = append(turns, struct {
+				name string
+				run  func(t *testing.T)
+			}{"trainstep-per-replica", trainstep(round, v1alpha1.ServiceLayoutPerReplica)})
 		}
 		for i := range turns {
 			turn := turns[(i+round-1)%len(turns)]

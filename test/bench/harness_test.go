@@ -144,7 +144,7 @@ func (h *harness) runTrainstep(ctx context.Context, j namespacedJob, qps float32
 	if run.launch, err = meter.Stop(ctx); err != nil {
 		return fail(err)
 	}
-	if err := waitCreated(launching, tracker, n); err != nil {
+	if err := waitCreated(launching, tracker, j.spec); err != nil {
 		return fail(err)
 	}
 	if run.cpuToCreated, err = p.CPUSoFar(); err != nil {
@@ -188,7 +188,7 @@ func (h *harness) runTrainstep(ctx context.Context, j namespacedJob, qps float32
 	if run.exit.Code != result.ExitSucceeded {
 		return run, fmt.Errorf("trainstep exited %d, want %d; stderr:\n%s", run.exit.Code, result.ExitSucceeded, tail(run.exit.Stderr, 4000))
 	}
-	run.anomaly = anomalyOf(tracker, n, run.exit.Stderr)
+	run.anomaly = anomalyOf(tracker, j.spec, run.exit.Stderr)
 	if run.requests, err = p.APIRequests(); err != nil {
 		return run, err
 	}
@@ -198,7 +198,6 @@ func (h *harness) runTrainstep(ctx context.Context, j namespacedJob, qps float32
 // runLaunchOnly starts trainstep and returns its time to all of the job's
 // objects created; then it kills trainstep and clears the namespace.
 func (h *harness) runLaunchOnly(ctx context.Context, j namespacedJob, qps float32, burst int) (time.Duration, error) {
-	n := j.spec.Workers
 	ctx, cancel := context.WithTimeout(ctx, runTimeout(j.spec.Workers))
 	defer cancel()
 	tracker, err := Track(ctx, h.c.Config, j.ns)
@@ -218,7 +217,7 @@ func (h *harness) runLaunchOnly(ctx context.Context, j namespacedJob, qps float3
 	launching, stop := p.WhileRunning(ctx)
 	seen, err := watcher.Seen(launching)
 	if err == nil {
-		err = waitCreated(launching, tracker, n)
+		err = waitCreated(launching, tracker, j.spec)
 	}
 	stop()
 	p.Kill()
@@ -229,15 +228,15 @@ func (h *harness) runLaunchOnly(ctx context.Context, j namespacedJob, qps float3
 }
 
 // anomalyOf describes, with trainstep's own log lines about it, a run in
-// which some pod or Service of the n workers was created more than once;
-// empty when each was created once, however many requests that took.
-func anomalyOf(tracker *Tracker, n int, stderr string) string {
+// which some pod or Service of the job was created more than once; empty
+// when each was created once, however many requests that took.
+func anomalyOf(tracker *Tracker, spec JobSpec, stderr string) string {
 	counts := tracker.Counts()
-	if counts.PodsSeen == n && counts.ServicesSeen == n {
+	if counts.PodsSeen == spec.Workers && counts.ServicesSeen == spec.Services() {
 		return ""
 	}
-	return fmt.Sprintf("trainstep made %d pods and %d Services for %d workers: %s; its log: %s",
-		counts.PodsSeen, counts.ServicesSeen, n, strings.Join(tracker.Recreated(), ", "),
+	return fmt.Sprintf("trainstep made %d pods and %d Services for %d workers (%s layout): %s; its log: %s",
+		counts.PodsSeen, counts.ServicesSeen, spec.Workers, spec.Layout(), strings.Join(tracker.Recreated(), ", "),
 		strings.Join(logLinesAbout(stderr, "recreat", "lost", "removed"), " "))
 }
 
@@ -264,17 +263,18 @@ type timeOrError struct {
 	err error
 }
 
-// waitLaunched waits for all n pods and Services, then for all pods Running.
-func waitLaunched(ctx context.Context, tracker *Tracker, n int) error {
-	if err := waitCreated(ctx, tracker, n); err != nil {
+// waitLaunched waits for all the job's pods and Services, then for all pods Running.
+func waitLaunched(ctx context.Context, tracker *Tracker, spec JobSpec) error {
+	if err := waitCreated(ctx, tracker, spec); err != nil {
 		return err
 	}
-	return waitRunning(ctx, tracker, n)
+	return waitRunning(ctx, tracker, spec.Workers)
 }
 
-func waitCreated(ctx context.Context, tracker *Tracker, n int) error {
-	return tracker.WaitFor(ctx, fmt.Sprintf("%d pods and %d services", n, n), func(c Counts) bool {
-		return c.PodsSeen >= n && c.ServicesSeen >= n
+func waitCreated(ctx context.Context, tracker *Tracker, spec JobSpec) error {
+	pods, services := spec.Workers, spec.Services()
+	return tracker.WaitFor(ctx, fmt.Sprintf("%d pods and %d services", pods, services), func(c Counts) bool {
+		return c.PodsSeen >= pods && c.ServicesSeen >= services
 	})
 }
 
@@ -295,7 +295,7 @@ func (h *harness) patchExitAfter(ctx context.Context, ns, pod, after string) err
 // startWatcher starts the watcher process for j's pods and Services; it
 // returns once the watches are open.
 func (h *harness) startWatcher(j namespacedJob) (*Watcher, error) {
-	return StartWatcher(h.watcher, h.c.Kubeconfig, j.ns, j.spec.Workers)
+	return StartWatcher(h.watcher, h.c.Kubeconfig, j.ns, j.spec.Workers, j.spec.Services())
 }
 
 // clear deletes what is left in the namespace and waits until it is gone, so
@@ -333,8 +333,9 @@ func (h *harness) runBaseline(ctx context.Context, j namespacedJob, way DeleteWa
 	if err != nil {
 		return run, err
 	}
-	if len(objs.Pods) != n || len(objs.Services) != n {
-		return run, fmt.Errorf("render printed %d pods and %d services for %d workers", len(objs.Pods), len(objs.Services), n)
+	if len(objs.Pods) != n || len(objs.Services) != j.spec.Services() {
+		return run, fmt.Errorf("render printed %d pods and %d services for %d workers, want %d services (%s layout)",
+			len(objs.Pods), len(objs.Services), n, j.spec.Services(), j.spec.Layout())
 	}
 	tracker, err := Track(ctx, h.c.Config, j.ns)
 	if err != nil {
@@ -372,7 +373,7 @@ func (h *harness) runBaseline(ctx context.Context, j namespacedJob, way DeleteWa
 	if run.launch, err = meter.Stop(ctx); err != nil {
 		return run, err
 	}
-	if err := waitLaunched(ctx, tracker, n); err != nil {
+	if err := waitLaunched(ctx, tracker, j.spec); err != nil {
 		return run, err
 	}
 	run.first = tracker.FirstCreatedAt().Sub(start)
@@ -412,7 +413,6 @@ type teardownRun struct {
 // and measures until the namespace holds none of the job's objects.
 func (h *harness) runTeardown(ctx context.Context, j namespacedJob) (teardownRun, error) {
 	var run teardownRun
-	n := j.spec.Workers
 	ctx, cancel := context.WithTimeout(ctx, runTimeout(j.spec.Workers))
 	defer cancel()
 	tracker, err := Track(ctx, h.c.Config, j.ns)
@@ -426,7 +426,7 @@ func (h *harness) runTeardown(ctx context.Context, j namespacedJob) (teardownRun
 	}
 	launching, stop := p.WhileRunning(ctx)
 	defer stop()
-	if err := waitLaunched(launching, tracker, n); err != nil {
+	if err := waitLaunched(launching, tracker, j.spec); err != nil {
 		p.Kill()
 		return run, fmt.Errorf("%w; trainstep stderr:\n%s", err, tail(p.stderr.String(), 4000))
 	}
@@ -448,7 +448,7 @@ func (h *harness) runTeardown(ctx context.Context, j namespacedJob) (teardownRun
 	if exit.Code != result.ExitTerminated {
 		return run, fmt.Errorf("trainstep exited %d after SIGTERM, want %d; stderr:\n%s", exit.Code, result.ExitTerminated, tail(exit.Stderr, 4000))
 	}
-	run.anomaly = anomalyOf(tracker, n, exit.Stderr)
+	run.anomaly = anomalyOf(tracker, j.spec, exit.Stderr)
 	run.requests, err = p.APIRequests()
 	return run, err
 }
@@ -479,7 +479,7 @@ func (h *harness) runToEnd(ctx context.Context, j namespacedJob, length time.Dur
 	if err != nil {
 		return nil, 0, "", err
 	}
-	return requests, took, anomalyOf(tracker, j.spec.Workers, exit.Stderr), h.clear(ctx, tracker, j.ns, false)
+	return requests, took, anomalyOf(tracker, j.spec, exit.Stderr), h.clear(ctx, tracker, j.ns, false)
 }
 
 // check ends the test on a failed run.
@@ -490,7 +490,19 @@ func check(t testing.TB, what string, err error) {
 	}
 }
 
-// jobSpec is the benchmark's job of n workers.
+// jobSpec is the benchmark's job of n workers, under the default Service
+// layout (per job).
 func jobSpec(n int, policy v1alpha1.CleanPodPolicy, exitAfter string) JobSpec {
-	return JobSpec{Name: "bench", Workers: n, CleanPodPolicy: policy, ExitAfter: exitAfter}
+	return jobSpecIn("", n, policy, exitAfter)
 }
+
+// jobSpecIn is the benchmark's job of n workers under a Service layout.
+func jobSpecIn(layout v1alpha1.ServiceLayout, n int, policy v1alpha1.CleanPodPolicy, exitAfter string) JobSpec {
+	return JobSpec{Name: "bench", Workers: n, CleanPodPolicy: policy, ExitAfter: exitAfter, ServiceLayout: layout}
+}
+
+// maxLaunchJobName names the job of MaxLaunchReplicas workers: TF_CONFIG
+// names it twice per worker under the per-job layout, and "bench" would make
+// it 126 KB, at the edge of the 128 KiB one environment variable may hold
+// ("max": 110 KB).
+const maxLaunchJobName = "max"

@@ -29,6 +29,23 @@ type JobSpec struct {
 	// ExitAfter, when set, is put on the worker template: every worker exits 0
 	// that long after it started running.
 	ExitAfter string
+	// ServiceLayout is the job's spec.serviceLayout; empty keeps the
+	// default (PerJob).
+	ServiceLayout v1alpha1.ServiceLayout
+}
+
+// Layout is the job's Service layout, the default when unset.
+func (s JobSpec) Layout() v1alpha1.ServiceLayout {
+	spec := v1alpha1.TrainJobSpec{ServiceLayout: s.ServiceLayout}
+	return spec.ServiceLayoutOrDefault()
+}
+
+// Services is how many Services the job has: one per worker, or one.
+func (s JobSpec) Services() int {
+	if s.Layout() == v1alpha1.ServiceLayoutPerReplica {
+		return s.Workers
+	}
+	return 1
 }
 
 // Manifest is the TrainJob YAML `trainstep run -f` reads.
@@ -58,6 +75,7 @@ func (s JobSpec) Manifest() ([]byte, error) {
 		policy := s.CleanPodPolicy
 		job.Spec.RunPolicy.CleanPodPolicy = &policy
 	}
+	job.Spec.ServiceLayout = s.ServiceLayout
 	out, err := yaml.Marshal(job)
 	if err != nil {
 		return nil, fmt.Errorf("encoding job %s: %w", s.Name, err)

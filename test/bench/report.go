@@ -115,7 +115,9 @@ var templateFuncs = template.FuncMap{
 	"percent": func(part, whole time.Duration) string {
 		return fmt.Sprintf("%.0f%%", 100*part.Seconds()/whole.Seconds())
 	},
-	"bytesMiB": func(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) },
+	"bytesMiB":   func(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) },
+	"toMiB":      func(b float64) float64 { return b / (1 << 20) },
+	"layoutRows": func(r Report) []LayoutRow { return r.LayoutRows() },
 }
 
 func formatSeconds(ds []time.Duration) string { return Summarize(Seconds(ds)).Format("%.2f") + " s" }
@@ -166,6 +168,16 @@ func (r Report) Table() string {
 		fmt.Fprintf(w, "teardown of %d workers: gone %s, trainstep exited %s; baseline %s %s, %s %s; ratio %s\n", t.Replicas,
 			formatSeconds(t.Gone), formatSeconds(t.Exited), DeleteLoop, formatSeconds(t.BaselineLoop),
 			DeleteByLabel, formatSeconds(t.BaselineCollection), t.Ratio().Format("%.2f"))
+	}
+	for _, l := range r.LayoutRows() {
+		fmt.Fprintf(w, "layouts at %d workers: created per job %s, per replica %s, ratio %s; end → outputs per job %s, per replica %s; etcd writes per replica: per job %s (%s), per replica %s (%s), loop %s\n",
+			l.Replicas, formatSeconds(l.PerJob.Created), formatSeconds(l.PerReplica.Created), l.CreatedRatio.Format("%.2f"),
+			formatSeconds(l.PerJobEnd), formatSeconds(l.PerReplicaEnd),
+			l.PerJobWrites.Format("%.2f"), l.PerJobByResource, l.PerReplicaWrites.Format("%.2f"), l.PerReplicaByResource, l.BaselineWrites.Format("%.2f"))
+	}
+	if m := r.MaxLaunch; m.Replicas > 0 {
+		fmt.Fprintf(w, "launch of %d workers: created %s, running %s, detection %s, %.2f etcd writes per replica\n",
+			m.Replicas, m.Created.Round(time.Millisecond), m.Running.Round(time.Millisecond), m.Detection.Round(time.Millisecond), m.WritesPerReplica())
 	}
 	if r.Polling.LongRequests != nil {
 		fmt.Fprintf(w, "polling check, requests: %s job %d, %s job %d\n", r.Polling.Short, sum(r.Polling.ShortRequests), r.Polling.Long, sum(r.Polling.LongRequests))

@@ -59,6 +59,8 @@ type Report struct {
 	Polling    PollingResult
 	RateLimits []RateLimitResult
 	Profiles   []ProfileResult
+	// MaxLaunch is the one launch at the documented maximum.
+	MaxLaunch MaxLaunchResult `json:",omitzero"`
 }
 
 // ProfileResult is one more trainstep run of a job of Replicas workers, profiled.
@@ -108,6 +110,15 @@ type SizeResult struct {
 	// (measured at TargetReplicas only): their ratios are the spread of this
 	// cluster alone, with no difference between the sides.
 	LoopAgainstLoop LoopRounds `json:",omitzero"`
+	// The job runs under the per-job Service layout, a TrainJob's default.
+	// PerReplica is trainstep's launch of it under the per-replica layout,
+	// in the same rounds (where LayoutsCompared), and PerReplicaEndToOutputs
+	// its EndToOutputs.
+	PerReplica             LaunchTimes     `json:",omitzero"`
+	PerReplicaEndToOutputs []time.Duration `json:",omitempty"`
+	// TrainstepWrites, PerReplicaWrites and BaselineWrites are what
+	// kube-apiserver wrote to etcd during each launch of each side.
+	TrainstepWrites, PerReplicaWrites, BaselineWrites []StoreWrites `json:",omitempty"`
 }
 
 // LoopRounds are the times to all created of the loop's two sides, A and B,
@@ -268,6 +279,9 @@ type TeardownResult struct {
 	CollectionRequests []int
 	Requests           RequestRuns
 	Anomalies          []string
+	// PerReplicaGone is Gone with the job under the per-replica Service
+	// layout, in the same rounds (where LayoutsCompared).
+	PerReplicaGone []time.Duration `json:",omitempty"`
 }
 
 // FasterBaseline is the baseline's delete way with the smaller median, and its runs.
@@ -559,6 +573,7 @@ func (r Report) Targets() []Target {
 	for _, t := range r.Teardowns {
 		targets = append(targets, requestTarget(fmt.Sprintf("API cost at %d: creates / deletes of a stopped run", t.Replicas), t.Replicas, t.Requests))
 	}
+	targets = append(targets, r.layoutTargets()...)
 	targets = append(targets, r.duplicateTarget(TargetLargeReplicas))
 	if r.Polling.LongRequests != nil {
 		targets = append(targets, Target{

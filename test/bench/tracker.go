@@ -248,16 +248,16 @@ func (t *Tracker) WaitPodEnded(ctx context.Context, name string) (time.Time, err
 	}
 }
 
-// CreatedAt is when the n-th pod and the n-th Service had both been seen.
-func (t *Tracker) CreatedAt(n int) time.Time {
+// CreatedAt is when the pods-th pod and the services-th Service had both been seen.
+func (t *Tracker) CreatedAt(pods, services int) time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	pods := nth(t.pods, n, func(o *objectTimes) time.Time { return o.added })
-	services := nth(t.services, n, func(o *objectTimes) time.Time { return o.added })
-	if pods.IsZero() || services.IsZero() {
+	podAt := nth(t.pods, pods, func(o *objectTimes) time.Time { return o.added })
+	serviceAt := nth(t.services, services, func(o *objectTimes) time.Time { return o.added })
+	if podAt.IsZero() || serviceAt.IsZero() {
 		return time.Time{}
 	}
-	return later(pods, services)
+	return later(podAt, serviceAt)
 }
 
 // Recreated lists the names under which more than one pod or Service was

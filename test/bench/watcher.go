@@ -34,10 +34,11 @@ var (
 
 // WatchCreated lists and watches, metadata only, the pods and Services of
 // namespace ns, calls ready once both watches are open, and returns the
-// moment it had seen n distinct pods and n distinct Services. Metadata only,
+// moment it had seen pods distinct pods and services distinct Services (as
+// many as pods under the per-replica layout, one under the per-job layout). Metadata only,
 // so what it costs the API server and this process does not grow with the
 // pods' size: the watcher should not be what is measured.
-func WatchCreated(ctx context.Context, cfg *rest.Config, ns string, n int, ready func()) (time.Time, error) {
+func WatchCreated(ctx context.Context, cfg *rest.Config, ns string, pods, services int, ready func()) (time.Time, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = -1, 0
 	client, err := metadata.NewForConfig(cfg)
@@ -51,7 +52,7 @@ func WatchCreated(ctx context.Context, cfg *rest.Config, ns string, n int, ready
 		mu.Lock()
 		defer mu.Unlock()
 		seen[r][name] = true
-		if len(seen[podsResource]) == n && len(seen[servicesResource]) == n && len(done) == 0 {
+		if len(seen[podsResource]) == pods && len(seen[servicesResource]) == services && len(done) == 0 {
 			done <- at
 		}
 	}
@@ -95,14 +96,14 @@ func WatchCreated(ctx context.Context, cfg *rest.Config, ns string, n int, ready
 		mu.Lock()
 		defer mu.Unlock()
 		return time.Time{}, fmt.Errorf("waiting for %d pods and %d Services (seen %d and %d): %w",
-			n, n, len(seen[podsResource]), len(seen[servicesResource]), context.Cause(ctx))
+			pods, services, len(seen[podsResource]), len(seen[servicesResource]), context.Cause(ctx))
 	}
 }
 
 // RunWatcherProcess is the watcher process's main: WatchCreated, reporting
 // on out.
-func RunWatcherProcess(ctx context.Context, cfg *rest.Config, ns string, n int, out io.Writer) error {
-	at, err := WatchCreated(ctx, cfg, ns, n, func() { fmt.Fprintln(out, watcherReadyLine) })
+func RunWatcherProcess(ctx context.Context, cfg *rest.Config, ns string, pods, services int, out io.Writer) error {
+	at, err := WatchCreated(ctx, cfg, ns, pods, services, func() { fmt.Fprintln(out, watcherReadyLine) })
 	if err != nil {
 		return err
 	}
@@ -121,10 +122,11 @@ type Watcher struct {
 }
 
 // StartWatcher starts command (the watcher process, given the kubeconfig,
-// namespace and count as its last arguments) and returns once its watches
-// are open.
-func StartWatcher(command []string, kubeconfig, ns string, n int) (*Watcher, error) {
-	args := append(append([]string{}, command[1:]...), "--kubeconfig", kubeconfig, "-n", ns, "--count", strconv.Itoa(n))
+// namespace and counts of pods and Services as its last arguments) and
+// returns once its watches are open.
+func StartWatcher(command []string, kubeconfig, ns string, pods, services int) (*Watcher, error) {
+	args := append(append([]string{}, command[1:]...), "--kubeconfig", kubeconfig, "-n", ns,
+		"--count", strconv.Itoa(pods), "--services", strconv.Itoa(services))
 	cmd := exec.Command(command[0], args...)
 	var stderr lockedBuffer
 	cmd.Stderr = &stderr

@@ -10,7 +10,7 @@ import (
 // A watcher that saw everything and exited before Seen was called still
 // reports when it saw it.
 func TestWatcherSeenAfterTheWatcherExited(t *testing.T) {
-	w, err := StartWatcher([]string{"sh", "-c", `echo watching; echo seen 1234567890`, "watcher"}, "kubeconfig", "ns", 8)
+	w, err := StartWatcher([]string{"sh", "-c", `echo watching; echo seen 1234567890`, "watcher"}, "kubeconfig", "ns", 8, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func TestWatcherSeenAfterTheWatcherExited(t *testing.T) {
 }
 
 func TestWatcherThatEndsWithoutSeeingSaysSo(t *testing.T) {
-	w, err := StartWatcher([]string{"sh", "-c", `echo watching; echo "lost the watch" >&2; exit 3`, "watcher"}, "kubeconfig", "ns", 8)
+	w, err := StartWatcher([]string{"sh", "-c", `echo watching; echo "lost the watch" >&2; exit 3`, "watcher"}, "kubeconfig", "ns", 8, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

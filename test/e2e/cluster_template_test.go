@@ -66,7 +66,7 @@ spec:
 // TestRealNodePyTorchJobThroughClusterWorkflowTemplate runs the shipped PyTorch-style job
 // (workflows/jobs/demo-allreduce.yaml, passed unchanged) through the shipped
 // ClusterWorkflowTemplate, applied as shipped: the four ranks find rank 0 through
-// MASTER_ADDR, its Service's name, and each other around the ring, train 150 synchronous
+// MASTER_ADDR, its name in the job's Service, and each other around the ring, train 150 synchronous
 // steps, and the metrics and replica list reach the next task.
 func TestRealNodePyTorchJobThroughClusterWorkflowTemplate(t *testing.T) {
 	e := setUp(t)
@@ -133,8 +133,9 @@ func TestRealNodePyTorchJobThroughClusterWorkflowTemplate(t *testing.T) {
 				addr = env.Value
 			}
 		}
-		if addr != job+"-master-0" {
-			t.Errorf("pod %s: MASTER_ADDR %q, want rank 0's Service %s-master-0", p.Name, addr, job)
+		if addr != job+"-master-0."+job || p.Spec.Hostname != p.Name || p.Spec.Subdomain != job {
+			t.Errorf("pod %s: MASTER_ADDR %q, hostname %q, subdomain %q; want rank 0 in the job's Service, %s-master-0.%s, and the pod in it",
+				p.Name, addr, p.Spec.Hostname, p.Spec.Subdomain, job, job)
 		}
 		if p.Spec.Containers[0].Image != localImage || p.Status.Phase != corev1.PodSucceeded {
 			t.Errorf("pod %s: image %s phase %s, want %s Succeeded", p.Name, p.Spec.Containers[0].Image, p.Status.Phase, localImage)

@@ -23,9 +23,10 @@ const torchImage = "docker.io/local/torch:host"
 // torchTrainPath is where the training script is in torchImage.
 const torchTrainPath = "/train/ddp_train.py"
 
-// torchJob is a Kubeflow PyTorchJob as Training Operator takes it: DDP in every pod,
-// driven only by the env trainstep renders (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE),
-// the process group formed at the master's Service through cluster DNS. The checkpoint
+// torchJob is a Kubeflow PyTorchJob as Training Operator takes it, opted in to the
+// per-job Service layout (serviceLayout: PerJob): DDP in every pod, driven only by the
+// env trainstep renders (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE), the process group
+// formed at the master's name in the job's Service through cluster DNS. The checkpoint
 // directory is a hostPath, so a recreated master finds it. (torch.distributed.run cannot
 // start workers with Debian's python3-torch 1.13 on Python 3.11: its Std.from_str("0")
 // returns None, and the agent fails on it; the script is run directly.)
@@ -35,6 +36,7 @@ kind: PyTorchJob
 metadata: {name: torchddp}
 spec:
   nprocPerNode: "1"
+  serviceLayout: PerJob
   runPolicy: {backoffLimit: 1, cleanPodPolicy: None}
   pytorchReplicaSpecs:
     Master: {replicas: 1, restartPolicy: OnFailure, template: {spec: %[1]s}}
@@ -100,6 +102,28 @@ func TestRealNodePyTorchDDPRestartsAsAWholeWhenARankDies(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(param(t, train.Outputs.Parameters, "metrics")), &metrics); err != nil || metrics.Loss == nil || metrics.Steps != 5000 {
 		t.Errorf("train output metrics = %s, want the final loss after 5000 steps", param(t, train.Outputs.Parameters, "metrics"))
+	}
+	// The ranks met at the master's name in the job's one Service (cleanPodPolicy
+	// None keeps the pods to look at).
+	job := param(t, train.Outputs.Parameters, "job-name")
+	listCtx, cancelList := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelList()
+	pods, services, err := e.jobObjects(listCtx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(services) != 1 || services[0] != job {
+		t.Errorf("the job's Services %v, want its one Service %s", services, job)
+	}
+	for _, p := range pods {
+		for _, env := range p.Spec.Containers[0].Env {
+			if env.Name == "MASTER_ADDR" && env.Value != job+"-master-0."+job {
+				t.Errorf("pod %s: MASTER_ADDR %q, want %s-master-0.%s", p.Name, env.Value, job, job)
+			}
+		}
+		if p.Spec.Hostname != p.Name || p.Spec.Subdomain != job {
+			t.Errorf("pod %s: hostname %q subdomain %q, want %q and %q", p.Name, p.Spec.Hostname, p.Spec.Subdomain, p.Name, job)
+		}
 	}
 }
 

@@ -157,9 +157,14 @@ func (e *e2e) checkReplicasTrained(t *testing.T, job string, pods []corev1.Pod, 
 	if err != nil {
 		t.Fatalf("the job's cluster ConfigMap, kept while its pods are: %v", err)
 	}
-	psAddress := job + "-ps-0." + e.namespace + ".svc:"
+	// A TrainJob's per-job layout: the PS is its pod's hostname in the job's Service.
+	psAddress := `"` + job + "-ps-0." + job + ":"
 	if cluster := cm.Data["cluster"]; !strings.Contains(cluster, psAddress) {
-		t.Errorf("the job's TF_CONFIG cluster %s does not name the parameter server by its Service (%s…)", cluster, psAddress)
+		t.Errorf("the job's TF_CONFIG cluster %s does not name the parameter server in the job's Service (%s…)", cluster, psAddress)
+	}
+	services, err := e.c.Client.CoreV1().Services(e.namespace).List(context.Background(), metav1.ListOptions{LabelSelector: jobNameLabel + "=" + job})
+	if err != nil || len(services.Items) != 1 || services.Items[0].Name != job {
+		t.Errorf("the job's Services %v (%v), want the one job-wide Service %s", serviceNamesOf(services), err, job)
 	}
 	if !strings.Contains(workerLog, "1 parameter servers") {
 		t.Errorf("worker 0 did not connect to the parameter server:\n%s", lastLines(workerLog, 20))
@@ -209,4 +214,15 @@ func checkJobRestartLogged(t *testing.T, stepLog, cause string) {
 		}
 	}
 	t.Errorf("the train step's log has no restart of the job caused by %q; its restart lines:\n%s", cause, strings.Join(restarts, "\n"))
+}
+
+func serviceNamesOf(list *corev1.ServiceList) []string {
+	if list == nil {
+		return nil
+	}
+	var names []string
+	for _, s := range list.Items {
+		names = append(names, s.Name)
+	}
+	return names
 }

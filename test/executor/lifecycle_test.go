@@ -60,15 +60,18 @@ func TestTensorFlowPSWorkerSucceedsOnWorker0AndCleansRunningPods(t *testing.T) {
 		t.Errorf("stdout must be exactly one JSON line, got %q", out.stdout.String())
 	}
 	// cleanPodPolicy Running (the TrainJob default): the PS was running and is
-	// deleted with its Service; the succeeded workers stay.
+	// deleted; the succeeded workers stay, and with them the job's one Service
+	// (the per-job layout, a TrainJob's default).
 	pods := livePods(t, c, ns, "tf")
 	if _, ok := pods["tf-ps-0"]; ok || len(pods) != 2 {
 		t.Errorf("after the run: pods %v, want only the two succeeded workers", keys(pods))
 	}
+	var services []string
 	for _, svc := range listServices(t, c, ns, "tf") {
-		if svc.Name == "tf-ps-0" {
-			t.Errorf("the PS Service survived its pod")
-		}
+		services = append(services, svc.Name)
+	}
+	if len(services) != 1 || services[0] != "tf" {
+		t.Errorf("after the run: Services %v, want the job's one Service tf", services)
 	}
 }
 

@@ -29,6 +29,8 @@ func TestRewriteValuePointsReplicaNamesAtLoopback(t *testing.T) {
 		{"Training Operator Service address", "mnist-ps-0.team-a.svc:2222", "127.0.0.1:40001"},
 		{"fully qualified", "mnist-worker-1.team-a.svc.cluster.local:2222", "127.0.0.1:40003"},
 		{"MPI Operator pod-in-job-Service name", "mnist-worker-0.mnist.team-a.svc", "127.0.0.1"},
+		{"per-job layout's name (TF_CONFIG)", "mnist-worker-1.mnist:2222", "127.0.0.1:40003"},
+		{"per-job layout's list (XGBoost WORKER_ADDRS)", "mnist-worker-0.mnist,mnist-worker-1.mnist", "127.0.0.1,127.0.0.1"},
 		{"host:port with a port other than the framework's", "mnist-worker-0:29400", "127.0.0.1:40002"},
 		{"list of workers (XGBoost WORKER_ADDRS)", "mnist-worker-0,mnist-worker-1", "127.0.0.1,127.0.0.1"},
 		{"upper case is DNS's case", "MNIST-PS-0.team-a.svc:2222", "127.0.0.1:40001"},

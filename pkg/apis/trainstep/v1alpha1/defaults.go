@@ -19,6 +19,9 @@ func SetDefaults(job *TrainJob) {
 	if job.Spec.SuccessPolicy == "" {
 		job.Spec.SuccessPolicy = SuccessPolicyDefault
 	}
+	if job.Spec.ServiceLayout == "" {
+		job.Spec.ServiceLayout = ServiceLayoutPerJob
+	}
 	switch job.Spec.Framework {
 	case FrameworkMPI:
 		setMPIDefaults(&job.Spec)

@@ -211,6 +211,8 @@ func TestSetDefaultsJobWide(t *testing.T) {
 		MPIImplementation:      MPIImplementationOpenMPI,
 		SSHAuthMountPath:       "/root/.ssh",
 		LauncherCreationPolicy: LauncherCreationAtStartup,
+		// One Service for the job, as the MPI Operator lays MPI jobs out.
+		ServiceLayout: ServiceLayoutPerJob,
 	}
 	got := job.Spec
 	got.ReplicaSpecs = nil

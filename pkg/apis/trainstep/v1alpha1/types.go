@@ -96,6 +96,11 @@ type TrainJobSpec struct {
 	// AtStartup (default) together with the workers, or WaitForWorkersReady
 	// once every worker pod is Running and Ready (MPIJob v2beta1).
 	LauncherCreationPolicy LauncherCreationPolicy `json:"launcherCreationPolicy,omitempty"`
+
+	// ServiceLayout says how replicas get DNS names: PerJob (default for a
+	// TrainJob and for MPI) or PerReplica (default for the Training
+	// Operator's Kubeflow manifests, whose env it keeps identical).
+	ServiceLayout ServiceLayout `json:"serviceLayout,omitempty"`
 }
 
 // LauncherCreationPolicy says when an MPI job's launcher is created.

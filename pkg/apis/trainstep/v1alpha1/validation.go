@@ -43,6 +43,7 @@ func Validate(job *TrainJob) field.ErrorList {
 	errs = append(errs, validateSuccessAndMetrics(job, spec)...)
 	errs = append(errs, validatePyTorchFields(job, spec)...)
 	errs = append(errs, validateMPIFields(job, spec)...)
+	errs = append(errs, validateServiceLayout(job, spec)...)
 	return errs
 }
 

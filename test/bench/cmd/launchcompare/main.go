@@ -69,15 +69,19 @@ func watch(args []string) error {
 	flags := flag.NewFlagSet("watch", flag.ExitOnError)
 	kubeconfig := flags.String("kubeconfig", "", "kubeconfig file")
 	ns := flags.String("n", "", "namespace")
-	count := flags.Int("count", 0, "how many pods and how many Services to wait for")
+	count := flags.Int("count", 0, "how many pods to wait for")
+	services := flags.Int("services", -1, "how many Services to wait for (default: as many as pods)")
 	_ = flags.Parse(args)
+	if *services < 0 {
+		*services = *count
+	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), roundTimeout)
 	defer cancel()
-	return bench.RunWatcherProcess(ctx, cfg, *ns, *count, os.Stdout)
+	return bench.RunWatcherProcess(ctx, cfg, *ns, *count, *services, os.Stdout)
 }
 
 // options are compare's flags.
@@ -358,7 +362,7 @@ func (m *measurer) side(ctx context.Context) (string, bench.Objects, *bench.Watc
 	if err != nil {
 		return "", bench.Objects{}, nil, nil, err
 	}
-	w, err := bench.StartWatcher(m.watcher, m.o.kubeconfig, ns, len(objs.Pods))
+	w, err := bench.StartWatcher(m.watcher, m.o.kubeconfig, ns, len(objs.Pods), len(objs.Services))
 	if err != nil {
 		m.clear(ns)
 		return "", bench.Objects{}, nil, nil, err
@@ -385,8 +389,8 @@ func (m *measurer) namespace(ctx context.Context) (string, bench.Objects, error)
 	if err != nil {
 		return "", bench.Objects{}, err
 	}
-	if len(objs.Pods) != len(objs.Services) {
-		return "", bench.Objects{}, fmt.Errorf("the job renders %d pods and %d Services; launchcompare expects one Service per pod", len(objs.Pods), len(objs.Services))
+	if len(objs.Services) != len(objs.Pods) && len(objs.Services) != 1 {
+		return "", bench.Objects{}, fmt.Errorf("the job renders %d pods and %d Services; launchcompare expects one Service per pod or one for the job", len(objs.Pods), len(objs.Services))
 	}
 	return ns.Name, objs, nil
 }
