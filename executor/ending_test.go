@@ -177,7 +177,8 @@ func TestAPanicInACreateEndsTheRunFailedAndTearsItDown(t *testing.T) {
 			deleted[a.GetResource().Resource]++
 		}
 	}
-	if deleted["services"] != 2 || deleted["configmaps"] != 1 {
-		t.Errorf("the teardown deleted %v, want the 2 Services and the ConfigMap created before the panic", deleted)
+	// A TrainJob has one headless Service for the job (serviceLayout PerJob).
+	if deleted["services"] != 1 || deleted["configmaps"] != 1 {
+		t.Errorf("the teardown deleted %v, want the job's Service and the ConfigMap created before the panic", deleted)
 	}
 }
