@@ -32,6 +32,8 @@ func (f *specFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.opts.Images, "image", nil, "[TYPE=]IMAGE: image of the main container of every replica type, or of TYPE (repeatable)")
 	fl.StringArrayVar(&f.opts.Envs, "env", nil, "[TYPE:]KEY=VALUE: env var of the main container of every replica type, or of TYPE (repeatable)")
 	fl.StringVar(&f.opts.Gang, "gang", "", "gang scheduling of the job: none, builtin, kubernetes, scheduler-plugins, volcano or kueue (replaces spec.runPolicy.schedulingPolicy.gang; Kubeflow manifests too)")
+	fl.BoolVar(&f.opts.Policy.AllowPrivileged, "allow-privileged", false, "let replicas be privileged, use the host's network, PID or IPC namespace, hostPath volumes, host ports, capabilities beyond NET_BIND_SERVICE and nodeName: such a replica can take over its node (for device or RDMA setups that need it; see docs/security.md)")
+	fl.StringSliceVar(&f.opts.Policy.ServiceAccounts, "allowed-service-accounts", nil, "ServiceAccounts a replica may name in serviceAccountName besides the namespace's default (comma-separated, repeatable); set by the template author")
 	fl.StringArrayVar(&f.opts.Args, "arg", nil, "[TYPE:]VALUE: argument appended to the main container's args of every replica type, or of TYPE (repeatable)")
 }
 

@@ -42,7 +42,8 @@ func TestRenderTensorFlowPod(t *testing.T) {
 			OwnerReferences: controllerRef(),
 		},
 		Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
+			RestartPolicy:                corev1.RestartPolicyNever,
+			AutomountServiceAccountToken: ptr(false),
 			Containers: []corev1.Container{{
 				Name:  "tensorflow",
 				Image: "example.com/train:1",
