@@ -63,19 +63,28 @@ func (f *specFlags) readOne(stdin io.Reader, args []string) ([]byte, error) {
 	return readFile(stdin, paths[0])
 }
 
-// readFile returns a job file's bytes: the file, or stdin for "-".
+// readFile returns a job file's bytes: the file, or stdin for "-". A file
+// over spec.MaxManifestBytes is refused without being read whole: the step's
+// memory is bounded, and parsing takes about ten times the file's size.
 func readFile(stdin io.Reader, path string) ([]byte, error) {
-	var (
-		data []byte
-		err  error
-	)
-	if path == "-" {
-		data, err = io.ReadAll(stdin)
-	} else {
-		data, err = os.ReadFile(path)
+	in := stdin
+	if path != "-" {
+		file, err := os.Open(path)
+		if err != nil {
+			return nil, result.Invalid(result.ReasonInvalidArguments, fmt.Errorf("reading the job file: %w", err))
+		}
+		defer file.Close()
+		if info, err := file.Stat(); err == nil && info.Mode().IsRegular() && info.Size() > spec.MaxManifestBytes {
+			return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("job file %s: %w", path, spec.TooLarge(info.Size())))
+		}
+		in = file
 	}
+	data, err := io.ReadAll(io.LimitReader(in, spec.MaxManifestBytes+1))
 	if err != nil {
 		return nil, result.Invalid(result.ReasonInvalidArguments, fmt.Errorf("reading the job file: %w", err))
+	}
+	if len(data) > spec.MaxManifestBytes {
+		return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("job file %s: %w", path, spec.TooLarge(-1)))
 	}
 	return data, nil
 }

@@ -63,6 +63,22 @@ type Options struct {
 	// In Sets, Images, Envs and Args an empty value is skipped.
 }
 
+// MaxManifestBytes bounds a job manifest. The largest job trainstep runs
+// (MaxReplicas replicas, every type with its own template) is far smaller;
+// past this, parsing alone would take hundreds of MiB of a step whose
+// memory limit is 1 GiB, and the step would die without its outputs.
+const MaxManifestBytes = 4 << 20
+
+// TooLarge is the error for a manifest of size bytes, over
+// MaxManifestBytes; a size below 0 is one not known (stdin read up to the
+// limit).
+func TooLarge(size int64) error {
+	if size < 0 {
+		return fmt.Errorf("the manifest is larger than the limit of %d bytes (4 MiB)", MaxManifestBytes)
+	}
+	return fmt.Errorf("the manifest is %d bytes (%.1f MiB), over the limit of %d bytes (4 MiB)", size, float64(size)/(1<<20), MaxManifestBytes)
+}
+
 // ValidationError lists every field error of an invalid job, one per line.
 type ValidationError struct {
 	Errors field.ErrorList
@@ -88,6 +104,9 @@ func Load(data []byte, opts Options) (*v1alpha1.TrainJob, []string, error) {
 }
 
 func load(data []byte, opts Options) (*v1alpha1.TrainJob, []string, error) {
+	if len(data) > MaxManifestBytes {
+		return nil, nil, TooLarge(int64(len(data)))
+	}
 	opts = withoutEmptyOverrides(opts)
 	doc, err := singleDocument(data)
 	if err != nil {
