@@ -17,7 +17,6 @@ import (
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/render"
 	"github.com/trainstep/trainstep/pkg/result"
-	"github.com/trainstep/trainstep/pkg/sshkey"
 )
 
 // defaultRenderNamespace is used when neither -n nor metadata.namespace
@@ -38,9 +37,9 @@ func newRenderCommand() *cobra.Command {
 Services and replica Pods, in creation order, as a multi-document YAML stream
 or a JSON v1 List. Nothing is sent to a cluster.
 
-The namespace is -n, else metadata.namespace, else "default". An MPI job's SSH
-Secret holds a key pair generated afresh by this command, so that Secret differs
-from one render to the next; 'trainstep run' generates its own key once per job.
+The namespace is -n, else metadata.namespace, else "default". Secrets are shown
+with their keys but not their values: an MPI job's SSH key pair is made by
+'trainstep run', once per job, and never printed.
 Several job files (-f a.yaml -f b.yaml, or as arguments) print every job's
 objects, file after file.`,
 		RunE: func(cmd *cobra.Command, args []string) error { return f.run(cmd, args) },
@@ -85,6 +84,26 @@ func (f *renderFlags) run(cmd *cobra.Command, args []string) error {
 	return out.Flush()
 }
 
+// secretPlaceholder stands for every value of a rendered Secret.
+const secretPlaceholder = "<made by trainstep run, once per job; not shown>"
+
+// hideSecretData shows a Secret's keys with a readable placeholder
+// (stringData) instead of their values: render prints what a run would
+// create, never a secret.
+func hideSecretData(secret *corev1.Secret) {
+	if len(secret.Data) == 0 && len(secret.StringData) == 0 {
+		return
+	}
+	shown := make(map[string]string, len(secret.Data)+len(secret.StringData))
+	for key := range secret.Data {
+		shown[key] = secretPlaceholder
+	}
+	for key := range secret.StringData {
+		shown[key] = secretPlaceholder
+	}
+	secret.Data, secret.StringData = nil, shown
+}
+
 // prepareRender prepares one loaded job's renderer, without a cluster, and
 // renders its shared objects.
 func prepareRender(job *v1alpha1.TrainJob) (*render.Renderer, *render.Objects, error) {
@@ -93,12 +112,9 @@ func prepareRender(job *v1alpha1.TrainJob) (*render.Renderer, *render.Objects, e
 	if id.Namespace == "" {
 		id.Namespace = defaultRenderNamespace
 	}
-	var in render.Inputs
-	if job.Spec.Framework == v1alpha1.FrameworkMPI {
-		if in.SSHPrivateKey, in.SSHPublicKey, err = sshkey.Generate(); err != nil {
-			return nil, nil, err
-		}
-	}
+	// The key pair is made by the run, once per job: render needs none, and
+	// a private key printed into a terminal or a CI log is a leaked one.
+	in := render.Inputs{SSHPrivateKey: []byte(secretPlaceholder), SSHPublicKey: []byte(secretPlaceholder)}
 	r, err := render.NewRenderer(job, id)
 	if err != nil {
 		return nil, nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
@@ -106,6 +122,9 @@ func prepareRender(job *v1alpha1.TrainJob) (*render.Renderer, *render.Objects, e
 	shared, err := r.SharedObjects(in)
 	if err != nil {
 		return nil, nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
+	}
+	for _, secret := range shared.Secrets {
+		hideSecretData(secret)
 	}
 	return r, shared, nil
 }
