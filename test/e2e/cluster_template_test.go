@@ -70,6 +70,7 @@ spec:
 // steps, and the metrics and replica list reach the next task.
 func TestRealNodePyTorchJobThroughClusterWorkflowTemplate(t *testing.T) {
 	e := setUp(t)
+	e.checkpointClaim(t, allReduceClaim)
 	manifest, err := json.Marshal(string(readFile(t, filepath.Join(repoRoot(t), allReduceJob))))
 	if err != nil {
 		t.Fatal(err)
