@@ -18,8 +18,8 @@ const allReduceJob = "workflows/jobs/demo-allreduce.yaml"
 
 // clusterTemplateWorkflow is docs/argo.md's "from your own DAG" call of the
 // ClusterWorkflowTemplate (templateRef with clusterScope), the job passed unchanged as the
-// job parameter, the images as parameters (docs/argo.md: trainstep-image for the step, image for
-// the replicas), and a next task reading its outputs.
+// job parameter, the replicas' image as the image parameter (the step's is the template's),
+// and a next task reading its outputs.
 const clusterTemplateWorkflow = `
 apiVersion: argoproj.io/v1alpha1
 kind: Workflow
@@ -27,6 +27,7 @@ metadata:
   generateName: allreduce-
 spec:
   entrypoint: main
+  serviceAccountName: trainstep-executor
   templates:
     - name: main
       dag:
@@ -35,7 +36,6 @@ spec:
             templateRef: {name: trainstep, template: train, clusterScope: true}
             arguments:
               parameters:
-                - {name: trainstep-image, value: "%[1]s"}
                 - {name: image, value: "%[1]s"}
                 - name: job
                   value: %[2]s

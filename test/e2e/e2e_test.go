@@ -123,7 +123,7 @@ func setUp(t *testing.T) *e2e {
 
 // startShared builds trainstep's image (what `make image IMAGE=<localImage>` runs), starts
 // the cluster, imports the images and applies templates/clusterworkflowtemplate.yaml as
-// shipped (`kubectl apply -f`).
+// shipped (`kubectl apply -f`), but for its image, replaced with localImage.
 func startShared(t *testing.T, binDir string) error {
 	root := repoRoot(t)
 	archive := filepath.Join(os.TempDir(), fmt.Sprintf("trainstep-e2e-image-%d.tar", os.Getpid()))
@@ -160,6 +160,8 @@ func startShared(t *testing.T, binDir string) error {
 	if err != nil {
 		return err
 	}
+	// The step's image is the template's own, no parameter: the test's replaces it.
+	data = []byte(replaceOnce(t, "templates/clusterworkflowtemplate.yaml", string(data), shippedImage, localImage))
 	if err := yaml.UnmarshalStrict(data, &cwt.Object); err != nil {
 		return fmt.Errorf("reading %s: %w", path, err)
 	}

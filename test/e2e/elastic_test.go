@@ -95,7 +95,7 @@ func (e *e2e) startElastic(t *testing.T, beforeSubmit func()) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return e.submit(t, workflowFromYAML(t, fmt.Sprintf(mpiWorkflow, localImage, torchImage, manifest, pythonImage)))
+	return e.submit(t, workflowFromYAML(t, fmt.Sprintf(mpiWorkflow, torchImage, manifest, pythonImage)))
 }
 
 // workerPods lists the job's workers (inside Argo the job's name is the

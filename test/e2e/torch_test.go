@@ -66,7 +66,7 @@ func TestRealNodePyTorchDDPRestartsAsAWholeWhenARankDies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wf := workflowFromYAML(t, fmt.Sprintf(mpiWorkflow, localImage, torchImage, manifest, pythonImage))
+	wf := workflowFromYAML(t, fmt.Sprintf(mpiWorkflow, torchImage, manifest, pythonImage))
 	name := e.submit(t, wf)
 	var pid int
 	testutil.Eventually(t, 3*time.Minute, "rank 2 training past its first checkpoints", func(context.Context) (bool, error) {
