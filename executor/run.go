@@ -208,7 +208,11 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 	}
 	isMPI := job.Spec.Framework == v1alpha1.FrameworkMPI
 	podGroups, hasPodGroup := gang.PodGroupResource(gang.Kind(job))
-	if err := conn.preflight(ctx, cfg.APITimeout, requiredPermissions(isMPI, isMPI, eventObject != nil, podGroups.Group, v1alpha1.ScalesOnMetrics(job))); err != nil {
+	perms := requiredPermissions(isMPI, isMPI, eventObject != nil, podGroups.Group, v1alpha1.ScalesOnMetrics(job))
+	if !cfg.NoNetworkPolicy {
+		perms = append(perms, networkPolicyPermissions()...)
+	}
+	if err := conn.preflight(ctx, cfg.APITimeout, perms); err != nil {
 		return nil, err
 	}
 	cfg.Timeline.Mark("preflight done")
@@ -233,6 +237,9 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 	renderer, desired, err := renderAllButPods(job, id, inputs)
 	if err != nil {
 		return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
+	}
+	if !cfg.NoNetworkPolicy {
+		desired.NetworkPolicy = render.NetworkPolicy(job, id)
 	}
 	log := cfg.Logger.With(zap.String("job", job.Name), zap.String("namespace", conn.namespace))
 	cfg.Timeline.Mark("rendered")

@@ -222,6 +222,7 @@ func TestRenderYAMLStream(t *testing.T) {
 		names = append(names, o.String())
 	}
 	want := []string{
+		"NetworkPolicy/team-a/mnist",
 		"ConfigMap/team-a/mnist-tf-cluster",
 		"Service/team-a/mnist-ps-0", "Service/team-a/mnist-worker-0", "Service/team-a/mnist-worker-1",
 		"Pod/team-a/mnist-ps-0", "Pod/team-a/mnist-worker-0", "Pod/team-a/mnist-worker-1",
@@ -310,7 +311,7 @@ func TestRenderJSONListWithOverrides(t *testing.T) {
 			_ = json.Unmarshal(raw, &worker)
 		}
 	}
-	want := []string{"ConfigMap/prod/nightly-tf-cluster", "Service/prod/nightly-ps-0", "Service/prod/nightly-worker-0", "Pod/prod/nightly-ps-0", "Pod/prod/nightly-worker-0"}
+	want := []string{"NetworkPolicy/prod/nightly", "ConfigMap/prod/nightly-tf-cluster", "Service/prod/nightly-ps-0", "Service/prod/nightly-worker-0", "Pod/prod/nightly-ps-0", "Pod/prod/nightly-worker-0"}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("objects (-want +got):\n%s", diff)
 	}
@@ -347,8 +348,8 @@ func TestRenderMPIShowsNoPrivateKey(t *testing.T) {
 			t.Fatal(err)
 		}
 		var secret corev1.Secret
-		if err := json.Unmarshal(list.Items[0], &secret); err != nil || secret.Kind != "Secret" {
-			t.Fatalf("first object is %q (%v), want the SSH Secret", secret.Kind, err)
+		if err := json.Unmarshal(list.Items[1], &secret); err != nil || secret.Kind != "Secret" {
+			t.Fatalf("the object after the NetworkPolicy is %q (%v), want the SSH Secret", secret.Kind, err)
 		}
 		want := map[string]string{"ssh-privatekey": secretPlaceholder, "ssh-publickey": secretPlaceholder}
 		if diff := cmp.Diff(want, secret.StringData); diff != "" || len(secret.Data) != 0 {

@@ -114,3 +114,20 @@ func TestReplicaPolicyInKubeflowTermsAndInRun(t *testing.T) {
 		t.Errorf("outputs phase %q (%v), want Invalid", phase, err)
 	}
 }
+
+// render shows the job's NetworkPolicy, as run creates it, and leaves it out
+// with --network-policy=false.
+func TestRenderShowsTheNetworkPolicyUnlessOptedOut(t *testing.T) {
+	files := map[string]string{"job.yaml": policyJob}
+	with := runCLI(t, "", files, "render", "@job.yaml")
+	without := runCLI(t, "", files, "render", "@job.yaml", "--network-policy=false")
+	if with.code != 0 || without.code != 0 {
+		t.Fatalf("exit %d and %d, stderr %q %q", with.code, without.code, with.stderr, without.stderr)
+	}
+	if !strings.HasPrefix(with.stdout, "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\n") {
+		t.Errorf("the render does not start with the NetworkPolicy:\n%s", with.stdout)
+	}
+	if strings.Contains(without.stdout, "NetworkPolicy") {
+		t.Errorf("--network-policy=false still shows a NetworkPolicy:\n%s", without.stdout)
+	}
+}

@@ -24,8 +24,9 @@ import (
 const defaultRenderNamespace = "default"
 
 type renderFlags struct {
-	spec   specFlags
-	output string
+	spec          specFlags
+	output        string
+	networkPolicy bool
 }
 
 func newRenderCommand() *cobra.Command {
@@ -33,7 +34,7 @@ func newRenderCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "render [-f] JOB.yaml... [-o yaml|json]",
 		Short: "Print every object the job would create, without a cluster",
-		Long: `Print every object the job would create: Secrets, ConfigMaps, headless
+		Long: `Print every object the job would create: its NetworkPolicy, Secrets, ConfigMaps, headless
 Services and replica Pods, in creation order, as a multi-document YAML stream
 or a JSON v1 List. Nothing is sent to a cluster.
 
@@ -46,6 +47,7 @@ objects, file after file.`,
 	}
 	f.spec.register(cmd)
 	cmd.Flags().StringVarP(&f.output, "output", "o", "yaml", "output format: yaml or json")
+	cmd.Flags().BoolVar(&f.networkPolicy, "network-policy", true, "show the job's NetworkPolicy, as 'trainstep run' creates it unless given --network-policy=false")
 	return cmd
 }
 
@@ -67,7 +69,7 @@ func (f *renderFlags) run(cmd *cobra.Command, args []string) error {
 	}
 	streams := make([]objectStream, 0, len(all))
 	for _, l := range all {
-		r, shared, err := prepareRender(l.job)
+		r, shared, err := prepareRender(l.job, f.networkPolicy)
 		if err != nil {
 			return fmt.Errorf("%s%w", filePrefix(paths, l.path), err)
 		}
@@ -106,7 +108,7 @@ func hideSecretData(secret *corev1.Secret) {
 
 // prepareRender prepares one loaded job's renderer, without a cluster, and
 // renders its shared objects.
-func prepareRender(job *v1alpha1.TrainJob) (*render.Renderer, *render.Objects, error) {
+func prepareRender(job *v1alpha1.TrainJob, networkPolicy bool) (*render.Renderer, *render.Objects, error) {
 	var err error
 	id := render.Identity{Namespace: job.Namespace, JobName: job.Name}
 	if id.Namespace == "" {
@@ -125,6 +127,9 @@ func prepareRender(job *v1alpha1.TrainJob) (*render.Renderer, *render.Objects, e
 	}
 	for _, secret := range shared.Secrets {
 		hideSecretData(secret)
+	}
+	if networkPolicy {
+		shared.NetworkPolicy = render.NetworkPolicy(job, id)
 	}
 	return r, shared, nil
 }

@@ -81,7 +81,7 @@ type access struct {
 // stepNeeds is every request a trainstep step makes in its namespace, by
 // who makes it: trainstep itself (replicas, their services, the MPI
 // hostfile and SSH key, events on the step pod, re-attaching after a
-// retry, gang PodGroups) and Argo's wait container in the same pod (the
+// retry, the job's NetworkPolicy, gang PodGroups) and Argo's wait container in the same pod (the
 // WorkflowTaskResult that carries the output parameters to the DAG).
 var stepNeeds = func() []access {
 	var out []access
@@ -96,6 +96,7 @@ var stepNeeds = func() []access {
 	}
 	add("", "pods", "log", "get")
 	add("", "events", "", "create", "patch")
+	add("networking.k8s.io", "networkpolicies", "", "create", "get", "patch", "delete")
 	add("scheduling.x-k8s.io", "podgroups", "", crud...)
 	add("scheduling.volcano.sh", "podgroups", "", crud...)
 	add("argoproj.io", "workflowtaskresults", "", "create", "patch")
