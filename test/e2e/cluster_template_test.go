@@ -51,8 +51,12 @@ spec:
         parameters:
           - name: metrics
           - name: replicas
+      # What PodSecurity restricted asks of every container; the image's files are readable
+      # by any user.
+      securityContext: {runAsNonRoot: true, runAsUser: 65532, seccompProfile: {type: RuntimeDefault}}
       script:
         image: "%[3]s"
+        securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
         command: [python]
         env:
           - {name: METRICS, value: "{{inputs.parameters.metrics}}"}
@@ -67,9 +71,12 @@ spec:
 // (workflows/jobs/demo-allreduce.yaml, passed unchanged) through the shipped
 // ClusterWorkflowTemplate, applied as shipped: the four ranks find rank 0 through
 // MASTER_ADDR, its Service's name, and each other around the ring, train 150 synchronous
-// steps, and the metrics and replica list reach the next task.
+// steps, and the metrics and replica list reach the next task. Its namespace enforces
+// PodSecurity restricted: the step pod, Argo's containers, the replicas and the next task
+// all pass it.
 func TestRealNodePyTorchJobThroughClusterWorkflowTemplate(t *testing.T) {
 	e := setUp(t)
+	e.enforceRestricted(t)
 	e.checkpointClaim(t, allReduceClaim)
 	manifest, err := json.Marshal(string(readFile(t, filepath.Join(repoRoot(t), allReduceJob))))
 	if err != nil {
