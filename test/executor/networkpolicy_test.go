@@ -10,6 +10,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/trainstep/trainstep/executor"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
@@ -18,13 +19,16 @@ import (
 )
 
 // The job's NetworkPolicy exists before its replicas, admits only the job's
-// own pods, and is deleted with the job. (The test cluster's network does not
-// enforce it; docs/security.md says what it allows.)
+// own pods, and is deleted with the job's last pod (cleanPodPolicy All; a pod
+// the policy keeps keeps it, like the job's other shared objects). (The test
+// cluster's network does not enforce it; docs/security.md says what it
+// allows.)
 func TestTheJobsNetworkPolicyComesAndGoesWithTheJob(t *testing.T) {
 	t.Parallel()
 	c := cluster.Get(t)
 	ns := c.Namespace(t)
-	job := newJob("np", v1alpha1.FrameworkTensorFlow).replicas(ps, 1, nil).replicas(worker, 2, exitsAfter("3s", 0))
+	job := newJob("np", v1alpha1.FrameworkTensorFlow).replicas(ps, 1, nil).replicas(worker, 2, exitsAfter("3s", 0)).
+		with(func(j *v1alpha1.TrainJob) { j.Spec.RunPolicy.CleanPodPolicy = ptr.To(v1alpha1.CleanPodPolicyAll) })
 	wait := startJob(t, c, ns, job.yaml(t))
 	waitRunning(t, c, ns, "np", 3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -50,6 +54,9 @@ func TestTheJobsNetworkPolicyComesAndGoesWithTheJob(t *testing.T) {
 	out := wait()
 	if out.res.Phase != result.PhaseSucceeded {
 		t.Fatalf("phase %s (%s), want Succeeded", out.res.Phase, out.res.Message)
+	}
+	if pods := listPods(t, c, ns, "np"); len(pods) != 0 {
+		t.Errorf("after the run %d pods are left", len(pods))
 	}
 	if _, err := c.Client.NetworkingV1().NetworkPolicies(ns).Get(ctx, "np", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("after the run the NetworkPolicy is still there (err %v)", err)
