@@ -46,6 +46,9 @@ type Config struct {
 	OwnerWorkflow, OwnerWorkflowUID string
 	// WorkflowName, when known, labels every object for `argo logs -l`.
 	WorkflowName string
+	// NoNetworkPolicy leaves out the job's NetworkPolicy (render.NetworkPolicy),
+	// which otherwise admits only the job's own pods to its replicas.
+	NoNetworkPolicy bool
 
 	// OutputsDir receives the output parameter files; ProgressFile the
 	// "N/M" progress (Argo's $ARGO_PROGRESS_FILE), when set.

@@ -218,6 +218,17 @@ func requiredPermissions(planned *render.Objects, events, podMetrics bool) []per
 	return perms
 }
 
+// networkPolicyPermissions are what the job's NetworkPolicy needs: created
+// before the replicas, re-attached by a retried step (get, patch), deleted
+// with the job.
+func networkPolicyPermissions() []permission {
+	var perms []permission
+	for _, v := range []string{"create", "get", "patch", "delete"} {
+		perms = append(perms, permission{verb: v, group: "networking.k8s.io", resource: "networkpolicies"})
+	}
+	return perms
+}
+
 // preflight checks, before anything is created, that the API server answers
 // and that the identity holds every permission the job needs. One
 // SelfSubjectRulesReview answers for all of them; only where the authorizer

@@ -217,7 +217,11 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 	if err != nil {
 		return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
 	}
-	if err := conn.preflight(ctx, cfg.APITimeout, requiredPermissions(planned, eventObject != nil, v1alpha1.ScalesOnMetrics(job))); err != nil {
+	perms := requiredPermissions(planned, eventObject != nil, v1alpha1.ScalesOnMetrics(job))
+	if !cfg.NoNetworkPolicy {
+		perms = append(perms, networkPolicyPermissions()...)
+	}
+	if err := conn.preflight(ctx, cfg.APITimeout, perms); err != nil {
 		return nil, err
 	}
 	cfg.Timeline.Mark("preflight done")
@@ -238,6 +242,9 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 	desired, err := renderAllButPods(renderer, inputs)
 	if err != nil {
 		return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
+	}
+	if !cfg.NoNetworkPolicy {
+		desired.NetworkPolicy = render.NetworkPolicy(job, id)
 	}
 	log := cfg.Logger.With(zap.String("job", job.Name), zap.String("namespace", conn.namespace))
 	cfg.Timeline.Mark("rendered")

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -224,6 +223,7 @@ func TestRenderYAMLStream(t *testing.T) {
 		names = append(names, o.String())
 	}
 	want := []string{
+		"NetworkPolicy/team-a/mnist",
 		"ConfigMap/team-a/mnist-tf-cluster",
 		"Service/team-a/mnist",
 		"Pod/team-a/mnist-ps-0", "Pod/team-a/mnist-worker-0", "Pod/team-a/mnist-worker-1",
@@ -312,7 +312,7 @@ func TestRenderJSONListWithOverrides(t *testing.T) {
 			_ = json.Unmarshal(raw, &worker)
 		}
 	}
-	want := []string{"ConfigMap/prod/nightly-tf-cluster", "Service/prod/nightly", "Pod/prod/nightly-ps-0", "Pod/prod/nightly-worker-0"}
+	want := []string{"NetworkPolicy/prod/nightly", "ConfigMap/prod/nightly-tf-cluster", "Service/prod/nightly", "Pod/prod/nightly-ps-0", "Pod/prod/nightly-worker-0"}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("objects (-want +got):\n%s", diff)
 	}
@@ -328,32 +328,34 @@ func TestRenderJSONListWithOverrides(t *testing.T) {
 	}
 }
 
-// An MPI render carries a real, matching key pair in its Secret.
-func TestRenderMPIGeneratesKeys(t *testing.T) {
-	got := runCLI(t, mpiJob, nil, "render", "-f", "-", "-o", "json")
-	if got.code != 0 {
-		t.Fatalf("exit %d, stderr %q", got.code, got.stderr)
-	}
-	var list struct {
-		Items []json.RawMessage `json:"items"`
-	}
-	if err := json.Unmarshal([]byte(got.stdout), &list); err != nil {
-		t.Fatal(err)
-	}
-	var secret corev1.Secret
-	if err := json.Unmarshal(list.Items[0], &secret); err != nil || secret.Kind != "Secret" {
-		t.Fatalf("first object is %q (%v), want the SSH Secret", secret.Kind, err)
-	}
-	signer, err := ssh.ParsePrivateKey(secret.Data["ssh-privatekey"])
-	if err != nil {
-		t.Fatalf("private key does not parse: %v", err)
-	}
-	public, _, _, _, err := ssh.ParseAuthorizedKey(secret.Data["ssh-publickey"])
-	if err != nil {
-		t.Fatalf("public key does not parse: %v", err)
-	}
-	if !bytes.Equal(signer.PublicKey().Marshal(), public.Marshal()) {
-		t.Error("the public key does not belong to the private key")
+// An MPI render shows its SSH Secret's keys with a placeholder, never a
+// private key: the run makes the pair, once per job.
+func TestRenderMPIShowsNoPrivateKey(t *testing.T) {
+	for _, format := range []string{"json", "yaml"} {
+		got := runCLI(t, mpiJob, nil, "render", "-f", "-", "-o", format)
+		if got.code != 0 {
+			t.Fatalf("-o %s: exit %d, stderr %q", format, got.code, got.stderr)
+		}
+		if strings.Contains(got.stdout, "PRIVATE KEY") || strings.Contains(got.stdout, "ssh-ed25519") {
+			t.Errorf("-o %s prints a key:\n%s", format, got.stdout)
+		}
+		if format != "json" {
+			continue
+		}
+		var list struct {
+			Items []json.RawMessage `json:"items"`
+		}
+		if err := json.Unmarshal([]byte(got.stdout), &list); err != nil {
+			t.Fatal(err)
+		}
+		var secret corev1.Secret
+		if err := json.Unmarshal(list.Items[1], &secret); err != nil || secret.Kind != "Secret" {
+			t.Fatalf("the object after the NetworkPolicy is %q (%v), want the SSH Secret", secret.Kind, err)
+		}
+		want := map[string]string{"ssh-privatekey": secretPlaceholder, "ssh-publickey": secretPlaceholder}
+		if diff := cmp.Diff(want, secret.StringData); diff != "" || len(secret.Data) != 0 {
+			t.Errorf("Secret stringData (-want +got):\n%s\ndata: %v", diff, secret.Data)
+		}
 	}
 }
 

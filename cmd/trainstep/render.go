@@ -17,7 +17,6 @@ import (
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/render"
 	"github.com/trainstep/trainstep/pkg/result"
-	"github.com/trainstep/trainstep/pkg/sshkey"
 )
 
 // defaultRenderNamespace is used when neither -n nor metadata.namespace
@@ -25,8 +24,9 @@ import (
 const defaultRenderNamespace = "default"
 
 type renderFlags struct {
-	spec   specFlags
-	output string
+	spec          specFlags
+	output        string
+	networkPolicy bool
 }
 
 func newRenderCommand() *cobra.Command {
@@ -34,19 +34,20 @@ func newRenderCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "render [-f] JOB.yaml... [-o yaml|json]",
 		Short: "Print every object the job would create, without a cluster",
-		Long: `Print every object the job would create: Secrets, ConfigMaps, headless
+		Long: `Print every object the job would create: its NetworkPolicy, Secrets, ConfigMaps, headless
 Services and replica Pods, in creation order, as a multi-document YAML stream
 or a JSON v1 List. Nothing is sent to a cluster.
 
-The namespace is -n, else metadata.namespace, else "default". An MPI job's SSH
-Secret holds a key pair generated afresh by this command, so that Secret differs
-from one render to the next; 'trainstep run' generates its own key once per job.
+The namespace is -n, else metadata.namespace, else "default". Secrets are shown
+with their keys but not their values: an MPI job's SSH key pair is made by
+'trainstep run', once per job, and never printed.
 Several job files (-f a.yaml -f b.yaml, or as arguments) print every job's
 objects, file after file.`,
 		RunE: func(cmd *cobra.Command, args []string) error { return f.run(cmd, args) },
 	}
 	f.spec.register(cmd)
 	cmd.Flags().StringVarP(&f.output, "output", "o", "yaml", "output format: yaml or json")
+	cmd.Flags().BoolVar(&f.networkPolicy, "network-policy", true, "show the job's NetworkPolicy, as 'trainstep run' creates it unless given --network-policy=false")
 	return cmd
 }
 
@@ -68,7 +69,7 @@ func (f *renderFlags) run(cmd *cobra.Command, args []string) error {
 	}
 	streams := make([]objectStream, 0, len(all))
 	for _, l := range all {
-		r, shared, err := prepareRender(l.job)
+		r, shared, err := prepareRender(l.job, f.networkPolicy)
 		if err != nil {
 			return fmt.Errorf("%s%w", filePrefix(paths, l.path), err)
 		}
@@ -85,20 +86,37 @@ func (f *renderFlags) run(cmd *cobra.Command, args []string) error {
 	return out.Flush()
 }
 
+// secretPlaceholder stands for every value of a rendered Secret.
+const secretPlaceholder = "<made by trainstep run, once per job; not shown>"
+
+// hideSecretData shows a Secret's keys with a readable placeholder
+// (stringData) instead of their values: render prints what a run would
+// create, never a secret.
+func hideSecretData(secret *corev1.Secret) {
+	if len(secret.Data) == 0 && len(secret.StringData) == 0 {
+		return
+	}
+	shown := make(map[string]string, len(secret.Data)+len(secret.StringData))
+	for key := range secret.Data {
+		shown[key] = secretPlaceholder
+	}
+	for key := range secret.StringData {
+		shown[key] = secretPlaceholder
+	}
+	secret.Data, secret.StringData = nil, shown
+}
+
 // prepareRender prepares one loaded job's renderer, without a cluster, and
 // renders its shared objects.
-func prepareRender(job *v1alpha1.TrainJob) (*render.Renderer, *render.Objects, error) {
+func prepareRender(job *v1alpha1.TrainJob, networkPolicy bool) (*render.Renderer, *render.Objects, error) {
 	var err error
 	id := render.Identity{Namespace: job.Namespace, JobName: job.Name}
 	if id.Namespace == "" {
 		id.Namespace = defaultRenderNamespace
 	}
-	var in render.Inputs
-	if job.Spec.Framework == v1alpha1.FrameworkMPI {
-		if in.SSHPrivateKey, in.SSHPublicKey, err = sshkey.Generate(); err != nil {
-			return nil, nil, err
-		}
-	}
+	// The key pair is made by the run, once per job: render needs none, and
+	// a private key printed into a terminal or a CI log is a leaked one.
+	in := render.Inputs{SSHPrivateKey: []byte(secretPlaceholder), SSHPublicKey: []byte(secretPlaceholder)}
 	r, err := render.NewRenderer(job, id)
 	if err != nil {
 		return nil, nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
@@ -106,6 +124,12 @@ func prepareRender(job *v1alpha1.TrainJob) (*render.Renderer, *render.Objects, e
 	shared, err := r.SharedObjects(in)
 	if err != nil {
 		return nil, nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
+	}
+	for _, secret := range shared.Secrets {
+		hideSecretData(secret)
+	}
+	if networkPolicy {
+		shared.NetworkPolicy = render.NetworkPolicy(job, id)
 	}
 	return r, shared, nil
 }

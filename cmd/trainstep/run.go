@@ -47,6 +47,9 @@ type runFlags struct {
 	cpuProfile string
 	memProfile string
 	timeline   string
+	// networkPolicy is --network-policy; the Config holds its negation, so
+	// that a Config left zero keeps the job's NetworkPolicy.
+	networkPolicy bool
 }
 
 func newRunCommand() *cobra.Command {
@@ -88,6 +91,7 @@ cannot be written (or has no value): then only stdout carries the result.`,
 	fl.IntVar(&f.cfg.Burst, "kube-api-burst", defaultKubeAPIBurst, "client-side burst of queries to the API server (also bounds parallel creates)")
 	fl.StringVar(&f.cfg.APIStatsFile, "api-stats-file", "", "write this run's API requests, counted by verb and resource, to this JSON file (for benchmarks)")
 	fl.StringVar(&f.timeline, "timeline", "", "write the launch's stages (config, preflight, lease, informers, creates) with the client-side rate limiter's waits to this file, once every object is created and again at the end")
+	fl.BoolVar(&f.networkPolicy, "network-policy", true, "create the job's NetworkPolicy, which admits only the job's own pods to its replicas; --network-policy=false leaves the replicas open to every pod the cluster's policies allow")
 	fl.StringVar(&f.logs, "logs", string(logs.ModeLeaders), "replica logs to stream to stderr: leaders (chief/master/worker-0/launcher), all or none")
 	fl.StringVar(&f.logFormat, "log-format", "", "trainstep's own log format on stderr: json or console (default: console on a terminal, else json)")
 	// For the benchmarks' profiles; not part of the step's interface.
@@ -110,6 +114,7 @@ func (f *runFlags) run(cmd *cobra.Command, args []string) error {
 	// reflectors); routed through zap, every stderr line has one format.
 	klog.SetLogger(zapr.NewLogger(logger.Named("klog")))
 	cfg := f.cfg
+	cfg.NoNetworkPolicy = !f.networkPolicy
 	cfg.SpecOptions, cfg.Local = f.spec.options(), f.local
 	cfg.Kubeconfig, cfg.KubeconfigPaths = f.kubeconfig, kubeconfigPaths()
 	cfg.LocalSupervisor = localSupervisor()

@@ -32,6 +32,8 @@ func (f *specFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.opts.Images, "image", nil, "[TYPE=]IMAGE: image of the main container of every replica type, or of TYPE (repeatable)")
 	fl.StringArrayVar(&f.opts.Envs, "env", nil, "[TYPE:]KEY=VALUE: env var of the main container of every replica type, or of TYPE (repeatable)")
 	fl.StringVar(&f.opts.Gang, "gang", "", "gang scheduling of the job: none, builtin, kubernetes, scheduler-plugins, volcano or kueue (replaces spec.runPolicy.schedulingPolicy.gang; Kubeflow manifests too)")
+	fl.BoolVar(&f.opts.Policy.AllowPrivileged, "allow-privileged", false, "let replicas be privileged, use the host's network, PID or IPC namespace, hostPath volumes, host ports, capabilities beyond NET_BIND_SERVICE and nodeName: such a replica can take over its node (for device or RDMA setups that need it; see docs/security.md)")
+	fl.StringSliceVar(&f.opts.Policy.ServiceAccounts, "allowed-service-accounts", nil, "ServiceAccounts a replica may name in serviceAccountName besides the namespace's default (comma-separated, repeatable); set by the template author")
 	fl.StringArrayVar(&f.opts.Args, "arg", nil, "[TYPE:]VALUE: argument appended to the main container's args of every replica type, or of TYPE (repeatable)")
 }
 
@@ -61,19 +63,28 @@ func (f *specFlags) readOne(stdin io.Reader, args []string) ([]byte, error) {
 	return readFile(stdin, paths[0])
 }
 
-// readFile returns a job file's bytes: the file, or stdin for "-".
+// readFile returns a job file's bytes: the file, or stdin for "-". A file
+// over spec.MaxManifestBytes is refused without being read whole: the step's
+// memory is bounded, and parsing takes about ten times the file's size.
 func readFile(stdin io.Reader, path string) ([]byte, error) {
-	var (
-		data []byte
-		err  error
-	)
-	if path == "-" {
-		data, err = io.ReadAll(stdin)
-	} else {
-		data, err = os.ReadFile(path)
+	in := stdin
+	if path != "-" {
+		file, err := os.Open(path)
+		if err != nil {
+			return nil, result.Invalid(result.ReasonInvalidArguments, fmt.Errorf("reading the job file: %w", err))
+		}
+		defer file.Close()
+		if info, err := file.Stat(); err == nil && info.Mode().IsRegular() && info.Size() > spec.MaxManifestBytes {
+			return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("job file %s: %w", path, spec.TooLarge(info.Size())))
+		}
+		in = file
 	}
+	data, err := io.ReadAll(io.LimitReader(in, spec.MaxManifestBytes+1))
 	if err != nil {
 		return nil, result.Invalid(result.ReasonInvalidArguments, fmt.Errorf("reading the job file: %w", err))
+	}
+	if len(data) > spec.MaxManifestBytes {
+		return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("job file %s: %w", path, spec.TooLarge(-1)))
 	}
 	return data, nil
 }

@@ -47,34 +47,37 @@ func defaultOptions() Options {
 }
 
 // Build compiles the binaries, assembles the image and writes the archive.
-func Build(ctx context.Context, opts Options) error {
+// It returns the digest of the archive's OCI manifest, under which a
+// registry serves the image pushed with `skopeo copy --preserve-digests`, so a
+// template can pin the release as <tag>@<digest>.
+func Build(ctx context.Context, opts Options) (v1.Hash, error) {
 	caBundle, err := os.ReadFile(opts.CACertificates)
 	if err != nil {
-		return fmt.Errorf("reading the CA certificates: %w", err)
+		return v1.Hash{}, fmt.Errorf("reading the CA certificates: %w", err)
 	}
 	work, err := os.MkdirTemp("", "trainstep-image-")
 	if err != nil {
-		return fmt.Errorf("creating a build directory: %w", err)
+		return v1.Hash{}, fmt.Errorf("creating a build directory: %w", err)
 	}
 	defer os.RemoveAll(work)
 
 	bins, err := buildBinaries(ctx, opts, filepath.Join(work, "bin"))
 	if err != nil {
-		return err
+		return v1.Hash{}, err
 	}
 	files := rootFiles(bins, caBundle)
 	layer, err := rootfsLayer(files)
 	if err != nil {
-		return fmt.Errorf("building the image layer: %w", err)
+		return v1.Hash{}, fmt.Errorf("building the image layer: %w", err)
 	}
 	img, err := assemble(layer, opts)
 	if err != nil {
-		return fmt.Errorf("assembling the image: %w", err)
+		return v1.Hash{}, fmt.Errorf("assembling the image: %w", err)
 	}
 	if err := writeArchive(img, opts.Tag, opts.Output, filepath.Join(work, "layout")); err != nil {
-		return fmt.Errorf("writing %s: %w", opts.Output, err)
+		return v1.Hash{}, fmt.Errorf("writing %s: %w", opts.Output, err)
 	}
-	return nil
+	return img.Digest()
 }
 
 // rootFiles is the whole file system of the image.

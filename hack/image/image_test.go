@@ -23,7 +23,7 @@ import (
 )
 
 // buildArchive runs what `make image` runs, into a temporary file.
-func buildArchive(t *testing.T) (string, Options) {
+func buildArchive(t *testing.T) (string, Options, v1.Hash) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds two binaries for linux; skipped with -short")
@@ -34,14 +34,15 @@ func buildArchive(t *testing.T) (string, Options) {
 	}
 	opts := defaultOptions()
 	opts.ModuleRoot, opts.Output = root, filepath.Join(t.TempDir(), "trainstep-image.tar")
-	if err := Build(context.Background(), opts); err != nil {
+	digest, err := Build(context.Background(), opts)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return opts.Output, opts
+	return opts.Output, opts, digest
 }
 
 func TestArchiveHoldsARunnableImage(t *testing.T) {
-	archive, opts := buildArchive(t)
+	archive, opts, digest := buildArchive(t)
 	tag, err := name.NewTag(opts.Tag)
 	if err != nil {
 		t.Fatal(err)
@@ -53,6 +54,10 @@ func TestArchiveHoldsARunnableImage(t *testing.T) {
 	}
 	// What `skopeo copy oci-archive:`, `ctr images import` read: the OCI layout.
 	oci := ociImage(t, archive)
+	// The digest Build reports, to pin a template's image by, is the manifest's.
+	if got, err := oci.Digest(); err != nil || got != digest {
+		t.Errorf("the OCI manifest's digest is %s (%v), Build reported %s", got, err, digest)
+	}
 	// Both name the same configuration and layers (the manifest docker
 	// builds from manifest.json differs from the OCI one by its media types).
 	dockerConfig, _ := docker.ConfigName()
@@ -96,8 +101,8 @@ func TestArchiveHoldsARunnableImage(t *testing.T) {
 }
 
 func TestArchiveIsReproducible(t *testing.T) {
-	first, _ := buildArchive(t)
-	second, _ := buildArchive(t)
+	first, _, _ := buildArchive(t)
+	second, _, _ := buildArchive(t)
 	a, _ := os.ReadFile(first)
 	b, _ := os.ReadFile(second)
 	if !bytes.Equal(a, b) {

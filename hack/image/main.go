@@ -40,13 +40,14 @@ func main() {
 	defer stop()
 
 	root, err := moduleRoot()
+	var digest fmt.Stringer
 	if err == nil {
 		opts.ModuleRoot = root
-		err = Build(ctx, opts)
+		digest, err = Build(ctx, opts)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)
 	}
-	fmt.Fprintf(os.Stderr, "image: wrote %s (%s, linux/%s)\n", opts.Output, opts.Tag, opts.Arch)
+	fmt.Fprintf(os.Stderr, "image: wrote %s (%s, linux/%s), manifest digest %s\n", opts.Output, opts.Tag, opts.Arch, digest)
 }

@@ -152,13 +152,21 @@ func configureWorker(job *v1alpha1.TrainJob, at Placement, spec *corev1.PodSpec,
 }
 
 // mountSSHAuth mounts the key pair as id_rsa, id_rsa.pub and
-// authorized_keys. sshd refuses keys others can read, hence 0600 under
-// /root/.ssh.
+// authorized_keys, 0600: sshd refuses keys others can read, and no other
+// user of the pod has business with the private key.
+//
+// The files belong to root. Under /root/.ssh that is their user; elsewhere
+// (a non-root user's sshAuthMountPath) the pod's fsGroup becomes their
+// group, readable by it (the kubelet makes them 0640 root:fsGroup), and
+// every container of the pod runs with that group. A pod that sets no
+// fsGroup gets the main container's group, else its user, as fsGroup; when
+// neither is known the files stay 0644, readable by whichever user the image
+// runs as, as MPI Operator mounts them.
 func mountSSHAuth(job *v1alpha1.TrainJob, at Placement, spec *corev1.PodSpec, main *corev1.Container) {
 	mountPath := sshAuthMountPath(job)
-	var mode *int32
-	if mountPath == v1alpha1.DefaultSSHAuthMountPath {
-		mode = int32Ptr(0o600)
+	mode := int32Ptr(0o600)
+	if mountPath != v1alpha1.DefaultSSHAuthMountPath && !ensureFSGroup(spec, main) {
+		mode = nil
 	}
 	spec.Volumes = append(spec.Volumes, corev1.Volume{
 		Name: mpiSSHAuthVolume,
@@ -285,3 +293,38 @@ func runLauncherAsWorker(job *v1alpha1.TrainJob) bool {
 }
 
 func int32Ptr(v int32) *int32 { return &v }
+
+// ensureFSGroup gives the pod an fsGroup, when it has none, from the main
+// container's or the pod's runAsGroup, else runAsUser; it reports whether the
+// pod has one. Only volumes whose owner differs are changed
+// (OnRootMismatch), so a large volume is not walked on every start.
+func ensureFSGroup(spec *corev1.PodSpec, main *corev1.Container) bool {
+	if spec.SecurityContext != nil && spec.SecurityContext.FSGroup != nil {
+		return true
+	}
+	var candidates []*int64
+	if sc := main.SecurityContext; sc != nil {
+		candidates = append(candidates, sc.RunAsGroup)
+	}
+	if sc := spec.SecurityContext; sc != nil {
+		candidates = append(candidates, sc.RunAsGroup)
+	}
+	if sc := main.SecurityContext; sc != nil {
+		candidates = append(candidates, sc.RunAsUser)
+	}
+	if sc := spec.SecurityContext; sc != nil {
+		candidates = append(candidates, sc.RunAsUser)
+	}
+	for _, id := range candidates {
+		if id == nil || *id == 0 {
+			continue
+		}
+		if spec.SecurityContext == nil {
+			spec.SecurityContext = &corev1.PodSecurityContext{}
+		}
+		group, policy := *id, corev1.FSGroupChangeOnRootMismatch
+		spec.SecurityContext.FSGroup, spec.SecurityContext.FSGroupChangePolicy = &group, &policy
+		return true
+	}
+	return false
+}

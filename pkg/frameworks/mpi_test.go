@@ -259,22 +259,52 @@ func TestMPILauncherEnvPerImplementation(t *testing.T) {
 	}
 }
 
-// setupSSHOnPod sets the 0600 mode only when mounting at /root/.ssh, and a
-// worker's own command replaces sshd.
+// A non-root sshAuthMountPath gets the key 0600 too, readable through the
+// pod's fsGroup (the main container's group or user when the pod sets
+// none); without any known user it stays 0644. A worker's own command
+// replaces sshd.
 func TestMPICustomMountPathAndCommand(t *testing.T) {
-	job := mpiJob("foo", "bar", 1, func(j *v1alpha1.TrainJob) {
-		j.Spec.SSHAuthMountPath = "/home/mpiuser/.ssh"
-		j.Spec.ReplicaSpecs[worker].Template.Spec.Containers[0].Args = []string{"/start-sshd.sh"}
-	})
-	spec := configured(t, job, worker, 0)
-	if got := spec.Volumes[0].Secret.DefaultMode; got != nil {
-		t.Errorf("secret defaultMode = %d, want unset", *got)
+	user := int64(1000)
+	cases := []struct {
+		name      string
+		container *corev1.SecurityContext
+		pod       *corev1.PodSecurityContext
+		wantMode  *int32
+		wantGroup *int64
+	}{
+		{"runAsUser of the container", &corev1.SecurityContext{RunAsUser: &user}, nil, ptr[int32](0o600), ptr[int64](1000)},
+		{"runAsGroup wins", &corev1.SecurityContext{RunAsUser: &user, RunAsGroup: ptr[int64](2000)}, nil, ptr[int32](0o600), ptr[int64](2000)},
+		{"the pod's runAsUser", nil, &corev1.PodSecurityContext{RunAsUser: &user}, ptr[int32](0o600), ptr[int64](1000)},
+		{"the pod's own fsGroup is kept", &corev1.SecurityContext{RunAsUser: &user}, &corev1.PodSecurityContext{FSGroup: ptr[int64](3000)}, ptr[int32](0o600), ptr[int64](3000)},
+		{"no user known", nil, nil, nil, nil},
 	}
-	if got := spec.Containers[0].VolumeMounts[0].MountPath; got != "/home/mpiuser/.ssh" {
-		t.Errorf("mount path = %q, want /home/mpiuser/.ssh", got)
-	}
-	if got := spec.Containers[0].Command; got != nil {
-		t.Errorf("command = %v, want the template's (none) kept", got)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			job := mpiJob("foo", "bar", 1, func(j *v1alpha1.TrainJob) {
+				j.Spec.SSHAuthMountPath = "/home/mpiuser/.ssh"
+				tmpl := &j.Spec.ReplicaSpecs[worker].Template.Spec
+				tmpl.Containers[0].Args = []string{"/start-sshd.sh"}
+				tmpl.Containers[0].SecurityContext = tc.container
+				tmpl.SecurityContext = tc.pod
+			})
+			spec := configured(t, job, worker, 0)
+			if diff := cmp.Diff(tc.wantMode, spec.Volumes[0].Secret.DefaultMode); diff != "" {
+				t.Errorf("secret defaultMode (-want +got):\n%s", diff)
+			}
+			var group *int64
+			if spec.SecurityContext != nil {
+				group = spec.SecurityContext.FSGroup
+			}
+			if diff := cmp.Diff(tc.wantGroup, group); diff != "" {
+				t.Errorf("fsGroup (-want +got):\n%s", diff)
+			}
+			if got := spec.Containers[0].VolumeMounts[0].MountPath; got != "/home/mpiuser/.ssh" {
+				t.Errorf("mount path = %q, want /home/mpiuser/.ssh", got)
+			}
+			if got := spec.Containers[0].Command; got != nil {
+				t.Errorf("command = %v, want the template's (none) kept", got)
+			}
+		})
 	}
 }
 

@@ -19,7 +19,9 @@ var errWriterClosed = errors.New("writing replica log: writer is closed")
 // Prefixer writes whole lines from many sources to one writer. Each source
 // gets its own Writer; every line it writes comes out as "[prefix] line\n"
 // in a single write to the underlying writer, so lines of different
-// replicas never mix within a line. It is safe for concurrent use.
+// replicas never mix within a line. Control characters of a line are
+// escaped (see appendEscaped): the lines come from replicas, which the step
+// does not trust. It is safe for concurrent use.
 type Prefixer struct {
 	mu  sync.Mutex
 	out io.Writer
@@ -131,7 +133,7 @@ func (w *lineWriter) appendLine(batch, line []byte) []byte {
 
 func (w *lineWriter) appendChunk(batch, chunk []byte) []byte {
 	batch = append(batch, w.prefix...)
-	batch = append(batch, chunk...)
+	batch = appendEscaped(batch, chunk)
 	return append(batch, '\n')
 }
 

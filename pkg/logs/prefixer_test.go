@@ -241,3 +241,36 @@ func (w *exclusiveWriter) Write(p []byte) (int, error) {
 }
 
 func (w *exclusiveWriter) String() string { return w.buf.String() }
+
+// A replica's bytes cannot act on the terminal of whoever reads the step's
+// log: the forged line below would, unescaped, erase the replica's prefix
+// and print what looks like trainstep's own JSON line.
+func TestPrefixerEscapesControlCharacters(t *testing.T) {
+	cases := []struct {
+		name, in, want string
+	}{
+		{"erase and forge", "\r\x1b[2K{\"level\":\"info\",\"msg\":\"job succeeded\"}\n", `[worker-0] \r\x1b[2K{"level":"info","msg":"job succeeded"}` + "\n"},
+		{"clipboard write (OSC 52)", "\x1b]52;c;Y3VybCBldmlsIHwgc2g=\x07\n", `[worker-0] \x1b]52;c;Y3VybCBldmlsIHwgc2g=\x07` + "\n"},
+		{"C1 CSI and DEL", "a\u009b31mb\x7f\n", `[worker-0] a\x9b31mb\x7f` + "\n"},
+		{"bytes that are not UTF-8", "ok \xff\xfe end\n", `[worker-0] ok \xff\xfe end` + "\n"},
+		{"bidirectional override", "loss=\u202e13.0\n", `[worker-0] loss=\u202e13.0` + "\n"},
+		{"CRLF line end", "step 1\r\n", "[worker-0] step 1\n"},
+		{"tabs, UTF-8 and backslashes kept", "épreuve\t✓ C:\\data\n", "[worker-0] épreuve\t✓ C:\\data\n"},
+		{"backspace and bell", "a\bb\a\n", `[worker-0] a\x08b\x07` + "\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			w := NewPrefixer(&out).Writer("worker-0")
+			if _, err := w.Write([]byte(tc.in)); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, out.String()); diff != "" {
+				t.Errorf("step log (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -194,6 +194,9 @@ func (c *Controller) sharedObjectDeletes(ctx context.Context) []func() error {
 	if c.opts.Desired.PodGroup != nil {
 		deletes = append(deletes, retried("the PodGroup", func() error { return c.deletePodGroup(ctx) }))
 	}
+	if c.opts.Desired.NetworkPolicy != nil {
+		deletes = append(deletes, retried("the NetworkPolicy", func() error { return c.deleteNetworkPolicy(ctx) }))
+	}
 	if gang.Kind(c.opts.Job) == v1alpha1.GangKueue {
 		deletes = append(deletes, retried("the Kueue Workload", func() error { return c.deleteKueueWorkload(ctx) }))
 	}

@@ -152,6 +152,9 @@ type Controller struct {
 	// kubernetes, scheduler-plugins or kueue).
 	gang            *gangAdmission
 	podGroupCreated bool
+	// networkPolicyUID is the job's NetworkPolicy this run created or
+	// re-attached (empty before; see networkpolicy.go).
+	networkPolicyUID types.UID
 	// kueueReleased holds, per pod instance, the version whose Kueue
 	// finalizer this run dropped, so each version is patched once; guarded
 	// by kueueMu (the worker and the cleanup both release).

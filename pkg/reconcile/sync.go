@@ -38,6 +38,9 @@ func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 	if err := c.ensurePodGroup(ctx); err != nil {
 		return policy.Decision{}, c.apiError(err)
 	}
+	if err := c.ensureNetworkPolicy(ctx); err != nil {
+		return policy.Decision{}, c.apiError(err)
+	}
 	if err := c.confirmExpectations(ctx); err != nil {
 		return policy.Decision{}, c.apiError(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/frameworks"
@@ -69,6 +70,11 @@ func (r *Renderer) Pod(rt v1alpha1.ReplicaType, index int, attempt int) (*corev1
 	template := spec.Template.DeepCopy()
 	podSpec := template.Spec
 	podSpec.RestartPolicy = podRestartPolicy(v1alpha1.InPlaceRestartPolicy(r.job, rt))
+	if podSpec.AutomountServiceAccountToken == nil {
+		// Training code has no business with the API server: a replica gets
+		// a token only when its template asks for one.
+		podSpec.AutomountServiceAccountToken = ptr.To(false)
+	}
 	if sp := r.job.Spec.RunPolicy.SchedulingPolicy; sp != nil && sp.PriorityClass != "" {
 		podSpec.PriorityClassName = sp.PriorityClass
 	}

@@ -166,3 +166,30 @@ func TestNamesAndSelectors(t *testing.T) {
 		t.Error("JobSelector matches another job")
 	}
 }
+
+// A replica mounts no ServiceAccount token unless its template asks: the
+// training code has no business with the API server.
+func TestPodServiceAccountToken(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		template *bool
+		want     bool
+	}{
+		{"unset", nil, false},
+		{"asked for", ptr(true), true},
+		{"refused", ptr(false), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job := newJob(v1alpha1.FrameworkTensorFlow, "mnist", replicas{worker: 1})
+			job.Spec.ReplicaSpecs[v1alpha1.ReplicaTypeWorker].Template.Spec.AutomountServiceAccountToken = tc.template
+			pod, err := render.Pod(job, identity("team-a", "mnist"), v1alpha1.ReplicaTypeWorker, 0, 0)
+			if err != nil {
+				t.Fatalf("Pod: %v", err)
+			}
+			got := pod.Spec.AutomountServiceAccountToken
+			if got == nil || *got != tc.want {
+				t.Errorf("automountServiceAccountToken = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

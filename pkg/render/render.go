@@ -14,6 +14,7 @@ package render
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -51,14 +52,20 @@ type Objects struct {
 	// PodGroup is the Kubernetes, scheduler-plugins or Volcano PodGroup of a
 	// gang job (nil for other gang kinds); it is created before the pods.
 	PodGroup *unstructured.Unstructured
+	// NetworkPolicy, when the caller renders one (NetworkPolicy), admits
+	// only the job's own pods to its replicas; it is created before them.
+	NetworkPolicy *networkingv1.NetworkPolicy
 }
 
 // List returns the objects in creation order: Secrets and ConfigMaps before
 // the pods that mount them, Services before the pods that look them up.
 func (o *Objects) List() []runtime.Object {
-	list := make([]runtime.Object, 0, len(o.Secrets)+len(o.ConfigMaps)+len(o.Services)+len(o.Pods)+1)
+	list := make([]runtime.Object, 0, len(o.Secrets)+len(o.ConfigMaps)+len(o.Services)+len(o.Pods)+2)
 	if o.PodGroup != nil {
 		list = append(list, o.PodGroup)
+	}
+	if o.NetworkPolicy != nil {
+		list = append(list, o.NetworkPolicy)
 	}
 	for _, s := range o.Secrets {
 		list = append(list, s)

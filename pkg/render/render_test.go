@@ -42,7 +42,8 @@ func TestRenderTensorFlowPod(t *testing.T) {
 			OwnerReferences: controllerRef(),
 		},
 		Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
+			RestartPolicy:                corev1.RestartPolicyNever,
+			AutomountServiceAccountToken: ptr(false),
 			// A TrainJob's default layout: the job's Service as subdomain.
 			Hostname:  "mnist-worker-1",
 			Subdomain: "mnist",

@@ -1,7 +1,8 @@
 // Package spec turns the bytes of a job file into a defaulted, validated
 // TrainJob: it reads YAML or JSON, applies --set overrides to the document,
 // decodes strictly, converts Kubeflow manifests, applies the --image,
-// --env and --arg overrides, then defaults and validates.
+// --env and --arg overrides, then defaults and validates, holding the
+// replicas' pod templates to the installation's replica policy.
 //
 // Every error it returns is an Invalid result error (exit 11) that names
 // the offending field or flag. It must not read files or flags itself, nor
@@ -26,6 +27,7 @@ import (
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/kubeflow"
+	"github.com/trainstep/trainstep/pkg/replicapolicy"
 	"github.com/trainstep/trainstep/pkg/result"
 )
 
@@ -55,7 +57,26 @@ type Options struct {
 	// whatever the manifest says: the one way to choose a gang scheduler
 	// for a Kubeflow manifest without editing it.
 	Gang string
+	// Policy is what the installation allows the replicas' pod templates;
+	// its zero value is the strictest.
+	Policy replicapolicy.Policy
 	// In Sets, Images, Envs and Args an empty value is skipped.
+}
+
+// MaxManifestBytes bounds a job manifest. The largest job trainstep runs
+// (MaxReplicas replicas, every type with its own template) is far smaller;
+// past this, parsing alone would take hundreds of MiB of a step whose
+// memory limit is 1 GiB, and the step would die without its outputs.
+const MaxManifestBytes = 4 << 20
+
+// TooLarge is the error for a manifest of size bytes, over
+// MaxManifestBytes; a size below 0 is one not known (stdin read up to the
+// limit).
+func TooLarge(size int64) error {
+	if size < 0 {
+		return fmt.Errorf("the manifest is larger than the limit of %d bytes (4 MiB)", MaxManifestBytes)
+	}
+	return fmt.Errorf("the manifest is %d bytes (%.1f MiB), over the limit of %d bytes (4 MiB)", size, float64(size)/(1<<20), MaxManifestBytes)
 }
 
 // ValidationError lists every field error of an invalid job, one per line.
@@ -83,6 +104,9 @@ func Load(data []byte, opts Options) (*v1alpha1.TrainJob, []string, error) {
 }
 
 func load(data []byte, opts Options) (*v1alpha1.TrainJob, []string, error) {
+	if len(data) > MaxManifestBytes {
+		return nil, nil, TooLarge(int64(len(data)))
+	}
 	opts = withoutEmptyOverrides(opts)
 	doc, err := singleDocument(data)
 	if err != nil {
@@ -119,7 +143,9 @@ func load(data []byte, opts Options) (*v1alpha1.TrainJob, []string, error) {
 	if err := applyOverrides(job, opts); err != nil {
 		return nil, warnings, err
 	}
-	if errs := v1alpha1.Validate(job); len(errs) > 0 {
+	errs := v1alpha1.Validate(job)
+	errs = append(errs, replicapolicy.Check(job, opts.Policy)...)
+	if len(errs) > 0 {
 		return nil, warnings, &ValidationError{Errors: terms.rewrite(errs)}
 	}
 	return job, warnings, nil

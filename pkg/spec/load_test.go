@@ -301,3 +301,16 @@ spec:
 		t.Errorf("a bad value: err %v, want one naming the field", err)
 	}
 }
+
+// Load refuses a manifest over MaxManifestBytes before parsing it, whoever
+// read the bytes.
+func TestLoadRefusesAManifestOverTheLimit(t *testing.T) {
+	data := make([]byte, MaxManifestBytes+1)
+	_, _, err := Load(data, Options{})
+	if err == nil || !strings.Contains(err.Error(), "the manifest is 4194305 bytes (4.0 MiB), over the limit of 4194304 bytes") {
+		t.Fatalf("Load: %v, want the size over the limit", err)
+	}
+	if phase := result.PhaseOf(err); phase != result.PhaseInvalid {
+		t.Errorf("phase %s, want Invalid", phase)
+	}
+}

@@ -81,7 +81,7 @@ type access struct {
 // stepNeeds is every request a trainstep step makes in its namespace, by
 // who makes it: trainstep itself (replicas, their services, the MPI
 // hostfile and SSH key, events on the step pod, re-attaching after a
-// retry, gang PodGroups) and Argo's wait container in the same pod (the
+// retry, the job's NetworkPolicy, gang PodGroups) and Argo's wait container in the same pod (the
 // WorkflowTaskResult that carries the output parameters to the DAG).
 var stepNeeds = func() []access {
 	var out []access
@@ -96,6 +96,7 @@ var stepNeeds = func() []access {
 	}
 	add("", "pods", "log", "get")
 	add("", "events", "", "create", "patch")
+	add("networking.k8s.io", "networkpolicies", "", "create", "get", "patch", "delete")
 	add("scheduling.x-k8s.io", "podgroups", "", crud...)
 	add("scheduling.volcano.sh", "podgroups", "", crud...)
 	add("argoproj.io", "workflowtaskresults", "", "create", "patch")
@@ -144,27 +145,33 @@ func checkStepAccess(t *testing.T, client kubernetes.Interface, ns string) {
 	}
 }
 
-// TestDeployLetsEveryStepReportItsOutputs applies deploy/ and checks, as the namespace's
-// default ServiceAccount (the identity of every step that names none, such as the
-// examples' script steps), that it may write the WorkflowTaskResult through which Argo's
-// executor hands a step's outputs on, and nothing a trainstep step does.
+// TestDeployLetsEveryStepReportItsOutputs applies deploy/ and checks, as the
+// trainstep-executor ServiceAccount (the identity the examples give their other steps,
+// such as preprocess and evaluate), that it may write the WorkflowTaskResult through which
+// Argo's executor hands a step's outputs on, and nothing a trainstep step does; and that
+// the namespace's default ServiceAccount, which every pod naming none runs as (replicas
+// included), may not: a pod on it could forge the outputs of the workflow's steps.
 func TestDeployLetsEveryStepReportItsOutputs(t *testing.T) {
 	t.Parallel()
 	c := cluster.Get(t)
 	ns := c.Namespace(t)
 	applyDeploy(t, c, ns)
-	client := kubernetes.NewForConfigOrDie(c.ConfigForToken(c.ServiceAccountToken(t, ns, "default")))
+	client := kubernetes.NewForConfigOrDie(c.ConfigForToken(c.ServiceAccountToken(t, ns, "trainstep-executor")))
+	defaultClient := kubernetes.NewForConfigOrDie(c.ConfigForToken(c.ServiceAccountToken(t, ns, "default")))
 	for _, verb := range []string{"create", "patch"} {
 		if !canI(t, client, ns, access{"argoproj.io", "workflowtaskresults", "", verb}) {
-			t.Errorf("the default ServiceAccount cannot %s workflowtaskresults: steps without a serviceAccountName cannot hand their outputs on", verb)
+			t.Errorf("the trainstep-executor ServiceAccount cannot %s workflowtaskresults: the examples' steps cannot hand their outputs on", verb)
+		}
+		if canI(t, defaultClient, ns, access{"argoproj.io", "workflowtaskresults", "", verb}) {
+			t.Errorf("the default ServiceAccount may %s workflowtaskresults: any pod naming no ServiceAccount could forge step outputs", verb)
 		}
 	}
 	for _, a := range stepNeeds {
 		if a.resource != "workflowtaskresults" && canI(t, client, ns, a) {
-			t.Errorf("the default ServiceAccount may %s %s/%s %s: deploy/ grants it more than Argo's executor needs", a.verb, a.group, a.resource, a.subresource)
+			t.Errorf("the trainstep-executor ServiceAccount may %s %s/%s %s: deploy/ grants it more than Argo's executor needs", a.verb, a.group, a.resource, a.subresource)
 		}
 	}
 	if canI(t, client, "default", access{"argoproj.io", "workflowtaskresults", "", "create"}) {
-		t.Errorf("the default ServiceAccount of %s may create workflowtaskresults in namespace default: deploy/ reaches outside its namespace", ns)
+		t.Errorf("the trainstep-executor ServiceAccount of %s may create workflowtaskresults in namespace default: deploy/ reaches outside its namespace", ns)
 	}
 }

@@ -44,11 +44,13 @@ const (
 // The train template, rendered as Argo renders it, run by the trainstep
 // binary as the ServiceAccount deploy/ creates, with the job specs of
 // workflows/jobs/: every framework's job succeeds and every output
-// parameter file the template declares holds what the DAG expects.
+// parameter file the template declares holds what the DAG expects; with the admission
+// policy of deploy/admission in force, which trainstep's own writes all pass.
 func TestTrainTemplateRunsEveryFrameworkAsTheDeployedServiceAccount(t *testing.T) {
 	c := cluster.Get(t)
 	ns := c.Namespace(t)
 	applyDeploy(t, c, ns)
+	applyAdmissionPolicy(t, c, ns)
 	token := c.ServiceAccountToken(t, ns, serviceAccountName)
 	checkStepAccess(t, kubernetes.NewForConfigOrDie(c.ConfigForToken(token)), ns)
 	kubeconfig := c.KubeconfigForToken(t, token, ns)

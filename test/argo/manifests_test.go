@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -45,7 +46,9 @@ type catalog struct {
 	roles           map[string]*rbacv1.Role
 	roleBindings    map[string]*rbacv1.RoleBinding
 	kustomizations  map[string]*kustomization
-	jobs            map[string][]byte // job manifests (TrainJob, Kubeflow kinds), raw
+	// admission holds the ValidatingAdmissionPolicies and their bindings.
+	admission map[string][]any
+	jobs      map[string][]byte // job manifests (TrainJob, Kubeflow kinds), raw
 }
 
 func newCatalog() *catalog {
@@ -58,6 +61,7 @@ func newCatalog() *catalog {
 		roles:           map[string]*rbacv1.Role{},
 		roleBindings:    map[string]*rbacv1.RoleBinding{},
 		kustomizations:  map[string]*kustomization{},
+		admission:       map[string][]any{},
 		jobs:            map[string][]byte{},
 	}
 }
@@ -157,6 +161,20 @@ func (c *catalog) add(path string, doc []byte) error {
 		return decodeInto(c.roleBindings, path, strict)
 	case meta.APIVersion == "kustomize.config.k8s.io/v1beta1" && meta.Kind == "Kustomization":
 		return decodeInto(c.kustomizations, path, strict)
+	case meta.APIVersion == "admissionregistration.k8s.io/v1" && meta.Kind == "ValidatingAdmissionPolicy":
+		policy := &admissionv1.ValidatingAdmissionPolicy{}
+		if err := strict(policy); err != nil {
+			return err
+		}
+		c.admission[path] = append(c.admission[path], policy)
+		return nil
+	case meta.APIVersion == "admissionregistration.k8s.io/v1" && meta.Kind == "ValidatingAdmissionPolicyBinding":
+		binding := &admissionv1.ValidatingAdmissionPolicyBinding{}
+		if err := strict(binding); err != nil {
+			return err
+		}
+		c.admission[path] = append(c.admission[path], binding)
+		return nil
 	case meta.APIVersion == "trainstep.dev/v1alpha1" || strings.HasPrefix(meta.APIVersion, "kubeflow.org/"):
 		// spec.Load decodes strictly and validates, as `trainstep validate` does.
 		if _, _, err := spec.Load(doc, spec.Options{}); err != nil {

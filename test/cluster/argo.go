@@ -87,6 +87,17 @@ func (c *Cluster) startArgo(ctx context.Context, detached bool) error {
 	return nil
 }
 
+// argoExecutorConfig runs Argo's init and wait containers as PodSecurity `restricted`
+// asks, as Argo's documentation recommends for such namespaces (argoexec needs no root):
+// workflows then run in namespaces that enforce it.
+const argoExecutorConfig = `securityContext:
+  runAsNonRoot: true
+  runAsUser: 8737
+  allowPrivilegeEscalation: false
+  capabilities: {drop: [ALL]}
+  seccompProfile: {type: RuntimeDefault}
+`
+
 // argoControllerKubeconfig creates ArgoNamespace with the controller's (default)
 // ConfigMap and returns the controller's kubeconfig, whose namespace that is.
 func (c *Cluster) argoControllerKubeconfig() (string, error) {
@@ -98,6 +109,7 @@ func (c *Cluster) argoControllerKubeconfig() (string, error) {
 	}
 	_, err = c.Client.CoreV1().ConfigMaps(ArgoNamespace).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "workflow-controller-configmap"},
+		Data:       map[string]string{"executor": argoExecutorConfig},
 	}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", fmt.Errorf("creating the workflow controller's ConfigMap: %w", err)

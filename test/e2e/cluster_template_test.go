@@ -18,8 +18,8 @@ const allReduceJob = "workflows/jobs/demo-allreduce.yaml"
 
 // clusterTemplateWorkflow is docs/argo.md's "from your own DAG" call of the
 // ClusterWorkflowTemplate (templateRef with clusterScope), the job passed unchanged as the
-// job parameter, the images as parameters (docs/argo.md: trainstep-image for the step, image for
-// the replicas), and a next task reading its outputs.
+// job parameter, the replicas' image as the image parameter (the step's is the template's),
+// and a next task reading its outputs.
 const clusterTemplateWorkflow = `
 apiVersion: argoproj.io/v1alpha1
 kind: Workflow
@@ -27,6 +27,7 @@ metadata:
   generateName: allreduce-
 spec:
   entrypoint: main
+  serviceAccountName: trainstep-executor
   templates:
     - name: main
       dag:
@@ -35,7 +36,6 @@ spec:
             templateRef: {name: trainstep, template: train, clusterScope: true}
             arguments:
               parameters:
-                - {name: trainstep-image, value: "%[1]s"}
                 - {name: image, value: "%[1]s"}
                 - name: job
                   value: %[2]s
@@ -51,8 +51,12 @@ spec:
         parameters:
           - name: metrics
           - name: replicas
+      # What PodSecurity restricted asks of every container; the image's files are readable
+      # by any user.
+      securityContext: {runAsNonRoot: true, runAsUser: 65532, seccompProfile: {type: RuntimeDefault}}
       script:
         image: "%[3]s"
+        securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
         command: [python]
         env:
           - {name: METRICS, value: "{{inputs.parameters.metrics}}"}
@@ -67,9 +71,13 @@ spec:
 // (workflows/jobs/demo-allreduce.yaml, passed unchanged) through the shipped
 // ClusterWorkflowTemplate, applied as shipped: the four ranks find rank 0 through
 // MASTER_ADDR, its name in the job's Service, and each other around the ring, train 150 synchronous
-// steps, and the metrics and replica list reach the next task.
+// steps, and the metrics and replica list reach the next task. Its namespace enforces
+// PodSecurity restricted: the step pod, Argo's containers, the replicas and the next task
+// all pass it.
 func TestRealNodePyTorchJobThroughClusterWorkflowTemplate(t *testing.T) {
 	e := setUp(t)
+	e.enforceRestricted(t)
+	e.checkpointClaim(t, allReduceClaim)
 	manifest, err := json.Marshal(string(readFile(t, filepath.Join(repoRoot(t), allReduceJob))))
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 // succeeds; its outputs and log say so.
 func TestRealNodeKilledRankRestartsTheAllReduceJob(t *testing.T) {
 	e := setUp(t)
+	e.checkpointClaim(t, allReduceClaim)
 	manifest, err := json.Marshal(string(readFile(t, filepath.Join(repoRoot(t), allReduceJob))))
 	if err != nil {
 		t.Fatal(err)

@@ -30,6 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
@@ -121,9 +122,30 @@ func setUp(t *testing.T) *e2e {
 	return e
 }
 
+// enforceRestricted labels the test's namespace pod-security.kubernetes.io/enforce:
+// restricted: from then on the API server refuses every pod of it that the profile does not
+// allow.
+func (e *e2e) enforceRestricted(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	patch := []byte(`{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"restricted","pod-security.kubernetes.io/enforce-version":"latest"}}}`)
+	if _, err := e.c.Client.CoreV1().Namespaces().Patch(ctx, e.namespace, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("enforcing PodSecurity restricted in %s: %v", e.namespace, err)
+	}
+	// The label holds at once: a root pod is refused.
+	root := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "root-probe", Namespace: e.namespace},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: pythonImage}}},
+	}
+	if _, err := e.c.Client.CoreV1().Pods(e.namespace).Create(ctx, root, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err == nil {
+		t.Fatalf("namespace %s labelled restricted still admits a pod that sets no securityContext", e.namespace)
+	}
+}
+
 // startShared builds trainstep's image (what `make image IMAGE=<localImage>` runs), starts
 // the cluster, imports the images and applies templates/clusterworkflowtemplate.yaml as
-// shipped (`kubectl apply -f`).
+// shipped (`kubectl apply -f`), but for its image, replaced with localImage.
 func startShared(t *testing.T, binDir string) error {
 	root := repoRoot(t)
 	archive := filepath.Join(os.TempDir(), fmt.Sprintf("trainstep-e2e-image-%d.tar", os.Getpid()))
@@ -160,6 +182,8 @@ func startShared(t *testing.T, binDir string) error {
 	if err != nil {
 		return err
 	}
+	// The step's image is the template's own, no parameter: the test's replaces it.
+	data = []byte(replaceOnce(t, "templates/clusterworkflowtemplate.yaml", string(data), shippedImage, localImage))
 	if err := yaml.UnmarshalStrict(data, &cwt.Object); err != nil {
 		return fmt.Errorf("reading %s: %w", path, err)
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -53,7 +51,7 @@ const torchElasticPodSpec = `{containers: [{name: pytorch, image: torch,
   resources: {requests: {` + string(elasticSlot) + `: 1}, limits: {` + string(elasticSlot) + `: 1}},
   volumeMounts: [{name: ckpt, mountPath: /ckpt}]}],
   nodeSelector: {kubernetes.io/hostname: ` + realNodeName + `},
-  volumes: [{name: ckpt, hostPath: {path: %q, type: DirectoryOrCreate}}]}`
+  volumes: [{name: ckpt, persistentVolumeClaim: {claimName: %q}}]}`
 
 // setElasticSlots advertises n elastic slots on the real node (the way a
 // device plugin advertises GPUs); the test's end takes them away.
@@ -92,13 +90,12 @@ func (e *e2e) startElastic(t *testing.T, beforeSubmit func()) string {
 	if beforeSubmit != nil {
 		beforeSubmit()
 	}
-	ckpt := filepath.Join("/var/tmp", "trainstep-e2e-"+e.namespace)
-	t.Cleanup(func() { _ = os.RemoveAll(ckpt) })
-	manifest, err := json.Marshal(fmt.Sprintf(torchElasticJob, fmt.Sprintf(torchElasticPodSpec, ckpt)))
+	e.checkpointClaim(t, "checkpoints")
+	manifest, err := json.Marshal(fmt.Sprintf(torchElasticJob, fmt.Sprintf(torchElasticPodSpec, "checkpoints")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return e.submit(t, workflowFromYAML(t, fmt.Sprintf(mpiWorkflow, localImage, torchImage, manifest, pythonImage)))
+	return e.submit(t, workflowFromYAML(t, fmt.Sprintf(mpiWorkflow, torchImage, manifest, pythonImage)))
 }
 
 // workerPods lists the job's workers (inside Argo the job's name is the

@@ -93,6 +93,7 @@ metadata:
   generateName: mpi-
 spec:
   entrypoint: main
+  serviceAccountName: trainstep-executor
   templates:
     - name: main
       dag:
@@ -101,10 +102,9 @@ spec:
             templateRef: {name: trainstep, template: train, clusterScope: true}
             arguments:
               parameters:
-                - {name: trainstep-image, value: "%[1]s"}
-                - {name: image, value: "%[2]s"}
+                - {name: image, value: "%[1]s"}
                 - name: job
-                  value: %[3]s
+                  value: %[2]s
           - name: report
             depends: train
             template: report
@@ -118,7 +118,7 @@ spec:
           - name: phase
           - name: replicas
       script:
-        image: "%[4]s"
+        image: "%[3]s"
         command: [python]
         env:
           - {name: PHASE, value: "{{inputs.parameters.phase}}"}
@@ -148,7 +148,7 @@ func TestRealNodeMPIJobThroughClusterWorkflowTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wf := workflowFromYAML(t, fmt.Sprintf(mpiWorkflow, localImage, mpiImage, manifest, pythonImage))
+	wf := workflowFromYAML(t, fmt.Sprintf(mpiWorkflow, mpiImage, manifest, pythonImage))
 	started = time.Now()
 	name := e.submit(t, wf)
 	wf = e.waitForWorkflow(t, name, 5*time.Minute, "Succeeded", "Failed", "Error")

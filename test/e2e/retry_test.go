@@ -36,6 +36,7 @@ metadata:
   generateName: retry-
 spec:
   entrypoint: main
+  serviceAccountName: trainstep-executor
   templates:
     - name: main
       dag:

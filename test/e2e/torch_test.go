@@ -47,7 +47,7 @@ const torchPodSpec = `{containers: [{name: pytorch, image: torch,
   command: [python3, ` + torchTrainPath + `],
   env: [{name: CKPT_DIR, value: /ckpt}, {name: STEPS, value: "5000"}],
   volumeMounts: [{name: ckpt, mountPath: /ckpt}]}],
-  volumes: [{name: ckpt, hostPath: {path: %q, type: DirectoryOrCreate}}]}`
+  volumes: [{name: ckpt, persistentVolumeClaim: {claimName: %q}}]}`
 
 // TestRealNodePyTorchDDPRestartsAsAWholeWhenARankDies runs real DDP training (gloo on
 // CPU) in three pods of the real node, through the shipped ClusterWorkflowTemplate, and
@@ -63,13 +63,12 @@ func TestRealNodePyTorchDDPRestartsAsAWholeWhenARankDies(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("torch image built and imported in %s", time.Since(started).Round(100*time.Millisecond))
-	ckpt := filepath.Join("/var/tmp", "trainstep-e2e-"+e.namespace)
-	t.Cleanup(func() { _ = os.RemoveAll(ckpt) })
-	manifest, err := json.Marshal(fmt.Sprintf(torchJob, fmt.Sprintf(torchPodSpec, ckpt)))
+	ckpt := e.checkpointClaim(t, "checkpoints")
+	manifest, err := json.Marshal(fmt.Sprintf(torchJob, fmt.Sprintf(torchPodSpec, "checkpoints")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	wf := workflowFromYAML(t, fmt.Sprintf(mpiWorkflow, localImage, torchImage, manifest, pythonImage))
+	wf := workflowFromYAML(t, fmt.Sprintf(mpiWorkflow, torchImage, manifest, pythonImage))
 	name := e.submit(t, wf)
 	var pid int
 	testutil.Eventually(t, 3*time.Minute, "rank 2 training past its first checkpoints", func(context.Context) (bool, error) {
