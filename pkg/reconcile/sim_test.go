@@ -318,8 +318,8 @@ type simRun struct {
 	// created: a job that restarts as a whole never replaces one alone.
 	instances map[string]types.UID
 	// panicOnPod makes the controller's next pod event panic in its
-	// handler (OnPod); panicking says a panic was injected: the run must
-	// end Failed InternalError.
+	// handler (OnPod); panicking says an injected panic fired while the run
+	// went on: it must end Failed InternalError.
 	panicOnPod, panicking bool
 }
 
@@ -336,6 +336,7 @@ func runSchedule(s schedule, orderSeed uint64, trace bool) *simRun {
 	w.traceOn = trace
 	r := &simRun{s: s, w: w, faults: append([]fault(nil), s.faults...), ctx: context.Background(), instances: map[string]types.UID{}}
 	w.onPodCreated = r.podCreated
+	w.onPanic = func() { r.panicking = r.panicking || r.end == nil }
 	saved := apierr.WriteBackoff
 	apierr.WriteBackoff = wait.Backoff{Steps: 3}
 	defer func() { apierr.WriteBackoff = saved }()
@@ -419,6 +420,7 @@ func (r *simRun) startController() bool {
 		OnPod: func(*corev1.Pod) {
 			if r.panicOnPod {
 				r.panicOnPod = false
+				r.panicking = r.end == nil
 				panic("injected in OnPod")
 			}
 		}})
@@ -694,7 +696,6 @@ func (r *simRun) inject(f *fault) {
 		} else {
 			r.panicOnPod = true
 		}
-		r.panicking = true
 		r.disruptWhenThere(&fault{replica: f.replica, disruption: "podgc"}, 0)
 	}
 }

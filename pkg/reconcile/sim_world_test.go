@@ -209,8 +209,10 @@ type simWorld struct {
 	traceOn    bool
 	// onPodCreated sees every pod the API server stored.
 	onPodCreated func(*corev1.Pod)
-	// panicOnPodCreate makes the next pod create panic in the client.
+	// panicOnPodCreate makes the next pod create panic in the client, and
+	// calls onPanic first.
 	panicOnPodCreate bool
+	onPanic          func()
 }
 
 const simNamespace = ns
@@ -415,6 +417,9 @@ func (w *simWorld) serve(action k8stesting.Action) (bool, runtime.Object, error)
 	}
 	if verb == "create" && gvr == podsGVR && w.panicOnPodCreate {
 		w.panicOnPodCreate = false
+		if w.onPanic != nil {
+			w.onPanic()
+		}
 		panic("injected in a pod create")
 	}
 	if verb == "create" && gvr == podsGVR && w.quotaFull() {
