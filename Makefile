@@ -20,7 +20,7 @@ IMAGE ?= ghcr.io/trainstep/trainstep:latest
 # `make test` and `make integration` run the tests that need the test cluster's real node
 # (root, containerd; test/e2e's Argo workflows among them). REAL_NODE=0 leaves them out on a
 # machine without root; under CI=true that is refused. (`make cluster-up` starts the real
-# node only with REAL_NODE=1.)
+# node only with REAL_NODE=1, and REAL_NODES=2 starts two.)
 REAL_NODE_TESTS := $(if $(filter 0,$(REAL_NODE)),0,1)
 
 .DEFAULT_GOAL := help
@@ -128,8 +128,8 @@ node-deps: ## Install the real node's Debian packages: containerd, runc, CNI plu
 	hack/cluster/install-node-deps.sh
 
 .PHONY: cluster-up
-cluster-up: cluster-bin $(if $(filter 1,$(REAL_NODE)),cluster-bin-node) $(if $(filter 1,$(ARGO)),cluster-bin-argo) ## Start the test cluster in the background (REAL_NODE=1: with the real node, ARGO=1: and Argo); kubeconfig at bin/cluster/kubeconfig.
-	$(GO) run ./test/cluster/cmd/testcluster up --bin $(CLUSTER_BIN) $(if $(filter 1,$(REAL_NODE)),--real-node) $(if $(filter 1,$(ARGO)),--argo)
+cluster-up: cluster-bin $(if $(filter 1,$(REAL_NODE))$(REAL_NODES),cluster-bin-node) $(if $(filter 1,$(ARGO)),cluster-bin-argo) ## Start the test cluster in the background (REAL_NODE=1: with the real node, REAL_NODES=2: with two, ARGO=1: and Argo); kubeconfig at bin/cluster/kubeconfig.
+	$(GO) run ./test/cluster/cmd/testcluster up --bin $(CLUSTER_BIN) $(if $(filter 1,$(REAL_NODE)),--real-node) $(if $(REAL_NODES),--real-nodes $(REAL_NODES)) $(if $(filter 1,$(ARGO)),--argo)
 
 .PHONY: cluster-down
 cluster-down: ## Stop the test cluster started by cluster-up.
