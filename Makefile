@@ -6,12 +6,12 @@ BIN := $(CURDIR)/bin
 CLUSTER_BIN := $(BIN)/cluster
 PKGS := ./...
 # Integration packages start a real test cluster each. `make integration` runs them in two lanes
-# side by side, one package at a time in each: the packages with the real node's tests, and the
-# rest, whose clusters have KWOK nodes only (most of their time is waiting on the cluster, so two
-# clusters share 2 cores; the real node is only ever in one lane).
+# side by side, one package at a time in each: the packages with the real nodes' tests (test/nodes
+# runs on two), and the rest, whose clusters have KWOK nodes only (most of their time is waiting on
+# the cluster, so two clusters share 2 cores; real nodes are only ever in one lane).
 INTEGRATION_PKGS := ./test/...
-REAL_NODE_PKGS := ./test/cluster/ ./test/e2e/
-KWOK_PKGS = $(shell $(GO) list ./test/... | grep -v -e '/test/cluster$$' -e '/test/e2e$$')
+REAL_NODE_PKGS := ./test/cluster/ ./test/e2e/ ./test/nodes/
+KWOK_PKGS = $(shell $(GO) list ./test/... | grep -v -e '/test/cluster$$' -e '/test/e2e$$' -e '/test/nodes$$')
 INTEGRATION_TEST = TRAINSTEP_REAL_NODE=$(REAL_NODE_TESTS) TRAINSTEP_CLUSTER_BIN=$(CLUSTER_BIN) $(GO) test -count=1 -p 1 -timeout 25m
 FUZZTIME ?= 5m
 # Stamped into trainstep (`trainstep version`) and the image's org.opencontainers.image.version.
@@ -77,7 +77,7 @@ integration-kwok-lane:
 real-node-opt-out:
 	@if [ "$(REAL_NODE_TESTS)" = 0 ]; then \
 	  if [ "$${CI:-}" = true ]; then echo "REAL_NODE=0 is refused under CI=true: CI runs the real node's tests (as root)" >&2; exit 1; fi; \
-	  echo "REAL_NODE=0: leaving out the tests that need the real node (test/e2e and test/cluster's *RealNode*)" >&2; \
+	  echo "REAL_NODE=0: leaving out the tests that need the real node (test/e2e, test/nodes and test/cluster's *RealNode*)" >&2; \
 	fi
 
 .PHONY: integration-real-node

@@ -102,8 +102,17 @@ func connectNodes(nodes []*realNode) error {
 // server's address (this host's end of the first node's link). A node's link going down
 // takes them away; RestartRealNode sets them again.
 func routeNode(nodes []*realNode, i int) error {
+	for _, route := range nodeRoutes(nodes, i) {
+		if err := run("ip", append([]string{"-n", nodes[i].Network.Namespace, "route", "replace"}, route...)...); err != nil {
+			return fmt.Errorf("routing %s's network: %w", nodes[i].Name, err)
+		}
+	}
+	return nil
+}
+
+// nodeRoutes are routeNode's routes, as `ip route replace` takes them.
+func nodeRoutes(nodes []*realNode, i int) [][]string {
 	n := nodes[i]
-	ns := n.Network.Namespace
 	// Service IPs are rewritten by kube-proxy before routing for pods; this on-link route
 	// lets processes of the node itself connect to them too (OUTPUT is routed first). An
 	// address kube-proxy does not rewrite goes unanswered on the link.
@@ -119,12 +128,7 @@ func routeNode(nodes []*realNode, i int) error {
 	if i > 0 {
 		routes = append(routes, []string{nodes[0].Network.HostIP + "/32", "via", n.Network.HostIP, "dev", "eth0"})
 	}
-	for _, route := range routes {
-		if err := run("ip", append([]string{"-n", ns, "route", "replace"}, route...)...); err != nil {
-			return fmt.Errorf("routing %s's network: %w", n.Name, err)
-		}
-	}
-	return nil
+	return routes
 }
 
 // delete removes the namespace; the veth pair goes with it. A namespace already gone is not

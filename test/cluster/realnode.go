@@ -140,19 +140,24 @@ func newRealNode(clusterDir string, i int) (*realNode, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &realNode{nodeState: nodeState{
+	return &realNode{nodeState: realNodeState(clusterDir, i, network)}, nil
+}
+
+// realNodeState names the real node of index i and places its files under clusterDir.
+func realNodeState(clusterDir string, i int, network nodeNetwork) nodeState {
+	s := nodeState{
 		Name:       realNodeName(i),
 		PodCIDR:    realNodePodCIDR(i),
 		Dir:        filepath.Join(clusterDir, "node"),
 		Network:    network,
 		CNINetwork: network.Namespace,
-	}}
-	if i > 0 {
-		n.Suffix = fmt.Sprintf("-%d", i+1)
-		n.Dir += n.Suffix
 	}
-	n.ContainerdSocket = filepath.Join(n.Dir, "containerd.sock")
-	return n, nil
+	if i > 0 {
+		s.Suffix = fmt.Sprintf("-%d", i+1)
+		s.Dir += s.Suffix
+	}
+	s.ContainerdSocket = filepath.Join(s.Dir, "containerd.sock")
+	return s
 }
 
 // writeNodeCredentials issues every kubelet's client identity (system:node:<name> in
