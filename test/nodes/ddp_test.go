@@ -50,17 +50,17 @@ const ddpPodSpec = `{containers: [{name: pytorch, image: ` + torchImage + `, ima
   topologySpreadConstraints: [{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule,
     nodeTaintsPolicy: Honor, labelSelector: {matchLabels: {trainstep.dev/job-name: %[1]s}}}]}`
 
-// ddp is one DDP job of a test: its manifest, namespace and checkpoint directory.
-type ddp struct {
+// testJob is one job of a test: its manifest, namespace and (a DDP job's) checkpoint directory.
+type testJob struct {
 	c        *cluster.Cluster
 	ns, name string
 	ckpt     string
 	manifest []byte
 }
 
-func newDDP(t *testing.T, c *cluster.Cluster, steps int, cleanPodPolicy string) *ddp {
+func newDDP(t *testing.T, c *cluster.Cluster, steps int, cleanPodPolicy string) *testJob {
 	t.Helper()
-	d := &ddp{c: c, ns: c.Namespace(t), name: "ddp"}
+	d := &testJob{c: c, ns: c.Namespace(t), name: "ddp"}
 	d.ckpt = filepath.Join("/var/tmp", "trainstep-nodes-"+d.ns)
 	t.Cleanup(func() { _ = os.RemoveAll(d.ckpt) })
 	spec := fmt.Sprintf(ddpPodSpec, d.name, steps, d.ckpt)
@@ -78,7 +78,7 @@ type outcome struct {
 
 // start runs trainstep in-process in the background with the node-lost timeout given;
 // wait returns the run's outcome.
-func (d *ddp) start(t *testing.T, nodeLostTimeout time.Duration) (wait func() outcome) {
+func (d *testJob) start(t *testing.T, nodeLostTimeout time.Duration) (wait func() outcome) {
 	t.Helper()
 	core, observed := observer.New(zapcore.InfoLevel)
 	stderr := &testutil.SyncBuffer{}
@@ -114,7 +114,7 @@ func (d *ddp) start(t *testing.T, nodeLostTimeout time.Duration) (wait func() ou
 }
 
 // pods lists the job's pods not being deleted, by name.
-func (d *ddp) pods(ctx context.Context) (map[string]corev1.Pod, error) {
+func (d *testJob) pods(ctx context.Context) (map[string]corev1.Pod, error) {
 	list, err := d.c.Client.CoreV1().Pods(d.ns).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelJobName + "=" + d.name})
 	if err != nil {
 		return nil, err
@@ -130,7 +130,7 @@ func (d *ddp) pods(ctx context.Context) (map[string]corev1.Pod, error) {
 
 // waitTraining waits until both ranks run, on different nodes, and rank 0 has written a
 // checkpoint, and returns the pods.
-func (d *ddp) waitTraining(t *testing.T) map[string]corev1.Pod {
+func (d *testJob) waitTraining(t *testing.T) map[string]corev1.Pod {
 	t.Helper()
 	var pods map[string]corev1.Pod
 	testutil.Eventually(t, 3*time.Minute, "both ranks training on different nodes past a checkpoint", func(ctx context.Context) (bool, error) {

@@ -27,7 +27,7 @@ func otherNode(name string) string {
 
 // killWorkerNode kills the node of the job's worker while both ranks train and returns it; the
 // node is restarted when the test ends.
-func killWorkerNode(t *testing.T, d *ddp) string {
+func killWorkerNode(t *testing.T, d *testJob) string {
 	t.Helper()
 	victim := workerPod(t, d.waitTraining(t)).Spec.NodeName
 	if err := d.c.KillRealNode(victim); err != nil {
