@@ -8,8 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/test/cluster"
@@ -137,20 +137,24 @@ func TestRealNodesTwoNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop()
+	// Every version of the pod until its deletion, from the watch: the pod is gone by the
+	// time a Get says so, and the condition with it.
 	var disrupted bool
-	testutil.Eventually(t, 2*time.Minute, "the pod of the deleted node deleted", func(ctx context.Context) (bool, error) {
-		for {
-			select {
-			case ev := <-w.ResultChan():
-				if pod, ok := ev.Object.(*corev1.Pod); ok && pod.Name == victim.Name {
-					disrupted = disrupted || podCondition(pod, corev1.DisruptionTarget) == corev1.ConditionTrue
-				}
-			default:
-				_, err := c.Client.CoreV1().Pods(ns).Get(ctx, victim.Name, metav1.GetOptions{})
-				return apierrors.IsNotFound(err), nil
+	deadline := time.After(2 * time.Minute)
+	for deleted := false; !deleted; {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatalf("the watch of the pods ended before pod %s was deleted", victim.Name)
 			}
+			if pod, isPod := ev.Object.(*corev1.Pod); isPod && pod.Name == victim.Name {
+				disrupted = disrupted || podCondition(pod, corev1.DisruptionTarget) == corev1.ConditionTrue
+				deleted = ev.Type == watch.Deleted
+			}
+		case <-deadline:
+			t.Fatalf("pod %s of the deleted node %s is not deleted 2 minutes after the node", victim.Name, secondRealNode)
 		}
-	})
+	}
 	if !disrupted {
 		t.Errorf("pod %s was deleted without a DisruptionTarget condition", victim.Name)
 	}
