@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -180,7 +181,7 @@ func checkSucceeded(t *testing.T, o outcome, steps int) {
 	if o.res.Restarts != 0 {
 		t.Errorf("restarts = %d, want 0", o.res.Restarts)
 	}
-	if got, ok := o.res.Metrics["steps"].(float64); !ok || int(got) != steps {
+	if got := fmt.Sprint(o.res.Metrics["steps"]); got != strconv.Itoa(steps) {
 		t.Errorf("metrics %v, want the steps %d of rank 0's termination message", o.res.Metrics, steps)
 	}
 	if want := fmt.Sprintf("step %d loss", steps); !strings.Contains(o.stderr.String(), want) {
