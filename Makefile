@@ -6,12 +6,12 @@ BIN := $(CURDIR)/bin
 CLUSTER_BIN := $(BIN)/cluster
 PKGS := ./...
 # Integration packages start a real test cluster each. `make integration` runs them in two lanes
-# side by side, one package at a time in each: the packages with the real node's tests, and the
-# rest, whose clusters have KWOK nodes only (most of their time is waiting on the cluster, so two
-# clusters share 2 cores; the real node is only ever in one lane).
+# side by side, one package at a time in each: the packages with the real nodes' tests (test/nodes
+# runs on two), and the rest, whose clusters have KWOK nodes only (most of their time is waiting on
+# the cluster, so two clusters share 2 cores; real nodes are only ever in one lane).
 INTEGRATION_PKGS := ./test/...
-REAL_NODE_PKGS := ./test/cluster/ ./test/e2e/
-KWOK_PKGS = $(shell $(GO) list ./test/... | grep -v -e '/test/cluster$$' -e '/test/e2e$$')
+REAL_NODE_PKGS := ./test/cluster/ ./test/e2e/ ./test/nodes/
+KWOK_PKGS = $(shell $(GO) list ./test/... | grep -v -e '/test/cluster$$' -e '/test/e2e$$' -e '/test/nodes$$')
 INTEGRATION_TEST = TRAINSTEP_REAL_NODE=$(REAL_NODE_TESTS) TRAINSTEP_CLUSTER_BIN=$(CLUSTER_BIN) $(GO) test -count=1 -p 1 -timeout 25m
 FUZZTIME ?= 5m
 SCHEDULES ?= 100000
@@ -21,7 +21,7 @@ IMAGE ?= ghcr.io/trainstep/trainstep:latest
 # `make test` and `make integration` run the tests that need the test cluster's real node
 # (root, containerd; test/e2e's Argo workflows among them). REAL_NODE=0 leaves them out on a
 # machine without root; under CI=true that is refused. (`make cluster-up` starts the real
-# node only with REAL_NODE=1.)
+# node only with REAL_NODE=1, and REAL_NODES=2 starts two.)
 REAL_NODE_TESTS := $(if $(filter 0,$(REAL_NODE)),0,1)
 
 .DEFAULT_GOAL := help
@@ -78,7 +78,7 @@ integration-kwok-lane:
 real-node-opt-out:
 	@if [ "$(REAL_NODE_TESTS)" = 0 ]; then \
 	  if [ "$${CI:-}" = true ]; then echo "REAL_NODE=0 is refused under CI=true: CI runs the real node's tests (as root)" >&2; exit 1; fi; \
-	  echo "REAL_NODE=0: leaving out the tests that need the real node (test/e2e and test/cluster's *RealNode*)" >&2; \
+	  echo "REAL_NODE=0: leaving out the tests that need the real node (test/e2e, test/nodes and test/cluster's *RealNode*)" >&2; \
 	fi
 
 .PHONY: integration-real-node
@@ -133,8 +133,8 @@ node-deps: ## Install the real node's Debian packages: containerd, runc, CNI plu
 	hack/cluster/install-node-deps.sh
 
 .PHONY: cluster-up
-cluster-up: cluster-bin $(if $(filter 1,$(REAL_NODE)),cluster-bin-node) $(if $(filter 1,$(ARGO)),cluster-bin-argo) ## Start the test cluster in the background (REAL_NODE=1: with the real node, ARGO=1: and Argo); kubeconfig at bin/cluster/kubeconfig.
-	$(GO) run ./test/cluster/cmd/testcluster up --bin $(CLUSTER_BIN) $(if $(filter 1,$(REAL_NODE)),--real-node) $(if $(filter 1,$(ARGO)),--argo)
+cluster-up: cluster-bin $(if $(filter 1,$(REAL_NODE))$(REAL_NODES),cluster-bin-node) $(if $(filter 1,$(ARGO)),cluster-bin-argo) ## Start the test cluster in the background (REAL_NODE=1: with the real node, REAL_NODES=2: with two, ARGO=1: and Argo); kubeconfig at bin/cluster/kubeconfig.
+	$(GO) run ./test/cluster/cmd/testcluster up --bin $(CLUSTER_BIN) $(if $(filter 1,$(REAL_NODE)),--real-node) $(if $(REAL_NODES),--real-nodes $(REAL_NODES)) $(if $(filter 1,$(ARGO)),--argo)
 
 .PHONY: cluster-down
 cluster-down: ## Stop the test cluster started by cluster-up.

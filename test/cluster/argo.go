@@ -41,10 +41,10 @@ var WorkflowResource = schema.GroupVersionResource{Group: "argoproj.io", Version
 const argoControllerHealthz = "6060"
 
 // startArgo installs Argo's CRDs from the module hack/cluster/argo pins, imports the executor
-// image and runs the workflow controller in the node's namespace, where its ports are its
-// own. Like Argo's own install, it lets no workflow's service account report task results:
+// image and runs the workflow controller in the first real node's namespace, where its ports
+// are its own. Like Argo's own install, it lets no workflow's service account report task results:
 // see AllowArgoExecutor.
-func (c *Cluster) startArgo(ctx context.Context, detached bool) error {
+func (c *Cluster) startArgo(ctx context.Context) error {
 	if err := c.installArgoCRDs(ctx); err != nil {
 		return err
 	}
@@ -53,7 +53,8 @@ func (c *Cluster) startArgo(ctx context.Context, detached bool) error {
 	if err != nil {
 		return fmt.Errorf("reading argoexec: %w", err)
 	}
-	archive := filepath.Join(c.node.Dir, "argoexec-image.tar")
+	node := c.nodes[0]
+	archive := filepath.Join(node.Dir, "argoexec-image.tar")
 	defer os.Remove(archive)
 	// The controller runs `argoexec init|wait`: the image's PATH (/) finds it.
 	if err := writeImageArchive(archive, ArgoExecutorImage, []string{"/argoexec"}, []imageFile{
@@ -62,7 +63,7 @@ func (c *Cluster) startArgo(ctx context.Context, detached bool) error {
 	}); err != nil {
 		return err
 	}
-	if err := c.node.importImage(ctx, archive); err != nil {
+	if err := c.importIntoNodes(ctx, archive); err != nil {
 		return err
 	}
 	kubeconfig, err := c.argoControllerKubeconfig()
@@ -70,7 +71,7 @@ func (c *Cluster) startArgo(ctx context.Context, detached bool) error {
 		return err
 	}
 	// One controller: no leader to elect.
-	controller, err := c.startInNodeWithEnv("workflow-controller", []string{"LEADER_ELECTION_DISABLE=true"}, detached,
+	controller, err := c.startInNodeWithEnv(node, "workflow-controller", []string{"LEADER_ELECTION_DISABLE=true"},
 		"--kubeconfig", kubeconfig,
 		"--executor-image", ArgoExecutorImage,
 		"--executor-image-pull-policy", string(corev1.PullNever),
@@ -79,7 +80,7 @@ func (c *Cluster) startArgo(ctx context.Context, detached bool) error {
 		return err
 	}
 	plain := &http.Client{Timeout: 2 * time.Second}
-	healthz := "http://" + c.node.Network.NodeIP + ":" + argoControllerHealthz + "/healthz"
+	healthz := "http://" + node.Network.NodeIP + ":" + argoControllerHealthz + "/healthz"
 	if err := waitFor(ctx, "the workflow controller /healthz", []*component{controller}, httpOK(plain, healthz)); err != nil {
 		return err
 	}

@@ -10,9 +10,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/dynamic"
@@ -59,6 +61,17 @@ type Options struct {
 	// cluster-bin-node) and Debian's containerd, runc and CNI plugins
 	// (hack/cluster/install-node-deps.sh); RealNodeMissing says what is lacking.
 	RealNode bool
+	// RealNodes is how many real nodes to start (RealNode is 1): real-node, real-node-2, ...,
+	// each a kubelet, containerd, kube-proxy and CoreDNS in a network namespace of its own,
+	// with its own pod network (10.245.<i>.0/24). This host routes between the nodes' links,
+	// and only between them, so pods reach each other across nodes by IP and by Service DNS.
+	// Images are imported into every node.
+	RealNodes int
+	// NodeMonitorGracePeriod, when not 0, is how long the node lifecycle controller waits
+	// for a node's heartbeat before it marks the node NotReady (Kubernetes' default: 50s), and
+	// the real nodes renew their Leases often enough for it: what tests that kill a real
+	// node (KillRealNode) want short.
+	NodeMonitorGracePeriod time.Duration
 	// Argo adds Argo Workflows to the real node (it requires RealNode): its CRDs, the
 	// workflow controller and the executor image ArgoExecutorImage, from ArgoBinaries
 	// (make cluster-bin-argo), at the Argo version trainstep pins.
@@ -87,7 +100,10 @@ type Cluster struct {
 	kubeletURL  string // kwok's kubelet endpoint, where container logs are served
 	kubeletHTTP *http.Client
 	components  []*component
-	node        *realNode // nil without Options.RealNode
+	nodes       []*realNode  // the real nodes, none without Options.RealNode(s)
+	files       clusterFiles // what the components read, kept to restart a real node
+	detached    bool
+	nodeGrace   time.Duration // Options.NodeMonitorGracePeriod
 	began       time.Time
 	steps       []string // start-up milestones with their time since began
 	removeDir   bool
@@ -110,7 +126,14 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, fmt.Errorf("%w in %s: %s (build them with `make cluster-bin`)",
 			ErrBinariesMissing, opts.BinDir, strings.Join(missing, ", "))
 	}
-	if opts.Argo && !opts.RealNode {
+	realNodes := opts.RealNodes
+	if opts.RealNode {
+		realNodes = max(realNodes, 1)
+	}
+	if realNodes < 0 || realNodes > 8 {
+		return nil, fmt.Errorf("starting the test cluster: Options.RealNodes is %d, want 0 to 8", opts.RealNodes)
+	}
+	if opts.Argo && realNodes == 0 {
 		return nil, errors.New("starting the test cluster: Options.Argo needs Options.RealNode")
 	}
 	if opts.Argo {
@@ -119,13 +142,13 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 				ErrBinariesMissing, opts.BinDir, strings.Join(missing, ", "))
 		}
 	}
-	if opts.RealNode {
+	if realNodes > 0 {
 		if missing := RealNodeMissing(opts.BinDir); len(missing) > 0 {
 			return nil, fmt.Errorf("%w: missing %s (as root: `make cluster-bin-node` and hack/cluster/install-node-deps.sh)",
 				ErrRealNodeUnavailable, strings.Join(missing, ", "))
 		}
 	}
-	c := &Cluster{BinDir: opts.BinDir, Dir: opts.Dir, began: time.Now()}
+	c := &Cluster{BinDir: opts.BinDir, Dir: opts.Dir, detached: opts.Detached, nodeGrace: opts.NodeMonitorGracePeriod, began: time.Now()}
 	if c.Dir == "" {
 		if c.Dir, err = os.MkdirTemp("", "trainstep-cluster-"); err != nil {
 			return nil, fmt.Errorf("creating cluster directory: %w", err)
@@ -142,16 +165,23 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			return nil, fmt.Errorf("creating cluster directory: %w", err)
 		}
 	}
-	if opts.RealNode {
+	if realNodes > 0 {
 		if swept, err := SweepRealNodes(); err != nil {
 			fmt.Fprintf(os.Stderr, "removing leftovers of earlier real nodes: %v\n", err)
 		} else if len(swept) > 0 {
 			fmt.Fprintf(os.Stderr, "removed leftovers of real nodes whose test process was killed: %s\n", strings.Join(swept, ", "))
 		}
-		if c.node, err = newRealNode(c.Dir); err != nil {
-			return nil, err
+		for i := range realNodes {
+			n, err := newRealNode(c.Dir, i)
+			if err != nil {
+				return nil, err
+			}
+			c.nodes = append(c.nodes, n)
+			if err := c.recordNode(n); err != nil {
+				return nil, err
+			}
 		}
-		if err := c.recordNode(opts.Detached); err != nil {
+		if err := connectNodes(c.nodes); err != nil {
 			return nil, err
 		}
 		c.mark("node network")
@@ -168,6 +198,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
+	c.files = files
 	if err := c.startControlPlane(ctx, p, files, opts.Detached); err != nil {
 		return nil, err
 	}
@@ -181,13 +212,13 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	c.mark("nodes Ready")
-	if c.node != nil {
-		if err := c.startRealNode(ctx, files, opts.Detached); err != nil {
+	if len(c.nodes) > 0 {
+		if err := c.startRealNodes(ctx); err != nil {
 			return nil, err
 		}
 	}
 	if opts.Argo {
-		if err := c.startArgo(ctx, opts.Detached); err != nil {
+		if err := c.startArgo(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -198,19 +229,22 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 // It is safe to call more than once.
 func (c *Cluster) Stop() {
 	c.stopOnce.Do(func() {
-		// The real node first: its containers and mounts go while containerd still answers.
+		// The real nodes first, the last started first: their containers and mounts go while
+		// containerd still answers; a node's components stopped to model a partition are let
+		// go on first.
 		nodeComponents := map[string]bool{}
-		if c.node != nil {
-			stop := func(name string) {
-				nodeComponents[name] = true
-				for _, comp := range c.components {
-					if comp.name == name {
-						comp.stop(stopGrace)
-					}
+		stop := func(name string) {
+			nodeComponents[name] = true
+			for _, comp := range c.components {
+				if comp.name == name {
+					comp.stop(stopGrace)
 				}
 			}
-			if err := c.node.tearDown(stop); err != nil {
-				fmt.Fprintf(os.Stderr, "stopping the real node: %v\n", err)
+		}
+		for _, n := range slices.Backward(c.nodes) {
+			c.signalNode(n, syscall.SIGCONT, nodeBinaries...)
+			if err := n.tearDown(stop); err != nil {
+				fmt.Fprintf(os.Stderr, "stopping the real node %s: %v\n", n.Name, err)
 				c.removeDir = false // a mount may be left in it
 			}
 		}
@@ -362,11 +396,13 @@ func (c *Cluster) writeConfiguration(p ports) (clusterFiles, error) {
 	}
 	c.caPEM = ca.certPEM
 	host := "127.0.0.1"
-	if c.node != nil {
-		// Serving certificates name both ends of the node's link; the API server is on
-		// this host's.
-		ca.servingIPs = append(ca.servingIPs, net.ParseIP(c.node.Network.HostIP), net.ParseIP(c.node.Network.NodeIP))
-		host = c.node.Network.HostIP
+	for _, n := range c.nodes {
+		// Serving certificates name both ends of every node's link; the API server is on
+		// this host's end of the first.
+		ca.servingIPs = append(ca.servingIPs, net.ParseIP(n.Network.HostIP), net.ParseIP(n.Network.NodeIP))
+	}
+	if len(c.nodes) > 0 {
+		host = c.nodes[0].Network.HostIP
 	}
 	f := clusterFiles{ca: filepath.Join(pki, "ca.crt"), kwokConfig: filepath.Join(c.Dir, "kwok.yaml")}
 	kwokConfig := append(append([]byte{}, stagesYAML...), clusterLogsYAML(c.noOutputLog())...)
@@ -431,7 +467,7 @@ func (c *Cluster) writeConfiguration(p ports) (clusterFiles, error) {
 			return clusterFiles{}, err
 		}
 	}
-	if c.node != nil {
+	if len(c.nodes) > 0 {
 		if f.node, err = c.writeNodeCredentials(ca, pki); err != nil {
 			return clusterFiles{}, err
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -23,7 +24,10 @@ type DetachedState struct {
 	ProcessGroups map[string]int `json:"processGroups"`
 	// Executables are the components' programs, each process group's leader runs.
 	Executables map[string]string `json:"executables,omitempty"`
-	// Node is the real node, when there is one (Options.RealNode).
+	// Nodes are the real nodes (Options.RealNode, Options.RealNodes).
+	Nodes []*nodeState `json:"nodes,omitempty"`
+	// Node is where a cluster recorded before there could be more than one real node kept
+	// its one.
 	Node      *nodeState `json:"node,omitempty"`
 	StartedAt time.Time  `json:"startedAt"`
 }
@@ -43,8 +47,8 @@ func StartDetached(ctx context.Context, opts Options, stateFile string) (*Cluste
 		Dir: c.Dir, BinDir: c.BinDir, Kubeconfig: c.Kubeconfig, Server: c.Server,
 		ProcessGroups: c.processGroups(), Executables: c.executables(), StartedAt: time.Now(),
 	}
-	if c.node != nil {
-		state.Node = &c.node.nodeState
+	for _, n := range c.nodes {
+		state.Nodes = append(state.Nodes, &n.nodeState)
 	}
 	data, err := json.MarshalIndent(state, "", "  ")
 	if err == nil {
@@ -105,10 +109,15 @@ func StopDetached(stateFile string) error {
 			stopProcessGroup(pgid, stopGrace, nil)
 		}
 	}
-	var nodeErr error
+	nodes := state.Nodes
 	if state.Node != nil {
-		nodeErr = state.Node.tearDown(stop)
+		nodes = append(nodes, state.Node)
 	}
+	var nodeErrs []error
+	for _, node := range slices.Backward(nodes) {
+		nodeErrs = append(nodeErrs, node.tearDown(stop))
+	}
+	nodeErr := errors.Join(nodeErrs...)
 	order := [][]string{{"kwok", "kube-scheduler", "kube-controller-manager"}, {"kube-apiserver"}, {"etcd"}}
 	for _, names := range order {
 		for _, name := range names {

@@ -9,7 +9,9 @@
 // and Debian's containerd, runc and CNI plugins: a kubelet, containerd and kube-proxy in a
 // network namespace the cluster creates, running real containers of images imported into
 // that containerd (ImportImage, ImportGoImage) — nothing is pulled. Stop removes every
-// process, mount and the namespace again.
+// process, mount and the namespace again. Options.RealNodes starts more than one, each in a
+// namespace of its own, routed to each other through this host; KillRealNode,
+// PartitionRealNode, RestartRealNode and DeleteNode make one fail as a machine does.
 //
 // A test package calls Main from TestMain and Get from each test. The package must not be
 // imported by product code, and it never fakes an API: behaviour asserted against it is

@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -88,28 +89,45 @@ func writeImageArchiveWithPath(archive, ref string, entrypoint []string, path st
 }
 
 // ImportImage imports an image archive (`docker save` or OCI layout, as `make image`
-// writes) into the real node's containerd, where pods find it by the name recorded in the
+// writes) into every real node's containerd, where pods find it by the name recorded in the
 // archive; give them imagePullPolicy: Never or IfNotPresent, since nothing is pulled.
 func (c *Cluster) ImportImage(ctx context.Context, archive string) error {
-	if c.node == nil {
+	if len(c.nodes) == 0 {
 		return fmt.Errorf("importing image %s: the cluster has no real node (Options.RealNode)", archive)
 	}
-	return c.node.importImage(ctx, archive)
+	return c.importIntoNodes(ctx, archive)
+}
+
+// importIntoNodes imports one archive into every real node's containerd, side by side.
+func (c *Cluster) importIntoNodes(ctx context.Context, archive string) error {
+	errs := make([]error, len(c.nodes))
+	var wg sync.WaitGroup
+	for i, n := range c.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := n.importImage(ctx, archive); err != nil {
+				errs[i] = fmt.Errorf("%s: %w", n.Name, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // ImportGoImage builds the Go main package pkg (a path relative to trainstep's module root,
 // like "./test/cluster/cmd/podcheck") as a static linux binary, puts it at /<base name of
-// pkg> in a FROM-scratch image named ref, whose entrypoint it is, and imports that into the
-// real node's containerd.
+// pkg> in a FROM-scratch image named ref, whose entrypoint it is, and imports that into
+// every real node's containerd.
 func (c *Cluster) ImportGoImage(ctx context.Context, ref, pkg string) error {
-	if c.node == nil {
+	if len(c.nodes) == 0 {
 		return fmt.Errorf("importing image %s: the cluster has no real node (Options.RealNode)", ref)
 	}
 	root, err := moduleRoot()
 	if err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp(c.node.Dir, "image-")
+	dir, err := os.MkdirTemp(c.nodes[0].Dir, "image-")
 	if err != nil {
 		return fmt.Errorf("creating a directory for image %s: %w", ref, err)
 	}
@@ -130,21 +148,21 @@ func (c *Cluster) ImportGoImage(ctx context.Context, ref, pkg string) error {
 	if err := writeImageArchive(archive, ref, []string{entry}, []imageFile{{path: entry, mode: 0o755, data: data}}); err != nil {
 		return err
 	}
-	return c.node.importImage(ctx, archive)
+	return c.importIntoNodes(ctx, archive)
 }
 
 // HostImagePath is the PATH of the images ImportHostFilesImage builds.
 const HostImagePath = "/usr/local/bin:/usr/bin:/bin"
 
 // ImportHostFilesImage builds a FROM-scratch image named ref from copies of this machine's
-// files and imports it into the real node's containerd: files maps a path in the image to a
+// files and imports it into every real node's containerd: files maps a path in the image to a
 // file or directory here (a directory is copied whole; a symbolic link inside it to a file
 // becomes a copy of that file, one to a directory an empty directory, a dangling one is left
 // out). The image has no entrypoint and PATH HostImagePath. It is how a
 // test runs a program of this machine (an interpreter and the libraries it loads) in a pod,
 // since the real node pulls nothing.
 func (c *Cluster) ImportHostFilesImage(ctx context.Context, ref string, files map[string]string) error {
-	if c.node == nil {
+	if len(c.nodes) == 0 {
 		return fmt.Errorf("importing image %s: the cluster has no real node (Options.RealNode)", ref)
 	}
 	var entries []imageFile
@@ -189,12 +207,12 @@ func (c *Cluster) ImportHostFilesImage(ctx context.Context, ref string, files ma
 		}
 	}
 	entries = append(entries, imageFile{path: "/tmp/", mode: 0o1777, dir: true})
-	archive := filepath.Join(c.node.Dir, "host-files-image.tar")
+	archive := filepath.Join(c.nodes[0].Dir, "host-files-image.tar")
 	defer os.Remove(archive)
 	if err := writeImageArchiveWithPath(archive, ref, nil, HostImagePath, entries); err != nil {
 		return err
 	}
-	return c.node.importImage(ctx, archive)
+	return c.importIntoNodes(ctx, archive)
 }
 
 // moduleRoot is the directory of trainstep's go.mod, found by walking up from the working

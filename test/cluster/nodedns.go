@@ -25,9 +25,9 @@ const (
 
 // startCoreDNS runs CoreDNS in the node's namespace on the node IP, port 53, serving
 // cluster.local from the API server; the kubelet gives pods the node IP as their
-// nameserver. There is no upstream: other names do not resolve.
-func (c *Cluster) startCoreDNS(ctx context.Context, f clusterFiles, detached bool, watched ...*component) error {
-	n := c.node
+// nameserver. Every real node has its own, so a node's pods resolve names while another
+// node is down. There is no upstream: other names do not resolve.
+func (c *Cluster) startCoreDNS(ctx context.Context, n *realNode, watched ...*component) error {
 	if err := c.grantCoreDNS(ctx); err != nil {
 		return err
 	}
@@ -36,7 +36,7 @@ func (c *Cluster) startCoreDNS(ctx context.Context, f clusterFiles, detached boo
     errors
     ready ` + ready + `
     kubernetes ` + clusterDomain + ` in-addr.arpa ip6.arpa {
-        kubeconfig ` + f.node.dnsKubeconfig + `
+        kubeconfig ` + c.files.node.dnsKubeconfig + `
         pods insecure
         fallthrough in-addr.arpa ip6.arpa
     }
@@ -46,7 +46,7 @@ func (c *Cluster) startCoreDNS(ctx context.Context, f clusterFiles, detached boo
 	if err := writeFiles(map[string][]byte{path: []byte(corefile)}); err != nil {
 		return err
 	}
-	dns, err := c.startInNode("coredns", detached, "-conf", path)
+	dns, err := c.startInNode(n, "coredns", "-conf", path)
 	if err != nil {
 		return err
 	}
@@ -54,7 +54,7 @@ func (c *Cluster) startCoreDNS(ctx context.Context, f clusterFiles, detached boo
 	if err := waitFor(ctx, "CoreDNS /ready", append(watched, dns), httpOK(plain, "http://"+ready+"/ready")); err != nil {
 		return err
 	}
-	c.mark("CoreDNS")
+	c.mark(n.component("CoreDNS"))
 	return nil
 }
 

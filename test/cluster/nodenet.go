@@ -63,10 +63,6 @@ func createNodeNetwork() (_ nodeNetwork, err error) {
 		{"ip", "-n", n.Namespace, "addr", "add", n.NodeIP + "/30", "dev", "eth0"},
 		{"ip", "-n", n.Namespace, "link", "set", "eth0", "up"},
 		{"ip", "-n", n.Namespace, "link", "set", "lo", "up"},
-		// Service IPs are rewritten by kube-proxy before routing for pods; this on-link route
-		// lets processes of the node itself connect to them too (OUTPUT is routed first). An
-		// address kube-proxy does not rewrite goes unanswered on the link.
-		{"ip", "-n", n.Namespace, "route", "add", serviceClusterIPRange, "dev", "eth0"},
 	}
 	for _, step := range steps {
 		if err := run(step[0], step[1:]...); err != nil {
@@ -74,6 +70,65 @@ func createNodeNetwork() (_ nodeNetwork, err error) {
 		}
 	}
 	return n, nil
+}
+
+// connectNodes routes the real nodes' pod networks. This host reaches each node's pods
+// through that node's link, so pods reach the API server, and it them, by their own
+// addresses. With more than one node, each node's namespace routes the other nodes' pod
+// networks and node IPs, and the API server's address, to this host, which forwards between
+// the nodes' links: forwarding is switched on for those interfaces alone
+// (net.ipv4.conf.<link>.forwarding; it goes with the link), not host-wide, and the nodes
+// route nothing else, so nothing of theirs is forwarded anywhere but to another node.
+func connectNodes(nodes []*realNode) error {
+	for i, n := range nodes {
+		if err := run("ip", "route", "replace", n.PodCIDR, "via", n.Network.NodeIP, "dev", n.Network.HostLink); err != nil {
+			return fmt.Errorf("routing the pod network of %s: %w", n.Name, err)
+		}
+		if len(nodes) > 1 {
+			forwarding := "/proc/sys/net/ipv4/conf/" + n.Network.HostLink + "/forwarding"
+			if err := os.WriteFile(forwarding, []byte("1"), 0o644); err != nil {
+				return fmt.Errorf("letting %s's link forward to the other nodes: %w", n.Name, err)
+			}
+		}
+		if err := routeNode(nodes, i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// routeNode sets the routes of node i's namespace beyond its link's own /30: Service IPs
+// on the link, and through this host the other nodes' pod networks and node IPs and the API
+// server's address (this host's end of the first node's link). A node's link going down
+// takes them away; RestartRealNode sets them again.
+func routeNode(nodes []*realNode, i int) error {
+	for _, route := range nodeRoutes(nodes, i) {
+		if err := run("ip", append([]string{"-n", nodes[i].Network.Namespace, "route", "replace"}, route...)...); err != nil {
+			return fmt.Errorf("routing %s's network: %w", nodes[i].Name, err)
+		}
+	}
+	return nil
+}
+
+// nodeRoutes are routeNode's routes, as `ip route replace` takes them.
+func nodeRoutes(nodes []*realNode, i int) [][]string {
+	n := nodes[i]
+	// Service IPs are rewritten by kube-proxy before routing for pods; this on-link route
+	// lets processes of the node itself connect to them too (OUTPUT is routed first). An
+	// address kube-proxy does not rewrite goes unanswered on the link.
+	routes := [][]string{{serviceClusterIPRange, "dev", "eth0"}}
+	for j, peer := range nodes {
+		if j == i {
+			continue
+		}
+		routes = append(routes,
+			[]string{peer.PodCIDR, "via", n.Network.HostIP, "dev", "eth0"},
+			[]string{peer.Network.NodeIP + "/32", "via", n.Network.HostIP, "dev", "eth0"})
+	}
+	if i > 0 {
+		routes = append(routes, []string{nodes[0].Network.HostIP + "/32", "via", n.Network.HostIP, "dev", "eth0"})
+	}
+	return routes
 }
 
 // delete removes the namespace; the veth pair goes with it. A namespace already gone is not

@@ -34,10 +34,11 @@ func (s nodeState) recordPath() string {
 	return filepath.Join(nodeRecords, s.Network.Namespace+".json")
 }
 
-// record writes (or rewrites) the node's entry, owned by this process unless detached.
-func (c *Cluster) recordNode(detached bool) error {
-	rec := nodeRecord{Node: c.node.nodeState}
-	if !detached {
+// recordNode writes (or rewrites) n's entry, owned by this process unless the cluster is
+// detached.
+func (c *Cluster) recordNode(n *realNode) error {
+	rec := nodeRecord{Node: n.nodeState}
+	if !c.detached {
 		rec.OwnerPID = os.Getpid()
 		rec.OwnerStart = processStart(rec.OwnerPID)
 		rec.ClusterDir, rec.RemoveClusterDir = c.Dir, c.removeDir
@@ -47,7 +48,7 @@ func (c *Cluster) recordNode(detached bool) error {
 		err = os.MkdirAll(nodeRecords, 0o700)
 	}
 	if err == nil {
-		err = os.WriteFile(c.node.recordPath(), data, 0o600)
+		err = os.WriteFile(n.recordPath(), data, 0o600)
 	}
 	if err != nil {
 		return fmt.Errorf("recording the real node in %s: %w", nodeRecords, err)

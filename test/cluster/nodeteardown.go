@@ -28,18 +28,18 @@ const (
 // them all. stop ends one component by name and returns once it has exited.
 func (s nodeState) tearDown(stop func(name string)) error {
 	// What follows kills and unmounts by the node's directory: never by a wrong one.
-	if !filepath.IsAbs(s.Dir) || filepath.Clean(s.Dir) != s.Dir || filepath.Base(s.Dir) != "node" ||
+	if !filepath.IsAbs(s.Dir) || filepath.Clean(s.Dir) != s.Dir || filepath.Base(s.Dir) != "node"+s.Suffix ||
 		!strings.HasPrefix(s.Network.Namespace, "trainstep-") {
 		return fmt.Errorf("refusing to tear down a real node recorded as directory %q, namespace %q", s.Dir, s.Network.Namespace)
 	}
 	var errs []error
-	stop("workflow-controller")
-	stop("coredns")
-	stop("kube-proxy")
-	stop("kubelet")
+	stop(s.component("workflow-controller"))
+	stop(s.component("coredns"))
+	stop(s.component("kube-proxy"))
+	stop(s.component("kubelet"))
 	errs = append(errs, s.restoreSysctls())
 	errs = append(errs, s.removeContainers())
-	stop("containerd")
+	stop(s.component("containerd"))
 	// Shims outlive containerd; any left (say containerd did not answer) go with their
 	// containers, as does anything else still running from the node's directory.
 	errs = append(errs, s.killNodeProcesses())
@@ -64,7 +64,7 @@ func (s nodeState) removeContainers() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n := realNode{s}
+	n := realNode{nodeState: s}
 	for range 3 {
 		out, err := n.ctr(ctx, "tasks", "list", "--quiet")
 		if err != nil {

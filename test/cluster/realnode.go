@@ -18,8 +18,17 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// RealNodeName is the name the real node's kubelet registers (Options.RealNode).
+// RealNodeName is the name the first real node's kubelet registers (Options.RealNode); the
+// ones after it (Options.RealNodes) are real-node-2, real-node-3, ...
 const RealNodeName = "real-node"
+
+// realNodeName is the name of the real node of index i (0 for the first).
+func realNodeName(i int) string {
+	if i == 0 {
+		return RealNodeName
+	}
+	return fmt.Sprintf("%s-%d", RealNodeName, i+1)
+}
 
 // RealNodeBinaries are what Options.RealNode needs in the bin directory besides Binaries,
 // as `make cluster-bin-node` names them.
@@ -35,9 +44,10 @@ const cniPluginDir = "/usr/lib/cni"
 var cniPlugins = []string{"bridge", "host-local", "loopback", "portmap"}
 
 const (
-	// realNodePodCIDR holds the real node's pod IPs, on the cni0 bridge in its namespace
-	// (apart from the addresses KWOK hands out, so the two never collide).
-	realNodePodCIDR = "10.245.0.0/24"
+	// realNodePodRange holds every real node's pod IPs (apart from the addresses KWOK hands
+	// out, so the two never collide): node i has the /24 10.245.i.0 on the cni0 bridge in
+	// its namespace (realNodePodCIDR).
+	realNodePodRange = "10.245.0.0/16"
 	// kubeletPort is the kubelet's API on the node IP; the namespace is the cluster's own,
 	// so the well-known port is free.
 	kubeletPort = 10250
@@ -54,6 +64,9 @@ var kubeletSysctls = []string{
 	"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
 	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
 }
+
+// realNodePodCIDR is the pod network of the real node of index i.
+func realNodePodCIDR(i int) string { return fmt.Sprintf("10.245.%d.0/24", i) }
 
 // ErrRealNodeUnavailable is returned by Start when Options.RealNode is set and the machine
 // lacks something the node needs.
@@ -81,6 +94,12 @@ func RealNodeMissing(binDir string) []string {
 
 // nodeState is what running and tearing down a real node needs; a detached cluster records it.
 type nodeState struct {
+	// Name is the Node's name; Suffix ends its components' names and log files ("" for the
+	// first node: kubelet, containerd; "-2" for real-node-2: kubelet-2, containerd-2).
+	Name   string `json:"name,omitempty"`
+	Suffix string `json:"suffix,omitempty"`
+	// PodCIDR holds the node's pod IPs.
+	PodCIDR string `json:"podCIDR,omitempty"`
 	// Dir holds everything of the node: containerd's root and state, the kubelet's root,
 	// pod logs, CNI configuration and IP leases.
 	Dir              string      `json:"dir"`
@@ -88,49 +107,79 @@ type nodeState struct {
 	ContainerdSocket string      `json:"containerdSocket"`
 	// CNINetwork names the pod network; libcni caches results under its name.
 	CNINetwork string `json:"cniNetwork"`
-	// Sysctls are the kubeletSysctls' values before the kubelet started.
+	// Sysctls are the kubeletSysctls' values before the first node's kubelet started (the
+	// nodes after it record none: their kubelets found the first one's values).
 	Sysctls map[string]string `json:"sysctls,omitempty"`
 }
+
+// component is the name of the node's component running binary.
+func (s nodeState) component(binary string) string { return binary + s.Suffix }
+
+// nodeBinaries are the programs that run as a real node's components.
+var nodeBinaries = []string{"containerd", "kubelet", "kube-proxy", "coredns", "workflow-controller"}
 
 // realNode is a running real node: containerd and the kubelet in a network namespace.
 type realNode struct {
 	nodeState
-}
-
-// nodeFiles are the real node's credentials, written with the cluster's configuration.
-type nodeFiles struct {
+	// The kubelet's credentials: its client kubeconfig and serving certificate.
 	kubeconfig, servingCert, servingKey string
-	proxyKubeconfig, dnsKubeconfig      string
+	// down is set while the node is killed (KillRealNode), until RestartRealNode.
+	down bool
 }
 
-// newRealNode creates the node's network namespace; the control plane starts after it, on
-// the host's address of that network.
-func newRealNode(clusterDir string) (*realNode, error) {
+// nodeFiles are the credentials every real node's kube-proxy and CoreDNS share, written with
+// the cluster's configuration.
+type nodeFiles struct {
+	proxyKubeconfig, dnsKubeconfig string
+}
+
+// newRealNode creates the network namespace of the real node of index i; the control plane
+// starts after it, on the host's address of the first node's network.
+func newRealNode(clusterDir string, i int) (*realNode, error) {
 	network, err := createNodeNetwork()
 	if err != nil {
 		return nil, err
 	}
-	n := &realNode{nodeState{
+	return &realNode{nodeState: realNodeState(clusterDir, i, network)}, nil
+}
+
+// realNodeState names the real node of index i and places its files under clusterDir.
+func realNodeState(clusterDir string, i int, network nodeNetwork) nodeState {
+	s := nodeState{
+		Name:       realNodeName(i),
+		PodCIDR:    realNodePodCIDR(i),
 		Dir:        filepath.Join(clusterDir, "node"),
 		Network:    network,
 		CNINetwork: network.Namespace,
-	}}
-	n.ContainerdSocket = filepath.Join(n.Dir, "containerd.sock")
-	return n, nil
+	}
+	if i > 0 {
+		s.Suffix = fmt.Sprintf("-%d", i+1)
+		s.Dir += s.Suffix
+	}
+	s.ContainerdSocket = filepath.Join(s.Dir, "containerd.sock")
+	return s
 }
 
-// writeNodeCredentials issues the kubelet's client identity (system:node:<name> in
-// system:nodes, what the Node authorizer expects) and its serving certificate for the node IP.
+// writeNodeCredentials issues every kubelet's client identity (system:node:<name> in
+// system:nodes, what the Node authorizer expects) and its serving certificate for its node
+// IP, and the identities kube-proxy and CoreDNS share on every node.
 func (c *Cluster) writeNodeCredentials(ca *authority, pki string) (nodeFiles, error) {
-	client, err := ca.issue(pki, "kubelet-client", pkix.Name{
-		CommonName: "system:node:" + RealNodeName, Organization: []string{"system:nodes"},
-	}, false)
-	if err != nil {
-		return nodeFiles{}, err
-	}
-	serving, err := ca.issue(pki, "kubelet", pkix.Name{CommonName: RealNodeName}, true, RealNodeName)
-	if err != nil {
-		return nodeFiles{}, err
+	for _, n := range c.nodes {
+		client, err := ca.issue(pki, "kubelet-client"+n.Suffix, pkix.Name{
+			CommonName: "system:node:" + n.Name, Organization: []string{"system:nodes"},
+		}, false)
+		if err != nil {
+			return nodeFiles{}, err
+		}
+		serving, err := ca.issue(pki, "kubelet"+n.Suffix, pkix.Name{CommonName: n.Name}, true, n.Name)
+		if err != nil {
+			return nodeFiles{}, err
+		}
+		n.kubeconfig, n.servingCert, n.servingKey = filepath.Join(c.Dir, "kubelet"+n.Suffix+".kubeconfig"), serving.CertFile, serving.KeyFile
+		creds := credentials{certPEM: client.CertPEM, keyPEM: client.KeyPEM}
+		if err := writeKubeconfig(n.kubeconfig, c.Server, c.caPEM, creds, ""); err != nil {
+			return nodeFiles{}, err
+		}
 	}
 	// The built-in system:node-proxier binding grants kube-proxy's user name what it reads.
 	proxy, err := ca.issue(pki, "kube-proxy", pkix.Name{CommonName: "system:kube-proxy"}, false)
@@ -142,10 +191,9 @@ func (c *Cluster) writeNodeCredentials(ca *authority, pki string) (nodeFiles, er
 		return nodeFiles{}, err
 	}
 	f := nodeFiles{
-		kubeconfig: filepath.Join(c.Dir, "kubelet.kubeconfig"), servingCert: serving.CertFile, servingKey: serving.KeyFile,
 		proxyKubeconfig: filepath.Join(c.Dir, "kube-proxy.kubeconfig"), dnsKubeconfig: filepath.Join(c.Dir, "coredns.kubeconfig"),
 	}
-	for path, pair := range map[string]keyPair{f.kubeconfig: client, f.proxyKubeconfig: proxy, f.dnsKubeconfig: dns} {
+	for path, pair := range map[string]keyPair{f.proxyKubeconfig: proxy, f.dnsKubeconfig: dns} {
 		creds := credentials{certPEM: pair.CertPEM, keyPEM: pair.KeyPEM}
 		if err := writeKubeconfig(path, c.Server, c.caPEM, creds, ""); err != nil {
 			return nodeFiles{}, err
@@ -154,29 +202,47 @@ func (c *Cluster) writeNodeCredentials(ca *authority, pki string) (nodeFiles, er
 	return f, nil
 }
 
+// startRealNodes records the sysctls the first kubelet is about to change, then starts
+// every real node, one after the other.
+func (c *Cluster) startRealNodes(ctx context.Context) error {
+	first := c.nodes[0]
+	var err error
+	if first.Sysctls, err = readSysctls(); err != nil {
+		return err
+	}
+	if err := c.recordNode(first); err != nil {
+		return err
+	}
+	for _, n := range c.nodes {
+		if err := c.startRealNode(ctx, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // startRealNode starts containerd, the kubelet, kube-proxy and CoreDNS in the node's
 // namespace and returns once the node is Ready and schedulable and Services and DNS work.
-func (c *Cluster) startRealNode(ctx context.Context, f clusterFiles, detached bool) error {
+func (c *Cluster) startRealNode(ctx context.Context, n *realNode) error {
 	ctx, cancel := context.WithTimeout(ctx, realNodeReadyTimeout)
 	defer cancel()
-	containerd, err := c.startContainerd(ctx, detached)
+	containerd, err := c.startContainerd(ctx, n)
 	if err != nil {
 		return err
 	}
-	kubelet, err := c.startKubelet(ctx, f, detached, containerd)
+	kubelet, err := c.startKubelet(ctx, n, containerd)
 	if err != nil {
 		return err
 	}
-	if err := c.startKubeProxy(ctx, f, detached, containerd, kubelet); err != nil {
+	if err := c.startKubeProxy(ctx, n, containerd, kubelet); err != nil {
 		return err
 	}
-	return c.startCoreDNS(ctx, f, detached, containerd, kubelet)
+	return c.startCoreDNS(ctx, n, containerd, kubelet)
 }
 
 // startContainerd starts the node's containerd with its CNI configuration and imports the
 // pause image into it.
-func (c *Cluster) startContainerd(ctx context.Context, detached bool) (*component, error) {
-	n := c.node
+func (c *Cluster) startContainerd(ctx context.Context, n *realNode) (*component, error) {
 	for _, sub := range []string{"containerd", "cni/net.d", "cni/ipam", "kubelet", "pod-logs", "volume-plugins", "runc"} {
 		if err := os.MkdirAll(filepath.Join(n.Dir, sub), 0o700); err != nil {
 			return nil, fmt.Errorf("creating the node's directories: %w", err)
@@ -194,7 +260,7 @@ func (c *Cluster) startContainerd(ctx context.Context, detached bool) (*componen
 	if err != nil {
 		return nil, err
 	}
-	containerd, err := c.startInNode("containerd", detached, "--config", containerdConfig)
+	containerd, err := c.startInNode(n, "containerd", "--config", containerdConfig)
 	if err != nil {
 		return nil, err
 	}
@@ -205,36 +271,28 @@ func (c *Cluster) startContainerd(ctx context.Context, detached bool) (*componen
 	if err := waitFor(ctx, "containerd", []*component{containerd}, answers); err != nil {
 		return nil, err
 	}
-	c.mark("containerd")
+	c.mark(n.component("containerd"))
 	if err := n.importPauseImage(ctx, c.BinDir); err != nil {
 		return nil, err
 	}
-	c.mark("pause image")
+	c.mark(n.component("pause image"))
 	return containerd, nil
 }
 
-// startKubelet records the sysctls the kubelet is about to change, starts it and waits
-// until it has registered the node and the node is Ready and schedulable.
-func (c *Cluster) startKubelet(ctx context.Context, f clusterFiles, detached bool, containerd *component) (*component, error) {
-	n := c.node
-	var err error
-	if n.Sysctls, err = readSysctls(); err != nil {
-		return nil, err
-	}
-	if err := c.recordNode(detached); err != nil {
-		return nil, err
-	}
-	kubeletConfig, err := n.kubeletConfig(f)
+// startKubelet starts the node's kubelet and waits until it has registered the node and the
+// node is Ready and schedulable.
+func (c *Cluster) startKubelet(ctx context.Context, n *realNode, containerd *component) (*component, error) {
+	kubeletConfig, err := n.kubeletConfig(c.files, c.nodeLeaseSeconds())
 	if err != nil {
 		return nil, err
 	}
 	if err := writeFiles(map[string][]byte{filepath.Join(n.Dir, "kubelet.yaml"): kubeletConfig}); err != nil {
 		return nil, err
 	}
-	kubelet, err := c.startInNode("kubelet", detached,
+	kubelet, err := c.startInNode(n, "kubelet",
 		"--config="+filepath.Join(n.Dir, "kubelet.yaml"),
-		"--kubeconfig="+f.node.kubeconfig,
-		"--hostname-override="+RealNodeName,
+		"--kubeconfig="+n.kubeconfig,
+		"--hostname-override="+n.Name,
 		"--node-ip="+n.Network.NodeIP,
 		"--root-dir="+filepath.Join(n.Dir, "kubelet"),
 		"--cert-dir="+filepath.Join(n.Dir, "kubelet", "pki"),
@@ -243,16 +301,16 @@ func (c *Cluster) startKubelet(ctx context.Context, f clusterFiles, detached boo
 		return nil, err
 	}
 	schedulable := func(ctx context.Context) (bool, error) {
-		node, err := c.Client.CoreV1().Nodes().Get(ctx, RealNodeName, metav1.GetOptions{})
+		node, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
 		return nodeSchedulable(node), nil
 	}
-	if err := waitFor(ctx, "the real node to be Ready", []*component{containerd, kubelet}, schedulable); err != nil {
+	if err := waitFor(ctx, "the real node "+n.Name+" to be Ready", []*component{containerd, kubelet}, schedulable); err != nil {
 		return nil, err
 	}
-	c.mark("real node Ready")
+	c.mark(n.Name + " Ready")
 	return kubelet, nil
 }
 
@@ -261,16 +319,15 @@ const kubeProxyHealthzPort = 10256
 
 // startKubeProxy runs kube-proxy in iptables mode in the node's namespace (its rules stay
 // there) and waits until it has programmed the Services once.
-func (c *Cluster) startKubeProxy(ctx context.Context, f clusterFiles, detached bool, watched ...*component) error {
-	n := c.node
+func (c *Cluster) startKubeProxy(ctx context.Context, n *realNode, watched ...*component) error {
 	healthz := n.Network.NodeIP + ":" + strconv.Itoa(kubeProxyHealthzPort)
 	config := map[string]any{
 		"apiVersion":         "kubeproxy.config.k8s.io/v1alpha1",
 		"kind":               "KubeProxyConfiguration",
-		"clientConnection":   map[string]string{"kubeconfig": f.node.proxyKubeconfig},
-		"hostnameOverride":   RealNodeName,
+		"clientConnection":   map[string]string{"kubeconfig": c.files.node.proxyKubeconfig},
+		"hostnameOverride":   n.Name,
 		"mode":               "iptables",
-		"clusterCIDR":        realNodePodCIDR,
+		"clusterCIDR":        realNodePodRange,
 		"healthzBindAddress": healthz,
 		"metricsBindAddress": "127.0.0.1:10249",
 		"nodePortAddresses":  []string{n.Network.NodeIP + "/32"},
@@ -285,7 +342,7 @@ func (c *Cluster) startKubeProxy(ctx context.Context, f clusterFiles, detached b
 	if err := writeFiles(map[string][]byte{path: data}); err != nil {
 		return err
 	}
-	proxy, err := c.startInNode("kube-proxy", detached, "--config="+path)
+	proxy, err := c.startInNode(n, "kube-proxy", "--config="+path)
 	if err != nil {
 		return err
 	}
@@ -293,31 +350,31 @@ func (c *Cluster) startKubeProxy(ctx context.Context, f clusterFiles, detached b
 	if err := waitFor(ctx, "kube-proxy /healthz", append(watched, proxy), httpOK(plain, "http://"+healthz+"/healthz")); err != nil {
 		return err
 	}
-	c.mark("kube-proxy")
+	c.mark(n.component("kube-proxy"))
 	return nil
 }
 
-// startInNode starts a component inside the node's network namespace. Only the network
-// namespace is entered: mounts made by the kubelet and containerd are the host's, so
+// startInNode starts binary as a component inside the node's network namespace. Only the
+// network namespace is entered: mounts made by the kubelet and containerd are the host's, so
 // each sees the other's volumes and root file systems.
-func (c *Cluster) startInNode(name string, detached bool, args ...string) (*component, error) {
-	return c.startInNodeWithEnv(name, nil, detached, args...)
+func (c *Cluster) startInNode(n *realNode, binary string, args ...string) (*component, error) {
+	return c.startInNodeWithEnv(n, binary, nil, args...)
 }
 
 // startInNodeWithEnv is startInNode with environment variables (NAME=value) added.
-func (c *Cluster) startInNodeWithEnv(name string, env []string, detached bool, args ...string) (*component, error) {
-	exe, err := c.nodeExecutable(name)
+func (c *Cluster) startInNodeWithEnv(n *realNode, binary string, env []string, args ...string) (*component, error) {
+	exe, err := c.nodeExecutable(binary)
 	if err != nil {
 		return nil, err
 	}
-	argv := []string{"nsenter", "--net=" + c.node.Network.namespacePath(), "--"}
+	argv := []string{"nsenter", "--net=" + n.Network.namespacePath(), "--"}
 	if len(env) > 0 {
 		argv = append(append(append(argv, "env"), env...), exe)
 	} else {
 		argv = append(argv, exe)
 	}
 	argv = append(argv, args...)
-	comp, err := startProcess(filepath.Join(c.Dir, "logs"), name, exe, detached, argv)
+	comp, err := startProcess(filepath.Join(c.Dir, "logs"), n.component(binary), exe, c.detached, argv)
 	if err != nil {
 		return nil, err
 	}
@@ -375,9 +432,10 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
 `
 }
 
-// cniConfig is the pod network: a bridge in the node's namespace, pod IPs from
-// realNodePodCIDR (leases kept in the node's directory), masquerading for traffic that
-// leaves the pod network (to the API server's address), and host ports.
+// cniConfig is the pod network: a bridge in the node's namespace, pod IPs from the node's
+// PodCIDR (leases kept in the node's directory), and host ports. Nothing is masqueraded:
+// this host routes every node's pod network (connectNodes), so pods reach the API server and
+// each other, across nodes too, by their own addresses, as the Kubernetes network model has it.
 func (n *realNode) cniConfig() ([]byte, error) {
 	config := map[string]any{
 		"cniVersion": "0.4.0",
@@ -387,11 +445,11 @@ func (n *realNode) cniConfig() ([]byte, error) {
 				"type":        "bridge",
 				"bridge":      "cni0",
 				"isGateway":   true,
-				"ipMasq":      true,
+				"ipMasq":      false,
 				"hairpinMode": true,
 				"ipam": map[string]any{
 					"type":    "host-local",
-					"ranges":  [][]map[string]string{{{"subnet": realNodePodCIDR}}},
+					"ranges":  [][]map[string]string{{{"subnet": n.PodCIDR}}},
 					"routes":  []map[string]string{{"dst": "0.0.0.0/0"}},
 					"dataDir": filepath.Join(n.Dir, "cni", "ipam"),
 				},
@@ -409,8 +467,9 @@ func (n *realNode) cniConfig() ([]byte, error) {
 // kubeletConfig is the kubelet's configuration for a node that shares this machine: cgroupfs
 // without per-QoS cgroups (no systemd here, cgroup v1 allowed), no swap check, eviction and
 // image garbage collection only at a full disk (images are imported, never pulled, so one
-// collected could not come back), the node's CoreDNS as the pods' nameserver.
-func (n *realNode) kubeletConfig(f clusterFiles) ([]byte, error) {
+// collected could not come back), the node's CoreDNS as the pods' nameserver. leaseSeconds,
+// when not 0, is the node Lease's duration (the kubelet renews it every quarter of that).
+func (n *realNode) kubeletConfig(f clusterFiles, leaseSeconds int) ([]byte, error) {
 	config := map[string]any{
 		"apiVersion":         "kubelet.config.k8s.io/v1beta1",
 		"kind":               "KubeletConfiguration",
@@ -418,8 +477,8 @@ func (n *realNode) kubeletConfig(f clusterFiles) ([]byte, error) {
 		"port":               kubeletPort,
 		"readOnlyPort":       0,
 		"healthzBindAddress": n.Network.NodeIP,
-		"tlsCertFile":        f.node.servingCert,
-		"tlsPrivateKeyFile":  f.node.servingKey,
+		"tlsCertFile":        n.servingCert,
+		"tlsPrivateKeyFile":  n.servingKey,
 		"authentication": map[string]any{
 			"anonymous": map[string]bool{"enabled": false},
 			"webhook":   map[string]bool{"enabled": true},
@@ -445,6 +504,9 @@ func (n *realNode) kubeletConfig(f clusterFiles) ([]byte, error) {
 		"serverTLSBootstrap":          false,
 		"registerNode":                true,
 		"maxPods":                     110,
+	}
+	if leaseSeconds > 0 {
+		config["nodeLeaseDurationSeconds"] = leaseSeconds
 	}
 	data, err := yaml.Marshal(config)
 	if err != nil {
@@ -498,8 +560,12 @@ func readSysctls() (map[string]string, error) {
 	return values, nil
 }
 
-// RealNodeInfo describes the real node of a cluster.
+// RealNodeInfo describes a real node of a cluster.
 type RealNodeInfo struct {
+	// Name is the Node's name.
+	Name string
+	// PodCIDR holds the IPs of the node's pods.
+	PodCIDR string
 	// Namespace is the node's network namespace (`ip netns exec <Namespace> ...`).
 	Namespace string
 	// NodeIP is the node's address; HostIP this host's end of the link, where
@@ -511,14 +577,28 @@ type RealNodeInfo struct {
 	Dir string
 }
 
-// RealNode describes the cluster's real node; ok is false without Options.RealNode.
+// RealNode describes the cluster's first real node, RealNodeName; ok is false without
+// Options.RealNode.
 func (c *Cluster) RealNode() (info RealNodeInfo, ok bool) {
-	if c.node == nil {
+	if len(c.nodes) == 0 {
 		return RealNodeInfo{}, false
 	}
-	n := c.node
+	return c.nodes[0].info(), true
+}
+
+// RealNodes describes every real node of the cluster, the first one first.
+func (c *Cluster) RealNodes() []RealNodeInfo {
+	infos := make([]RealNodeInfo, len(c.nodes))
+	for i, n := range c.nodes {
+		infos[i] = n.info()
+	}
+	return infos
+}
+
+func (n *realNode) info() RealNodeInfo {
 	return RealNodeInfo{
+		Name: n.Name, PodCIDR: n.PodCIDR,
 		Namespace: n.Network.Namespace, NodeIP: n.Network.NodeIP, HostIP: n.Network.HostIP,
 		ContainerdSocket: n.ContainerdSocket, Dir: n.Dir,
-	}, true
+	}
 }

@@ -38,15 +38,22 @@ const realNodeStartTimeout = 5 * time.Minute
 func startRealNodeCluster(t *testing.T, withArgo ...bool) *cluster.Cluster {
 	t.Helper()
 	argo := len(withArgo) > 0 && withArgo[0]
-	binDir := cluster.RequireRealNode(t)
-	if argo {
-		binDir = cluster.RequireArgo(t)
+	return startRealNodesCluster(t, cluster.Options{RealNode: true, Argo: argo})
+}
+
+// startRealNodesCluster is startRealNodeCluster with the cluster's options given (BinDir is
+// filled in): it checks that nothing of any real node is left.
+func startRealNodesCluster(t *testing.T, opts cluster.Options) *cluster.Cluster {
+	t.Helper()
+	opts.BinDir = cluster.RequireRealNode(t)
+	if opts.Argo {
+		opts.BinDir = cluster.RequireArgo(t)
 	}
 	before := readMachineState(t)
 	ctx, cancel := context.WithTimeout(context.Background(), realNodeStartTimeout)
 	defer cancel()
 	started := time.Now()
-	c, err := cluster.Start(ctx, cluster.Options{BinDir: binDir, RealNode: true, Argo: argo})
+	c, err := cluster.Start(ctx, opts)
 	if err != nil {
 		t.Fatalf("starting a cluster with a real node: %v", err)
 	}
@@ -54,9 +61,11 @@ func startRealNodeCluster(t *testing.T, withArgo ...bool) *cluster.Cluster {
 		if t.Failed() {
 			t.Logf("real-node cluster component logs:\n%s", c.LogTails(40))
 		}
-		node, _ := c.RealNode()
+		nodes := c.RealNodes()
 		c.Stop()
-		checkNothingLeft(t, c, node, before)
+		for i, node := range nodes {
+			checkNothingLeft(t, c, node, before, i == len(nodes)-1)
+		}
 	})
 	t.Logf("cluster with a real node ready in %s (%s)", time.Since(started).Round(10*time.Millisecond), c.StartupSummary())
 	if err := c.ImportGoImage(ctx, podcheckImage, "./test/cluster/cmd/podcheck"); err != nil {
@@ -145,8 +154,9 @@ func readMachineState(t *testing.T) machineState {
 	return machineState{sysctls: readSysctls(t), logLinks: dirEntries(t, "/var/log/containers"), cniResults: dirEntries(t, "/var/lib/cni/results")}
 }
 
-// checkNothingLeft checks what a stopped cluster's real node must have removed or put back.
-func checkNothingLeft(t *testing.T, c *cluster.Cluster, node cluster.RealNodeInfo, before machineState) {
+// checkNothingLeft checks what a stopped cluster's real node must have removed or put back;
+// the cluster's directory and the machine's state are checked only with last (the default).
+func checkNothingLeft(t *testing.T, c *cluster.Cluster, node cluster.RealNodeInfo, before machineState, last ...bool) {
 	t.Helper()
 	if _, err := os.Stat("/run/netns/" + node.Namespace); !os.IsNotExist(err) {
 		t.Errorf("network namespace %s still exists after Stop (stat: %v)", node.Namespace, err)
@@ -154,8 +164,11 @@ func checkNothingLeft(t *testing.T, c *cluster.Cluster, node cluster.RealNodeInf
 	if mounts := mountsUnder(t, node.Dir); len(mounts) > 0 {
 		t.Errorf("mounts left under the node's directory after Stop: %v", mounts)
 	}
-	if procs := processesMentioning(t, node.Dir); len(procs) > 0 {
+	if procs := processesMentioning(t, node.Dir+"/"); len(procs) > 0 {
 		t.Errorf("processes of the node left after Stop: %v", procs)
+	}
+	if len(last) > 0 && !last[0] {
+		return
 	}
 	if _, err := os.Stat(c.Dir); !os.IsNotExist(err) {
 		t.Errorf("cluster directory %s still exists after Stop (stat: %v)", c.Dir, err)

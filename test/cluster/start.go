@@ -114,10 +114,11 @@ func (c *Cluster) startControlPlane(ctx context.Context, p ports, f clusterFiles
 // apiserverAddressFlags say where kube-apiserver listens and what the kubernetes Service
 // points at.
 func (c *Cluster) apiserverAddressFlags() []string {
-	if c.node != nil {
-		// This host's end of the real node's link: reachable from the node and its pods
-		// (the kubernetes Service's endpoint) and from this host.
-		return []string{"--bind-address=" + c.node.Network.HostIP, "--advertise-address=" + c.node.Network.HostIP}
+	if len(c.nodes) > 0 {
+		// This host's end of the first real node's link: reachable from the nodes and their
+		// pods (the kubernetes Service's endpoint) and from this host.
+		host := c.nodes[0].Network.HostIP
+		return []string{"--bind-address=" + host, "--advertise-address=" + host}
 	}
 	return []string{
 		"--bind-address=127.0.0.1",
@@ -131,19 +132,19 @@ func (c *Cluster) apiserverAddressFlags() []string {
 func (c *Cluster) startKWOK(ctx context.Context, p ports, f clusterFiles, detached bool) error {
 	logs := filepath.Join(c.Dir, "logs")
 	// The controllers need nothing but the API server; start them before kwok's CRD wait.
-	_, err := c.start(logs, "kube-controller-manager", detached,
-		"--kubeconfig="+f.controllerManagerKubeconfig,
+	_, err := c.start(logs, "kube-controller-manager", detached, append([]string{
+		"--kubeconfig=" + f.controllerManagerKubeconfig,
 		"--bind-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(p.controllerManager),
-		"--cert-dir="+filepath.Join(c.Dir, "pki", "kube-controller-manager"),
+		"--secure-port=" + strconv.Itoa(p.controllerManager),
+		"--cert-dir=" + filepath.Join(c.Dir, "pki", "kube-controller-manager"),
 		"--leader-elect=false",
 		"--controllers=*",
 		// Each controller acts as its own service account, as in kubeadm clusters, so the
 		// built-in RBAC roles apply; the token controller signs with this key and hands
 		// out this CA.
 		"--use-service-account-credentials=true",
-		"--service-account-private-key-file="+f.serviceAccountKey,
-		"--root-ca-file="+f.ca,
+		"--service-account-private-key-file=" + f.serviceAccountKey,
+		"--root-ca-file=" + f.ca,
 		"--kube-api-qps=100",
 		"--kube-api-burst=200",
 		// The quota controller's periodic recount reads pods from its informer, which can
@@ -153,7 +154,7 @@ func (c *Cluster) startKWOK(ctx context.Context, p ports, f clusterFiles, detach
 		// and after a change of the quota's spec still run.
 		"--resource-quota-sync-period=24h",
 		featureGates,
-	)
+	}, c.nodeLifecycleFlags()...)...)
 	if err != nil {
 		return err
 	}

@@ -214,23 +214,7 @@ func importPythonImage(ctx context.Context, c *cluster.Cluster) error {
 
 // sharedLibraries lists the shared libraries a program of this machine loads (ldd), the
 // dynamic loader included.
-func sharedLibraries(program string) ([]string, error) {
-	out, err := exec.Command("ldd", program).Output()
-	if err != nil {
-		return nil, fmt.Errorf("listing the libraries of %s: %w", program, err)
-	}
-	var libs []string
-	for _, line := range strings.Split(string(out), "\n") {
-		fields := strings.Fields(line)
-		switch {
-		case len(fields) >= 3 && fields[1] == "=>" && strings.HasPrefix(fields[2], "/"):
-			libs = append(libs, fields[2])
-		case len(fields) >= 1 && strings.HasPrefix(fields[0], "/"):
-			libs = append(libs, fields[0]) // the loader: /lib64/ld-linux-x86-64.so.2 (0x…)
-		}
-	}
-	return libs, nil
-}
+func sharedLibraries(program string) ([]string, error) { return cluster.SharedLibraries(program) }
 
 // applyDeploy creates what deploy/kustomization.yaml lists, as the files say: what
 // `kubectl apply -k deploy/ -n <namespace>` does.

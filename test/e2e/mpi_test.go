@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,26 +20,7 @@ import (
 const mpiImage = "docker.io/local/openmpi:host"
 
 // allReduceProgramPath is where the all-reduce program is in mpiImage.
-const allReduceProgramPath = "/usr/local/bin/allreduce"
-
-// allReduceProgram sums every rank's number with an MPI_Allreduce and prints what it got.
-const allReduceProgram = `#include <mpi.h>
-#include <stdio.h>
-
-int main(int argc, char **argv) {
-	int rank, size, sum = 0;
-	char host[MPI_MAX_PROCESSOR_NAME];
-	int hostLen;
-	MPI_Init(&argc, &argv);
-	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-	MPI_Comm_size(MPI_COMM_WORLD, &size);
-	MPI_Get_processor_name(host, &hostLen);
-	MPI_Allreduce(&rank, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-	printf("rank %d of %d on %s: sum of ranks %d\n", rank, size, host, sum);
-	MPI_Finalize();
-	return 0;
-}
-`
+const allReduceProgramPath = cluster.MPIAllReduceProgramPath
 
 // mpiAllReduceJob is an OpenMPI job as a user writes it for an image whose processes run
 // as root: the launcher's mpirun starts one rank on each of the two workers (their sshd is
@@ -250,94 +228,12 @@ func TestRealNodeMPIJobThroughClusterWorkflowTemplate(t *testing.T) {
 	}
 }
 
-// importMPIImage builds mpiImage from this machine's OpenMPI (mpirun, orted, their plugins
-// and help files), ssh and sshd, the libraries all of them load, /bin/sh (sshd runs orted
-// through the user's shell), the all-reduce program compiled with mpicc, and the few files
-// ssh and sshd need: root and sshd's privilege-separation user, host keys generated now,
-// and configurations for pods whose names and keys change with every job.
+// importMPIImage builds mpiImage from this machine's OpenMPI, ssh and sshd and the
+// all-reduce program (cluster.OpenMPIImageFiles).
 func importMPIImage(ctx context.Context, t *testing.T, c *cluster.Cluster) error {
-	dir := t.TempDir()
-	for _, tool := range []string{"mpicc", "/usr/bin/orterun", "/usr/bin/ssh", "ssh-keygen", "/usr/sbin/sshd"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			return fmt.Errorf("the MPI image needs this machine's %s: apt-get install openmpi-bin libopenmpi-dev openssh-server (make test-deps does): %w", tool, err)
-		}
-	}
-	source, program := filepath.Join(dir, "allreduce.c"), filepath.Join(dir, "allreduce")
-	if err := os.WriteFile(source, []byte(allReduceProgram), 0o644); err != nil {
+	files, err := cluster.OpenMPIImageFiles(ctx, t.TempDir())
+	if err != nil {
 		return err
-	}
-	if out, err := exec.CommandContext(ctx, "mpicc", "-o", program, source).CombinedOutput(); err != nil {
-		return fmt.Errorf("mpicc: %v\n%s", err, out)
-	}
-	hostKey := filepath.Join(dir, "ssh_host_ed25519_key")
-	if out, err := exec.CommandContext(ctx, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", hostKey).CombinedOutput(); err != nil {
-		return fmt.Errorf("generating the sshd host key: %v\n%s", err, out)
-	}
-	config := map[string]string{
-		"passwd": "root:x:0:0:root:/root:/bin/sh\nsshd:x:100:65534::/run/sshd:/usr/sbin/nologin\n",
-		"group":  "root:x:0:\nnogroup:x:65534:\n",
-		// Workers' names and the job's key are new with every job: nothing to check a
-		// host key against.
-		"ssh_config": "Host *\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n",
-		// StrictModes no: the Secret volume's files are links into a directory the
-		// kubelet owns, which sshd's ownership checks refuse.
-		"sshd_config": "HostKey /etc/ssh/ssh_host_ed25519_key\nPermitRootLogin prohibit-password\n" +
-			"PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n",
-	}
-	for name, text := range config {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			return err
-		}
-	}
-	privsep := filepath.Join(dir, "sshd-privsep")
-	if err := os.Mkdir(privsep, 0o755); err != nil {
-		return err
-	}
-
-	const (
-		openMPILib = "/usr/lib/x86_64-linux-gnu/openmpi/lib"
-		pmixDir    = "/usr/lib/x86_64-linux-gnu/pmix2"
-	)
-	files := map[string]string{
-		"/usr/bin/mpirun":                   "/usr/bin/orterun",
-		"/usr/bin/orterun":                  "/usr/bin/orterun",
-		"/usr/bin/orted":                    "/usr/bin/orted",
-		"/usr/bin/ssh":                      "/usr/bin/ssh",
-		"/usr/sbin/sshd":                    "/usr/sbin/sshd",
-		"/bin/sh":                           "/bin/sh",
-		openMPILib:                          openMPILib,
-		pmixDir:                             pmixDir,
-		"/usr/share/openmpi":                "/usr/share/openmpi",
-		"/etc/openmpi":                      "/etc/openmpi",
-		allReduceProgramPath:                program,
-		"/etc/passwd":                       filepath.Join(dir, "passwd"),
-		"/etc/group":                        filepath.Join(dir, "group"),
-		"/etc/ssh/ssh_config":               filepath.Join(dir, "ssh_config"),
-		"/etc/ssh/sshd_config":              filepath.Join(dir, "sshd_config"),
-		"/etc/ssh/ssh_host_ed25519_key":     hostKey,
-		"/etc/ssh/ssh_host_ed25519_key.pub": hostKey + ".pub",
-		"/run/sshd":                         privsep,
-	}
-	programs := []string{"/usr/bin/orterun", "/usr/bin/orted", "/usr/bin/ssh", "/usr/sbin/sshd", "/bin/sh", program}
-	for _, root := range []string{openMPILib, pmixDir} {
-		err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-			if err == nil && !d.IsDir() && strings.Contains(filepath.Base(p), ".so") {
-				programs = append(programs, p)
-			}
-			return err
-		})
-		if err != nil {
-			return err
-		}
-	}
-	for _, p := range programs {
-		libs, err := sharedLibraries(p)
-		if err != nil {
-			return err
-		}
-		for _, lib := range libs {
-			files[lib] = lib
-		}
 	}
 	return c.ImportHostFilesImage(ctx, mpiImage, files)
 }

@@ -131,42 +131,14 @@ func TestRealNodePyTorchDDPRestartsAsAWholeWhenARankDies(t *testing.T) {
 func trainingProcess(rank int) int { return processWith("ddp_train.py", "RANK="+strconv.Itoa(rank)) }
 
 // importTorchImage packs this machine's python3, Debian's python3-torch and the Python
-// packages it imports, the libraries they load, and the tests' training script.
+// packages it imports, the libraries they load, and the tests' training scripts.
 func importTorchImage(ctx context.Context, c *cluster.Cluster, root string) error {
-	python, err := filepath.EvalSymlinks("/usr/bin/python3")
-	if err != nil {
-		return fmt.Errorf("the torch image needs this machine's python3: %w", err)
-	}
-	stdlib := "/usr/lib/" + filepath.Base(python)
-	const dist = "/usr/lib/python3/dist-packages"
-	files := map[string]string{"/usr/bin/python3": python, "/usr/bin/python": python, stdlib: stdlib,
+	files, err := cluster.TorchImageFiles(map[string]string{
 		torchTrainPath:        filepath.Join(root, "executor", "testdata", "ddp_train.py"),
-		torchElasticTrainPath: filepath.Join(root, "executor", "testdata", "elastic_train.py")}
-	programs := []string{python}
-	for _, pkg := range []string{"torch", "numpy", "astunparse", "certifi", "six.py", "typing_extensions.py", "_distutils_hack"} {
-		p := filepath.Join(dist, pkg)
-		if _, err := os.Stat(p); err != nil {
-			return fmt.Errorf("the torch image needs %s (apt-get install python3-torch): %w", p, err)
-		}
-		files[p] = p
-		_ = filepath.WalkDir(p, func(f string, d os.DirEntry, err error) error {
-			if err == nil && !d.IsDir() && strings.HasSuffix(f, ".so") {
-				programs = append(programs, f)
-			}
-			return nil
-		})
-	}
-	for i, p := range programs {
-		libs, err := sharedLibraries(p)
-		if err != nil && i == 0 {
-			return err
-		}
-		if err != nil {
-			continue // a plugin library torch does not load here (ldd cannot resolve it)
-		}
-		for _, lib := range libs {
-			files[lib] = lib
-		}
+		torchElasticTrainPath: filepath.Join(root, "executor", "testdata", "elastic_train.py"),
+	})
+	if err != nil {
+		return err
 	}
 	return c.ImportHostFilesImage(ctx, torchImage, files)
 }

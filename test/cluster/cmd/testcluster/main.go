@@ -1,7 +1,7 @@
 // Command testcluster starts and stops the test cluster in the background for people
 // (make cluster-up / make cluster-down): the same etcd, kube-apiserver, controllers,
 // scheduler and kwok that integration tests use, with four KWOK nodes, and with --real-node
-// the real node (a kubelet with containerd) too.
+// the real node (a kubelet with containerd) too; --real-nodes 2 starts a second one.
 // It is a developer tool only; nothing in the product calls it.
 package main
 
@@ -16,11 +16,13 @@ import (
 	"github.com/trainstep/trainstep/test/cluster"
 )
 
-const usage = `usage: testcluster up|down [--bin DIR] [--real-node [--argo]]
+const usage = `usage: testcluster up|down [--bin DIR] [--real-node | --real-nodes N] [--argo]
 
   up    start the test cluster in the background (admin kubeconfig: DIR/kubeconfig);
         --real-node adds a kubelet with containerd (root, make cluster-bin-node),
-        --argo Argo's workflow controller on it (make cluster-bin-argo)
+        --real-nodes N adds N of them (real-node, real-node-2, ...), each in a network
+        namespace of its own, --argo Argo's workflow controller on the first
+        (make cluster-bin-argo)
   down  stop it and remove its files
 `
 
@@ -33,13 +35,18 @@ func main() {
 	flags := flag.NewFlagSet("testcluster", flag.ExitOnError)
 	binDir := flags.String("bin", cluster.DefaultBinDir(), "directory with the cluster binaries (make cluster-bin)")
 	realNode := flags.Bool("real-node", false, "also start the real node (a kubelet with containerd)")
+	realNodes := flags.Int("real-nodes", 0, "how many real nodes to start (--real-node is 1)")
 	argo := flags.Bool("argo", false, "also start Argo's workflow controller (needs --real-node)")
 	_ = flags.Parse(os.Args[2:])
 
 	var err error
 	switch command {
 	case "up":
-		err = up(*binDir, *realNode, *argo)
+		count := *realNodes
+		if *realNode {
+			count = max(count, 1)
+		}
+		err = up(*binDir, count, *argo)
 	case "down":
 		err = down(*binDir)
 	default:
@@ -54,7 +61,7 @@ func main() {
 
 func stateFile(binDir string) string { return filepath.Join(binDir, "cluster-state.json") }
 
-func up(binDir string, realNode, argo bool) error {
+func up(binDir string, realNodes int, argo bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	state, recorded, err := cluster.ReadDetachedState(stateFile(binDir))
@@ -82,7 +89,7 @@ func up(binDir string, realNode, argo bool) error {
 		Dir:            runDir,
 		KubeconfigPath: filepath.Join(binDir, "kubeconfig"),
 		Nodes:          cluster.DefaultNodes(),
-		RealNode:       realNode,
+		RealNodes:      realNodes,
 		Argo:           argo,
 	}, stateFile(binDir))
 	if err != nil {
@@ -90,9 +97,9 @@ func up(binDir string, realNode, argo bool) error {
 	}
 	fmt.Printf("The test cluster is up (%s to ready) with 4 KWOK nodes of 8 cpu, 32Gi, 110 pods, 8 nvidia.com/gpu.\n",
 		time.Since(started).Round(100*time.Millisecond))
-	if node, ok := c.RealNode(); ok {
-		fmt.Printf("The real node %s is Ready: node IP %s in network namespace %s, API server at %s.\n",
-			cluster.RealNodeName, node.NodeIP, node.Namespace, c.Server)
+	for _, node := range c.RealNodes() {
+		fmt.Printf("The real node %s is Ready: node IP %s in network namespace %s, pods in %s, API server at %s.\n",
+			node.Name, node.NodeIP, node.Namespace, node.PodCIDR, c.Server)
 		fmt.Printf("  its containerd: ctr --address %s -n k8s.io images ls\n", relative(node.ContainerdSocket))
 	}
 	if argo {

@@ -1,0 +1,234 @@
+package nodes_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainstep/trainstep/executor"
+	"github.com/trainstep/trainstep/internal/testutil"
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/logs"
+	"github.com/trainstep/trainstep/pkg/result"
+	"github.com/trainstep/trainstep/test/cluster"
+)
+
+// ddpJob is a Kubeflow PyTorchJob as Training Operator takes it: a master and a worker
+// running DDP from the env trainstep renders (MASTER_ADDR is the master's Service), rank 0
+// checkpointing every 10 steps to a hostPath both nodes see (this machine's directory: the
+// shared file system a real job would checkpoint to). A topology spread over the nodes' host
+// names (at most one rank more on a node than on another, counting only nodes whose taints
+// the ranks tolerate) puts the two ranks on different nodes while both nodes are up, and both
+// on the survivor once the other is tainted unreachable or gone.
+const ddpJob = `
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: %[1]s}
+spec:
+  runPolicy: {backoffLimit: 1, cleanPodPolicy: %[2]s}
+  pytorchReplicaSpecs:
+    Master: {replicas: 1, restartPolicy: OnFailure, template: {spec: %[3]s}}
+    Worker: {replicas: 1, restartPolicy: OnFailure, template: {spec: %[3]s}}
+`
+
+const ddpPodSpec = `{containers: [{name: pytorch, image: ` + torchImage + `, imagePullPolicy: Never,
+  command: [python3, ` + trainScript + `],
+  env: [{name: CKPT_DIR, value: /ckpt}, {name: STEPS, value: "%[2]d"}],
+  volumeMounts: [{name: ckpt, mountPath: /ckpt}]}],
+  volumes: [{name: ckpt, hostPath: {path: %[3]q, type: DirectoryOrCreate}}],
+  topologySpreadConstraints: [{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule,
+    nodeTaintsPolicy: Honor, labelSelector: {matchLabels: {trainstep.dev/job-name: %[1]s}}}]}`
+
+// testJob is one job of a test: its manifest, namespace and (a DDP job's) checkpoint directory.
+type testJob struct {
+	c        *cluster.Cluster
+	ns, name string
+	ckpt     string
+	manifest []byte
+}
+
+func newDDP(t *testing.T, c *cluster.Cluster, steps int, cleanPodPolicy string) *testJob {
+	t.Helper()
+	d := &testJob{c: c, ns: c.Namespace(t), name: "ddp"}
+	d.ckpt = filepath.Join("/var/tmp", "trainstep-nodes-"+d.ns)
+	t.Cleanup(func() { _ = os.RemoveAll(d.ckpt) })
+	spec := fmt.Sprintf(ddpPodSpec, d.name, steps, d.ckpt)
+	d.manifest = []byte(fmt.Sprintf(ddpJob, d.name, cleanPodPolicy, spec))
+	return d
+}
+
+// outcome is what one in-process run produced.
+type outcome struct {
+	res    result.Result
+	err    error
+	stderr *testutil.SyncBuffer
+	log    *observer.ObservedLogs
+}
+
+// start runs trainstep in-process in the background with the node-lost timeout given;
+// wait returns the run's outcome.
+func (d *testJob) start(t *testing.T, nodeLostTimeout time.Duration) (wait func() outcome) {
+	t.Helper()
+	core, observed := observer.New(zapcore.InfoLevel)
+	stderr := &testutil.SyncBuffer{}
+	cfg := executor.Config{
+		Spec:             d.manifest,
+		Kubeconfig:       d.c.Kubeconfig,
+		PodNamespace:     d.ns,
+		OutputsDir:       t.TempDir(),
+		APITimeout:       30 * time.Second,
+		TerminationGrace: 30 * time.Second,
+		NodeLostTimeout:  nodeLostTimeout,
+		Logs:             logs.ModeAll,
+		Logger:           zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core)),
+		Stdout:           &testutil.SyncBuffer{},
+		Stderr:           stderr,
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+		defer cancel()
+		res, err := executor.Run(ctx, cfg)
+		done <- outcome{res: res, err: err, stderr: stderr, log: observed}
+	}()
+	return func() outcome {
+		select {
+		case o := <-done:
+			return o
+		case <-time.After(9 * time.Minute):
+			t.Fatal("the run did not end within 9 minutes")
+			return outcome{}
+		}
+	}
+}
+
+// pods lists the job's pods not being deleted, by name.
+func (d *testJob) pods(ctx context.Context) (map[string]corev1.Pod, error) {
+	list, err := d.c.Client.CoreV1().Pods(d.ns).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelJobName + "=" + d.name})
+	if err != nil {
+		return nil, err
+	}
+	pods := map[string]corev1.Pod{}
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil {
+			pods[p.Name] = p
+		}
+	}
+	return pods, nil
+}
+
+// waitTraining waits until both ranks run, on different nodes, and rank 0 has written a
+// checkpoint, and returns the pods.
+func (d *testJob) waitTraining(t *testing.T) map[string]corev1.Pod {
+	t.Helper()
+	var pods map[string]corev1.Pod
+	testutil.Eventually(t, 3*time.Minute, "both ranks training on different nodes past a checkpoint", func(ctx context.Context) (bool, error) {
+		var err error
+		if pods, err = d.pods(ctx); err != nil {
+			return false, err
+		}
+		nodes := map[string]bool{}
+		for _, p := range pods {
+			if p.Status.Phase == corev1.PodRunning {
+				nodes[p.Spec.NodeName] = true
+			}
+		}
+		_, err = os.Stat(filepath.Join(d.ckpt, "checkpoint.pt"))
+		return len(pods) == 2 && len(nodes) == 2 && err == nil, nil
+	}, func() string { return fmt.Sprintf("pods: %s", describePods(pods)) })
+	return pods
+}
+
+// workerPod is the job's worker among pods.
+func workerPod(t *testing.T, pods map[string]corev1.Pod) corev1.Pod {
+	t.Helper()
+	for name, p := range pods {
+		if strings.Contains(name, "-worker-") {
+			return p
+		}
+	}
+	t.Fatalf("no worker among the pods %s", describePods(pods))
+	return corev1.Pod{}
+}
+
+func describePods(pods map[string]corev1.Pod) string {
+	var parts []string
+	for name, p := range pods {
+		parts = append(parts, fmt.Sprintf("%s %s on %q", name, p.Status.Phase, p.Spec.NodeName))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// checkSucceeded checks that the run succeeded after all its steps with no counted restart,
+// and that rank 0's log says so.
+func checkSucceeded(t *testing.T, o outcome, steps int) {
+	t.Helper()
+	if o.err != nil || o.res.Phase != result.PhaseSucceeded {
+		t.Fatalf("run: phase %s (%s: %s), error %v; want Succeeded; replicas' log:\n%s", o.res.Phase, o.res.Reason, o.res.Message, o.err, lastLines(o.stderr.String(), 40))
+	}
+	if o.res.Restarts != 0 {
+		t.Errorf("restarts = %d, want 0", o.res.Restarts)
+	}
+	if got := fmt.Sprint(o.res.Metrics["steps"]); got != strconv.Itoa(steps) {
+		t.Errorf("metrics %v, want the steps %d of rank 0's termination message", o.res.Metrics, steps)
+	}
+	if want := fmt.Sprintf("step %d loss", steps); !strings.Contains(o.stderr.String(), want) {
+		t.Errorf("the replicas' log lacks %q:\n%s", want, lastLines(o.stderr.String(), 40))
+	}
+}
+
+// jobRestarts lists the "restarting the job" lines the run logged, with their fields.
+func jobRestarts(o outcome) []map[string]any {
+	var restarts []map[string]any
+	for _, e := range o.log.FilterMessage("restarting the job").All() {
+		restarts = append(restarts, e.ContextMap())
+	}
+	return restarts
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// TestRealNodesPyTorchDDPAcrossNodes trains real DDP with its master on one node and its
+// worker on the other: the worker finds the master through its headless Service (the other
+// node's CoreDNS answers for it) and gloo's all-reduce runs between the two nodes' pods.
+func TestRealNodesPyTorchDDPAcrossNodes(t *testing.T) {
+	c := twoNodes(t)
+	const steps = 2000
+	d := newDDP(t, c, steps, "None")
+	wait := d.start(t, 0)
+	o := wait()
+	checkSucceeded(t, o, steps)
+	nodes := map[string]string{}
+	for _, r := range o.res.Replicas {
+		nodes[strings.ToLower(r.Type)] = r.Node
+	}
+	if nodes["master"] == "" || nodes["worker"] == "" || nodes["master"] == nodes["worker"] {
+		t.Errorf("replicas ran on %v, want the master and the worker on different nodes", nodes)
+	}
+	for _, node := range nodes {
+		if node != cluster.RealNodeName && node != secondNode {
+			t.Errorf("a replica ran on %q, want one of the real nodes", node)
+		}
+	}
+	if len(jobRestarts(o)) != 0 {
+		t.Errorf("the job restarted: %v", jobRestarts(o))
+	}
+}

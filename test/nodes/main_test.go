@@ -1,0 +1,109 @@
+// Package nodes_test proves trainstep across machines: real PyTorch DDP (Debian's
+// python3-torch, gloo on CPU) with its ranks on two real nodes of the test cluster, and what
+// happens to such a job when the node of one of its ranks really dies (KillRealNode: off the
+// network, every process killed, the Lease no longer renewed), when its Node object is deleted
+// as a cloud provider would, and when a partition heals. trainstep runs in-process against
+// the cluster with the flags of `trainstep run`; its replicas are real containers.
+//
+// The package's tests share one cluster with two real nodes, started by the first test that
+// needs it, and a short node lifecycle (the node lifecycle controller's grace period is
+// nodeGrace). They need the real node: `make test` runs them (as root); without
+// TRAINSTEP_REAL_NODE=1 they skip, and under CI=true they fail instead.
+package nodes_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/trainstep/trainstep/test/cluster"
+)
+
+const (
+	// nodeGrace is the node lifecycle controller's grace period: a node whose kubelet is
+	// silent this long is marked NotReady and tainted unreachable.
+	nodeGrace = 20 * time.Second
+	// secondNode is the cluster's second real node.
+	secondNode = cluster.RealNodeName + "-2"
+	// torchImage holds this machine's python3, Debian's python3-torch and the DDP training.
+	torchImage = "docker.io/local/torch:nodes"
+	// trainScript is where the DDP training (executor/testdata/ddp_train.py) is in torchImage.
+	trainScript = "/train/ddp_train.py"
+)
+
+// shared is the package's cluster, started on first use and stopped by TestMain.
+var shared struct {
+	once sync.Once
+	c    *cluster.Cluster
+	err  error
+}
+
+// TestMain stops the shared cluster after the tests, also when `go test` is interrupted (a
+// killed one relies on the cluster's Pdeathsig and its sweep of leftover real nodes).
+func TestMain(m *testing.M) {
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-signals
+		fmt.Fprintf(os.Stderr, "%s: stopping the test cluster; tests still running will fail\n", sig)
+		if shared.c != nil {
+			shared.c.Stop()
+		}
+		os.Exit(1)
+	}()
+	code := m.Run()
+	if shared.c != nil {
+		shared.c.Stop()
+	}
+	os.Exit(code)
+}
+
+// twoNodes hands the test the shared cluster with two Ready real nodes, starting it on first
+// use. When the test fails, its output ends with the end of every component's log.
+func twoNodes(t *testing.T) *cluster.Cluster {
+	t.Helper()
+	binDir := cluster.RequireRealNode(t)
+	shared.once.Do(func() { shared.err = startShared(t, binDir) })
+	if shared.err != nil {
+		t.Fatalf("the shared cluster: %v", shared.err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("component logs:\n%s", shared.c.LogTails(40))
+		}
+	})
+	return shared.c
+}
+
+// startShared starts the cluster with two real nodes and imports the torch image into both.
+func startShared(t *testing.T, binDir string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	started := time.Now()
+	c, err := cluster.Start(ctx, cluster.Options{BinDir: binDir, RealNodes: 2, NodeMonitorGracePeriod: nodeGrace})
+	if err != nil {
+		return fmt.Errorf("starting a cluster with two real nodes: %w", err)
+	}
+	shared.c = c
+	t.Logf("cluster with two real nodes ready in %s (%s)", time.Since(started).Round(10*time.Millisecond), c.StartupSummary())
+	started = time.Now()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		return err
+	}
+	files, err := cluster.TorchImageFiles(map[string]string{trainScript: filepath.Join(root, "executor", "testdata", "ddp_train.py")})
+	if err != nil {
+		return err
+	}
+	if err := c.ImportHostFilesImage(ctx, torchImage, files); err != nil {
+		return err
+	}
+	t.Logf("torch image built and imported into both nodes in %s", time.Since(started).Round(100*time.Millisecond))
+	return nil
+}
