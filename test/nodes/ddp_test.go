@@ -21,7 +21,9 @@ import (
 	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/logs"
+	"github.com/trainstep/trainstep/pkg/replicapolicy"
 	"github.com/trainstep/trainstep/pkg/result"
+	"github.com/trainstep/trainstep/pkg/spec"
 	"github.com/trainstep/trainstep/test/cluster"
 )
 
@@ -84,7 +86,10 @@ func (d *testJob) start(t *testing.T, nodeLostTimeout time.Duration) (wait func(
 	core, observed := observer.New(zapcore.InfoLevel)
 	stderr := &testutil.SyncBuffer{}
 	cfg := executor.Config{
-		Spec:             d.manifest,
+		Spec: d.manifest,
+		// The checkpoint is a hostPath that both nodes see (one machine's
+		// directory), which the replica policy allows only by this flag.
+		SpecOptions:      spec.Options{Policy: replicapolicy.Policy{AllowPrivileged: true}},
 		Kubeconfig:       d.c.Kubeconfig,
 		PodNamespace:     d.ns,
 		OutputsDir:       t.TempDir(),
