@@ -82,6 +82,9 @@ func (r *Renderer) Pod(rt v1alpha1.ReplicaType, index int, attempt int) (*corev1
 			corev1.EnvVar{Name: EnvReplicaIndex, Value: strconv.Itoa(index)},
 		)
 	}
+	if r.id.TrainerStatus != nil {
+		r.addTrainerStatus(&podSpec)
+	}
 	// Per-replica frameworks need no hostname or subdomain: peers dial the
 	// replica's own headless Service (see services.go).
 

@@ -9,3 +9,14 @@
 // Kubernetes API and decides nothing about the run: what a status changes
 // (the progress file, outputs, Events) is the caller's.
 package trainerstatus
+
+// The environment every container of every replica gets, as Kubeflow
+// Trainer sets it: the URL, and the files holding the CA and the token.
+const (
+	EnvURL    = "KUBEFLOW_TRAINER_STATUS_URL"
+	EnvCACert = "KUBEFLOW_TRAINER_STATUS_CA_CERT"
+	EnvToken  = "KUBEFLOW_TRAINER_STATUS_TOKEN"
+)
+
+// MountDir is where replicas find ca.crt and token, Kubeflow Trainer's path.
+const MountDir = "/var/run/secrets/kubeflow/trainer"
