@@ -89,6 +89,7 @@ func end(cfg *Config, res *result.Result, err error, start time.Time) {
 		res.Message = err.Error()
 	}
 	res.DurationSeconds = result.Seconds(cfg.Clock.Since(start).Seconds())
+	cfg.status.finish(res)
 	cfg.Timeline.Mark("run ended")
 	writeTimeline(cfg)
 	finish(cfg, *res)
@@ -171,6 +172,7 @@ func writeStoppingOutputs(cfg *Config, jobName string) {
 		res := newResult(cfg)
 		res.JobName = jobName
 		markTerminated(&res, "the step was stopped; deleting the job's objects")
+		cfg.status.fill(&res)
 		if err := outputs.Write(cfg.OutputsDir, res); err != nil {
 			cfg.Logger.Error("writing output files", zap.String("dir", cfg.OutputsDir), zap.Error(err))
 		}
@@ -208,7 +210,7 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 	}
 	isMPI := job.Spec.Framework == v1alpha1.FrameworkMPI
 	podGroups, hasPodGroup := gang.PodGroupResource(gang.Kind(job))
-	if err := conn.preflight(ctx, cfg.APITimeout, requiredPermissions(isMPI, isMPI, eventObject != nil, podGroups.Group, v1alpha1.ScalesOnMetrics(job))); err != nil {
+	if err := conn.preflight(ctx, cfg.APITimeout, requiredPermissions(isMPI, isMPI || servesTrainerStatus(cfg), eventObject != nil, podGroups.Group, v1alpha1.ScalesOnMetrics(job))); err != nil {
 		return nil, err
 	}
 	cfg.Timeline.Mark("preflight done")
@@ -228,6 +230,9 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 	}
 	inputs, err := renderInputs(ctx, conn, job, cfg.APITimeout)
 	if err != nil {
+		return nil, err
+	}
+	if cfg.status, err = prepareTrainerStatus(ctx, cfg, conn, job, &id, &inputs); err != nil {
 		return nil, err
 	}
 	renderer, desired, err := renderAllButPods(job, id, inputs)
@@ -299,6 +304,8 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 		return err
 	}
 	cfg.Timeline.Mark("lease acquired")
+	stopTrainerStatus := cfg.status.serve(ctx, cfg, s.conn, events, s.eventObject)
+	defer stopTrainerStatus()
 
 	streamer := newLogStreamer(cfg, s.conn, job, s.log)
 	ctrl := reconcile.New(reconcile.Options{

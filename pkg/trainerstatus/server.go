@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"strings"
@@ -64,6 +65,7 @@ type Server struct {
 	onStatus func(*Status, []byte, Source)
 	limiter  *rate.Limiter
 	http     *http.Server
+	material Material
 
 	mu      sync.Mutex // serializes OnStatus
 	counts  sync.Mutex
@@ -75,12 +77,9 @@ func Path(namespace, jobName string) string {
 	return "/apis/trainer.kubeflow.org/v1alpha1/namespaces/" + namespace + "/trainjobs/" + jobName + "/status"
 }
 
-// New prepares a Server; Serve starts it.
-func New(opts Options) (*Server, error) {
-	tlsConfig, err := opts.Material.tlsConfig()
-	if err != nil {
-		return nil, err
-	}
+// New prepares a Server; Serve starts it. Without a Material it serves
+// nothing and only Accept applies statuses (from log lines).
+func New(opts Options) *Server {
 	if opts.Rate <= 0 {
 		opts.Rate = DefaultRate
 	}
@@ -102,20 +101,27 @@ func New(opts Options) (*Server, error) {
 	}
 	s.http = &http.Server{
 		Handler:           s,
-		TLSConfig:         tlsConfig,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          zap.NewStdLog(opts.Logger.WithOptions(zap.IncreaseLevel(zap.DebugLevel))),
+		ErrorLog:          debugLog(opts.Logger),
 	}
-	return s, nil
+	s.material = opts.Material
+	return s
 }
 
-// Serve serves HTTPS on l until Shutdown; it returns at once.
-func (s *Server) Serve(l net.Listener) {
+// Serve serves HTTPS on l with the Material's certificate until Shutdown;
+// it returns at once.
+func (s *Server) Serve(l net.Listener) error {
+	tlsConfig, err := s.material.tlsConfig()
+	if err != nil {
+		return err
+	}
+	s.http.TLSConfig = tlsConfig
 	go func() { _ = s.http.ServeTLS(l, "", "") }()
+	return nil
 }
 
 // Shutdown stops serving, waiting for requests in flight until ctx ends.
@@ -206,7 +212,7 @@ func (s *Server) apply(body []byte, from Source) error {
 // authorized compares the bearer token in constant time.
 func (s *Server) authorized(header string) bool {
 	scheme, token, ok := strings.Cut(header, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
+	if !ok || !strings.EqualFold(scheme, "Bearer") || len(s.token) == 0 {
 		return false
 	}
 	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), s.token) == 1
@@ -217,4 +223,14 @@ func (s *Server) refuse(w http.ResponseWriter, code int, message string) {
 	s.refused[code]++
 	s.counts.Unlock()
 	http.Error(w, message, code)
+}
+
+// debugLog is the standard logger net/http writes its errors to, at
+// debug level.
+func debugLog(logger *zap.Logger) *log.Logger {
+	l, err := zap.NewStdLogAt(logger, zap.DebugLevel)
+	if err != nil {
+		return log.New(io.Discard, "", 0)
+	}
+	return l
 }

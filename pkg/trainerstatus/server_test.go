@@ -44,11 +44,10 @@ func startEndpoint(t *testing.T, opts Options) *endpoint {
 		defer e.mu.Unlock()
 		e.statuses = append(e.statuses, s)
 	}
-	e.server, err = New(opts)
-	require.NoError(t, err)
+	e.server = New(opts)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	e.server.Serve(l)
+	require.NoError(t, e.server.Serve(l))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -184,6 +183,13 @@ func TestAcceptAppliesALogLineUnderTheSameRules(t *testing.T) {
 	require.NoError(t, e.server.Accept([]byte(validBody), SourceLogLine))
 	assert.Error(t, e.server.Accept([]byte(strings.Replace(validBody, "45", "101", 1)), SourceLogLine))
 	assert.Len(t, e.applied(), 1)
+}
+
+func TestServerWithoutMaterialAcceptsNoRequest(t *testing.T) {
+	s := New(Options{Namespace: "ns", JobName: "job"})
+	assert.Error(t, s.Serve(nil))
+	assert.False(t, s.authorized("Bearer "), "an empty token must never match")
+	assert.NoError(t, s.Accept([]byte(validBody), SourceLogLine))
 }
 
 func TestMaterialRoundTripsThroughTheSecret(t *testing.T) {
