@@ -95,17 +95,22 @@ func prepareTrainerStatus(ctx context.Context, cfg *Config, conn *connection, jo
 		log.Info("no progress endpoint: the step does not know its own pod (--owner-pod), so the replicas could not reach it; statuses in the leaders' log lines are still read")
 		return newStatusEndpoint(cfg, job, conn.namespace, trainerstatus.Material{}, log), nil
 	}
-	material, err := trainerStatusMaterial(ctx, cfg, conn, job)
-	if err != nil {
-		return nil, err
-	}
 	address := cfg.TrainerStatusAddress
 	if address == "" {
 		address = DefaultTrainerStatusAddress
 	}
+	// The endpoint is worth no failed run: without it the replicas get no
+	// status env and the job runs as it would have.
 	listener, err := net.Listen("tcp", address)
 	if err != nil {
-		return nil, result.Invalidf("--trainer-status-address %s: %v; nothing was created", address, err)
+		log.Warn("no progress endpoint: its address cannot be listened on; statuses in the leaders' log lines are still read",
+			zap.String("address", address), zap.Error(err))
+		return newStatusEndpoint(cfg, job, conn.namespace, trainerstatus.Material{}, log), nil
+	}
+	material, err := trainerStatusMaterial(ctx, cfg, conn, job)
+	if err != nil {
+		_ = listener.Close()
+		return nil, err
 	}
 	e := newStatusEndpoint(cfg, job, conn.namespace, material, log)
 	e.listener = listener
