@@ -149,3 +149,28 @@ func TestLocalRunWithLogsOffTakesNoStatusLine(t *testing.T) {
 		t.Errorf("metrics.json (-want +got):\n%s", diff)
 	}
 }
+
+// Real DDP training (Debian's python3-torch, gloo on CPU) whose rank 0
+// reports with the KEP's snippet, the script the real node's Argo test
+// runs: run --local shows the same progress and outputs.
+func TestLocalRealPyTorchDDPReportsProgress(t *testing.T) {
+	requireTorch(t)
+	manifest := ddpJob(t, "OnFailure", map[string]string{"CKPT_DIR": t.TempDir(), "STEPS": "300", "REPORT_EVERY": "60", "STEP_DELAY": "0.01"})
+	r, values := runWithProgress(t, manifest, logs.ModeLeaders)
+	require.Equal(t, result.PhaseSucceeded, r.res.Phase, "%v\n%s", r.err, lastLines(r.stderr.String(), 40))
+	stderr := r.stderr.String()
+	assert.Contains(t, stderr, "[master-0] wrong token 401")
+	assert.Contains(t, stderr, "[master-0] posted 100 200")
+	var percentages []string
+	for _, v := range values {
+		if strings.HasSuffix(v, "/100") {
+			percentages = append(percentages, v)
+		}
+	}
+	assert.Equal(t, []string{"20/100", "40/100", "60/100", "80/100", "100/100"}, percentages, "every value: %v", values)
+	var metrics map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.output(t, "metrics.json")), &metrics))
+	assert.Equal(t, float64(300), metrics["steps"], "the termination message's metrics: %v", metrics)
+	assert.Equal(t, float64(300), metrics["step"], "the reported metrics: %v", metrics)
+	assert.Contains(t, r.output(t, "trainer-status.json"), `"progressPercentage":100`)
+}
