@@ -69,8 +69,9 @@ func (c *Cluster) startArgo(ctx context.Context, detached bool) error {
 	if err != nil {
 		return err
 	}
-	// One controller: no leader to elect.
-	controller, err := c.startInNodeWithEnv("workflow-controller", []string{"LEADER_ELECTION_DISABLE=true"}, detached,
+	// One controller: no leader to elect. Steps report their progress every 5 s
+	// instead of every minute, so a test sees a training's progress change.
+	controller, err := c.startInNodeWithEnv("workflow-controller", []string{"LEADER_ELECTION_DISABLE=true", "ARGO_PROGRESS_PATCH_TICK_DURATION=5s"}, detached,
 		"--kubeconfig", kubeconfig,
 		"--executor-image", ArgoExecutorImage,
 		"--executor-image-pull-policy", string(corev1.PullNever),
