@@ -77,7 +77,8 @@ func statusBody(step, total int, loss float64, elapsed time.Duration, now time.T
 		},
 		"lastUpdatedTime": now.UTC().Format(time.RFC3339),
 	}
-	if step > 0 && step < total {
+	// A few steps' pace says too little of the rest.
+	if step >= 10 && step < total {
 		status["estimatedRemainingSeconds"] = int(elapsed.Seconds() * float64(total-step) / float64(step))
 	} else if step >= total {
 		status["estimatedRemainingSeconds"] = 0
