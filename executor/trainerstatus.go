@@ -163,7 +163,7 @@ func (e *statusEndpoint) serve(ctx context.Context, cfg *Config, conn *connectio
 	e.mu.Lock()
 	e.firstSeen = func(s *trainerstatus.Status) {
 		if eventObject != nil {
-			events.recorder.Eventf(eventObject, corev1.EventTypeNormal, EventTrainerStatus, "first training status from the replicas: %s", s.Summary())
+			events.recorder.Eventf(eventObject, corev1.EventTypeNormal, EventTrainerStatus, "first training status from the replicas: %s", eventText(s))
 		}
 	}
 	e.mu.Unlock()
@@ -180,7 +180,7 @@ func (e *statusEndpoint) serve(ctx context.Context, cfg *Config, conn *connectio
 	return func() {
 		e.shutdown()
 		if s := e.lastStatus(); s != nil && eventObject != nil {
-			events.recorder.Eventf(eventObject, corev1.EventTypeNormal, EventTrainerStatusFinal, "last training status: %s", s.Summary())
+			events.recorder.Eventf(eventObject, corev1.EventTypeNormal, EventTrainerStatusFinal, "last training status: %s", eventText(s))
 		}
 	}
 }
@@ -314,6 +314,18 @@ func (e *statusEndpoint) scheduleLog() {
 func (e *statusEndpoint) logStatus() {
 	e.logged, e.loggedAt = e.last, time.Now()
 	e.log.Info(e.last.Summary())
+}
+
+// maxEventText keeps an Event's message within the kilobyte events.k8s.io
+// allows; a status may carry 64 metrics.
+const maxEventText = 900
+
+func eventText(s *trainerstatus.Status) string {
+	text := s.Summary()
+	if len(text) > maxEventText {
+		text = text[:maxEventText] + " …"
+	}
+	return text
 }
 
 func sameSummary(a, b *trainerstatus.Status) bool {

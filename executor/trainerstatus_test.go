@@ -2,6 +2,7 @@ package executor
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -56,4 +57,14 @@ func TestNoStatusEndpointChangesNothing(t *testing.T) {
 	assert.False(t, reported)
 	var out bytes.Buffer
 	assert.Same(t, &out, e.tapLogs(&out).(*bytes.Buffer))
+}
+
+func TestEventTextIsBounded(t *testing.T) {
+	metrics := make([]trainerstatus.Metric, trainerstatus.MaxMetrics)
+	for i := range metrics {
+		metrics[i] = trainerstatus.Metric{Name: fmt.Sprintf("metric_%02d_%s", i, strings.Repeat("x", 100)), Value: "0.5"}
+	}
+	text := eventText(&trainerstatus.Status{Metrics: metrics})
+	assert.LessOrEqual(t, len(text), maxEventText+len(" …"))
+	assert.True(t, strings.HasPrefix(text, "training metric_00_"))
 }
