@@ -85,8 +85,9 @@ integration-real-node: cluster-bin cluster-bin-node cluster-bin-argo node-deps #
 	TRAINSTEP_REAL_NODE=1 TRAINSTEP_CLUSTER_BIN=$(CLUSTER_BIN) $(GO) test -count=1 -p 1 -timeout 25m -run 'RealNode' -v $(INTEGRATION_PKGS)
 
 .PHONY: fuzz
-fuzz: ## Fuzz parse → default → validate → render for FUZZTIME (default 5m).
+fuzz: ## Fuzz parse → default → validate → render, then the progress endpoint's payload decoder, each for FUZZTIME (default 5m).
 	$(GO) test ./pkg/render/ -run '^$$' -fuzz FuzzRenderPipeline -fuzztime $(FUZZTIME)
+	$(GO) test ./pkg/trainerstatus/ -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME)
 
 .PHONY: bench
 bench: cluster-bin ## Measure launch, detection and teardown against a client-go baseline, up to 2048 workers; writes BENCHMARKS.md.
