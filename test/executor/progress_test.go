@@ -112,7 +112,11 @@ func TestProgressEndpointRefusesWhatIsNotTheJobsAndSurvivesAFlood(t *testing.T) 
 	c := cluster.Get(t)
 	ns := c.Namespace(t)
 	owner := ownerPod(t, c, ns, "step-progress")
-	job := newJob("progress", v1alpha1.FrameworkTensorFlow).replicas(worker, 2, nil)
+	// cleanPodPolicy All: the job's Secrets go with its last pod.
+	job := newJob("progress", v1alpha1.FrameworkTensorFlow).replicas(worker, 2, nil).with(func(j *v1alpha1.TrainJob) {
+		all := v1alpha1.CleanPodPolicyAll
+		j.Spec.RunPolicy.CleanPodPolicy = &all
+	})
 	progressFile := filepath.Join(t.TempDir(), "progress")
 	runLog, record := recordLog()
 	wait := startJob(t, c, ns, job.yaml(t), record, func(cfg *executor.Config) {
