@@ -242,7 +242,10 @@ func (e *statusEndpoint) shutdown() {
 
 func (e *statusEndpoint) stop() {
 	if e.listener != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		// The job is over: a post still in flight is not worth waiting
+		// for, and a client's idle keep-alive connections would hold a
+		// graceful shutdown for seconds.
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
 		_ = e.server.Shutdown(ctx)
 		_ = e.listener.Close() // when Serve never ran
