@@ -113,16 +113,20 @@ func TestRealNodePyTorchDDPReportsProgressToArgo(t *testing.T) {
 	}
 }
 
-// trainProgress is the progress of the Workflow's train pod node, "" when
-// there is none yet.
+// trainProgress is the progress of the Workflow's train pod node (the last
+// attempt's, "train(0)" under the template's retryStrategy), "" when there
+// is none yet.
 func trainProgress(wf *unstructured.Unstructured) string {
 	nodes, _, _ := unstructured.NestedMap(wf.Object, "status", "nodes")
+	latest, progress := "", ""
 	for _, v := range nodes {
 		n, _ := v.(map[string]any)
-		if n["type"] == "Pod" && n["displayName"] == "train" {
-			p, _ := n["progress"].(string)
-			return p
+		name, _ := n["displayName"].(string)
+		if n["type"] != "Pod" || (name != "train" && !strings.HasPrefix(name, "train(")) || name < latest {
+			continue
 		}
+		latest = name
+		progress, _ = n["progress"].(string)
 	}
-	return ""
+	return progress
 }
