@@ -90,8 +90,9 @@ soak: ## Run the controller's simulation over SCHEDULES drawn schedules (default
 	$(GO) test -count=1 -timeout 0 -run '^TestSimulation$$' ./pkg/reconcile/ -schedules $(SCHEDULES)
 
 .PHONY: fuzz
-fuzz: ## Fuzz parse → default → validate → render for FUZZTIME (default 5m).
+fuzz: ## Fuzz parse → default → validate → render, then the progress endpoint's payload decoder, each for FUZZTIME (default 5m).
 	$(GO) test ./pkg/render/ -run '^$$' -fuzz FuzzRenderPipeline -fuzztime $(FUZZTIME)
+	$(GO) test ./pkg/trainerstatus/ -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME)
 
 .PHONY: bench
 bench: cluster-bin ## Measure launch, detection and teardown against a client-go baseline, up to 2048 workers; writes BENCHMARKS.md.

@@ -87,6 +87,13 @@ type Config struct {
 	// Logs selects which replicas' logs are streamed to Stderr.
 	Logs logs.Mode
 
+	// TrainerStatus takes the replicas' training status (Kubeflow
+	// Trainer's progress protocol): served on TrainerStatusAddress of the
+	// step's pod when OwnerPod is known, on 127.0.0.1 for a local run, and
+	// read from the leaders' log lines when logs are streamed.
+	TrainerStatus        bool
+	TrainerStatusAddress string
+
 	Logger *zap.Logger
 	// Stdout receives exactly one line: the result JSON.
 	Stdout io.Writer
@@ -98,6 +105,9 @@ type Config struct {
 	// Outputs lets every writer of this process's result (Run, Report on a
 	// second signal) write it once; nil gives each call a gate of its own.
 	Outputs *OutputGate
+
+	// status is the run's progress endpoint, nil when it has none.
+	status *statusEndpoint
 
 	// BeforeSync, for tests, is called before each look the controller
 	// takes at the job: a panic there is the reconciler's own.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/backend/local"
+	"github.com/trainstep/trainstep/pkg/logs"
 	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/reconcile"
 	"github.com/trainstep/trainstep/pkg/result"
@@ -23,13 +24,26 @@ func runLocal(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, res *res
 	terminated, _ := watchSignals(runCtx, cfg.Signals, cancelRun, nil)
 	log := cfg.Logger.With(zap.String("job", job.Name))
 
+	var environ []string
+	var closeStatus func()
+	var err error
+	if cfg.status, environ, closeStatus, err = startLocalTrainerStatus(cfg, job, log); err != nil {
+		return err
+	}
+	defer closeStatus()
+	logOutput := cfg.Stderr
+	if cfg.Logs != logs.ModeNone {
+		// A leader's log line may carry its training status.
+		logOutput = cfg.status.tapLogs(cfg.Stderr)
+	}
 	report := progressReporter(cfg, log)
 	lastProgress := ""
 	outcome, err := local.Run(runCtx, local.Options{
 		Job:          job,
 		Timeouts:     policy.Timeouts{Stuck: cfg.StuckTimeout, Pending: cfg.PendingTimeout},
 		Logs:         cfg.Logs,
-		LogOutput:    cfg.Stderr,
+		LogOutput:    logOutput,
+		Environ:      environ,
 		Logger:       log,
 		Clock:        cfg.Clock,
 		MaxStopGrace: cfg.TerminationGrace,

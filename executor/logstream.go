@@ -48,6 +48,10 @@ const tailTimeout = 10 * time.Second
 func newLogStreamer(cfg *Config, conn *connection, job *v1alpha1.TrainJob, log *zap.Logger) *logStreamer {
 	s := &logStreamer{mode: cfg.Logs, job: job, types: map[string]v1alpha1.ReplicaType{}, leaders: map[frameworks.ReplicaRef]bool{},
 		client: conn.core, namespace: conn.namespace, out: logs.NewPrefixer(cfg.Stderr), log: log, tails: map[failedInstance]bool{}}
+	if cfg.Logs != logs.ModeNone {
+		// A leader's log line may carry its training status.
+		s.out = logs.NewPrefixer(cfg.status.tapLogs(cfg.Stderr))
+	}
 	for t := range job.Spec.ReplicaSpecs {
 		s.types[strings.ToLower(string(t))] = t
 	}

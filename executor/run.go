@@ -88,6 +88,7 @@ func end(cfg *Config, res *result.Result, err error, start time.Time) {
 		res.Message = err.Error()
 	}
 	res.DurationSeconds = result.Seconds(cfg.Clock.Since(start).Seconds())
+	cfg.status.finish(res)
 	cfg.Timeline.Mark("run ended")
 	writeTimeline(cfg)
 	finish(cfg, *res)
@@ -170,6 +171,7 @@ func writeStoppingOutputs(cfg *Config, jobName string) {
 		res := newResult(cfg)
 		res.JobName = jobName
 		markTerminated(&res, "the step was stopped; deleting the job's objects")
+		cfg.status.fill(&res)
 		if err := outputs.Write(cfg.OutputsDir, res); err != nil {
 			cfg.Logger.Error("writing output files", zap.String("dir", cfg.OutputsDir), zap.Error(err))
 		}
@@ -221,6 +223,9 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 	if !cfg.NoNetworkPolicy {
 		perms = append(perms, networkPolicyPermissions()...)
 	}
+	if servesTrainerStatus(cfg) {
+		perms = append(perms, trainerStatusPermissions()...)
+	}
 	if err := conn.preflight(ctx, cfg.APITimeout, perms); err != nil {
 		return nil, err
 	}
@@ -238,6 +243,13 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 	inputs, err := renderInputs(ctx, conn, job, cfg.APITimeout)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.status, err = prepareTrainerStatus(ctx, cfg, conn, job, &id, &inputs); err != nil {
+		return nil, err
+	}
+	// Rendered again: the progress endpoint, once prepared, is in the identity.
+	if renderer, err = render.NewRenderer(job, id); err != nil {
+		return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
 	}
 	desired, err := renderAllButPods(renderer, inputs)
 	if err != nil {
@@ -300,6 +312,8 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 		return nil
 	}
 	cfg.Timeline.Mark("lease acquired")
+	stopTrainerStatus := cfg.status.serve(ctx, cfg, s.conn, events, s.eventObject)
+	defer stopTrainerStatus()
 
 	streamer := newLogStreamer(cfg, s.conn, job, s.log)
 	ctrl := newController(cfg, job, s, events, streamer)

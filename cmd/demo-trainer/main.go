@@ -16,6 +16,9 @@
 //     others exit 1 on their next step, so the job must be restarted whole.
 //   - neither: one process trains on the whole dataset.
 //
+// Under trainstep (or Kubeflow Trainer), the deciding replica also sends
+// each logged step's progress and loss to $KUBEFLOW_TRAINER_STATUS_URL.
+//
 // It logs "step N loss L" lines to stdout, and the deciding replica writes
 // {"loss": …, "steps": …, "weights": […]} to $TRAINSTEP_TERMINATION_MESSAGE_PATH,
 // else /dev/termination-log. Every flag can also be set by its environment
@@ -68,7 +71,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stderr, "demo-trainer: %v\n", err)
 		return exitUsage
 	}
-	if err := train(ctx, trainer.NewLogger(stdout)); err != nil {
+	log := trainer.NewLogger(stdout)
+	if log.Status, err = trainer.NewStatusReporter(getenv); err != nil {
+		// The status is a view of training, not part of it.
+		fmt.Fprintf(stderr, "demo-trainer: %v; not reporting the training status\n", err)
+	}
+	if err := train(ctx, log); err != nil {
 		fmt.Fprintf(stderr, "demo-trainer: %v\n", err)
 		return exitFailed
 	}

@@ -93,6 +93,8 @@ cannot be written (or has no value): then only stdout carries the result.`,
 	fl.StringVar(&f.timeline, "timeline", "", "write the launch's stages (config, preflight, lease, informers, creates) with the client-side rate limiter's waits to this file, once every object is created and again at the end")
 	fl.BoolVar(&f.networkPolicy, "network-policy", true, "create the job's NetworkPolicy, which admits only the job's own pods to its replicas; --network-policy=false leaves the replicas open to every pod the cluster's policies allow")
 	fl.StringVar(&f.logs, "logs", string(logs.ModeLeaders), "replica logs to stream to stderr: leaders (chief/master/worker-0/launcher), all or none")
+	fl.BoolVar(&f.cfg.TrainerStatus, "trainer-status", true, "take the replicas' training progress and metrics (Kubeflow Trainer's KUBEFLOW_TRAINER_STATUS_* endpoint, served by the step in its pod (--owner-pod) or on 127.0.0.1 with --local, and a leader's log line {\"trainerStatus\": ...})")
+	fl.StringVar(&f.cfg.TrainerStatusAddress, "trainer-status-address", executor.DefaultTrainerStatusAddress, "address the progress endpoint listens on in the step's pod")
 	fl.StringVar(&f.logFormat, "log-format", "", "trainstep's own log format on stderr: json or console (default: console on a terminal, else json)")
 	// For the benchmarks' profiles; not part of the step's interface.
 	fl.StringVar(&f.cpuProfile, "cpu-profile", "", "write a CPU profile of the run to this file")

@@ -6,19 +6,57 @@ regression with DDP, and rank 0 writes {"loss", "steps"} to the
 termination message path. Rank 0 keeps a checkpoint every 10 steps with
 torch.save in $CKPT_DIR, and every rank resumes from it when it is there.
 
+With REPORT_EVERY set, rank 0 reports its progress and loss every that many
+steps with Kubeflow Trainer's protocol (KEP-2779's stdlib snippet), after one
+post with a wrong token whose answer it prints; STEP_DELAY (seconds) paces
+the steps.
+
 KILL_RANK and KILL_AT make that rank kill itself with SIGKILL at that step,
 once (a marker file in $CKPT_DIR remembers), as the OOM killer would; FAIL_RANK
 makes that rank exit 1 at step KILL_AT, every time, as a bug would.
 """
+import datetime
 import json
 import os
 import signal
+import ssl
+import time
+from urllib import error, request
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 STEPS = int(os.environ.get("STEPS", "300"))
+REPORT_EVERY = int(os.environ.get("REPORT_EVERY", "0"))
+STEP_DELAY = float(os.environ.get("STEP_DELAY", "0"))
+
+
+def update_training_status(payload, token=None):
+    """Posts payload to the job's status endpoint; returns the HTTP code."""
+    url = os.environ["KUBEFLOW_TRAINER_STATUS_URL"]
+    ca_file = os.environ["KUBEFLOW_TRAINER_STATUS_CA_CERT"]
+    if token is None:
+        with open(os.environ["KUBEFLOW_TRAINER_STATUS_TOKEN"]) as f:
+            token = f.read()
+    ssl_context = ssl.create_default_context(cafile=ca_file)
+    req = request.Request(url, data=json.dumps(payload).encode(),
+                          headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    try:
+        with request.urlopen(req, context=ssl_context, timeout=10) as resp:
+            return resp.status
+    except error.HTTPError as e:
+        return e.code
+    except OSError as e:
+        return f"unreachable: {e}"
+
+
+def status(step, loss):
+    return {"trainerStatus": {
+        "progressPercentage": step * 100 // STEPS,
+        "metrics": [{"name": "loss", "value": f"{loss:.6f}"}, {"name": "step", "value": str(step)}],
+        "lastUpdatedTime": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }}
 
 
 def main():
@@ -40,6 +78,8 @@ def main():
         start = state["step"]
         print(f"rank {rank}: resuming at step {start}", flush=True)
     loss = None
+    if rank == 0 and REPORT_EVERY:
+        print("wrong token", update_training_status(status(0, 0.0), token="0" * 64), flush=True)
     for step in range(start + 1, STEPS + 1):
         if step == int(os.environ.get("KILL_AT", "-1")):
             if rank == int(os.environ.get("FAIL_RANK", "-1")):
@@ -62,6 +102,10 @@ def main():
             os.replace(ckpt + ".tmp", ckpt)
         if rank == 0 and step % 50 == 0:
             print(f"step {step} loss {loss.item():.6f} world {world}", flush=True)
+        if rank == 0 and REPORT_EVERY and step % REPORT_EVERY == 0:
+            print("posted", step * 100 // STEPS, update_training_status(status(step, loss.item())), flush=True)
+        if STEP_DELAY:
+            time.sleep(STEP_DELAY)
     total = torch.tensor([loss.item()])
     dist.all_reduce(total)
     if rank == 0:

@@ -6,9 +6,11 @@
 // it is: one value per file and no trailing newline. duration-seconds is a
 // plain decimal number of seconds with one decimal place ("12.3"), restarts
 // an integer, replicas.json a JSON array ("[]" when there are none) and
-// metrics.json a JSON object ("{}" when there are none), termination-message
-// the deciding replica's termination message as it wrote it ("" when there
-// is none). The result line on stdout carries the same values, its
+// metrics.json a JSON object ("{}" when there are none: the deciding
+// replica's termination message over the last reported status's metrics),
+// trainer-status.json the last reported status ("{}" when none came),
+// termination-message the deciding replica's termination message as it
+// wrote it ("" when there is none). The result line on stdout carries the same values, its
 // durationSeconds with the same one decimal place. Every file is
 // written through a temporary file and a rename, so a reader sees either the
 // old content or the new one, never half a file.
@@ -46,6 +48,9 @@ const (
 	// FileTerminationMessage keeps the raw termination message, so a message
 	// that is not a JSON object (and gives metrics.json "{}") is not lost.
 	FileTerminationMessage = "termination-message"
+	// FileTrainerStatus keeps the last status the replicas reported
+	// (Kubeflow Trainer's trainerStatus object), "{}" when none came.
+	FileTrainerStatus = "trainer-status.json"
 )
 
 // CheckDir makes sure dir exists and a file can be written in it, so a
@@ -90,6 +95,7 @@ func Write(dir string, r result.Result) error {
 		{FileReplicas, replicas},
 		{FileMetrics, metrics},
 		{FileTerminationMessage, []byte(r.TerminationMessage)},
+		{FileTrainerStatus, trainerStatus(r)},
 	}
 	var errs []error
 	for _, f := range files {
@@ -172,10 +178,31 @@ func normalize(r result.Result) result.Result {
 		return replicas[i].Index < replicas[j].Index
 	})
 	r.Replicas = replicas
-	if r.Metrics == nil {
-		r.Metrics = map[string]any{}
-	}
+	r.Metrics = mergeMetrics(r.Metrics, r.TrainerMetrics)
 	return r
+}
+
+// mergeMetrics is the termination message's metrics over the reported
+// status's: on a name both have, the termination message wins. Neither
+// map is modified; the result is never nil.
+func mergeMetrics(terminationMessage, reported map[string]any) map[string]any {
+	out := make(map[string]any, len(terminationMessage)+len(reported))
+	for k, v := range reported {
+		out[k] = v
+	}
+	for k, v := range terminationMessage {
+		out[k] = v
+	}
+	return out
+}
+
+// trainerStatus is the trainer-status.json content: the last status, or
+// "{}" when none came.
+func trainerStatus(r result.Result) []byte {
+	if len(r.TrainerStatus) == 0 {
+		return []byte("{}")
+	}
+	return r.TrainerStatus
 }
 
 // marshalCompact encodes v as JSON without HTML escaping (the files are read

@@ -35,6 +35,7 @@ func TestWriteProducesEveryFileWithExactContent(t *testing.T) {
 				"replicas.json":       "[]",
 				"metrics.json":        "{}",
 				"termination-message": "",
+				"trainer-status.json": "{}",
 			},
 		},
 		{
@@ -66,6 +67,28 @@ func TestWriteProducesEveryFileWithExactContent(t *testing.T) {
 					`{"type":"Worker","index":1,"phase":"Succeeded","exitCode":0,"restarts":2,"node":"node-b"}]`,
 				"metrics.json":        `{"accuracy":0.981,"note":"a<b"}`,
 				"termination-message": `{"accuracy": 0.981, "note": "a<b"}`,
+				"trainer-status.json": "{}",
+			},
+		},
+		{
+			name: "reported status: its metrics merged, the termination message's winning",
+			result: result.Result{
+				Phase: result.PhaseSucceeded, Reason: result.ReasonSucceeded,
+				Metrics:            map[string]any{"accuracy": json.Number("0.981")},
+				TerminationMessage: `{"accuracy": 0.981}`,
+				TrainerStatus:      json.RawMessage(`{"progressPercentage":100,"metrics":[{"name":"accuracy","value":"0.97"},{"name":"loss","value":"0.12"}],"lastUpdatedTime":"2025-01-23T10:30:45Z"}`),
+				TrainerMetrics:     map[string]any{"accuracy": json.Number("0.97"), "loss": json.Number("0.12")},
+			},
+			want: map[string]string{
+				"phase":               "Succeeded",
+				"reason":              "Succeeded",
+				"job-name":            "",
+				"duration-seconds":    "0.0",
+				"restarts":            "0",
+				"replicas.json":       "[]",
+				"metrics.json":        `{"accuracy":0.981,"loss":0.12}`,
+				"termination-message": `{"accuracy": 0.981}`,
+				"trainer-status.json": `{"progressPercentage":100,"metrics":[{"name":"accuracy","value":"0.97"},{"name":"loss","value":"0.12"}],"lastUpdatedTime":"2025-01-23T10:30:45Z"}`,
 			},
 		},
 		{
@@ -80,6 +103,7 @@ func TestWriteProducesEveryFileWithExactContent(t *testing.T) {
 				"replicas.json":       "[]",
 				"metrics.json":        "{}",
 				"termination-message": "",
+				"trainer-status.json": "{}",
 			},
 		},
 	}

@@ -89,6 +89,9 @@ func (r *Renderer) Pod(rt v1alpha1.ReplicaType, index int, attempt int) (*corev1
 		)
 	}
 	setHostname(&podSpec, r.layout, r.id.JobName, rt, index)
+	if r.id.TrainerStatus != nil {
+		r.addTrainerStatus(&podSpec)
+	}
 
 	pod := &corev1.Pod{
 		TypeMeta: typeMeta("Pod"),

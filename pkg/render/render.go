@@ -21,6 +21,7 @@ import (
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/frameworks"
+	"github.com/trainstep/trainstep/pkg/trainerstatus"
 )
 
 // Identity says where the objects go and who owns them.
@@ -33,6 +34,10 @@ type Identity struct {
 	// Labels are extra labels put on every object, e.g.
 	// workflows.argoproj.io/workflow.
 	Labels map[string]string
+	// TrainerStatus, when set, gives every replica the step's progress
+	// endpoint: its environment, the CA and token, and the <job>-status
+	// Service and Secret (Inputs.TrainerStatus is then required).
+	TrainerStatus *TrainerStatusEndpoint
 }
 
 // Inputs are the values rendering needs but must not make up itself.
@@ -41,6 +46,9 @@ type Inputs struct {
 	// required for MPI jobs and ignored otherwise.
 	SSHPrivateKey []byte
 	SSHPublicKey  []byte
+	// TrainerStatus is the progress endpoint's CA, serving pair and token,
+	// required when Identity.TrainerStatus is set.
+	TrainerStatus *trainerstatus.Material
 }
 
 // Objects are everything a job creates.

@@ -143,6 +143,14 @@ func (r *Renderer) SharedObjects(in Inputs) (*Objects, error) {
 		s.ObjectMeta = jobObjectMeta(r.id, s.Name, sharedLabels(r.job, r.id.JobName))
 		objs.Secrets = append(objs.Secrets, s)
 	}
+	if r.id.TrainerStatus != nil {
+		secret, service, err := r.trainerStatusObjects(in)
+		if err != nil {
+			return nil, err
+		}
+		objs.Secrets = append(objs.Secrets, secret)
+		objs.Services = append(objs.Services, service)
+	}
 	objs.PodGroup = gang.PodGroup(r.job, jobObjectMeta(r.id, r.id.JobName, JobLabels(r.id.JobName)))
 	return objs, nil
 }
@@ -180,6 +188,10 @@ func copyIdentity(id Identity) Identity {
 	}
 	if id.Owner != nil {
 		id.Owner = id.Owner.DeepCopy()
+	}
+	if id.TrainerStatus != nil {
+		endpoint := *id.TrainerStatus
+		id.TrainerStatus = &endpoint
 	}
 	return id
 }

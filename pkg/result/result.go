@@ -5,6 +5,7 @@
 package result
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -158,6 +159,13 @@ type Result struct {
 	Metrics         map[string]any  `json:"metrics"`
 	// TerminationMessage is the raw termination message metrics came from.
 	TerminationMessage string `json:"terminationMessage,omitempty"`
+	// TrainerStatus is the last status the replicas reported through the
+	// progress endpoint or a log line (Kubeflow Trainer's trainerStatus
+	// object), empty when none came.
+	TrainerStatus json.RawMessage `json:"trainerStatus,omitempty"`
+	// TrainerMetrics are that status's metrics. The outputs merge them
+	// into Metrics, whose values (the termination message's) win.
+	TrainerMetrics map[string]any `json:"-"`
 }
 
 // Err is the error a run that ended so returns: nil when it succeeded, an

@@ -401,6 +401,13 @@ func checkOutputFiles(t *testing.T, tmpl *wfv1.Template, run stepRun, jobName st
 			}
 			return nil
 		},
+		// KWOK's replicas report no training status.
+		"trainer-status": func(v string) error {
+			if v != "{}" {
+				return fmt.Errorf("%q, want {} as no status was reported", v)
+			}
+			return nil
+		},
 		"termination-message": func(v string) error {
 			var got map[string]any
 			if err := json.Unmarshal([]byte(v), &got); err != nil {

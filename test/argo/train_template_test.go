@@ -164,7 +164,7 @@ func TestOutputParametersReadTheFilesTrainstepWrites(t *testing.T) {
 		"phase": outputs.FilePhase, "reason": outputs.FileReason, "job-name": outputs.FileJobName,
 		"duration-seconds": outputs.FileDurationSeconds, "restarts": outputs.FileRestarts,
 		"replicas": outputs.FileReplicas, "metrics": outputs.FileMetrics,
-		"termination-message": outputs.FileTerminationMessage,
+		"termination-message": outputs.FileTerminationMessage, "trainer-status": outputs.FileTrainerStatus,
 	}
 	for kind, train := range trainTemplates(t) {
 		t.Run(kind, func(t *testing.T) {

@@ -97,7 +97,7 @@ func RunPSWorker(ctx context.Context, s Settings, cfg TFConfig, log *Logger) err
 }
 
 func (w *psWorker) train(ctx context.Context) error {
-	steps := stepLogger{log: w.log, every: w.s.LogEvery}
+	steps := stepLogger{log: w.log, every: w.s.LogEvery, report: w.cfg.isDecider(), total: w.s.Steps}
 	for {
 		weights, done, err := w.pull(ctx)
 		if err != nil {
@@ -199,6 +199,7 @@ func (w *psWorker) finish(ctx context.Context) error {
 	}
 	m := Metrics{Loss: w.full.Loss(weights), Steps: replies[0].Step, Weights: weights}
 	w.log.final(m)
+	w.log.Status.Final(m.Steps, w.s.Steps, m.Loss, w.log)
 	writeMetrics(w.log, w.s.TerminationMessagePath, m)
 	return nil
 }

@@ -117,6 +117,8 @@ func writeMetrics(log *Logger, path string, m Metrics) {
 type Logger struct {
 	mu  sync.Mutex
 	out io.Writer
+	// Status, when set, receives the deciding replica's progress.
+	Status *StatusReporter
 }
 
 // NewLogger logs to out.
@@ -142,15 +144,22 @@ func (l *Logger) final(m Metrics) {
 
 // stepLogger decides which steps get a line: the first, every LogEvery-th
 // (also when steps are skipped, as asynchronous global steps are) and the last.
+// The deciding replica (report) also sends each logged step as its
+// training status, out of total steps.
 type stepLogger struct {
-	log   *Logger
-	every int
-	last  int
+	log    *Logger
+	every  int
+	last   int
+	report bool
+	total  int
 }
 
 func (s *stepLogger) observe(step int, loss float64) {
 	if s.last == 0 || step/s.every > s.last/s.every {
 		s.log.step(step, loss)
+		if s.report {
+			s.log.Status.Step(step, s.total, loss, s.log)
+		}
 	}
 	s.last = step
 }

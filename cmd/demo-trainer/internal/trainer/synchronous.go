@@ -42,7 +42,7 @@ func trainSynchronously(ctx context.Context, s Settings, rank, world int, reduce
 	}
 	// Layout of the reduced vector: gradient sums, squared error, row count, stop flag.
 	reduced := make([]float64, f+3)
-	steps := stepLogger{log: log, every: s.LogEvery}
+	steps := stepLogger{log: log, every: s.LogEvery, report: rank == 0, total: s.Steps}
 	previousLoss := 0.0
 	for step := first; ; step++ {
 		sums := shard.Sums(weights)
@@ -88,6 +88,7 @@ func finishSynchronously(s Settings, rank, steps int, weights []float64, full Da
 	}
 	m := Metrics{Loss: full.Loss(weights), Steps: steps, Weights: weights}
 	log.final(m)
+	log.Status.Final(steps, s.Steps, m.Loss, log)
 	writeMetrics(log, s.TerminationMessagePath, m)
 	return nil
 }

@@ -301,6 +301,10 @@ func TFClusterConfigMapName(jobName string) string { return jobName + TFClusterC
 // MPISSHSecretName is the name of an MPI job's SSH auth Secret.
 func MPISSHSecretName(jobName string) string { return jobName + MPISSHSecretSuffix }
 
+// TrainerStatusName is the name of the Service that reaches the step's
+// progress endpoint and of the Secret holding its CA, certificate and token.
+func TrainerStatusName(jobName string) string { return jobName + "-status" }
+
 // ParseMetricsFrom splits a metricsFrom value "<Type>/<index>"; the type is
 // returned in Kubeflow's spelling.
 func ParseMetricsFrom(s string) (ReplicaType, int, error) {

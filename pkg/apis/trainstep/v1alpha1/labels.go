@@ -21,6 +21,10 @@ const (
 	// ConfigMap and SSH Secret, as MPI Operator v2 labels them; users
 	// select them with `kubectl get -l app=<job>`.
 	LabelMPIApp = "app"
+	// LabelTrainerStatus holds the job name on the step's own pod, the one
+	// serving the job's progress endpoint: the <job>-status Service selects
+	// it, and a retried step moves it to its own pod.
+	LabelTrainerStatus = "trainstep.dev/trainer-status"
 
 	// AnnotationFramework records the framework on every pod, for humans.
 	AnnotationFramework = "trainstep.dev/framework"

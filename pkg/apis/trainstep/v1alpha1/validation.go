@@ -81,9 +81,10 @@ func validateMetadata(job *TrainJob) field.ErrorList {
 
 // longestObjectName is the longest name among the objects the job creates:
 // every replica's pod and Service, and MPI's job-wide Service, hostfile
-// ConfigMap and SSH Secret. Elastic workers count up to maxReplicas.
+// ConfigMap and SSH Secret, the progress endpoint's <job>-status Service.
+// Elastic workers count up to maxReplicas.
 func longestObjectName(job *TrainJob) string {
-	names := []string{job.Name}
+	names := []string{job.Name, TrainerStatusName(job.Name)}
 	if job.Spec.Framework == FrameworkMPI {
 		names = append(names, MPIConfigMapName(job.Name), MPISSHSecretName(job.Name))
 	}
