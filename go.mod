@@ -10,6 +10,7 @@ require (
 	github.com/google/go-containerregistry v0.20.5
 	github.com/spf13/cobra v1.10.2
 	go.uber.org/zap v1.27.0
+	go.yaml.in/yaml/v3 v3.0.4
 	golang.org/x/crypto v0.45.0
 	golang.org/x/sys v0.38.0
 	golang.org/x/time v0.11.0

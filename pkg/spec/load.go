@@ -88,12 +88,17 @@ func load(data []byte, opts Options) (*v1alpha1.TrainJob, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	dupWarnings, err := checkDuplicateKeys(data, opts.Lenient)
+	if err != nil {
+		return nil, nil, err
+	}
 	for _, set := range opts.Sets {
 		if err := applySet(doc, set); err != nil {
 			return nil, nil, err
 		}
 	}
 	job, warnings, err := decode(doc, opts.Lenient)
+	warnings = append(dupWarnings, warnings...)
 	if err != nil {
 		return nil, warnings, err
 	}
