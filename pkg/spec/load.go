@@ -109,6 +109,9 @@ func load(data []byte, opts Options) (*v1alpha1.TrainJob, []string, error) {
 	if opts.Namespace != "" {
 		job.Namespace = opts.Namespace
 	}
+	if cp := job.Spec.RunPolicy.CleanPodPolicy; cp != nil && *cp == v1alpha1.CleanPodPolicyNone {
+		warnings = append(warnings, keptReplicasWarning(job.Name))
+	}
 	if opts.Gang != "" {
 		if job.Spec.RunPolicy.SchedulingPolicy == nil {
 			job.Spec.RunPolicy.SchedulingPolicy = &v1alpha1.SchedulingPolicy{}
@@ -128,6 +131,14 @@ func load(data []byte, opts Options) (*v1alpha1.TrainJob, []string, error) {
 		return nil, warnings, &ValidationError{Errors: terms.rewrite(errs)}
 	}
 	return job, warnings, nil
+}
+
+// keptReplicasWarning says what cleanPodPolicy None costs in a step: no
+// job object is left whose deletion would remove the replicas.
+func keptReplicasWarning(name string) string {
+	return "spec.runPolicy.cleanPodPolicy: None keeps the replicas still running when the step ends, with the CPUs, " +
+		"GPUs and memory they hold, until their owner (the step pod, which Argo keeps unless podGC removes it) is deleted; " +
+		"remove them with: kubectl delete pods,services -l trainstep.dev/job-name=" + name
 }
 
 // terms maps the TrainJob's field paths to those of the manifest the user
