@@ -55,7 +55,8 @@ type Options struct {
 	// whatever the manifest says: the one way to choose a gang scheduler
 	// for a Kubeflow manifest without editing it.
 	Gang string
-	// In Sets, Images, Envs and Args an empty value is skipped.
+	// In Sets, Images, Envs and Args a value of several lines is one
+	// override per line; empty lines are skipped, and each line is trimmed.
 }
 
 // ValidationError lists every field error of an invalid job, one per line.
@@ -188,20 +189,23 @@ func InManifestTerms(data []byte, err error) error {
 	return err
 }
 
-// withoutEmptyOverrides drops empty --set, --image, --env and --arg values:
-// a WorkflowTemplate passes every override flag on every run, with an empty
-// value when the caller leaves that parameter unset.
+// withoutEmptyOverrides splits every --set, --image, --env and --arg value
+// into its lines and drops the empty ones: a WorkflowTemplate passes each
+// override flag once on every run, holding one override per line of its
+// parameter, or nothing when the caller leaves that parameter unset.
 func withoutEmptyOverrides(opts Options) Options {
-	drop := func(values []string) []string {
+	split := func(values []string) []string {
 		var kept []string
 		for _, v := range values {
-			if v != "" {
-				kept = append(kept, v)
+			for _, line := range strings.Split(v, "\n") {
+				if line = strings.TrimSpace(line); line != "" {
+					kept = append(kept, line)
+				}
 			}
 		}
 		return kept
 	}
-	opts.Sets, opts.Images, opts.Envs, opts.Args = drop(opts.Sets), drop(opts.Images), drop(opts.Envs), drop(opts.Args)
+	opts.Sets, opts.Images, opts.Envs, opts.Args = split(opts.Sets), split(opts.Images), split(opts.Envs), split(opts.Args)
 	return opts
 }
 
