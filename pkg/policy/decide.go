@@ -53,8 +53,7 @@ func Decide(v *View, rule frameworks.SuccessRule, t Timeouts) Decision {
 	}
 	limit := v.Job.Spec.RunPolicy.BackoffLimit
 	if needed := v.Restarts + failures.Counted(); BackoffExceeded(limit, needed) {
-		return Decision{Outcome: OutcomeFailed, Reason: result.ReasonBackoffLimitExceeded,
-			Message: fmt.Sprintf("the job needed %d restarts, more than backoffLimit=%d", needed, *limit)}
+		return Decision{Outcome: OutcomeFailed, Reason: result.ReasonBackoffLimitExceeded, Message: backoffMessage(v.Restarts, *limit)}
 	}
 	stuck := CheckStuck(v, t)
 	switch {
@@ -72,4 +71,14 @@ func Decide(v *View, rule frameworks.SuccessRule, t Timeouts) Decision {
 		d.RecheckAfter = left
 	}
 	return d
+}
+
+// backoffMessage says why backoffLimit ended the job, counting the restarts
+// that happened, as the restarts output does: in-place restarts may already
+// have gone past the limit, else the next failure needs one more.
+func backoffMessage(restarts, limit int32) string {
+	if restarts > limit {
+		return fmt.Sprintf("the job restarted %d times, more than backoffLimit=%d", restarts, limit)
+	}
+	return fmt.Sprintf("the job failed again after %d restarts, and backoffLimit=%d allows no more", restarts, limit)
 }

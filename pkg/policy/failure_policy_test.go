@@ -96,7 +96,7 @@ func TestFailurePolicy(t *testing.T) {
 			j.Spec.RunPolicy.FailurePolicy.Rules = []v1alpha1.FailurePolicyRule{}
 			return j
 		}(), set(worker, 1, disrupted)),
-		want: Decision{Outcome: OutcomeFailed, Reason: result.ReasonBackoffLimitExceeded, Message: "the job needed 1 restarts, more than backoffLimit=0"},
+		want: Decision{Outcome: OutcomeFailed, Reason: result.ReasonBackoffLimitExceeded, Message: "the job failed again after 0 restarts, and backoffLimit=0 allows no more"},
 	}, {
 		name: "a FailJob rule on exit code 42 ends the job at once",
 		view: viewOf(func() *v1alpha1.TrainJob {
@@ -113,7 +113,7 @@ func TestFailurePolicy(t *testing.T) {
 			v.Restarts = 1
 			return v
 		}(),
-		want: Decision{Outcome: OutcomeFailed, Reason: result.ReasonBackoffLimitExceeded, Message: "the job needed 2 restarts, more than backoffLimit=1"},
+		want: Decision{Outcome: OutcomeFailed, Reason: result.ReasonBackoffLimitExceeded, Message: "the job failed again after 1 restarts, and backoffLimit=1 allows no more"},
 	}, {
 		name: "restart: Replica with the default rule: a disrupted worker is replaced alone, for free",
 		view: viewOf(func() *v1alpha1.TrainJob {

@@ -134,6 +134,18 @@ func load(data []byte, opts Options) (*v1alpha1.TrainJob, []string, error) {
 	return job, warnings, nil
 }
 
+// UnboundedRestartsWarning is what a run says at its start when a
+// defaulted job sets no bound on its restarts ("" when it does): a replica
+// that keeps failing is restarted without end, as with the Training
+// Operator (an MPI job's default, 6, is MPI Operator's launcher Job's).
+func UnboundedRestartsWarning(job *v1alpha1.TrainJob) string {
+	if job.Spec.RunPolicy.BackoffLimit != nil {
+		return ""
+	}
+	return "spec.runPolicy.backoffLimit is unset: a replica that keeps failing is restarted without end, as with the Training Operator; " +
+		"set it to bound the restarts (the progress line names crash-looping replicas)"
+}
+
 // keptReplicasWarning says what cleanPodPolicy None costs in a step: no
 // job object is left whose deletion would remove the replicas.
 func keptReplicasWarning(name string) string {

@@ -43,6 +43,9 @@ spec:
 	if out.err != nil || out.res.Phase != result.PhaseSucceeded {
 		t.Fatalf("run: phase %s (%s), err %v; stderr:\n%s", out.res.Phase, out.res.Message, out.err, out.stderr)
 	}
+	if log.find(0, "spec.runPolicy.backoffLimit is unset", "restarted without end") < 0 {
+		t.Errorf("the run did not warn that its restarts are unbounded; it logged:\n%s", log.messages(0))
+	}
 	if log.find(0, "spec.runPolicy.cleanPodPolicy is unset", "are deleted (Running)") < 0 {
 		t.Errorf("the run did not say what an unset cleanPodPolicy does; it logged:\n%s", log.messages(0))
 	}
@@ -58,5 +61,43 @@ spec:
 		if svc.Name == "tfps-ps-0" {
 			t.Errorf("the PS Service survived its pod")
 		}
+	}
+}
+
+// An MPIJob without backoffLimit whose launcher keeps failing stops where
+// MPI Operator's launcher Job would, after 6 restarts, instead of running
+// mpirun again and again; the outputs agree on the count.
+func TestKubeflowMPIJobWithoutBackoffLimitStopsAfterSixRestarts(t *testing.T) {
+	t.Parallel()
+	c := cluster.Get(t)
+	ns := c.Namespace(t)
+	manifest := fmt.Sprintf(`apiVersion: kubeflow.org/v2beta1
+kind: MPIJob
+metadata: {name: crashing}
+spec:
+  mpiReplicaSpecs:
+    Launcher:
+      replicas: 1
+      template:
+        metadata:
+          annotations: {%q: 1s, %q: "132"}
+        spec:
+          containers: [{name: launcher, image: registry.example/mpi:1, command: [mpirun, python, train.py]}]
+    Worker:
+      replicas: 2
+      template:
+        spec:
+          containers: [{name: worker, image: registry.example/mpi:1}]
+`, exitAfter, exitCode)
+
+	out := runJob(t, c, ns, []byte(manifest))
+
+	if out.res.Phase != result.PhaseFailed || out.res.Reason != result.ReasonBackoffLimitExceeded {
+		t.Fatalf("phase %s, reason %s (%s), want Failed BackoffLimitExceeded; stderr:\n%s", out.res.Phase, out.res.Reason, out.res.Message, out.stderr)
+	}
+	// The message and the restarts output count the same restarts.
+	restarts := out.output(t, "restarts")
+	if want := "the job restarted " + restarts + " times, more than backoffLimit=6"; restarts != "7" || out.res.Message != want {
+		t.Errorf("restarts output %q and message %q, want 7 and %q", restarts, out.res.Message, want)
 	}
 }
