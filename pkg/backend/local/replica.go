@@ -16,7 +16,7 @@ import (
 )
 
 // maxTerminationMessage is how much of a termination message is read, as
-// the kubelet reads at most 4096 bytes of /dev/termination-log.
+// the kubelet reads at most the last 4096 bytes of /dev/termination-log.
 const maxTerminationMessage = 4096
 
 // replica is one replica's plan and the state of its current instance:
@@ -240,14 +240,15 @@ func slotPhase(launcher *replica) policy.Phase {
 }
 
 // readTerminationMessage reads what the process left as its termination
-// message, at most maxTerminationMessage bytes.
+// message: its last maxTerminationMessage bytes, as the kubelet keeps them.
 func readTerminationMessage(path string) string {
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return ""
 	}
-	defer f.Close()
-	data, _ := io.ReadAll(io.LimitReader(f, maxTerminationMessage))
+	if len(data) > maxTerminationMessage {
+		data = data[len(data)-maxTerminationMessage:]
+	}
 	return string(data)
 }
 
