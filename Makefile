@@ -43,6 +43,7 @@ build: ## Build trainstep and the demo trainer into bin/ (VERSION stamped into t
 .PHONY: demo
 demo: build ## Train the demo parameter-server job locally (no cluster needed).
 	PATH="$(BIN):$$PATH" $(BIN)/trainstep run --local -f workflows/jobs/demo-ps.yaml --outputs-dir $(BIN)/demo-outputs --log-format console
+	@echo "make demo: the output files are in $(BIN)/demo-outputs"
 
 .PHONY: image
 image: ## Build the trainstep OCI image archive into bin/trainstep-image.tar (no Docker needed); IMAGE names it, VERSION is stamped.
