@@ -98,3 +98,17 @@ func exitCode(err error) int {
 	}
 	return -1
 }
+
+// A --set path of another kind's replica map names the manifest's own.
+func TestSetOnAnotherKindsReplicaMapNamesTheRightOne(t *testing.T) {
+	files := map[string]string{"tfjob.yaml": kubeflowTFJob, "tf.yaml": tfJob}
+	for file, c := range map[string]struct{ set, want string }{
+		"tfjob.yaml": {"spec.replicaSpecs.Worker.replicas=4", "spec.replicaSpecs: unknown field; a TFJob's replicas are under spec.tfReplicaSpecs"},
+		"tf.yaml":    {"spec.tfReplicaSpecs.Worker.replicas=4", "spec.tfReplicaSpecs: unknown field; a TrainJob's replicas are under spec.replicaSpecs"},
+	} {
+		got := runCLI(t, "", files, "validate", "-f", "@"+file, "--set", c.set)
+		if got.code != 11 || !strings.Contains(got.stderr, c.want) {
+			t.Errorf("%s --set %s: exit %d, stderr %q; want 11 and %q", file, c.set, got.code, got.stderr, c.want)
+		}
+	}
+}

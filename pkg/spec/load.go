@@ -283,7 +283,7 @@ func decode(doc map[string]any, lenient bool) (*v1alpha1.TrainJob, []string, err
 		if errs := checkTypes(doc, reflect.TypeOf(job).Elem(), nil); len(errs) > 0 {
 			return nil, nil, &ValidationError{Errors: errs}
 		}
-		warnings, err := decodeStrict(data, job, kind, lenient)
+		warnings, err := decodeStrict(data, job, kind, trainJobReplicaSpecs, lenient)
 		return job, warnings, err
 	}
 	obj, ok := kubeflow.New(apiVersion, kind)
@@ -297,7 +297,7 @@ func decode(doc map[string]any, lenient bool) (*v1alpha1.TrainJob, []string, err
 	if errs := checkTypes(doc, reflect.TypeOf(obj).Elem(), nil); len(errs) > 0 {
 		return nil, nil, &ValidationError{Errors: errs}
 	}
-	warnings, err := decodeStrict(data, obj, kind, lenient)
+	warnings, err := decodeStrict(data, obj, kind, "spec."+obj.ReplicaSpecsField(), lenient)
 	if err != nil {
 		return nil, warnings, err
 	}
@@ -310,8 +310,10 @@ func decode(doc map[string]any, lenient bool) (*v1alpha1.TrainJob, []string, err
 var strictErrorPattern = regexp.MustCompile(`^(unknown|duplicate) field "(.*)"$`)
 
 // decodeStrict decodes data into out, case-sensitively, rejecting unknown
-// and duplicate fields (or returning them as warnings when lenient).
-func decodeStrict(data []byte, out any, kind string, lenient bool) ([]string, error) {
+// and duplicate fields (or returning them as warnings when lenient). An
+// unknown replica map (a TrainJob's spec.replicaSpecs in a TFJob) is told
+// the kind's own, replicaSpecs.
+func decodeStrict(data []byte, out any, kind, replicaSpecs string, lenient bool) ([]string, error) {
 	strictErrs, err := kjson.UnmarshalStrict(data, out, kjson.DisallowUnknownFields, kjson.DisallowDuplicateFields)
 	if err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", kind, err)
@@ -321,6 +323,9 @@ func decodeStrict(data []byte, out any, kind string, lenient bool) ([]string, er
 		msg := e.Error()
 		if m := strictErrorPattern.FindStringSubmatch(msg); m != nil {
 			msg = fmt.Sprintf("%s: %s field", m[2], m[1])
+			if m[1] == "unknown" && isReplicaMap(m[2]) {
+				msg += fmt.Sprintf("; a %s's replicas are under %s", kind, replicaSpecs)
+			}
 		}
 		problems[i] = msg
 	}
@@ -334,6 +339,13 @@ func decodeStrict(data []byte, out any, kind string, lenient bool) ([]string, er
 		return problems, nil
 	}
 	return nil, errors.New(strings.Join(problems, "\n"))
+}
+
+// isReplicaMap reports whether path is a replica map, spec.replicaSpecs or
+// spec.<x>ReplicaSpecs: the one of some other kind, when it is unknown.
+func isReplicaMap(path string) bool {
+	field, ok := strings.CutPrefix(path, "spec.")
+	return ok && !strings.ContainsAny(field, ".[") && (field == "replicaSpecs" || strings.HasSuffix(field, "ReplicaSpecs"))
 }
 
 // JobName is the job's name as far as it can be told without loading the
