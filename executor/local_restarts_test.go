@@ -61,6 +61,10 @@ func TestRestartsAreLoggedWithTheJobsAttemptAndTheRank(t *testing.T) {
 	if len(masterAttempts) != 3 || masterAttempts[0] != 0 || masterAttempts[1] != 1 || masterAttempts[2] != 2 {
 		t.Errorf("Master/0 started at job attempts %v, want [0 1 2]", masterAttempts)
 	}
+	// Each failure waited for a peer's earlier exit before the job restarted, and said so.
+	if n := r.logs.FilterMessageSnippet("a replica failed: waiting up to 10s for a peer's earlier exit").Len(); n != 2 {
+		t.Errorf("%d log lines about waiting for a peer's earlier exit, want one per failure (2)", n)
+	}
 	if got := r.output(t, "restarts"); got != "2" {
 		t.Errorf("restarts output %s, want 2", got)
 	}

@@ -33,6 +33,9 @@ type Decision struct {
 	// RecheckAfter asks the caller to decide again after this long even if
 	// nothing changes (a deadline or a stuck bound is coming); 0 for never.
 	RecheckAfter time.Duration
+	// Settling > 0: a failure of a job that restarts as a whole waits at
+	// most this long for a peer's earlier exit to be seen (the cause).
+	Settling time.Duration
 }
 
 // Decide reads the job's replicas and returns what happens next, checking in
@@ -67,6 +70,7 @@ func Decide(v *View, rule frameworks.SuccessRule, t Timeouts) Decision {
 	if failures.Wait > 0 && (d.RecheckAfter == 0 || failures.Wait < d.RecheckAfter) {
 		d.RecheckAfter = failures.Wait
 	}
+	d.Settling = failures.Wait
 	if hasDeadline && (d.RecheckAfter == 0 || left < d.RecheckAfter) {
 		d.RecheckAfter = left
 	}

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/policy"
@@ -22,6 +23,9 @@ type Progress struct {
 	Elastic *policy.Elastic
 	// WorkerTarget is the workers elasticPolicy.metrics allow (0 without metrics).
 	WorkerTarget int
+	// Settling > 0: a replica failed and the decision waits at most this
+	// long for a peer's earlier exit, the likelier cause (policy.Decision).
+	Settling time.Duration
 }
 
 // TypeProgress counts one replica type.
@@ -119,6 +123,9 @@ func (p Progress) String() string {
 	}
 	if p.Waiting != "" {
 		parts = append(parts, p.Waiting)
+	}
+	if p.Settling > 0 {
+		parts = append(parts, fmt.Sprintf("a replica failed: waiting up to %s for a peer's earlier exit before restarting the job", p.Settling.Round(time.Second)))
 	}
 	parts = append(parts, fmt.Sprintf("restarts %d", p.Restarts))
 	return strings.Join(parts, ", ")

@@ -35,3 +35,17 @@ func TestProgressNamesCrashLoopingReplicas(t *testing.T) {
 		t.Errorf("active %d of %d, want 3 of 5", p.Active, p.Total)
 	}
 }
+
+// While a failure waits for a peer's earlier exit, the progress line says
+// so with the bound.
+func TestProgressSaysAFailureWaitsForItsPeers(t *testing.T) {
+	job := &v1alpha1.TrainJob{Spec: v1alpha1.TrainJobSpec{Framework: v1alpha1.FrameworkPyTorch}}
+	p := ProgressOf(&policy.View{Job: job, Replicas: []policy.Replica{
+		{ReplicaID: policy.ReplicaID{Type: "Worker", Index: 0}, Phase: policy.PhaseRunning},
+	}})
+	p.Settling = 9400 * time.Millisecond
+	want := "worker 1/1 running, a replica failed: waiting up to 9s for a peer's earlier exit before restarting the job, restarts 0"
+	if got := p.String(); got != want {
+		t.Errorf("progress = %q\nwant       %q", got, want)
+	}
+}
