@@ -65,7 +65,7 @@ func TestFailurePolicy(t *testing.T) {
 	}, {
 		name: "OnFailure: an error exit just now waits for a killed peer's end to be seen",
 		view: viewOf(ddp(v1alpha1.RestartPolicyOnFailure, 1), set(worker, 0, both(exited(1), finishedAt(now.Add(-2*time.Second))))),
-		want: Decision{Outcome: OutcomeRunning, RecheckAfter: 8 * time.Second},
+		want: Decision{Outcome: OutcomeRunning, RecheckAfter: 8 * time.Second, Settling: 8 * time.Second},
 	}, {
 		name: "OnFailure: an error exit just now with no peer still running restarts the job at once",
 		view: viewOf(ddp(v1alpha1.RestartPolicyOnFailure, 1),
@@ -83,7 +83,7 @@ func TestFailurePolicy(t *testing.T) {
 	}, {
 		name: "a permanent exit just now waits for its peers' failures before deciding",
 		view: viewOf(ddp(v1alpha1.RestartPolicyExitCode, 1), set(master, 0, both(exited(1), finishedAt(now.Add(-time.Second))))),
-		want: Decision{Outcome: OutcomeRunning, RecheckAfter: 9 * time.Second},
+		want: Decision{Outcome: OutcomeRunning, RecheckAfter: 9 * time.Second, Settling: 9 * time.Second},
 	}, {
 		name: "a preemption restarts the job without counting",
 		view: viewOf(ddp(v1alpha1.RestartPolicyExitCode, 0), set(worker, 1, disrupted)),
