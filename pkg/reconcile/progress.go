@@ -46,11 +46,12 @@ type CrashLoop struct {
 	Restarts int32 // in-place restarts of the current pod
 }
 
-// crashLoopOf reports whether r is crash-looping: restarted in place at
-// least once and, right now, not running but waiting or just exited.
+// crashLoopOf reports whether r is crash-looping: its pod runs, but its
+// container exited with an error and, right now, waits to be restarted in
+// place (from the first failure on: the kubelet's back-off starts there).
 func crashLoopOf(r policy.Replica) (CrashLoop, bool) {
 	down := r.WaitingReason != "" || !r.FinishedAt.IsZero()
-	if r.Phase != policy.PhaseRunning || r.Restarts == 0 || r.ExitCode == nil || !down {
+	if r.Phase != policy.PhaseRunning || r.ExitCode == nil || *r.ExitCode == 0 || !down {
 		return CrashLoop{}, false
 	}
 	return CrashLoop{Index: r.Index, ExitCode: *r.ExitCode, Restarts: r.Restarts}, true

@@ -21,18 +21,22 @@ func TestProgressNamesCrashLoopingReplicas(t *testing.T) {
 	justExited.Restarts, justExited.ExitCode, justExited.FinishedAt = 1, code(1), time.Unix(100, 0)
 	recovered := running(3) // restarted once, running again
 	recovered.Restarts, recovered.ExitCode = 1, code(1)
+	firstFailure := running(4) // the kubelet's first back-off: no restart yet
+	firstFailure.ExitCode, firstFailure.WaitingReason = code(137), "CrashLoopBackOff"
+	sidecarRuns := running(5) // the main container succeeded, a sidecar still runs
+	sidecarRuns.ExitCode, sidecarRuns.FinishedAt = code(0), time.Unix(100, 0)
 	launcher := policy.Replica{ReplicaID: policy.ReplicaID{Type: "Launcher"}, Phase: policy.PhaseRunning}
 
 	job := &v1alpha1.TrainJob{Spec: v1alpha1.TrainJobSpec{Framework: v1alpha1.FrameworkMPI}}
-	v := &policy.View{Job: job, Replicas: []policy.Replica{launcher, running(0), backOff, justExited, recovered}, Restarts: 7}
+	v := &policy.View{Job: job, Replicas: []policy.Replica{launcher, running(0), backOff, justExited, recovered, firstFailure, sidecarRuns}, Restarts: 7}
 	p := ProgressOf(v)
 
-	want := "launcher 1/1 running, worker 2/4 running, 2 crash-looping (worker-1 exit 132, 5 restarts; worker-2 exit 1, 1 restarts), restarts 7"
+	want := "launcher 1/1 running, worker 3/6 running, 3 crash-looping (worker-1 exit 132, 5 restarts; worker-2 exit 1, 1 restarts; worker-4 exit 137, 0 restarts), restarts 7"
 	if got := p.String(); got != want {
 		t.Errorf("progress = %q\nwant       %q", got, want)
 	}
-	if p.Active != 3 || p.Total != 5 {
-		t.Errorf("active %d of %d, want 3 of 5", p.Active, p.Total)
+	if p.Active != 4 || p.Total != 7 {
+		t.Errorf("active %d of %d, want 4 of 7", p.Active, p.Total)
 	}
 }
 
