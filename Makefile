@@ -15,9 +15,12 @@ KWOK_PKGS = $(shell $(GO) list ./test/... | grep -v -e '/test/cluster$$' -e '/te
 INTEGRATION_TEST = TRAINSTEP_REAL_NODE=$(REAL_NODE_TESTS) TRAINSTEP_CLUSTER_BIN=$(CLUSTER_BIN) $(GO) test -count=1 -p 1 -timeout 25m
 FUZZTIME ?= 5m
 SCHEDULES ?= 100000
+# RELEASE is the version this tree is: CHANGELOG.md's newest heading, the templates'
+# app.kubernetes.io/version label and the image tag name it (a test checks they agree).
+RELEASE := v0.4.0
 # Stamped into trainstep (`trainstep version`) and the image's org.opencontainers.image.version.
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
-IMAGE ?= ghcr.io/trainstep/trainstep:latest
+VERSION ?= $(RELEASE)$(shell git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
+IMAGE ?= ghcr.io/trainstep/trainstep:$(RELEASE)
 # `make test` and `make integration` run the tests that need the test cluster's real node
 # (root, containerd; test/e2e's Argo workflows among them). REAL_NODE=0 leaves them out on a
 # machine without root; under CI=true that is refused. (`make cluster-up` starts the real
@@ -41,6 +44,7 @@ build: ## Build trainstep and the demo trainer into bin/ (VERSION stamped into t
 .PHONY: demo
 demo: build ## Train the demo parameter-server job locally (no cluster needed).
 	PATH="$(BIN):$$PATH" $(BIN)/trainstep run --local -f workflows/jobs/demo-ps.yaml --outputs-dir $(BIN)/demo-outputs --log-format console
+	@echo "make demo: the output files are in $(BIN)/demo-outputs"
 
 .PHONY: image
 image: ## Build the trainstep OCI image archive into bin/trainstep-image.tar (no Docker needed); IMAGE names it, VERSION is stamped.

@@ -126,6 +126,9 @@ func run(ctx context.Context, cfg *Config, res *result.Result) error {
 	for _, w := range warnings {
 		cfg.Logger.Warn(w)
 	}
+	if w := spec.UnboundedRestartsWarning(job); w != "" {
+		cfg.Logger.Warn(w)
+	}
 	if cfg.Local {
 		return runLocal(ctx, cfg, job, res)
 	}

@@ -307,6 +307,13 @@ func runExitPath(t *testing.T, bin string, tc exitPath) {
 	if tc.signals == 0 && tc.phase != result.PhaseSucceeded && !strings.Contains(log.String(), "Error: ") {
 		t.Errorf("stderr does not say what went wrong:\n%s", log.String())
 	}
+	// A stop was asked for: it is no error, and no line carries a stack trace.
+	if tc.signals == 1 && (strings.Contains(log.String(), "Error: ") || !strings.Contains(log.String(), "Stopped: ")) {
+		t.Errorf("a stopped run's stderr must say Stopped:, not Error::\n%s", log.String())
+	}
+	if strings.Contains(log.String(), "stacktrace") {
+		t.Errorf("stderr carries a stack trace:\n%s", log.String())
+	}
 
 	// Output files: all of them, agreeing with stdout, or none.
 	names := []string{outputs.FilePhase, outputs.FileReason, outputs.FileJobName, outputs.FileDurationSeconds,

@@ -88,12 +88,16 @@ func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // error of an invalid job) gets one indented line each, kept whole so each
 // can be searched for.
 func printError(stderr io.Writer, err error) {
+	label := "Error:"
+	if result.PhaseOf(err) == result.PhaseTerminated {
+		label = "Stopped:" // asked for, not an error
+	}
 	lines := strings.Split(strings.TrimRight(err.Error(), "\n"), "\n")
 	if len(lines) == 1 {
-		fmt.Fprintln(stderr, "Error:", lines[0])
+		fmt.Fprintln(stderr, label, lines[0])
 		return
 	}
-	fmt.Fprintln(stderr, "Error:")
+	fmt.Fprintln(stderr, label)
 	for _, line := range lines {
 		fmt.Fprintln(stderr, "  "+line)
 	}

@@ -383,7 +383,7 @@ func TestEncodeJSONListMatchesMarshalIndent(t *testing.T) {
 	for _, objs := range [][]runtime.Object{nil, pods[:1], pods} {
 		list := corev1.List{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}, Items: []runtime.RawExtension{}}
 		for _, obj := range objs {
-			raw, err := json.Marshal(obj)
+			raw, err := printable(obj)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -218,7 +218,11 @@ var encoders = map[string]func(io.Writer, objectStream) error{
 func encodeYAMLStream(w io.Writer, objs objectStream) error {
 	first := true
 	return objs(func(obj runtime.Object) error {
-		doc, err := yaml.Marshal(obj)
+		raw, err := printable(obj)
+		if err != nil {
+			return err
+		}
+		doc, err := yaml.JSONToYAML(raw)
 		if err != nil {
 			return err
 		}
@@ -251,7 +255,7 @@ func encodeJSONList(w io.Writer, objs objectStream) error {
 	var item bytes.Buffer
 	count := 0
 	err = objs(func(obj runtime.Object) error {
-		raw, err := json.Marshal(obj)
+		raw, err := printable(obj)
 		if err != nil {
 			return err
 		}
@@ -280,4 +284,56 @@ func encodeJSONList(w io.Writer, objs objectStream) error {
 	}
 	_, err = io.WriteString(w, "\n")
 	return err
+}
+
+// printable is obj as JSON without the fields an object that was never
+// created holds only because its Go type has them: a null
+// creationTimestamp, an empty status ({} or {loadBalancer: {}}).
+func printable(obj runtime.Object) ([]byte, error) {
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	decoder := json.NewDecoder(bytes.NewReader(raw))
+	decoder.UseNumber() // keep every number as written
+	var tree map[string]any
+	if err := decoder.Decode(&tree); err != nil {
+		return nil, err
+	}
+	dropUnset(tree)
+	if status, ok := tree["status"]; ok && isEmpty(status) {
+		delete(tree, "status")
+	}
+	return json.Marshal(tree)
+}
+
+// dropUnset removes every null creationTimestamp in tree.
+func dropUnset(tree any) {
+	switch v := tree.(type) {
+	case map[string]any:
+		if ts, ok := v["creationTimestamp"]; ok && ts == nil {
+			delete(v, "creationTimestamp")
+		}
+		for _, child := range v {
+			dropUnset(child)
+		}
+	case []any:
+		for _, child := range v {
+			dropUnset(child)
+		}
+	}
+}
+
+// isEmpty reports whether v is a map holding nothing but empty maps.
+func isEmpty(v any) bool {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return false
+	}
+	for _, child := range m {
+		if !isEmpty(child) {
+			return false
+		}
+	}
+	return true
 }

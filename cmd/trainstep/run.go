@@ -112,6 +112,7 @@ func (f *runFlags) run(cmd *cobra.Command, args []string) error {
 	}
 	logger, logErr := newLogger(f.logFormat)
 	defer func() { _ = logger.Sync() }()
+	survivePipeClosed()
 	// client-go logs through klog (API warnings, leader election,
 	// reflectors); routed through zap, every stderr line has one format.
 	klog.SetLogger(zapr.NewLogger(logger.Named("klog")))
@@ -169,7 +170,19 @@ func (f *runFlags) run(cmd *cobra.Command, args []string) error {
 		defer writeHeapProfile(f.memProfile, logger)
 	}
 	_, err = executor.Run(cmd.Context(), cfg)
+	if reasonOf(err) != result.ReasonOutputsDirUnusable {
+		logger.Info("output files written", zap.String("dir", cfg.OutputsDir))
+	}
 	return err
+}
+
+// survivePipeClosed keeps a run going when whoever reads its stdout or
+// stderr goes away (`trainstep run ... | head`): writes then fail instead
+// of SIGPIPE killing trainstep before it cleaned up and wrote its outputs.
+// The signal is caught, not ignored, so replicas started from here get the
+// default action back.
+func survivePipeClosed() {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 }
 
 // writeHeapProfile writes the heap profile: what is still in use after a
@@ -272,6 +285,8 @@ func newLogger(format string) (*zap.Logger, error) {
 	}
 	cfg.OutputPaths, cfg.ErrorOutputPaths = []string{"stderr"}, []string{"stderr"}
 	cfg.Sampling = nil
+	// An error line says what went wrong; trainstep's call stack is no help.
+	cfg.DisableStacktrace = true
 	logger, err := cfg.Build()
 	if err != nil {
 		return zap.NewNop(), err

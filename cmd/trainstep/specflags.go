@@ -28,13 +28,13 @@ func (f *specFlags) register(cmd *cobra.Command) {
 	fl.StringVarP(&f.opts.Namespace, "namespace", "n", "", "namespace of the job's objects (default: metadata.namespace)")
 	fl.StringVar(&f.opts.Name, "name", "", "job name, prefix of every object's name (default: metadata.name)")
 	fl.BoolVar(&f.opts.Lenient, "lenient", false, "warn about unknown fields instead of rejecting the manifest")
-	fl.StringArrayVar(&f.opts.Sets, "set", nil, "PATH=VALUE: set a field of the manifest before it is read, e.g. spec.replicaSpecs.Worker.replicas=4 (repeatable)")
-	fl.StringArrayVar(&f.opts.Images, "image", nil, "[TYPE=]IMAGE: image of the main container of every replica type, or of TYPE (repeatable)")
-	fl.StringArrayVar(&f.opts.Envs, "env", nil, "[TYPE:]KEY=VALUE: env var of the main container of every replica type, or of TYPE (repeatable)")
+	fl.StringArrayVar(&f.opts.Sets, "set", nil, "PATH=VALUE: set a field of the manifest before it is read, e.g. spec.replicaSpecs.Worker.replicas=4 (repeatable; a value of several lines is one per line)")
+	fl.StringArrayVar(&f.opts.Images, "image", nil, "[TYPE=]IMAGE: image of the main container of every replica type, or of TYPE (repeatable; a value of several lines is one per line)")
+	fl.StringArrayVar(&f.opts.Envs, "env", nil, "[TYPE:]KEY=VALUE: env var of the main container of every replica type, or of TYPE (repeatable; a value of several lines is one per line)")
 	fl.StringVar(&f.opts.Gang, "gang", "", "gang scheduling of the job: none, builtin, kubernetes, scheduler-plugins, volcano or kueue (replaces spec.runPolicy.schedulingPolicy.gang; Kubeflow manifests too)")
 	fl.BoolVar(&f.opts.Policy.AllowPrivileged, "allow-privileged", false, "let replicas be privileged, use the host's network, PID or IPC namespace, hostPath volumes, host ports, capabilities beyond NET_BIND_SERVICE and nodeName: such a replica can take over its node (for device or RDMA setups that need it; see docs/security.md)")
 	fl.StringSliceVar(&f.opts.Policy.ServiceAccounts, "allowed-service-accounts", nil, "ServiceAccounts a replica may name in serviceAccountName besides the namespace's default (comma-separated, repeatable); set by the template author")
-	fl.StringArrayVar(&f.opts.Args, "arg", nil, "[TYPE:]VALUE: argument appended to the main container's args of every replica type, or of TYPE (repeatable)")
+	fl.StringArrayVar(&f.opts.Args, "arg", nil, "[TYPE:]VALUE: argument appended to the main container's args of every replica type, or of TYPE (repeatable; a value of several lines is one per line)")
 }
 
 // paths are the job files named by -f and by the arguments, in that order.

@@ -64,13 +64,13 @@ func Supported() []string {
 	}
 }
 
-// Kubeflow's default cleanPodPolicy is None for every supported kind:
-// training-operator v1.9 SetDefaults_TFJob, SetDefaults_PyTorchJob,
-// SetDefaults_JAXJob, SetDefaults_XGBoostJob
-// (pkg/apis/kubeflow.org/v1/*_defaults.go) and mpi-operator v2
-// setDefaultsRunPolicy (pkg/apis/kubeflow/v2beta1/default.go). A TrainJob's
-// default is Running, so the converter sets None explicitly.
-const kubeflowDefaultCleanPodPolicy = v1alpha1.CleanPodPolicyNone
+// Kubeflow's default cleanPodPolicy is None for every supported kind
+// (training-operator v1.9 SetDefaults_TFJob and the others, mpi-operator v2
+// setDefaultsRunPolicy), but there the pods kept go when the user deletes
+// the job object. In a step nobody deletes one: the step's end is where the
+// job object would go, so an unset cleanPodPolicy means Running here, as in
+// a TrainJob, and the converter says so.
+const stepDefaultCleanPodPolicy = v1alpha1.CleanPodPolicyRunning
 
 // converter collects warnings while one manifest is converted.
 type converter struct {
@@ -140,9 +140,12 @@ func (c *converter) runPolicy(in RunPolicy) v1alpha1.RunPolicy {
 	if in.FailurePolicy != nil {
 		out.FailurePolicy = in.FailurePolicy.DeepCopy()
 	}
-	policy := kubeflowDefaultCleanPodPolicy
+	policy := stepDefaultCleanPodPolicy
 	if in.CleanPodPolicy != nil {
 		policy = v1alpha1.CleanPodPolicy(*in.CleanPodPolicy)
+	} else {
+		c.warnf("spec.runPolicy.cleanPodPolicy is unset: replicas still running when the step ends are deleted (Running), " +
+			"where the operator's default None would keep them until the job object is deleted; in a workflow nothing deletes one")
 	}
 	out.CleanPodPolicy = &policy
 	if in.TTLSecondsAfterFinished != nil {

@@ -89,8 +89,8 @@ func summarise(job *v1alpha1.TrainJob) jobSummary {
 func i32(v int32) *int32 { return &v }
 
 // Expected values are read off the manifests in testdata (each cites its
-// source) plus Kubeflow's cleanPodPolicy default None (training-operator
-// v1.9 *_defaults.go, mpi-operator v2beta1 default.go) and the MPI
+// source) plus the step's cleanPodPolicy default Running (Kubeflow's None keeps
+// pods until the job object is deleted, which no step does) and the MPI
 // Operator's Worker replicas default 0.
 func TestToTrainJob(t *testing.T) {
 	tfImage := "tensorflow=kubeflow/tf-dist-mnist-test:latest"
@@ -108,7 +108,7 @@ func TestToTrainJob(t *testing.T) {
 				"PS":     {i32(1), "Never", []string{tfImage}},
 				"Worker": {i32(2), "Never", []string{tfImage}},
 			},
-			CleanPodPolicy: "None", SuccessPolicy: "Default",
+			CleanPodPolicy: "Running", SuccessPolicy: "Default",
 		}},
 		{file: "tfjob_multi_worker.yaml", want: jobSummary{
 			Name: "multi-worker", Framework: v1alpha1.FrameworkTensorFlow,
@@ -123,14 +123,14 @@ func TestToTrainJob(t *testing.T) {
 				"Master": {i32(1), "OnFailure", []string{ptImage}},
 				"Worker": {i32(1), "OnFailure", []string{ptImage}},
 			},
-			CleanPodPolicy: "None",
+			CleanPodPolicy: "Running",
 		}},
 		{file: "pytorchjob_elastic_echo.yaml", want: jobSummary{
 			Name: "elastic-example-echo", Framework: v1alpha1.FrameworkPyTorch,
 			Replicas: map[v1alpha1.ReplicaType]replicaSummary{
 				"Worker": {i32(2), "", []string{"pytorch=kubeflow/pytorch-elastic-example-echo:latest"}},
 			},
-			CleanPodPolicy: "None",
+			CleanPodPolicy: "Running",
 			Elastic: &v1alpha1.ElasticPolicy{
 				RDZVBackend: ptr(v1alpha1.BackendC10D), MinReplicas: i32(1), MaxReplicas: i32(2), MaxRestarts: i32(100),
 			},
@@ -140,7 +140,7 @@ func TestToTrainJob(t *testing.T) {
 			Replicas: map[v1alpha1.ReplicaType]replicaSummary{
 				"Worker": {i32(2), "OnFailure", []string{"pytorch=quay.io/johnugeorge/pytorch-elastic-example-imagenet:0.1"}},
 			},
-			CleanPodPolicy: "None",
+			CleanPodPolicy: "Running",
 			Elastic: &v1alpha1.ElasticPolicy{
 				RDZVBackend: ptr(v1alpha1.BackendC10D), MinReplicas: i32(1), MaxReplicas: i32(3), MaxRestarts: i32(100),
 				Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{
@@ -152,7 +152,7 @@ func TestToTrainJob(t *testing.T) {
 			Replicas: map[v1alpha1.ReplicaType]replicaSummary{
 				"Worker": {i32(2), "OnFailure", []string{"jax=docker.io/kubeflow/jaxjob-simple:latest"}},
 			},
-			CleanPodPolicy: "None",
+			CleanPodPolicy: "Running",
 		}},
 		{file: "xgboostjob_iris.yaml", want: jobSummary{
 			Name: "xgboost-dist-iris-test-train", Framework: v1alpha1.FrameworkXGBoost,
@@ -160,7 +160,7 @@ func TestToTrainJob(t *testing.T) {
 				"Master": {i32(1), "Never", []string{xgbImage}},
 				"Worker": {i32(2), "ExitCode", []string{xgbImage}},
 			},
-			CleanPodPolicy: "None",
+			CleanPodPolicy: "Running",
 		}},
 		{file: "mpijob_pi.yaml", want: jobSummary{
 			Name: "pi", Framework: v1alpha1.FrameworkMPI,
@@ -190,11 +190,28 @@ func TestToTrainJob(t *testing.T) {
 			if diff := cmp.Diff(tc.want, summarise(job)); diff != "" {
 				t.Errorf("converted job (-want +got):\n%s", diff)
 			}
+			if !manifestSays(t, tc.file, "cleanPodPolicy") {
+				tc.wantWarnings = append([]string{unsetCleanPodPolicyWarning}, tc.wantWarnings...)
+			}
 			if diff := cmp.Diff(tc.wantWarnings, warnings); diff != "" {
 				t.Errorf("warnings (-want +got):\n%s", diff)
 			}
 		})
 	}
+}
+
+// unsetCleanPodPolicyWarning is what a manifest without cleanPodPolicy is
+// told: in a step nothing deletes a job object, so Running is the default.
+const unsetCleanPodPolicyWarning = "spec.runPolicy.cleanPodPolicy is unset: replicas still running when the step ends are deleted (Running), " +
+	"where the operator's default None would keep them until the job object is deleted; in a workflow nothing deletes one"
+
+func manifestSays(t *testing.T, file, field string) bool {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Contains(string(data), field+":")
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -254,8 +271,10 @@ func TestToTrainJobKubeflowSpecifics(t *testing.T) {
 		_, ptWarnings := (&PyTorchJob{Spec: PyTorchJobSpec{ElasticPolicy: &v1alpha1.ElasticPolicy{NProcPerNode: i32(2)}}}).ToTrainJob()
 		got := append(tfWarnings, ptWarnings...)
 		want := []string{
+			unsetCleanPodPolicyWarning,
 			"spec.runPolicy.managedBy is ignored: trainstep runs the job itself",
 			"spec.enableDynamicWorker is ignored: trainstep runs a fixed set of TensorFlow workers",
+			unsetCleanPodPolicyWarning,
 			// training-operator v1.9 pytorchjob_webhook.go's deprecation warning.
 			"spec.elasticPolicy.nProcPerNode is deprecated, use spec.nprocPerNode instead",
 		}
@@ -267,7 +286,7 @@ func TestToTrainJobKubeflowSpecifics(t *testing.T) {
 		obj := decodeFile(t, "pytorchjob_simple.yaml").(*PyTorchJob)
 		obj.Spec.PyTorchReplicaSpecs["Worker"].Template.Spec.Containers[0].Name = "trainer"
 		_, warnings := obj.ToTrainJob()
-		want := []string{`spec.pytorchReplicaSpecs.Worker.template.spec.containers: no container named "pytorch" (the Training Operator requires one); trainstep uses the first container, "trainer"`}
+		want := []string{`spec.pytorchReplicaSpecs.Worker.template.spec.containers: no container named "pytorch" (the Training Operator requires one); trainstep uses the first container, "trainer"`, unsetCleanPodPolicyWarning}
 		if diff := cmp.Diff(want, warnings); diff != "" {
 			t.Errorf("warnings (-want +got):\n%s", diff)
 		}

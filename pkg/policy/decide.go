@@ -33,6 +33,9 @@ type Decision struct {
 	// RecheckAfter asks the caller to decide again after this long even if
 	// nothing changes (a deadline or a stuck bound is coming); 0 for never.
 	RecheckAfter time.Duration
+	// Settling > 0: a failure of a job that restarts as a whole waits at
+	// most this long for a peer's earlier exit to be seen (the cause).
+	Settling time.Duration
 }
 
 // Decide reads the job's replicas and returns what happens next, checking in
@@ -52,8 +55,7 @@ func Decide(v *View, rule frameworks.SuccessRule, t Timeouts) Decision {
 	}
 	limit := v.Job.Spec.RunPolicy.BackoffLimit
 	if needed := v.Restarts + failures.Counted(); BackoffExceeded(limit, needed) {
-		return Decision{Outcome: OutcomeFailed, Reason: result.ReasonBackoffLimitExceeded,
-			Message: fmt.Sprintf("the job needed %d restarts, more than backoffLimit=%d", needed, *limit)}
+		return Decision{Outcome: OutcomeFailed, Reason: result.ReasonBackoffLimitExceeded, Message: backoffMessage(v.Restarts, *limit)}
 	}
 	stuck := CheckStuck(v, t)
 	switch {
@@ -67,8 +69,19 @@ func Decide(v *View, rule frameworks.SuccessRule, t Timeouts) Decision {
 	if failures.Wait > 0 && (d.RecheckAfter == 0 || failures.Wait < d.RecheckAfter) {
 		d.RecheckAfter = failures.Wait
 	}
+	d.Settling = failures.Wait
 	if hasDeadline && (d.RecheckAfter == 0 || left < d.RecheckAfter) {
 		d.RecheckAfter = left
 	}
 	return d
+}
+
+// backoffMessage says why backoffLimit ended the job, counting the restarts
+// that happened, as the restarts output does: in-place restarts may already
+// have gone past the limit, else the next failure needs one more.
+func backoffMessage(restarts, limit int32) string {
+	if restarts > limit {
+		return fmt.Sprintf("the job restarted %d times, more than backoffLimit=%d", restarts, limit)
+	}
+	return fmt.Sprintf("the job failed again after %d restarts, and backoffLimit=%d allows no more", restarts, limit)
 }

@@ -95,7 +95,7 @@ func TestDecide(t *testing.T) {
 			name: "third retryable failure passes backoffLimit 2",
 			view: viewOf(withBackoff(tf(v1alpha1.RestartPolicyExitCode), 2), set(worker, 1, exited(137)), func(v *View) { v.Restarts = 2 }),
 			rule: worker0Leads,
-			want: Decision{Outcome: OutcomeFailed, Reason: result.ReasonBackoffLimitExceeded, Message: "the job needed 3 restarts, more than backoffLimit=2"},
+			want: Decision{Outcome: OutcomeFailed, Reason: result.ReasonBackoffLimitExceeded, Message: "the job failed again after 2 restarts, and backoffLimit=2 allows no more"},
 		},
 		{
 			name: "second retryable failure stays within backoffLimit 2",
@@ -107,7 +107,7 @@ func TestDecide(t *testing.T) {
 			name: "in-place restarts past backoffLimit fail the job",
 			view: viewOf(withBackoff(tf(v1alpha1.RestartPolicyOnFailure), 1), func(v *View) { v.Restarts = 2 }),
 			rule: worker0Leads,
-			want: Decision{Outcome: OutcomeFailed, Reason: result.ReasonBackoffLimitExceeded, Message: "the job needed 2 restarts, more than backoffLimit=1"},
+			want: Decision{Outcome: OutcomeFailed, Reason: result.ReasonBackoffLimitExceeded, Message: "the job restarted 2 times, more than backoffLimit=1"},
 		},
 		{
 			name: "deadline passed fails the job",

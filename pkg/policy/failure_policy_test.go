@@ -65,7 +65,7 @@ func TestFailurePolicy(t *testing.T) {
 	}, {
 		name: "OnFailure: an error exit just now waits for a killed peer's end to be seen",
 		view: viewOf(ddp(v1alpha1.RestartPolicyOnFailure, 1), set(worker, 0, both(exited(1), finishedAt(now.Add(-2*time.Second))))),
-		want: Decision{Outcome: OutcomeRunning, RecheckAfter: 8 * time.Second},
+		want: Decision{Outcome: OutcomeRunning, RecheckAfter: 8 * time.Second, Settling: 8 * time.Second},
 	}, {
 		name: "OnFailure: an error exit just now with no peer still running restarts the job at once",
 		view: viewOf(ddp(v1alpha1.RestartPolicyOnFailure, 1),
@@ -83,7 +83,7 @@ func TestFailurePolicy(t *testing.T) {
 	}, {
 		name: "a permanent exit just now waits for its peers' failures before deciding",
 		view: viewOf(ddp(v1alpha1.RestartPolicyExitCode, 1), set(master, 0, both(exited(1), finishedAt(now.Add(-time.Second))))),
-		want: Decision{Outcome: OutcomeRunning, RecheckAfter: 9 * time.Second},
+		want: Decision{Outcome: OutcomeRunning, RecheckAfter: 9 * time.Second, Settling: 9 * time.Second},
 	}, {
 		name: "a preemption restarts the job without counting",
 		view: viewOf(ddp(v1alpha1.RestartPolicyExitCode, 0), set(worker, 1, disrupted)),
@@ -96,7 +96,7 @@ func TestFailurePolicy(t *testing.T) {
 			j.Spec.RunPolicy.FailurePolicy.Rules = []v1alpha1.FailurePolicyRule{}
 			return j
 		}(), set(worker, 1, disrupted)),
-		want: Decision{Outcome: OutcomeFailed, Reason: result.ReasonBackoffLimitExceeded, Message: "the job needed 1 restarts, more than backoffLimit=0"},
+		want: Decision{Outcome: OutcomeFailed, Reason: result.ReasonBackoffLimitExceeded, Message: "the job failed again after 0 restarts, and backoffLimit=0 allows no more"},
 	}, {
 		name: "a FailJob rule on exit code 42 ends the job at once",
 		view: viewOf(func() *v1alpha1.TrainJob {
@@ -113,7 +113,7 @@ func TestFailurePolicy(t *testing.T) {
 			v.Restarts = 1
 			return v
 		}(),
-		want: Decision{Outcome: OutcomeFailed, Reason: result.ReasonBackoffLimitExceeded, Message: "the job needed 2 restarts, more than backoffLimit=1"},
+		want: Decision{Outcome: OutcomeFailed, Reason: result.ReasonBackoffLimitExceeded, Message: "the job failed again after 1 restarts, and backoffLimit=1 allows no more"},
 	}, {
 		name: "restart: Replica with the default rule: a disrupted worker is replaced alone, for free",
 		view: viewOf(func() *v1alpha1.TrainJob {

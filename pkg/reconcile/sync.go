@@ -64,7 +64,7 @@ func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 		c.startJobRestart(decision.RestartJob)
 		return c.syncJobRestart(ctx)
 	}
-	c.reportProgress()
+	c.reportProgress(decision.Settling)
 	if decision.Outcome != policy.OutcomeRunning {
 		return decision, nil
 	}
@@ -97,7 +97,7 @@ func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 // taken on replicas that end meanwhile (they followed the cause); once
 // every instance is gone, the next attempt's pods are created.
 func (c *Controller) syncJobRestart(ctx context.Context) (policy.Decision, error) {
-	c.reportProgress()
+	c.reportProgress(0)
 	under, err := c.continueJobRestart(ctx)
 	if err != nil {
 		return policy.Decision{}, c.apiError(err)
@@ -110,7 +110,7 @@ func (c *Controller) syncJobRestart(ctx context.Context) (policy.Decision, error
 			return policy.Decision{}, c.apiError(err)
 		}
 		c.view = c.observe()
-		c.reportProgress()
+		c.reportProgress(0)
 	}
 	c.apiErrorsSince = time.Time{}
 	recheck := sooner(c.nextExpectationCheck(), c.nextNodeLost())
@@ -531,12 +531,14 @@ func describeEnd(r policy.Replica) string {
 	return "it ended"
 }
 
-// reportProgress calls OnProgress when the counts changed.
-func (c *Controller) reportProgress() {
+// reportProgress calls OnProgress when the counts changed; settling is
+// how long a failure waits for a peer's earlier exit (0: none does).
+func (c *Controller) reportProgress(settling time.Duration) {
 	if c.opts.OnProgress == nil {
 		return
 	}
 	p := ProgressOf(&c.view)
+	p.Settling = settling
 	c.mu.Lock()
 	if c.scaler != nil {
 		p.WorkerTarget = c.scaler.target

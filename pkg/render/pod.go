@@ -20,6 +20,12 @@ const (
 	EnvJobName      = "TRAINSTEP_JOB_NAME"
 	EnvReplicaType  = "TRAINSTEP_REPLICA_TYPE"
 	EnvReplicaIndex = "TRAINSTEP_REPLICA_INDEX"
+	// EnvTerminationMessagePath names the file whose content becomes the
+	// replica's termination message, the job's metrics: the container's
+	// terminationMessagePath in a cluster (the kubelet reads at most 4 KiB
+	// of it), a file of its own for a local process. One name on both
+	// backends, so a script writes its metrics the same way everywhere.
+	EnvTerminationMessagePath = "TRAINSTEP_TERMINATION_MESSAGE_PATH"
 )
 
 // PodName is the name of a replica's pod: "<job>-<lower-case type>-<index>".
@@ -86,6 +92,7 @@ func (r *Renderer) Pod(rt v1alpha1.ReplicaType, index int, attempt int) (*corev1
 			corev1.EnvVar{Name: EnvJobName, Value: r.id.JobName},
 			corev1.EnvVar{Name: EnvReplicaType, Value: strings.ToLower(string(rt))},
 			corev1.EnvVar{Name: EnvReplicaIndex, Value: strconv.Itoa(index)},
+			corev1.EnvVar{Name: EnvTerminationMessagePath, Value: terminationMessagePath(main)},
 		)
 	}
 	setHostname(&podSpec, r.layout, r.id.JobName, rt, index)
@@ -171,4 +178,12 @@ func podAnnotations(template map[string]string, fw v1alpha1.Framework) map[strin
 	}
 	out[v1alpha1.AnnotationFramework] = string(fw)
 	return out
+}
+
+// terminationMessagePath is where the kubelet reads c's termination message.
+func terminationMessagePath(c *corev1.Container) string {
+	if c.TerminationMessagePath != "" {
+		return c.TerminationMessagePath
+	}
+	return corev1.TerminationMessagePathDefault
 }

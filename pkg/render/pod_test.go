@@ -129,9 +129,26 @@ func TestTrainstepEnvOnMainContainer(t *testing.T) {
 		{Name: "TRAINSTEP_JOB_NAME", Value: "mnist"},
 		{Name: "TRAINSTEP_REPLICA_TYPE", Value: "ps"},
 		{Name: "TRAINSTEP_REPLICA_INDEX", Value: "0"},
+		{Name: "TRAINSTEP_TERMINATION_MESSAGE_PATH", Value: "/dev/termination-log"},
 	}
 	if diff := cmp.Diff(want, pod.Spec.Containers[1].Env); diff != "" {
 		t.Errorf("main container env of a single-replica job (-want +got):\n%s", diff)
+	}
+}
+
+// The variable a local process writes its metrics to names the container's
+// own terminationMessagePath in a cluster, so one script works on both.
+func TestTerminationMessagePathEnvFollowsTheContainer(t *testing.T) {
+	job := newJob(v1alpha1.FrameworkTensorFlow, "mnist", replicas{ps: 1}, func(j *v1alpha1.TrainJob) {
+		j.Spec.ReplicaSpecs[ps].Template.Spec.Containers[0].TerminationMessagePath = "/tmp/metrics.json"
+	})
+	pod, err := render.Pod(job, identity("ns", "mnist"), ps, 0, 0)
+	if err != nil {
+		t.Fatalf("Pod: %v", err)
+	}
+	main := pod.Spec.Containers[0]
+	if got := main.Env[len(main.Env)-1]; got.Name != "TRAINSTEP_TERMINATION_MESSAGE_PATH" || got.Value != "/tmp/metrics.json" {
+		t.Errorf("last env var %s=%s, want TRAINSTEP_TERMINATION_MESSAGE_PATH=/tmp/metrics.json", got.Name, got.Value)
 	}
 }
 

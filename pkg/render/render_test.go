@@ -58,6 +58,7 @@ func TestRenderTensorFlowPod(t *testing.T) {
 					{Name: "TRAINSTEP_JOB_NAME", Value: "mnist"},
 					{Name: "TRAINSTEP_REPLICA_TYPE", Value: "worker"},
 					{Name: "TRAINSTEP_REPLICA_INDEX", Value: "1"},
+					{Name: "TRAINSTEP_TERMINATION_MESSAGE_PATH", Value: "/dev/termination-log"},
 				},
 			}},
 		},

@@ -60,7 +60,8 @@ type Options struct {
 	// Policy is what the installation allows the replicas' pod templates;
 	// its zero value is the strictest.
 	Policy replicapolicy.Policy
-	// In Sets, Images, Envs and Args an empty value is skipped.
+	// In Sets, Images, Envs and Args a value of several lines is one
+	// override per line; empty lines are skipped, and each line is trimmed.
 }
 
 // MaxManifestBytes bounds a job manifest. The largest job trainstep runs
@@ -112,12 +113,17 @@ func load(data []byte, opts Options) (*v1alpha1.TrainJob, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	dupWarnings, err := checkDuplicateKeys(data, opts.Lenient)
+	if err != nil {
+		return nil, nil, err
+	}
 	for _, set := range opts.Sets {
 		if err := applySet(doc, set); err != nil {
 			return nil, nil, err
 		}
 	}
 	job, warnings, err := decode(doc, opts.Lenient)
+	warnings = append(dupWarnings, warnings...)
 	if err != nil {
 		return nil, warnings, err
 	}
@@ -127,6 +133,9 @@ func load(data []byte, opts Options) (*v1alpha1.TrainJob, []string, error) {
 	}
 	if opts.Namespace != "" {
 		job.Namespace = opts.Namespace
+	}
+	if cp := job.Spec.RunPolicy.CleanPodPolicy; cp != nil && *cp == v1alpha1.CleanPodPolicyNone {
+		warnings = append(warnings, keptReplicasWarning(job.Name))
 	}
 	if opts.Gang != "" {
 		if job.Spec.RunPolicy.SchedulingPolicy == nil {
@@ -149,6 +158,26 @@ func load(data []byte, opts Options) (*v1alpha1.TrainJob, []string, error) {
 		return nil, warnings, &ValidationError{Errors: terms.rewrite(errs)}
 	}
 	return job, warnings, nil
+}
+
+// UnboundedRestartsWarning is what a run says at its start when a
+// defaulted job sets no bound on its restarts ("" when it does): a replica
+// that keeps failing is restarted without end, as with the Training
+// Operator (an MPI job's default, 6, is MPI Operator's launcher Job's).
+func UnboundedRestartsWarning(job *v1alpha1.TrainJob) string {
+	if job.Spec.RunPolicy.BackoffLimit != nil {
+		return ""
+	}
+	return "spec.runPolicy.backoffLimit is unset: a replica that keeps failing is restarted without end, as with the Training Operator; " +
+		"set it to bound the restarts (the progress line names crash-looping replicas)"
+}
+
+// keptReplicasWarning says what cleanPodPolicy None costs in a step: no
+// job object is left whose deletion would remove the replicas.
+func keptReplicasWarning(name string) string {
+	return "spec.runPolicy.cleanPodPolicy: None keeps the replicas still running when the step ends, with the CPUs, " +
+		"GPUs and memory they hold, until their owner (the step pod, which Argo keeps unless podGC removes it) is deleted; " +
+		"remove them with: kubectl delete pods,services -l trainstep.dev/job-name=" + name
 }
 
 // terms maps the TrainJob's field paths to those of the manifest the user
@@ -198,20 +227,23 @@ func InManifestTerms(data []byte, err error) error {
 	return err
 }
 
-// withoutEmptyOverrides drops empty --set, --image, --env and --arg values:
-// a WorkflowTemplate passes every override flag on every run, with an empty
-// value when the caller leaves that parameter unset.
+// withoutEmptyOverrides splits every --set, --image, --env and --arg value
+// into its lines and drops the empty ones: a WorkflowTemplate passes each
+// override flag once on every run, holding one override per line of its
+// parameter, or nothing when the caller leaves that parameter unset.
 func withoutEmptyOverrides(opts Options) Options {
-	drop := func(values []string) []string {
+	split := func(values []string) []string {
 		var kept []string
 		for _, v := range values {
-			if v != "" {
-				kept = append(kept, v)
+			for _, line := range strings.Split(v, "\n") {
+				if line = strings.TrimSpace(line); line != "" {
+					kept = append(kept, line)
+				}
 			}
 		}
 		return kept
 	}
-	opts.Sets, opts.Images, opts.Envs, opts.Args = drop(opts.Sets), drop(opts.Images), drop(opts.Envs), drop(opts.Args)
+	opts.Sets, opts.Images, opts.Envs, opts.Args = split(opts.Sets), split(opts.Images), split(opts.Envs), split(opts.Args)
 	return opts
 }
 
@@ -277,7 +309,7 @@ func decode(doc map[string]any, lenient bool) (*v1alpha1.TrainJob, []string, err
 		if errs := checkTypes(doc, reflect.TypeOf(job).Elem(), nil); len(errs) > 0 {
 			return nil, nil, &ValidationError{Errors: errs}
 		}
-		warnings, err := decodeStrict(data, job, kind, lenient)
+		warnings, err := decodeStrict(data, job, kind, trainJobReplicaSpecs, lenient)
 		return job, warnings, err
 	}
 	obj, ok := kubeflow.New(apiVersion, kind)
@@ -291,7 +323,7 @@ func decode(doc map[string]any, lenient bool) (*v1alpha1.TrainJob, []string, err
 	if errs := checkTypes(doc, reflect.TypeOf(obj).Elem(), nil); len(errs) > 0 {
 		return nil, nil, &ValidationError{Errors: errs}
 	}
-	warnings, err := decodeStrict(data, obj, kind, lenient)
+	warnings, err := decodeStrict(data, obj, kind, "spec."+obj.ReplicaSpecsField(), lenient)
 	if err != nil {
 		return nil, warnings, err
 	}
@@ -304,8 +336,10 @@ func decode(doc map[string]any, lenient bool) (*v1alpha1.TrainJob, []string, err
 var strictErrorPattern = regexp.MustCompile(`^(unknown|duplicate) field "(.*)"$`)
 
 // decodeStrict decodes data into out, case-sensitively, rejecting unknown
-// and duplicate fields (or returning them as warnings when lenient).
-func decodeStrict(data []byte, out any, kind string, lenient bool) ([]string, error) {
+// and duplicate fields (or returning them as warnings when lenient). An
+// unknown replica map (a TrainJob's spec.replicaSpecs in a TFJob) is told
+// the kind's own, replicaSpecs.
+func decodeStrict(data []byte, out any, kind, replicaSpecs string, lenient bool) ([]string, error) {
 	strictErrs, err := kjson.UnmarshalStrict(data, out, kjson.DisallowUnknownFields, kjson.DisallowDuplicateFields)
 	if err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", kind, err)
@@ -315,6 +349,9 @@ func decodeStrict(data []byte, out any, kind string, lenient bool) ([]string, er
 		msg := e.Error()
 		if m := strictErrorPattern.FindStringSubmatch(msg); m != nil {
 			msg = fmt.Sprintf("%s: %s field", m[2], m[1])
+			if m[1] == "unknown" && isReplicaMap(m[2]) {
+				msg += fmt.Sprintf("; a %s's replicas are under %s", kind, replicaSpecs)
+			}
 		}
 		problems[i] = msg
 	}
@@ -328,6 +365,13 @@ func decodeStrict(data []byte, out any, kind string, lenient bool) ([]string, er
 		return problems, nil
 	}
 	return nil, errors.New(strings.Join(problems, "\n"))
+}
+
+// isReplicaMap reports whether path is a replica map, spec.replicaSpecs or
+// spec.<x>ReplicaSpecs: the one of some other kind, when it is unknown.
+func isReplicaMap(path string) bool {
+	field, ok := strings.CutPrefix(path, "spec.")
+	return ok && !strings.ContainsAny(field, ".[") && (field == "replicaSpecs" || strings.HasSuffix(field, "ReplicaSpecs"))
 }
 
 // JobName is the job's name as far as it can be told without loading the

@@ -96,7 +96,8 @@ func TestLoadJSON(t *testing.T) {
 
 // Kubeflow manifests come out with Kubeflow's defaults: restart policies
 // (TF/JAX/XGBoost Never, PyTorch OnFailure, MPI launcher OnFailure and
-// workers Never), cleanPodPolicy None unless declared, the framework port
+// workers Never), cleanPodPolicy Running unless declared (a step has no
+// job object whose deletion would remove kept pods), the framework port
 // on the main container unless one of that name is declared, and PyTorch's
 // nprocPerNode "auto" — training-operator v1.9 pkg/apis/kubeflow.org/v1/*_defaults.go
 // and *_types.go, mpi-operator v2beta1 default.go and constants.go.
@@ -115,17 +116,17 @@ func TestLoadKubeflowExamples(t *testing.T) {
 		replicas map[v1alpha1.ReplicaType]replica
 		nproc    string
 	}{
-		{"tfjob_dist_mnist.yaml", "None", map[v1alpha1.ReplicaType]replica{
+		{"tfjob_dist_mnist.yaml", "Running", map[v1alpha1.ReplicaType]replica{
 			"Chief": {1, "Never", tfPort}, "PS": {1, "Never", tfPort}, "Worker": {2, "Never", tfPort}}, ""},
-		{"pytorchjob_simple.yaml", "None", map[v1alpha1.ReplicaType]replica{
+		{"pytorchjob_simple.yaml", "Running", map[v1alpha1.ReplicaType]replica{
 			"Master": {1, "OnFailure", ptPort}, "Worker": {1, "OnFailure", ptPort}}, "auto"},
-		{"pytorchjob_workers_only.yaml", "None", map[v1alpha1.ReplicaType]replica{
+		{"pytorchjob_workers_only.yaml", "Running", map[v1alpha1.ReplicaType]replica{
 			"Worker": {2, "OnFailure", ptPort}}, "auto"},
-		{"pytorchjob_elastic_echo.yaml", "None", map[v1alpha1.ReplicaType]replica{
+		{"pytorchjob_elastic_echo.yaml", "Running", map[v1alpha1.ReplicaType]replica{
 			"Worker": {2, "OnFailure", ptPort}}, "auto"},
-		{"jaxjob_cpu_demo.yaml", "None", map[v1alpha1.ReplicaType]replica{
+		{"jaxjob_cpu_demo.yaml", "Running", map[v1alpha1.ReplicaType]replica{
 			"Worker": {2, "OnFailure", []corev1.ContainerPort{{Name: "jaxjob-port", ContainerPort: 6666}}}}, ""},
-		{"xgboostjob_iris.yaml", "None", map[v1alpha1.ReplicaType]replica{
+		{"xgboostjob_iris.yaml", "Running", map[v1alpha1.ReplicaType]replica{
 			"Master": {1, "Never", xgbDeclared}, "Worker": {2, "ExitCode", xgbDeclared}}, ""},
 		{"mpijob_pi.yaml", "Running", map[v1alpha1.ReplicaType]replica{
 			"Launcher": {1, "OnFailure", nil}, "Worker": {2, "Never", nil}}, ""},
@@ -313,4 +314,45 @@ func TestLoadRefusesAManifestOverTheLimit(t *testing.T) {
 	if phase := result.PhaseOf(err); phase != result.PhaseInvalid {
 		t.Errorf("phase %s, want Invalid", phase)
 	}
+}
+
+// A step's end is where a Kubeflow job object would be deleted: without
+// cleanPodPolicy the replicas still running then are deleted, and the user
+// is told; an explicit None is kept, with a warning saying what it costs.
+func TestCleanPodPolicyInAStep(t *testing.T) {
+	manifest := kubeflowFile(t, "tfjob_dist_mnist.yaml")
+	job, warnings, err := Load(manifest, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := *job.Spec.RunPolicy.CleanPodPolicy; got != v1alpha1.CleanPodPolicyRunning {
+		t.Errorf("unset cleanPodPolicy = %s, want Running", got)
+	}
+	if !containsWith(warnings, "spec.runPolicy.cleanPodPolicy is unset: replicas still running when the step ends are deleted") {
+		t.Errorf("warnings %q do not say what an unset cleanPodPolicy does", warnings)
+	}
+
+	for _, doc := range [][]byte{manifest, []byte(psJob)} {
+		field := "spec.runPolicy.cleanPodPolicy=None"
+		job, warnings, err = Load(doc, Options{Sets: []string{field}, Name: "kept"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := *job.Spec.RunPolicy.CleanPodPolicy; got != v1alpha1.CleanPodPolicyNone {
+			t.Errorf("explicit None became %s", got)
+		}
+		if !containsWith(warnings, "None keeps the replicas still running when the step ends") ||
+			!containsWith(warnings, "kubectl delete pods,services -l trainstep.dev/job-name=kept") {
+			t.Errorf("warnings %q do not say what None costs and how to remove the replicas", warnings)
+		}
+	}
+}
+
+func containsWith(lines []string, substr string) bool {
+	for _, l := range lines {
+		if strings.Contains(l, substr) {
+			return true
+		}
+	}
+	return false
 }

@@ -42,7 +42,7 @@ const (
 	// shippedImage is the trainstep image templates/ and workflows/ name. The real node
 	// pulls nothing, so the tests replace it with localImage, `make image`'s archive
 	// imported under a tag that is not :latest (pods then default to IfNotPresent).
-	shippedImage = "ghcr.io/trainstep/trainstep:latest"
+	shippedImage = "ghcr.io/trainstep/trainstep:v0.4.0"
 	localImage   = "docker.io/local/trainstep:e2e"
 	// shippedPython is the image of the examples' script steps. The tests run those scripts
 	// with this machine's python3 in an image of its own, pythonImage.

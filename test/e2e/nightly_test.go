@@ -104,6 +104,21 @@ func TestRealNodeNightlyCronWorkflowRunsOnce(t *testing.T) {
 	if counts["Chief"] != 1 || counts["PS"] != 1 || counts["Worker"] != 4 {
 		t.Errorf("the job's replicas %v, want 1 Chief, 1 PS and the 4 Workers the CronWorkflow's set asks for", counts)
 	}
+	// The CronWorkflow's env parameter holds two overrides, one per line, through Argo's
+	// controller into trainstep's --env: both reach the chief (which succeeded, so it stays).
+	chiefCtx, cancelChief := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancelChief()
+	chief, err := e.c.Client.CoreV1().Pods(e.namespace).Get(chiefCtx, param(t, outputs, "job-name")+"-chief-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the job's chief: %v", err)
+	}
+	env := map[string]string{}
+	for _, v := range chief.Spec.Containers[0].Env {
+		env[v.Name] = v.Value
+	}
+	if env["TF_CPP_MIN_LOG_LEVEL"] != "2" || env["MODEL_DIR"] != "/models/nightly-mnist" {
+		t.Errorf("the chief's env has TF_CPP_MIN_LOG_LEVEL=%q and MODEL_DIR=%q, want both lines of the env parameter", env["TF_CPP_MIN_LOG_LEVEL"], env["MODEL_DIR"])
+	}
 	stepLog := e.logOf(t, e.podOfNode(t, wf, train).Name, "main")
 	if !strings.Contains(stepLog, "[chief-0]") || !trainingLine.MatchString(stepLog) {
 		t.Errorf("the step's log has no training line of [chief-0]:\n%s", lastLines(stepLog, 30))

@@ -141,7 +141,9 @@ type backend struct {
 	// current whole-job attempt.
 	recreations, jobRestarts int32
 	jobAttempt               int
-	start                    time.Time
+	// settling is true while a failure waits for a peer's earlier exit.
+	settling bool
+	start    time.Time
 }
 
 // exit is one process's end; generation tells a stale exit from the
@@ -217,10 +219,15 @@ func (b *backend) run(ctx context.Context) Outcome {
 		}
 	}
 	b.log.Info("job started", zap.String("backend", "local"), zap.Int("processes", b.processCount()), zap.Int("replicas", len(b.replicas)))
+	if slots := len(b.replicas) - b.processCount(); slots > 0 {
+		b.log.Info(fmt.Sprintf("the %d MPI workers are not processes of their own: they are slots of this machine in the launcher's hostfile, "+
+			"and the launcher's mpirun starts the ranks", slots))
+	}
 	for {
 		b.startDue()
 		view := b.view()
 		decision := policy.Decide(&view, b.rule, b.opts.Timeouts)
+		b.reportSettling(decision.Settling)
 		if b.opts.OnView != nil {
 			b.opts.OnView(&view)
 		}
@@ -362,4 +369,14 @@ func renderedConfigMaps(job *v1alpha1.TrainJob, namespace string) (map[string]ma
 		data[cm.Name] = cm.Data
 	}
 	return data, nil
+}
+
+// reportSettling logs, once per wait, that a failure waits for a peer's
+// earlier exit before the job restarts: the cause of a collective job's
+// failure is the replica that ended first.
+func (b *backend) reportSettling(settling time.Duration) {
+	if settling > 0 && !b.settling {
+		b.log.Info(fmt.Sprintf("a replica failed: waiting up to %s for a peer's earlier exit before deciding what restarts", settling.Round(time.Second)))
+	}
+	b.settling = settling > 0
 }

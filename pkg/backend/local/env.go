@@ -9,12 +9,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/trainstep/trainstep/pkg/frameworks"
+	"github.com/trainstep/trainstep/pkg/render"
 )
 
 // EnvTerminationMessagePath tells a local process where to write what a
 // container writes to /dev/termination-log: its termination message, which
-// becomes the job's metrics.
-const EnvTerminationMessagePath = "TRAINSTEP_TERMINATION_MESSAGE_PATH"
+// becomes the job's metrics. Rendered pods carry the same variable.
+const EnvTerminationMessagePath = render.EnvTerminationMessagePath
 
 // envVar is one resolved variable. fromPod marks a value read from the pod
 // itself (its name, labels): a name, not an address to rewrite.

@@ -4,17 +4,19 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/logs"
 	"github.com/trainstep/trainstep/pkg/policy"
 )
 
 // maxTerminationMessage is how much of a termination message is read, as
-// the kubelet reads at most 4096 bytes of /dev/termination-log.
+// the kubelet reads at most the last 4096 bytes of /dev/termination-log.
 const maxTerminationMessage = 4096
 
 // replica is one replica's plan and the state of its current instance:
@@ -61,7 +63,9 @@ func (b *backend) startDue() {
 // new container has.
 func (b *backend) launch(r *replica) {
 	r.generation++
-	log := b.log.With(zap.Stringer("replica", r.id), zap.Int("attempt", r.attempt), zap.Int32("restarts", r.restarts))
+	// The job's attempt, and this replica's recreations within the job.
+	log := b.log.With(zap.Stringer("replica", r.id), zap.Int("attempt", b.jobAttempt), zap.Int("replicaAttempt", r.attempt),
+		zap.Int32("restarts", r.restarts))
 	if err := os.WriteFile(r.terminationLog, nil, 0o644); err != nil {
 		log.Warn("clearing the termination message file", zap.Error(err))
 	}
@@ -80,6 +84,10 @@ func (b *backend) launch(r *replica) {
 	}
 	r.proc, r.phase, r.startedAt = p, policy.PhaseRunning, b.opts.Clock.Now()
 	fields := []zap.Field{zap.Int("pid", p.pid), zap.Int("pgid", p.pgid), zap.String("command", describeCommand(r.argv))}
+	if rank, ok := rankOf(r.env); ok && rank != fmt.Sprint(r.id.Index) {
+		// [worker-1] is the replica's index; the framework numbers it otherwise.
+		fields = append(fields, zap.String("rank", rank))
+	}
 	if p.supervisor != 0 {
 		fields = append(fields, zap.Int("supervisorPid", p.supervisor))
 	}
@@ -232,14 +240,15 @@ func slotPhase(launcher *replica) policy.Phase {
 }
 
 // readTerminationMessage reads what the process left as its termination
-// message, at most maxTerminationMessage bytes.
+// message: its last maxTerminationMessage bytes, as the kubelet keeps them.
 func readTerminationMessage(path string) string {
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return ""
 	}
-	defer f.Close()
-	data, _ := io.ReadAll(io.LimitReader(f, maxTerminationMessage))
+	if len(data) > maxTerminationMessage {
+		data = data[len(data)-maxTerminationMessage:]
+	}
 	return string(data)
 }
 
@@ -250,4 +259,15 @@ func (b *backend) showTail(r *replica, log *zap.Logger) {
 	w := b.prefixer.Writer(logs.ReplicaPrefix(string(r.id.Type), r.id.Index))
 	_, _ = r.tail.WriteTo(w)
 	_ = w.Close()
+}
+
+// rankOf is the framework's rank of a replica (RANK, as PyTorch sets it)
+// when its environment holds one.
+func rankOf(env []string) (string, bool) {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, frameworks.EnvRank+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
 }

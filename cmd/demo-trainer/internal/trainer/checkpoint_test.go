@@ -27,7 +27,7 @@ func (r *failingReducer) AllReduce(context.Context, []float64) error {
 // step 30, with its weights: it does not start over, and ends as a run
 // that was never interrupted would. Its success removes the checkpoint.
 func TestTrainingResumesFromTheCheckpoint(t *testing.T) {
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "pod-0") // made by the trainer, as /var/tmp/<pod>
 	s := DefaultSettings()
 	s.CheckpointDir, s.CheckpointEvery, s.Steps = dir, 10, 45
 	s.TerminationMessagePath = filepath.Join(t.TempDir(), "termination-log")
@@ -56,6 +56,9 @@ func TestTrainingResumesFromTheCheckpoint(t *testing.T) {
 	}
 	if _, ok, _ := loadCheckpoint(dir, s.Features); ok {
 		t.Error("the checkpoint is still there after the job succeeded")
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the checkpoint directory is still there after the job succeeded (%v)", err)
 	}
 	straight := s
 	straight.CheckpointDir = ""

@@ -81,10 +81,13 @@ func finishSynchronously(s Settings, rank, steps int, weights []float64, full Da
 		return nil
 	}
 	if s.CheckpointDir != "" {
-		// The job is done: the next run of it starts afresh.
+		// The job is done: the next run of it starts afresh, and the
+		// directory made for the checkpoint goes too (a node's /var/tmp/<pod>
+		// would outlive the pod); one holding anything else is kept.
 		if err := os.Remove(filepath.Join(s.CheckpointDir, checkpointFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			log.Printf("removing the checkpoint: %v", err)
 		}
+		_ = os.Remove(s.CheckpointDir)
 	}
 	m := Metrics{Loss: full.Loss(weights), Steps: steps, Weights: weights}
 	log.final(m)

@@ -159,7 +159,8 @@ func setRunPolicyDefaults(p *RunPolicy) {
 	}
 }
 
-// setMPIDefaults follows mpi-operator v2beta1 default.go.
+// setMPIDefaults follows mpi-operator v2beta1 default.go, and bounds the
+// restarts as the launcher's batch Job would.
 func setMPIDefaults(s *TrainJobSpec) {
 	if s.SlotsPerWorker == nil {
 		slots := DefaultSlotsPerWorker
@@ -173,6 +174,10 @@ func setMPIDefaults(s *TrainJobSpec) {
 	}
 	if s.LauncherCreationPolicy == "" {
 		s.LauncherCreationPolicy = LauncherCreationAtStartup
+	}
+	if s.RunPolicy.BackoffLimit == nil {
+		limit := DefaultMPIBackoffLimit
+		s.RunPolicy.BackoffLimit = &limit
 	}
 }
 

@@ -196,6 +196,8 @@ func TestSetDefaultsJobWide(t *testing.T) {
 		Framework: FrameworkMPI,
 		RunPolicy: RunPolicy{
 			CleanPodPolicy: ptrTo(CleanPodPolicyRunning),
+			// MPI Operator's launcher is a batch Job: 6 restarts by default.
+			BackoffLimit: ptrTo[int32](6),
 			SchedulingPolicy: &SchedulingPolicy{
 				Gang: GangNone, ScheduleTimeoutSeconds: ptrTo[int32](300), MaxScheduleAttempts: ptrTo[int32](3),
 			},

@@ -36,6 +36,10 @@ const (
 	DefaultSSHAuthMountPath             = "/root/.ssh"
 	DefaultScheduleTimeoutSeconds int32 = 300
 	DefaultMaxScheduleAttempts    int32 = 3
+	// DefaultMPIBackoffLimit is an MPI job's backoffLimit when unset: MPI
+	// Operator v2 runs the launcher as a batch Job, whose own default
+	// backoffLimit (6) ends a launcher that keeps failing.
+	DefaultMPIBackoffLimit int32 = 6
 	// DefaultNprocPerNode is PyTorchJob's default nprocPerNode (Kubeflow v1.9
 	// pytorch_defaults.go), set when elasticPolicy.nProcPerNode is not.
 	DefaultNprocPerNode = "auto"

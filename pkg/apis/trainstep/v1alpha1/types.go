@@ -157,7 +157,9 @@ type RunPolicy struct {
 	CleanPodPolicy *CleanPodPolicy `json:"cleanPodPolicy,omitempty"`
 
 	// BackoffLimit is how many restarts (in place or by recreation) the job
-	// allows before it fails with BackoffLimitExceeded. Nil means no limit.
+	// allows before it fails with BackoffLimitExceeded. Nil means no limit,
+	// as with the Training Operator; an MPI job defaults to 6, as MPI
+	// Operator's launcher Job does.
 	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
 
 	// ActiveDeadlineSeconds bounds the job's running time; past it the job
