@@ -205,21 +205,34 @@ func (c *Controller) sharedObjectDeletes(ctx context.Context) []func() error {
 	byUID := func(uid types.UID) metav1.DeleteOptions {
 		return metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
 	}
+	// An instance this run does not know (its create's answer was lost, or
+	// the teardown came before the cache saw it) is read back and deleted
+	// when it is the job's.
 	for _, cm := range c.opts.Desired.ConfigMaps {
-		if uid := c.knownUID(cm); uid != "" {
-			name := cm.Name
-			deletes = append(deletes, retried("configmap/"+name, func() error {
-				return goneIfConflict(core.ConfigMaps(ns).Delete(ctx, name, byUID(uid)))
-			}))
-		}
+		name, uid := cm.Name, c.knownUID(cm)
+		deletes = append(deletes, retried("configmap/"+name, func() error {
+			if uid == "" {
+				live, err := core.ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+				if err != nil || !c.ownedBy(live) {
+					return err
+				}
+				uid = live.UID
+			}
+			return goneIfConflict(core.ConfigMaps(ns).Delete(ctx, name, byUID(uid)))
+		}))
 	}
 	for _, s := range c.opts.Desired.Secrets {
-		if uid := c.knownUID(s); uid != "" {
-			name := s.Name
-			deletes = append(deletes, retried("secret/"+name, func() error {
-				return goneIfConflict(core.Secrets(ns).Delete(ctx, name, byUID(uid)))
-			}))
-		}
+		name, uid := s.Name, c.knownUID(s)
+		deletes = append(deletes, retried("secret/"+name, func() error {
+			if uid == "" {
+				live, err := core.Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+				if err != nil || !c.ownedBy(live) {
+					return err
+				}
+				uid = live.UID
+			}
+			return goneIfConflict(core.Secrets(ns).Delete(ctx, name, byUID(uid)))
+		}))
 	}
 	return deletes
 }
