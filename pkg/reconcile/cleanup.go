@@ -73,8 +73,14 @@ func (c *Controller) Cleanup(ctx context.Context, everything, waitGone bool) ([]
 	}
 	deleted := newDeletedSet()
 	deletes := c.knownInstanceDeletes(ctx, isDoomed, deleted)
-	if plan.Shared {
+	switch {
+	case plan.Shared:
 		deletes = append(deletes, c.sharedObjectDeletes(ctx)...)
+	case gang.Kind(c.opts.Job) == v1alpha1.GangKueue && !keptRunning(c.view.Replicas, c.replicas, doomed):
+		// The job is over and no pod it keeps runs: its Workload must not
+		// hold the quota (Kueue does not always end a group some of whose
+		// running pods were deleted while others had finished).
+		deletes = append(deletes, retriedDelete(ctx, "the Kueue Workload", func() error { return c.deleteKueueWorkload(ctx) }))
 	}
 	err := c.deleteAll(ctx, deletes)
 	c.opts.Logger.Info("cleaning up", zap.Int("deletes", len(deletes)), zap.Bool("everything", everything), zap.Error(err))
@@ -181,15 +187,7 @@ func (c *Controller) knownInstanceDeletes(ctx context.Context, isDoomed func(kin
 // Secrets and PodGroup, each retried while its error is transient.
 func (c *Controller) sharedObjectDeletes(ctx context.Context) []func() error {
 	ns, core := c.opts.Identity.Namespace, c.opts.Core
-	retried := func(what string, del func() error) func() error {
-		return func() error {
-			err := apierr.Retry(ctx, del)
-			if err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("deleting %s: %w", what, err)
-			}
-			return nil
-		}
-	}
+	retried := func(what string, del func() error) func() error { return retriedDelete(ctx, what, del) }
 	var deletes []func() error
 	if c.opts.Desired.PodGroup != nil {
 		deletes = append(deletes, retried("the PodGroup", func() error { return c.deletePodGroup(ctx) }))
@@ -407,4 +405,26 @@ func goneIfConflict(err error) error {
 		return nil
 	}
 	return err
+}
+
+// retriedDelete is a teardown delete, retried while its error is
+// transient; NotFound is done.
+func retriedDelete(ctx context.Context, what string, del func() error) func() error {
+	return func() error {
+		err := apierr.Retry(ctx, del)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting %s: %w", what, err)
+		}
+		return nil
+	}
+}
+
+// keptRunning reports whether a replica the teardown keeps still runs.
+func keptRunning(replicas []policy.Replica, states map[policy.ReplicaID]*replicaState, doomed map[string]bool) bool {
+	for _, r := range replicas {
+		if st := states[r.ReplicaID]; st != nil && !doomed[st.name] && r.Phase == policy.PhaseRunning {
+			return true
+		}
+	}
+	return false
 }
