@@ -314,6 +314,8 @@ type simRun struct {
 	permanentExit string
 	// restartingSince is when the current whole-job restart began.
 	restartingSince time.Time
+	// lastExit is when an injected exit last landed.
+	lastExit time.Time
 	// instances holds, per replica and job attempt, the first instance
 	// created: a job that restarts as a whole never replaces one alone.
 	instances map[string]types.UID
@@ -649,6 +651,10 @@ func (r *simRun) checkInvariants() {
 	}
 }
 
+// simSettle is the policy's wait for a peer's earlier exit in a job that
+// restarts as a whole: two injected exits are kept at least this far apart.
+const simSettle = 10 * time.Second
+
 // simDecisionSlack bounds how late a decision due at a time may come: the
 // deliveries' and syncs' delays.
 const simDecisionSlack = 15 * time.Second
@@ -725,6 +731,13 @@ func (r *simRun) exitWhenRunning(name string, code int32, f *fault, tries int) {
 	if r.end != nil {
 		return
 	}
+	if !r.lastExit.IsZero() && w.now().Sub(r.lastExit) < simSettle {
+		// Two exits that close are one failure to a job that restarts as a
+		// whole (the later taken for a consequence), and which came first
+		// would be the order's: the script keeps them apart.
+		w.after(simSettle, 0, "retry exit "+name, func() { r.exitWhenRunning(name, code, f, tries) })
+		return
+	}
 	restarting := w.ctrl != nil && w.ctrl.restarting != nil
 	pod := w.livePod(name)
 	if pod == nil || pod.DeletionTimestamp != nil || !w.exit(pod, code) {
@@ -733,6 +746,7 @@ func (r *simRun) exitWhenRunning(name string, code int32, f *fault, tries int) {
 		}
 		return
 	}
+	r.lastExit = w.now()
 	if !restarting && r.permanent(pod, code) {
 		// Not a peer stopped by a whole-job restart under way: a failure
 		// the policy cannot retry, whether or not a step saw it happen.
@@ -894,6 +908,11 @@ func (r *simRun) nodeUp(n *simNode) {
 		if p.Status.Phase == corev1.PodRunning {
 			setCondition(p, corev1.PodReady, corev1.ConditionTrue, "", w.now())
 			w.updatePod(p, "node ready")
+		}
+		if p.Status.Phase == corev1.PodPending {
+			// Bound while the node was silent: its kubelet starts it now.
+			name, uid := p.Name, p.UID
+			w.after(time.Duration(100+w.rng.IntN(900))*time.Millisecond, 0, "start "+name, func() { w.start(name, uid) })
 		}
 	}
 }
