@@ -52,7 +52,7 @@ func TestRealNodePyTorchDDPReportsProgressToArgo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wf := workflowFromYAML(t, fmt.Sprintf(mpiWorkflow, localImage, torchImage, manifest, pythonImage))
+	wf := workflowFromYAML(t, fmt.Sprintf(mpiWorkflow, torchImage, manifest, pythonImage))
 	name := e.submit(t, wf)
 
 	// Argo's node progress as it changes, read every second until the end.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -111,8 +112,9 @@ func TestRealNodePyTorchDDPRestartsAsAWholeWhenARankDies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(services) != 1 || services[0] != job {
-		t.Errorf("the job's Services %v, want its one Service %s", services, job)
+	// Its one headless Service, and the progress endpoint's <job>-status.
+	if !slices.Equal(services, []string{job, job + "-status"}) {
+		t.Errorf("the job's Services %v, want its one Service %s and %s-status", services, job, job)
 	}
 	for _, p := range pods {
 		for _, env := range p.Spec.Containers[0].Env {

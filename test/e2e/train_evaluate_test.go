@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -33,12 +34,12 @@ func TestRealNodeTrainEvaluateWorkflow(t *testing.T) {
 		t.Fatalf("Workflow %s: phase %s, want Succeeded; nodes:\n%s%s", name, phaseOf(wf), nodeSummary(wf), e.podSummary(t))
 	}
 
-	// preprocess ran as the namespace's default ServiceAccount, which only deploy/ lets
-	// report outputs (the cluster, like Argo's install, grants no one), and its seed
-	// reached train's arguments.
+	// preprocess ran as trainstep-executor, the ServiceAccount deploy/ lets report
+	// outputs (the cluster, like Argo's install, grants no one; the namespace's default
+	// gets nothing), and its seed reached train's arguments.
 	preprocess := podNode(t, wf, "preprocess")
-	if sa := e.podOfNode(t, wf, preprocess).Spec.ServiceAccountName; sa != "default" {
-		t.Errorf("preprocess ran as ServiceAccount %q, want the namespace's default", sa)
+	if sa := e.podOfNode(t, wf, preprocess).Spec.ServiceAccountName; sa != "trainstep-executor" {
+		t.Errorf("preprocess ran as ServiceAccount %q, want trainstep-executor", sa)
 	}
 	seed := param(t, preprocess.Outputs.Parameters, "seed")
 	train := podNode(t, wf, "train")
@@ -163,8 +164,9 @@ func (e *e2e) checkReplicasTrained(t *testing.T, job string, pods []corev1.Pod, 
 		t.Errorf("the job's TF_CONFIG cluster %s does not name the parameter server in the job's Service (%s…)", cluster, psAddress)
 	}
 	services, err := e.c.Client.CoreV1().Services(e.namespace).List(context.Background(), metav1.ListOptions{LabelSelector: jobNameLabel + "=" + job})
-	if err != nil || len(services.Items) != 1 || services.Items[0].Name != job {
-		t.Errorf("the job's Services %v (%v), want the one job-wide Service %s", serviceNamesOf(services), err, job)
+	// The job's one headless Service, and the progress endpoint's <job>-status.
+	if names := serviceNamesOf(services); err != nil || !slices.Equal(names, []string{job, job + "-status"}) {
+		t.Errorf("the job's Services %v (%v), want the one job-wide Service %s and %s-status", names, err, job, job)
 	}
 	if !strings.Contains(workerLog, "1 parameter servers") {
 		t.Errorf("worker 0 did not connect to the parameter server:\n%s", lastLines(workerLog, 20))

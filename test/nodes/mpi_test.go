@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/test/cluster"
 )
 
@@ -70,6 +74,17 @@ func TestRealNodesMPIAcrossNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("OpenMPI image built and imported into both nodes in %s", time.Since(started).Round(100*time.Millisecond))
+	// An earlier test may have killed or partitioned a node: the spread
+	// counts only nodes that are Ready and untainted.
+	testutil.Eventually(t, 3*time.Minute, "both nodes Ready and untainted", func() bool {
+		for _, name := range []string{cluster.RealNodeName, secondNode} {
+			n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil || len(n.Spec.Taints) > 0 || !nodeReady(n) {
+				return false
+			}
+		}
+		return true
+	})
 	d := &testJob{c: c, ns: c.Namespace(t), name: "mpi", manifest: []byte(mpiJob)}
 	o := d.start(t, 0)()
 	if o.err != nil || o.res.Phase != "Succeeded" {
@@ -93,4 +108,13 @@ func TestRealNodesMPIAcrossNodes(t *testing.T) {
 	if o.res.Restarts != 0 {
 		t.Errorf("restarts = %d, want 0", o.res.Restarts)
 	}
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
