@@ -200,37 +200,11 @@ func (c *Controller) sharedObjectDeletes(ctx context.Context) []func() error {
 	}
 	// Each by the UID of the job's own instance: an object of that name
 	// that is not the job's is never deleted.
-	byUID := func(uid types.UID) metav1.DeleteOptions {
-		return metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
-	}
-	// An instance this run does not know (its create's answer was lost, or
-	// the teardown came before the cache saw it) is read back and deleted
-	// when it is the job's.
 	for _, cm := range c.opts.Desired.ConfigMaps {
-		name, uid := cm.Name, c.knownUID(cm)
-		deletes = append(deletes, retried("configmap/"+name, func() error {
-			if uid == "" {
-				live, err := core.ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
-				if err != nil || !c.ownedBy(live) {
-					return err
-				}
-				uid = live.UID
-			}
-			return goneIfConflict(core.ConfigMaps(ns).Delete(ctx, name, byUID(uid)))
-		}))
+		deletes = append(deletes, retried("configmap/"+cm.Name, ownedDelete(ctx, c, core.ConfigMaps(ns), cm.Name, c.knownUID(cm))))
 	}
 	for _, s := range c.opts.Desired.Secrets {
-		name, uid := s.Name, c.knownUID(s)
-		deletes = append(deletes, retried("secret/"+name, func() error {
-			if uid == "" {
-				live, err := core.Secrets(ns).Get(ctx, name, metav1.GetOptions{})
-				if err != nil || !c.ownedBy(live) {
-					return err
-				}
-				uid = live.UID
-			}
-			return goneIfConflict(core.Secrets(ns).Delete(ctx, name, byUID(uid)))
-		}))
+		deletes = append(deletes, retried("secret/"+s.Name, ownedDelete(ctx, c, core.Secrets(ns), s.Name, c.knownUID(s))))
 	}
 	return deletes
 }
@@ -427,4 +401,27 @@ func keptRunning(replicas []policy.Replica, states map[policy.ReplicaID]*replica
 		}
 	}
 	return false
+}
+
+// namedClient reads and deletes one kind of object by name.
+type namedClient[T metav1.Object] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// ownedDelete deletes the job's instance of name by its UID. An instance
+// this run does not know (uid "": its create's answer was lost, or the
+// teardown came before the cache saw it) is read back and deleted only
+// when it is the job's.
+func ownedDelete[T metav1.Object](ctx context.Context, c *Controller, client namedClient[T], name string, uid types.UID) func() error {
+	return func() error {
+		if uid == "" {
+			live, err := client.Get(ctx, name, metav1.GetOptions{})
+			if err != nil || !c.ownedBy(live) {
+				return err
+			}
+			uid = live.GetUID()
+		}
+		return goneIfConflict(client.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}))
+	}
 }
