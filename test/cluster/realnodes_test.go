@@ -101,10 +101,20 @@ func TestRealNodesTwoNodes(t *testing.T) {
 		return nodeReady(node) == corev1.ConditionUnknown && hasTaint(node, corev1.TaintNodeUnreachable) &&
 			podReady(server) == corev1.ConditionFalse, nil
 	})
-	lost := time.Since(killed)
-	t.Logf("%s seen lost %s after it was killed (grace period %s)", secondRealNode, lost.Round(100*time.Millisecond), nodeGrace)
-	if lost < nodeGrace {
-		t.Errorf("%s marked lost %s after it was killed, before the grace period %s: not its silence", secondRealNode, lost, nodeGrace)
+	t.Logf("%s seen lost %s after it was killed (grace period %s)", secondRealNode, time.Since(killed).Round(100*time.Millisecond), nodeGrace)
+	// The grace period runs from the node's last heartbeat, its Lease's last renewal before
+	// the kill (up to a renewal interval earlier), not from the kill.
+	lease, err := c.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, secondRealNode, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lease.Spec.RenewTime == nil || lease.Spec.RenewTime.After(killed) {
+		t.Fatalf("%s's Lease renewed at %v, want a last renewal before the kill at %v", secondRealNode, lease.Spec.RenewTime, killed)
+	}
+	marked := readyTransition(node)
+	// Conditions keep whole seconds.
+	if silence := marked.Sub(lease.Spec.RenewTime.Time); silence < nodeGrace-time.Second {
+		t.Errorf("%s marked lost %s after its last heartbeat, before the grace period %s: not its silence", secondRealNode, silence, nodeGrace)
 	}
 	// The first node goes on.
 	first, err := c.Client.CoreV1().Nodes().Get(ctx, cluster.RealNodeName, metav1.GetOptions{})
@@ -171,6 +181,16 @@ func nodeReady(node *corev1.Node) corev1.ConditionStatus {
 		}
 	}
 	return ""
+}
+
+// readyTransition is when node's Ready condition last changed.
+func readyTransition(node *corev1.Node) time.Time {
+	for _, cond := range node.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			return cond.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
 }
 
 func hasTaint(node *corev1.Node, key string) bool {
