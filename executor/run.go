@@ -261,6 +261,9 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 	if !cfg.NoNetworkPolicy {
 		desired.NetworkPolicy = render.NetworkPolicy(job, id)
 	}
+	if err := conn.admitPods(ctx, cfg.APITimeout, renderer); err != nil {
+		return nil, err
+	}
 	log := cfg.Logger.With(zap.String("job", job.Name), zap.String("namespace", conn.namespace))
 	cfg.Timeline.Mark("rendered")
 	return &preparedRun{conn: conn, identity: id, renderer: renderer, desired: desired, eventObject: eventObject, log: log}, nil
