@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -24,11 +25,12 @@ import (
 const BaselineWorkers = 64
 
 // Objects are what `trainstep render -o json` prints for a job, in its order
-// (ConfigMaps, Services, then Pods).
+// (the NetworkPolicy, ConfigMaps, Services, then Pods).
 type Objects struct {
-	ConfigMaps []*corev1.ConfigMap
-	Services   []*corev1.Service
-	Pods       []*corev1.Pod
+	NetworkPolicies []*networkingv1.NetworkPolicy
+	ConfigMaps      []*corev1.ConfigMap
+	Services        []*corev1.Service
+	Pods            []*corev1.Pod
 }
 
 // Render runs `trainstep render -o json` for the job in namespace ns.
@@ -54,6 +56,12 @@ func Render(ctx context.Context, binary, jobFile, ns string) (Objects, error) {
 			return Objects{}, fmt.Errorf("decoding rendered item %d: %w", i, err)
 		}
 		switch meta.Kind {
+		case "NetworkPolicy":
+			np := &networkingv1.NetworkPolicy{}
+			if err := json.Unmarshal(raw, np); err != nil {
+				return Objects{}, fmt.Errorf("decoding rendered NetworkPolicy %d: %w", i, err)
+			}
+			objs.NetworkPolicies = append(objs.NetworkPolicies, np)
 		case "ConfigMap":
 			cm := &corev1.ConfigMap{}
 			if err := json.Unmarshal(raw, cm); err != nil {
@@ -73,7 +81,7 @@ func Render(ctx context.Context, binary, jobFile, ns string) (Objects, error) {
 			}
 			objs.Pods = append(objs.Pods, pod)
 		default:
-			return Objects{}, fmt.Errorf("rendered item %d is a %s; the baseline creates only ConfigMaps, Services and Pods", i, meta.Kind)
+			return Objects{}, fmt.Errorf("rendered item %d is a %s; the baseline creates only NetworkPolicies, ConfigMaps, Services and Pods", i, meta.Kind)
 		}
 	}
 	return objs, nil
@@ -116,9 +124,16 @@ func CreateBaselineTimed(ctx context.Context, cfg *rest.Config, objs Objects) (l
 // createBaseline creates every object once, in order, from BaselineWorkers
 // goroutines, calling created after each create the API server accepted.
 func createBaseline(ctx context.Context, client kubernetes.Interface, objs Objects, created func()) error {
-	// The pods read the ConfigMaps (TF_CONFIG's cluster): like trainstep,
-	// the loop has them answered before it sends a Service or a pod.
-	sources := make([]func() error, 0, len(objs.ConfigMaps))
+	// The pods read the ConfigMaps (TF_CONFIG's cluster), and the
+	// NetworkPolicy must hold before any pod exists: like trainstep, the
+	// loop has them answered before it sends a Service or a pod.
+	sources := make([]func() error, 0, len(objs.NetworkPolicies)+len(objs.ConfigMaps))
+	for _, np := range objs.NetworkPolicies {
+		sources = append(sources, func() error {
+			_, err := client.NetworkingV1().NetworkPolicies(np.Namespace).Create(ctx, np, metav1.CreateOptions{})
+			return err
+		})
+	}
 	for _, cm := range objs.ConfigMaps {
 		sources = append(sources, func() error {
 			_, err := client.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})

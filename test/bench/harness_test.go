@@ -50,12 +50,14 @@ type namespacedJob struct {
 }
 
 // quiesce brings the cluster to the state a measured launch starts from
-// (Quiesce) when j asks for it.
-func (h *harness) quiesce(ctx context.Context, j namespacedJob) (IdleWait, error) {
+// (Quiesce) when j asks for it, and returns the launch's meter.
+func (h *harness) quiesce(ctx context.Context, j namespacedJob) (*LaunchMeter, IdleWait, error) {
+	client := h.admin.CoreV1().RESTClient()
 	if !j.fromIdle {
-		return IdleWait{}, nil
+		meter, err := NewLaunchMeter(ctx, client)
+		return meter, IdleWait{}, err
 	}
-	return Quiesce(ctx, h.admin.CoreV1().RESTClient())
+	return Quiesce(ctx, client)
 }
 
 func (h *harness) prepare(t testing.TB, spec JobSpec) namespacedJob {
@@ -114,13 +116,11 @@ func (h *harness) runTrainstep(ctx context.Context, j namespacedJob, qps float32
 		return run, err
 	}
 	defer watcher.Stop()
-	meter, err := NewLaunchMeter(ctx, h.admin.CoreV1().RESTClient())
+	meter, idle, err := h.quiesce(ctx, j)
 	if err != nil {
 		return run, err
 	}
-	if run.idle, err = h.quiesce(ctx, j); err != nil {
-		return run, err
-	}
+	run.idle = idle
 	timelineFile := filepath.Join(j.dir, "timeline.txt")
 	if err := meter.Start(); err != nil {
 		return run, err
@@ -346,13 +346,11 @@ func (h *harness) runBaseline(ctx context.Context, j namespacedJob, way DeleteWa
 		return run, err
 	}
 	defer watcher.Stop()
-	meter, err := NewLaunchMeter(ctx, h.admin.CoreV1().RESTClient())
+	meter, idle, err := h.quiesce(ctx, j)
 	if err != nil {
 		return run, err
 	}
-	if run.idle, err = h.quiesce(ctx, j); err != nil {
-		return run, err
-	}
+	run.idle = idle
 	if err := meter.Start(); err != nil {
 		return run, err
 	}

@@ -49,17 +49,28 @@ func CollectAPIServerGarbage(ctx context.Context, client rest.Interface) error {
 // Quiesce waits until no namespace is being deleted, collects
 // kube-apiserver's garbage, then waits for an idle machine: the state every
 // measured launch starts from. client is an admin's core/v1 REST client.
-func Quiesce(ctx context.Context, client rest.Interface) (IdleWait, error) {
+// It returns the LaunchMeter of the launch that follows, which reads
+// kube-apiserver's metrics once the namespaces are gone: the namespace
+// controller's deletes of an earlier run's objects (its Events above all, a
+// Scheduled and a Started per pod, two writes per replica) are not the
+// launch's writes, and read before the wait they were counted as its
+// Events. It reads them before the idle wait, since reading them is work of
+// its own.
+func Quiesce(ctx context.Context, client rest.Interface) (*LaunchMeter, IdleWait, error) {
 	deleting, err := WaitNamespacesDeleted(ctx, client)
 	if err != nil {
-		return IdleWait{}, err
+		return nil, IdleWait{}, err
+	}
+	meter, err := NewLaunchMeter(ctx, client)
+	if err != nil {
+		return nil, IdleWait{}, err
 	}
 	if err := CollectAPIServerGarbage(ctx, client); err != nil {
-		return IdleWait{}, err
+		return nil, IdleWait{}, err
 	}
 	w, err := WaitIdle(ctx)
 	w.Namespaces = deleting
-	return w, err
+	return meter, w, err
 }
 
 // NamespacesWait is what one wait for namespaces being deleted saw.

@@ -21,8 +21,9 @@ func (c LaunchCost) String() string {
 }
 
 // LaunchMeter measures a LaunchCost. NewLaunchMeter reads kube-apiserver's
-// metrics before the wait for a quiet machine, since reading them is work of
-// its own; Start reads the CPU as the launch starts; Stop reads both again.
+// metrics (Quiesce calls it once no namespace is being deleted, before the
+// wait for a quiet machine, since reading them is work of its own); Start
+// reads the CPU as the launch starts; Stop reads both again.
 type LaunchMeter struct {
 	client rest.Interface // an admin's
 	cpu    ProcessCPU

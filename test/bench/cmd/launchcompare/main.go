@@ -233,11 +233,8 @@ func (m *measurer) trainstep(round int) (time.Duration, error) {
 		return 0, err
 	}
 	defer done()
-	meter, err := bench.NewLaunchMeter(ctx, m.admin.CoreV1().RESTClient())
+	meter, err := m.waitIdle(ctx, "trainstep", round)
 	if err != nil {
-		return 0, err
-	}
-	if err := m.waitIdle(ctx, "trainstep", round); err != nil {
 		return 0, err
 	}
 	args := []string{"run", "-f", m.o.job, "--kubeconfig", m.o.kubeconfig, "-n", ns, "--outputs-dir", filepath.Join(m.work, ns)}
@@ -288,11 +285,8 @@ func (m *measurer) baseline(round int, side string) (time.Duration, error) {
 		return 0, err
 	}
 	defer done()
-	meter, err := bench.NewLaunchMeter(ctx, m.admin.CoreV1().RESTClient())
+	meter, err := m.waitIdle(ctx, side, round)
 	if err != nil {
-		return 0, err
-	}
-	if err := m.waitIdle(ctx, side, round); err != nil {
 		return 0, err
 	}
 	if err := meter.Start(); err != nil {
@@ -332,27 +326,34 @@ func (m *measurer) recordCost(ctx context.Context, round int, side string, meter
 // `make bench` does (bench.Quiesce), and says so when the machine never
 // became idle or a namespace was still being deleted. On a cluster whose
 // kube-apiserver offers no /debug/pprof it only waits for namespaces being
-// deleted and the idle machine, and says that once.
-func (m *measurer) waitIdle(ctx context.Context, side string, round int) error {
-	deleting, err := bench.WaitNamespacesDeleted(ctx, m.admin.CoreV1().RESTClient())
+// deleted and the idle machine, and says that once. It returns the side's
+// meter, which reads kube-apiserver's metrics once no namespace is being
+// deleted, so the earlier sides' deletes are not counted as this side's.
+func (m *measurer) waitIdle(ctx context.Context, side string, round int) (*bench.LaunchMeter, error) {
+	client := m.admin.CoreV1().RESTClient()
+	deleting, err := bench.WaitNamespacesDeleted(ctx, client)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	meter, err := bench.NewLaunchMeter(ctx, client)
+	if err != nil {
+		return nil, err
 	}
 	if !m.noCollect {
-		if err := bench.CollectAPIServerGarbage(ctx, m.admin.CoreV1().RESTClient()); err != nil {
+		if err := bench.CollectAPIServerGarbage(ctx, client); err != nil {
 			fmt.Fprintf(os.Stderr, "launchcompare: %v; waiting for an idle machine only\n", err)
 			m.noCollect = true
 		}
 	}
 	w, err := bench.WaitIdle(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	w.Namespaces = deleting
 	if !w.Idle || deleting.Left > 0 {
 		fmt.Fprintf(os.Stderr, "launchcompare: round %d, %s started on a busy cluster: %s\n", round, side, w)
 	}
-	return nil
+	return meter, nil
 }
 
 // side prepares one side of a round: a fresh namespace and a watcher of it
