@@ -220,7 +220,21 @@ func sharedLibraries(program string) ([]string, error) { return cluster.SharedLi
 // `kubectl apply -k deploy/ -n <namespace>` does.
 func (e *e2e) applyDeploy(t *testing.T, root string) {
 	t.Helper()
-	dir := filepath.Join(root, "deploy")
+	e.applyKustomization(t, filepath.Join(root, "deploy"))
+}
+
+// applySecretsAddition applies deploy/secrets/ as docs/argo.md tells a namespace that runs
+// MPI jobs or wants the progress endpoint (`kubectl apply -k deploy/secrets/ -n
+// <namespace>`): the step's rights on Secrets, which deploy/ alone does not grant.
+func (e *e2e) applySecretsAddition(t *testing.T) {
+	t.Helper()
+	e.applyKustomization(t, filepath.Join(repoRoot(t), "deploy", "secrets"))
+}
+
+// applyKustomization creates the objects dir/kustomization.yaml lists, in the test's
+// namespace.
+func (e *e2e) applyKustomization(t *testing.T, dir string) {
+	t.Helper()
 	var kustomization struct {
 		APIVersion string   `json:"apiVersion"`
 		Kind       string   `json:"kind"`
@@ -250,10 +264,10 @@ func (e *e2e) applyDeploy(t *testing.T, root string) {
 			readYAML(t, path, &binding)
 			_, err = e.c.Client.RbacV1().RoleBindings(e.namespace).Create(ctx, &binding, metav1.CreateOptions{})
 		default:
-			t.Fatalf("deploy/%s: kind %q: teach applyDeploy to create it", file, meta.Kind)
+			t.Fatalf("%s: kind %q: teach applyKustomization to create it", path, meta.Kind)
 		}
 		if err != nil {
-			t.Fatalf("applying deploy/%s: %v", file, err)
+			t.Fatalf("applying %s: %v", path, err)
 		}
 	}
 }
