@@ -39,11 +39,9 @@ import (
 )
 
 const (
-	// shippedImage is the trainstep image templates/ and workflows/ name. The real node
-	// pulls nothing, so the tests replace it with localImage, `make image`'s archive
-	// imported under a tag that is not :latest (pods then default to IfNotPresent).
-	shippedImage = "ghcr.io/trainstep/trainstep:v0.4.0"
-	localImage   = "docker.io/local/trainstep:e2e"
+	// localImage is `make image`'s archive imported under a tag that is not :latest (pods
+	// then default to IfNotPresent); the tests name it instead of shippedImage.
+	localImage = "docker.io/local/trainstep:e2e"
 	// shippedPython is the image of the examples' script steps. The tests run those scripts
 	// with this machine's python3 in an image of its own, pythonImage.
 	shippedPython = "python:3.12-alpine"
@@ -53,6 +51,24 @@ const (
 	// jobNameLabel is on every object trainstep creates for a job.
 	jobNameLabel = "trainstep.dev/job-name"
 )
+
+// shippedImage is the trainstep image templates/ and workflows/ name, by tag and digest
+// (`make image-pin` writes it; a test of docs/ holds every reference to the same one).
+// The real node pulls nothing, so the tests replace it with localImage.
+var shippedImage = pinnedImage("../../templates/workflowtemplate.yaml")
+
+// pinnedImage reads the trainstep image a template's container names.
+func pinnedImage(template string) string {
+	data, err := os.ReadFile(template)
+	if err != nil {
+		panic(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s+image: (ghcr\.io/trainstep/trainstep:\S+)$`).FindSubmatch(data)
+	if m == nil {
+		panic(template + " names no ghcr.io/trainstep/trainstep image")
+	}
+	return string(m[1])
+}
 
 var (
 	clusterWorkflowTemplateResource = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "clusterworkflowtemplates"}
