@@ -194,11 +194,10 @@ func requiredPermissions(planned *render.Objects, events, podMetrics bool) []per
 		add("", "configmaps", "create", "list", "watch", "delete", "patch")
 	}
 	if len(planned.Secrets) > 0 {
-		// MPI's SSH key: get, since a retry of the step reuses the Secret an
-		// earlier attempt made; list and watch for the informer that
-		// re-creates it and re-attaches it (patch). Only deploy/secrets/
-		// grants them.
-		add("", "secrets", "create", "get", "list", "watch", "delete", "patch")
+		// MPI's SSH key, read by name (get: a retry of the step reuses the
+		// Secret an earlier attempt made, and re-attaches it with patch),
+		// never listed or watched. Only deploy/secrets/ grants them.
+		add("", "secrets", "create", "get", "delete", "patch")
 	}
 	if events {
 		add("", "events", "create", "patch")

@@ -95,7 +95,7 @@ func TestRequiredPermissionsFollowTheRenderedObjects(t *testing.T) {
 			[]string{"create configmaps", "watch configmaps", "delete configmaps", "create pods", "get pods/log", "create services", "create events", "update leases.coordination.k8s.io"},
 			[]string{"create secrets", "create podgroups.scheduling.x-k8s.io"}},
 		{"mpi writes its hostfile and SSH Secret", mpiTrainJob,
-			[]string{"create configmaps", "create secrets", "get secrets", "watch secrets"},
+			[]string{"create configmaps", "create secrets", "get secrets", "delete secrets", "patch secrets"},
 			[]string{"create podgroups.scheduling.x-k8s.io"}},
 		{"a scheduler-plugins gang writes its PodGroup", pytorchGangJob,
 			[]string{"create podgroups.scheduling.x-k8s.io", "delete podgroups.scheduling.x-k8s.io"},
@@ -229,7 +229,7 @@ func TestPreflightWithTheShippedRoles(t *testing.T) {
 	}{
 		{"tensorflow, default Role", tensorflowJob, false, nil, true},
 		{"pytorch, default Role", pytorchGangJob, false, nil, true},
-		{"mpi, default Role", mpiTrainJob, false, []string{"cannot create secrets", "cannot get secrets", "cannot watch secrets", "cannot delete secrets", "granted by " + secretsRoleFile}, true},
+		{"mpi, default Role", mpiTrainJob, false, []string{"cannot create secrets", "cannot get secrets", "cannot delete secrets", "cannot patch secrets", "granted by " + secretsRoleFile}, true},
 		{"tensorflow, with deploy/secrets/", tensorflowJob, true, nil, false},
 		{"mpi, with deploy/secrets/", mpiTrainJob, true, nil, false},
 	}

@@ -83,13 +83,14 @@ func newStatusEndpoint(cfg *Config, job *v1alpha1.TrainJob, namespace string, ma
 func servesTrainerStatus(cfg *Config) bool { return cfg.TrainerStatus && cfg.OwnerPod != "" }
 
 // trainerStatusPermissions are what serving the endpoint needs beyond the
-// job's other objects: its Secret (read back by a retried step, created,
-// watched and deleted with the job), which deploy/secrets/ grants. Its
+// job's other objects: its Secret (read back by a retried step and
+// re-attached to it, created, deleted with the job), which deploy/secrets/
+// grants. Its
 // Service and the label on the step's own pod are covered by the rights on
 // services and pods.
 func trainerStatusPermissions() []permission {
 	var perms []permission
-	for _, v := range []string{"create", "get", "list", "watch", "delete", "patch"} {
+	for _, v := range []string{"create", "get", "delete", "patch"} {
 		perms = append(perms, permission{verb: v, resource: "secrets"})
 	}
 	return perms

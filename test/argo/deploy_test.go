@@ -92,10 +92,10 @@ type access struct {
 }
 
 // secretsNeeds is what an MPI job's step, or one serving the progress
-// endpoint, does with Secrets: only deploy/secrets/ grants it.
+// endpoint, does with Secrets, all by name: only deploy/secrets/ grants it.
 var secretsNeeds = func() []access {
 	var out []access
-	for _, v := range []string{"create", "get", "list", "watch", "delete", "patch"} {
+	for _, v := range []string{"create", "get", "delete", "patch"} {
 		out = append(out, access{"", "secrets", "", v})
 	}
 	return out
@@ -202,7 +202,7 @@ func TestDeployLetsEveryStepReportItsOutputs(t *testing.T) {
 // TestTheDefaultRoleKeepsTheNamespacesSecrets: deploy/ alone lets the step
 // read, list or change none of its namespace's Secrets; deploy/secrets/, the
 // addition for MPI jobs and the progress endpoint, grants exactly the verbs
-// they use, still only in its namespace.
+// they use (by name: no list, no watch), still only in its namespace.
 func TestTheDefaultRoleKeepsTheNamespacesSecrets(t *testing.T) {
 	t.Parallel()
 	c := cluster.Get(t)
@@ -220,7 +220,18 @@ func TestTheDefaultRoleKeepsTheNamespacesSecrets(t *testing.T) {
 		}
 	}
 
+	for _, verb := range []string{"get", "list", "watch"} {
+		if canI(t, step, ns, access{"", "secrets", "", verb}) {
+			t.Errorf("with deploy/ alone the %s ServiceAccount may %s secrets", serviceAccountName, verb)
+		}
+	}
+
 	applyKustomization(t, c, ns, "deploy/secrets")
+	for _, verb := range []string{"list", "watch"} {
+		if canI(t, step, ns, access{"", "secrets", "", verb}) {
+			t.Errorf("deploy/secrets/ lets the %s ServiceAccount %s secrets: a step reads its Secrets by name only", serviceAccountName, verb)
+		}
+	}
 	for _, a := range secretsNeeds {
 		if !canI(t, step, ns, a) {
 			t.Errorf("with deploy/secrets/ the %s ServiceAccount cannot %s secrets", serviceAccountName, a.verb)
