@@ -101,11 +101,12 @@ var secretsNeeds = func() []access {
 	return out
 }()
 
-// stepNeeds is every request a trainstep step makes in its namespace, by
-// who makes it: trainstep itself (replicas, their services, the MPI
-// hostfile and SSH key, events on the step pod, re-attaching after a
-// retry, the job's NetworkPolicy, gang PodGroups) and Argo's wait container in the same pod (the
-// WorkflowTaskResult that carries the output parameters to the DAG).
+// stepNeeds is every request a trainstep step makes in its namespace but
+// those on Secrets (secretsNeeds), by who makes it: trainstep itself
+// (replicas, their services, the MPI hostfile, events on the step pod,
+// re-attaching after a retry, the job's NetworkPolicy, gang PodGroups) and
+// Argo's wait container in the same pod (the WorkflowTaskResult that
+// carries the output parameters to the DAG).
 var stepNeeds = func() []access {
 	var out []access
 	add := func(group, resource, subresource string, verbs ...string) {
