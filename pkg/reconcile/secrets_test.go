@@ -11,6 +11,7 @@ import (
 
 	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/policy"
 )
 
 // The job's Secrets are read, created, re-attached and deleted by name,
@@ -46,7 +47,14 @@ func TestSecretsAreReadByNameNeverListedOrWatched(t *testing.T) {
 				secret = s
 				return err == nil
 			})
-			h.pod(job.Name + "-launcher-0") // the run got past its Secret
+			// The job runs past its Secret and ends: the launcher succeeds.
+			for _, w := range []string{job.Name + "-worker-0", job.Name + "-worker-1"} {
+				h.setStatus(w, corev1.PodRunning, 0)
+			}
+			h.setStatus(job.Name+"-launcher-0", corev1.PodSucceeded, 0)
+			if d := h.decision(); d.Outcome != policy.OutcomeSucceeded {
+				t.Fatalf("decision %+v, want Succeeded", d)
+			}
 			if earlier {
 				if secret.UID != earlierUID {
 					t.Errorf("the Secret has UID %s, want the earlier attempt's %s re-attached", secret.UID, earlierUID)
