@@ -20,7 +20,19 @@ SCHEDULES ?= 100000
 RELEASE := v0.4.0
 # Stamped into trainstep (`trainstep version`) and the image's org.opencontainers.image.version.
 VERSION ?= $(RELEASE)$(shell git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
-IMAGE ?= ghcr.io/trainstep/trainstep:$(RELEASE)
+IMAGE_REPO := ghcr.io/trainstep/trainstep
+IMAGE ?= $(IMAGE_REPO):$(RELEASE)
+# The shipped templates, examples and docs name the release image by tag and digest,
+# $(IMAGE_REPO):$(RELEASE)@sha256:<digest> (`make image-pin` writes it, `make image-verify`
+# checks it). The digest is reproducible from the sources given the same Go toolchain,
+# RELEASE_GO (the go command fetches it when it is not the local one), and the same CA
+# bundle, the file CA_CERTIFICATES whose sha256 is RELEASE_CA_SHA256 (Debian 12's
+# ca-certificates 20230311+deb12u1).
+RELEASE_GO := go1.26.8
+CA_CERTIFICATES ?= /etc/ssl/certs/ca-certificates.crt
+RELEASE_CA_SHA256 := 66848390d4bd02ebe8532d6515089559691374e83f877ad7017d992849916ba3
+# The files that name the release image: every shipped reference is rewritten by image-pin.
+PINNED_FILES = $(shell git ls-files templates workflows docs README.md | grep -E '\.(ya?ml|md)$$')
 # `make test` and `make integration` run the tests that need the test cluster's real node
 # (root, containerd; test/e2e's Argo workflows among them). REAL_NODE=0 leaves them out on a
 # machine without root; under CI=true that is refused. (`make cluster-up` starts the real
@@ -49,6 +61,28 @@ demo: build ## Train the demo parameter-server job locally (no cluster needed).
 .PHONY: image
 image: ## Build the trainstep OCI image archive into bin/trainstep-image.tar (no Docker needed); IMAGE names it, VERSION is stamped.
 	$(GO) run ./hack/image -o $(BIN)/trainstep-image.tar -tag $(IMAGE) -version $(VERSION)
+
+.PHONY: image-pin
+image-pin: ## Build the release image (RELEASE with RELEASE_GO) and write <repo>:<tag>@sha256:<digest> into every shipped reference (templates, workflows, docs).
+	$(MAKE) --no-print-directory release-image
+	@ref="$(IMAGE_REPO):$(RELEASE)@$$(cat $(BIN)/trainstep-release.digest)"; \
+	  sed -E -i "s#$(subst .,\.,$(IMAGE_REPO)):v[0-9]+\.[0-9]+\.[0-9]+(@sha256:[0-9a-f]{64})?#$$ref#g" $(PINNED_FILES); \
+	  echo "image-pin: the shipped references name $$ref"
+
+.PHONY: image-verify
+image-verify: ## Rebuild the release image and check its digest is the one templates/workflowtemplate.yaml pins.
+	$(MAKE) --no-print-directory release-image
+	@pinned=$$(grep -oE '$(subst .,\.,$(IMAGE_REPO)):$(RELEASE)@sha256:[0-9a-f]{64}' templates/workflowtemplate.yaml | head -n1 | cut -d@ -f2); \
+	  built=$$(cat $(BIN)/trainstep-release.digest); \
+	  if [ "$$pinned" != "$$built" ]; then echo "image-verify: the templates pin $${pinned:-no digest}, the sources build $$built" >&2; exit 1; fi; \
+	  echo "image-verify: $(IMAGE_REPO):$(RELEASE)@$$built is what these sources build"
+
+# release-image builds the release's image archive and its digest, as the release does: the
+# version is RELEASE exactly (never -dirty: pinning itself changes files), with RELEASE_GO.
+.PHONY: release-image
+release-image:
+	GOTOOLCHAIN=$(RELEASE_GO) $(GO) run ./hack/image -o $(BIN)/trainstep-release.tar -tag $(IMAGE_REPO):$(RELEASE) -version $(RELEASE) \
+	  -ca-certificates $(CA_CERTIFICATES) -ca-certificates-sha256 $(RELEASE_CA_SHA256) -digest-file $(BIN)/trainstep-release.digest
 
 ##@ Test
 

@@ -194,8 +194,10 @@ func requiredPermissions(planned *render.Objects, events, podMetrics bool) []per
 		add("", "configmaps", "create", "list", "watch", "delete", "patch")
 	}
 	if len(planned.Secrets) > 0 {
-		// get: a retry of the step reuses the Secret an earlier attempt made.
-		add("", "secrets", "create", "get", "list", "watch", "delete", "patch")
+		// MPI's SSH key, read by name (get: a retry of the step reuses the
+		// Secret an earlier attempt made, and re-attaches it with patch),
+		// never listed or watched. Only deploy/secrets/ grants them.
+		add("", "secrets", "create", "get", "delete", "patch")
 	}
 	if events {
 		add("", "events", "create", "patch")
@@ -230,13 +232,23 @@ func networkPolicyPermissions() []permission {
 }
 
 // preflight checks, before anything is created, that the API server answers
-// and that the identity holds every permission the job needs. One
+// and that the identity holds every permission in perms; a missing one is
+// Invalid, named with the deploy/ file that grants it.
+func (c *connection) preflight(ctx context.Context, apiTimeout time.Duration, perms []permission) error {
+	denied, err := c.deniedPermissions(ctx, apiTimeout, perms)
+	if err != nil {
+		return err
+	}
+	return missingPermissions(c.namespace, denied)
+}
+
+// deniedPermissions returns those of perms the identity does not hold. One
 // SelfSubjectRulesReview answers for all of them; only where the authorizer
 // says its rules are incomplete (a webhook) is each remaining permission asked
 // with a SelfSubjectAccessReview. An unreachable server is retried until
-// apiTimeout (then Transient); 401 and a missing permission are Invalid at once.
-func (c *connection) preflight(ctx context.Context, apiTimeout time.Duration, perms []permission) error {
-	var denied []string
+// apiTimeout (then Transient); 401 is Invalid at once.
+func (c *connection) deniedPermissions(ctx context.Context, apiTimeout time.Duration, perms []permission) ([]permission, error) {
+	var denied []permission
 	check := func() error {
 		denied = denied[:0]
 		// A server that accepts connections but never answers must not
@@ -253,7 +265,7 @@ func (c *connection) preflight(ctx context.Context, apiTimeout time.Duration, pe
 				continue
 			}
 			if !rules.Status.Incomplete {
-				denied = append(denied, p.String())
+				denied = append(denied, p)
 				continue
 			}
 			allowed, err := c.accessReview(reqCtx, p)
@@ -261,19 +273,80 @@ func (c *connection) preflight(ctx context.Context, apiTimeout time.Duration, pe
 				return classify(err)
 			}
 			if !allowed {
-				denied = append(denied, p.String())
+				denied = append(denied, p)
 			}
 		}
 		return nil
 	}
 	if err := retryTransient(ctx, apiTimeout, check); err != nil {
-		return err
+		return nil, err
 	}
-	if len(denied) > 0 {
-		return result.Invalid(result.ReasonForbidden, fmt.Errorf("missing permission in namespace %q: cannot %s (grant them with the Role in deploy/)",
-			c.namespace, strings.Join(denied, ", cannot ")))
+	return denied, nil
+}
+
+// Where deploy/ grants each permission: the default Role grants no Secrets,
+// so a namespace that installs only it keeps its Secrets from the step;
+// deploy/secrets/ adds them for the jobs that keep a Secret (MPI's SSH key,
+// the progress endpoint's certificate and token).
+const (
+	defaultRoleFile = "deploy/role.yaml"
+	secretsRoleFile = "deploy/secrets/role.yaml"
+)
+
+// grantedBy names the deploy/ file whose Role grants p.
+func grantedBy(p permission) string {
+	if p.group == "" && p.resource == "secrets" {
+		return secretsRoleFile
 	}
-	return nil
+	return defaultRoleFile
+}
+
+// missingPermissions is the Invalid error naming every denied permission,
+// grouped by the deploy/ file that grants it; nil when none is denied.
+func missingPermissions(namespace string, denied []permission) error {
+	if len(denied) == 0 {
+		return nil
+	}
+	var files []string
+	byFile := map[string][]string{}
+	for _, p := range denied {
+		f := grantedBy(p)
+		if _, seen := byFile[f]; !seen {
+			files = append(files, f)
+		}
+		byFile[f] = append(byFile[f], "cannot "+p.String())
+	}
+	groups := make([]string, 0, len(files))
+	for _, f := range files {
+		groups = append(groups, fmt.Sprintf("%s (granted by %s)", strings.Join(byFile[f], ", "), f))
+	}
+	return result.Invalid(result.ReasonForbidden, fmt.Errorf("missing permission in namespace %q: %s",
+		namespace, strings.Join(groups, "; ")))
+}
+
+// checkPermissions is the run's preflight: every permission in required
+// must be held, else the run is Invalid naming them; of optional (what a
+// feature worth no failed run needs), the denied ones are returned.
+func (c *connection) checkPermissions(ctx context.Context, apiTimeout time.Duration, required, optional []permission) ([]permission, error) {
+	denied, err := c.deniedPermissions(ctx, apiTimeout, append(slices.Clone(required), optional...))
+	if err != nil {
+		return nil, err
+	}
+	if err := missingPermissions(c.namespace, permissionsIn(denied, required)); err != nil {
+		return nil, err
+	}
+	return permissionsIn(denied, optional), nil
+}
+
+// permissionsIn returns the permissions of some that are also in all.
+func permissionsIn(some, all []permission) []permission {
+	var out []permission
+	for _, p := range some {
+		if slices.Contains(all, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // accessReview asks the API server whether the identity may do p.

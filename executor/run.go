@@ -226,10 +226,14 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 	if !cfg.NoNetworkPolicy {
 		perms = append(perms, networkPolicyPermissions()...)
 	}
+	// The progress endpoint is worth no failed run: without its Secret's
+	// rights it is left out, with a warning, and nothing else changes.
+	var endpointPerms []permission
 	if servesTrainerStatus(cfg) {
-		perms = append(perms, trainerStatusPermissions()...)
+		endpointPerms = trainerStatusPermissions()
 	}
-	if err := conn.preflight(ctx, cfg.APITimeout, perms); err != nil {
+	endpointDenied, err := conn.checkPermissions(ctx, cfg.APITimeout, perms, endpointPerms)
+	if err != nil {
 		return nil, err
 	}
 	cfg.Timeline.Mark("preflight done")
@@ -247,7 +251,7 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 	if err != nil {
 		return nil, err
 	}
-	if cfg.status, err = prepareTrainerStatus(ctx, cfg, conn, job, &id, &inputs); err != nil {
+	if cfg.status, err = prepareTrainerStatus(ctx, cfg, conn, job, endpointDenied, &id, &inputs); err != nil {
 		return nil, err
 	}
 	// Rendered again: the progress endpoint, once prepared, is in the identity.

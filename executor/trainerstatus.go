@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -82,12 +83,14 @@ func newStatusEndpoint(cfg *Config, job *v1alpha1.TrainJob, namespace string, ma
 func servesTrainerStatus(cfg *Config) bool { return cfg.TrainerStatus && cfg.OwnerPod != "" }
 
 // trainerStatusPermissions are what serving the endpoint needs beyond the
-// job's other objects: its Secret (read back by a retried step, created,
-// watched and deleted with the job). Its Service and the label on the
-// step's own pod are covered by the rights on services and pods.
+// job's other objects: its Secret (read back by a retried step and
+// re-attached to it, created, deleted with the job), which deploy/secrets/
+// grants. Its
+// Service and the label on the step's own pod are covered by the rights on
+// services and pods.
 func trainerStatusPermissions() []permission {
 	var perms []permission
-	for _, v := range []string{"create", "get", "list", "watch", "delete", "patch"} {
+	for _, v := range []string{"create", "get", "delete", "patch"} {
 		perms = append(perms, permission{verb: v, resource: "secrets"})
 	}
 	return perms
@@ -96,15 +99,26 @@ func trainerStatusPermissions() []permission {
 // prepareTrainerStatus, when the run serves the progress endpoint, listens
 // on its address, reads the job's CA, certificate and token back from the
 // Secret an earlier attempt created (its replicas trust those) or makes
-// new ones, and tells the renderer. Statuses from log lines are taken
-// whenever cfg.TrainerStatus is set.
-func prepareTrainerStatus(ctx context.Context, cfg *Config, conn *connection, job *v1alpha1.TrainJob, id *render.Identity, in *render.Inputs) (*statusEndpoint, error) {
+// new ones, and tells the renderer. denied are the endpoint's permissions
+// the preflight found missing: with any, there is no endpoint. Statuses
+// from log lines are taken whenever cfg.TrainerStatus is set.
+func prepareTrainerStatus(ctx context.Context, cfg *Config, conn *connection, job *v1alpha1.TrainJob, denied []permission, id *render.Identity, in *render.Inputs) (*statusEndpoint, error) {
 	if !cfg.TrainerStatus {
 		return nil, nil
 	}
 	log := cfg.Logger.With(zap.String("job", job.Name))
 	if !servesTrainerStatus(cfg) {
 		log.Info("no progress endpoint: the step does not know its own pod (--owner-pod), so the replicas could not reach it; statuses in the leaders' log lines are still read")
+		return newStatusEndpoint(cfg, job, conn.namespace, trainerstatus.Material{}, log), nil
+	}
+	if len(denied) > 0 {
+		missing := make([]string, 0, len(denied))
+		for _, p := range denied {
+			missing = append(missing, p.String())
+		}
+		log.Warn("no progress endpoint: it keeps its certificate and token in the job's Secret, and the step may not "+
+			strings.Join(missing, ", ")+" (granted by "+secretsRoleFile+"); statuses in the leaders' log lines are still read",
+			zap.String("namespace", conn.namespace))
 		return newStatusEndpoint(cfg, job, conn.namespace, trainerstatus.Material{}, log), nil
 	}
 	address := cfg.TrainerStatusAddress

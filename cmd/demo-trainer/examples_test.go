@@ -47,7 +47,7 @@ func exampleArgs(t *testing.T, job *v1alpha1.TrainJob, container string) []strin
 			t.Fatalf("%s: want one container named %q", rt, container)
 		}
 		c := containers[0]
-		if !slices.Equal(c.Command, []string{"demo-trainer"}) || c.Image != "ghcr.io/trainstep/trainstep:v0.4.0" {
+		if !slices.Equal(c.Command, []string{"demo-trainer"}) || !strings.HasPrefix(c.Image, "ghcr.io/trainstep/trainstep:") {
 			t.Errorf("%s runs %v from %s", rt, c.Command, c.Image)
 		}
 		if args != nil && !slices.Equal(args, c.Args) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -35,7 +36,10 @@ type Options struct {
 	Tag            string // image reference recorded in the archive
 	Arch           string // GOARCH of the binaries and the image
 	CACertificates string // CA bundle on the build machine
-	Version        string // -X main.version for trainstep; empty: from the build info
+	// CACertificatesSHA256, when set, is the bundle's required sha256 (hex):
+	// the release's digest holds only with the bundle it was built with.
+	CACertificatesSHA256 string
+	Version              string // -X main.version for trainstep; empty: from the build info
 }
 
 func defaultOptions() Options {
@@ -54,6 +58,11 @@ func Build(ctx context.Context, opts Options) (v1.Hash, error) {
 	caBundle, err := os.ReadFile(opts.CACertificates)
 	if err != nil {
 		return v1.Hash{}, fmt.Errorf("reading the CA certificates: %w", err)
+	}
+	if want := opts.CACertificatesSHA256; want != "" {
+		if got := fmt.Sprintf("%x", sha256.Sum256(caBundle)); got != want {
+			return v1.Hash{}, fmt.Errorf("the CA bundle %s has sha256 %s, want %s: built with it, the image would not be the one pinned", opts.CACertificates, got, want)
+		}
 	}
 	work, err := os.MkdirTemp("", "trainstep-image-")
 	if err != nil {

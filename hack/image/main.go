@@ -9,10 +9,16 @@
 // CA certificates, and a non-root user, 65532. deploy/Dockerfile builds the
 // same image with Docker.
 //
-// It must stay a build tool: nothing in the product imports it, and it
-// writes nothing but the archive it is asked for.
+// The same sources, Go toolchain and CA bundle give the same archive, so
+// the same manifest digest: `make image-pin` writes it into the shipped
+// references (<repo>:<tag>@sha256:<digest>), `make image-verify` rebuilds and
+// compares.
 //
-//	go run ./hack/image -o bin/trainstep-image.tar [-tag ghcr.io/trainstep/trainstep:latest]
+// It must stay a build tool: nothing in the product imports it, and it
+// writes nothing but the archive it is asked for (and, with -digest-file,
+// the archive's manifest digest).
+//
+//	go run ./hack/image -o bin/trainstep-image.tar [-tag ghcr.io/trainstep/trainstep:latest] [-digest-file F]
 package main
 
 import (
@@ -30,10 +36,12 @@ func main() {
 	flag.StringVar(&opts.Tag, "tag", opts.Tag, "image reference recorded in the archive")
 	flag.StringVar(&opts.Arch, "arch", opts.Arch, "CPU architecture of the binaries (GOARCH)")
 	flag.StringVar(&opts.CACertificates, "ca-certificates", opts.CACertificates, "CA bundle copied to /etc/ssl/certs/ca-certificates.crt")
-	flag.StringVar(&opts.Version, "version", "", "version stamped into trainstep (default: the module and VCS revision)")
+	flag.StringVar(&opts.CACertificatesSHA256, "ca-certificates-sha256", "", "refuse a CA bundle whose sha256 (hex) is not this one")
+	flag.StringVar(&opts.Version, "version", "", "version stamped into trainstep (default: the module version)")
+	digestFile := flag.String("digest-file", "", "also write the image's manifest digest (sha256:…) to this file")
 	flag.Parse()
 	if opts.Output == "" || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: image -o ARCHIVE [-tag REF] [-arch GOARCH] [-ca-certificates FILE] [-version V]")
+		fmt.Fprintln(os.Stderr, "usage: image -o ARCHIVE [-tag REF] [-arch GOARCH] [-ca-certificates FILE] [-ca-certificates-sha256 HEX] [-version V] [-digest-file FILE]")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -44,6 +52,9 @@ func main() {
 	if err == nil {
 		opts.ModuleRoot = root
 		digest, err = Build(ctx, opts)
+	}
+	if err == nil && *digestFile != "" {
+		err = os.WriteFile(*digestFile, []byte(digest.String()+"\n"), 0o644)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)

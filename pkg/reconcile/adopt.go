@@ -108,7 +108,7 @@ func (c *Controller) adopt(ctx context.Context) error {
 	for _, cm := range c.listConfigMaps() {
 		owned = append(owned, cm)
 	}
-	for _, s := range c.listSecrets() {
+	for _, s := range c.earlierSecrets {
 		owned = append(owned, s)
 	}
 
@@ -226,13 +226,5 @@ func (c *Controller) listConfigMaps() []*corev1.ConfigMap {
 		return nil
 	}
 	list, _ := c.configMaps.ConfigMaps(c.opts.Identity.Namespace).List(labels.Everything())
-	return list
-}
-
-func (c *Controller) listSecrets() []*corev1.Secret {
-	if c.secrets == nil {
-		return nil
-	}
-	list, _ := c.secrets.Secrets(c.opts.Identity.Namespace).List(labels.Everything())
 	return list
 }

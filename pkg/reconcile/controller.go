@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
+	"github.com/trainstep/trainstep/pkg/apierr"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/policy"
@@ -98,7 +100,9 @@ type Controller struct {
 	pods       corelisters.PodLister
 	services   corelisters.ServiceLister
 	configMaps corelisters.ConfigMapLister
-	secrets    corelisters.SecretLister
+	// earlierSecrets are the job's Secrets an earlier attempt left, read
+	// by name in Start (no informer watches Secrets).
+	earlierSecrets []*corev1.Secret
 	// jobWide holds the job-wide children with their caches and keys,
 	// looked up on every sync without allocating.
 	jobWide []jobWideChild
@@ -268,14 +272,29 @@ func (c *Controller) Start(ctx context.Context) error {
 			c.keepJobWide(cm, inf.GetStore())
 		}
 	}
+	// Secrets are read by name, not watched: list and watch would let the
+	// step read every Secret of its namespace at once. One an earlier
+	// attempt left (labelled with the job) is re-attached by adopt; the
+	// others are created once. A Secret deleted while the job runs is not
+	// created again: the pods that mounted it keep its files.
 	if len(c.opts.Desired.Secrets) > 0 {
-		inf := c.newInformer(listWatch(core.Secrets(ns), selector), &corev1.Secret{})
-		if _, err := inf.AddEventHandler(enqueue); err != nil {
-			return fmt.Errorf("watching secrets: %w", err)
-		}
-		c.secrets = corelisters.NewSecretLister(inf.GetIndexer())
+		store := cache.NewStore(cache.MetaNamespaceKeyFunc)
 		for _, s := range c.opts.Desired.Secrets {
-			c.keepJobWide(s, inf.GetStore())
+			var live *corev1.Secret
+			err := apierr.Retry(ctx, func() (err error) {
+				live, err = core.Secrets(ns).Get(ctx, s.Name, metav1.GetOptions{})
+				return err
+			})
+			switch {
+			case apierrors.IsNotFound(err):
+			case err != nil:
+				return fmt.Errorf("reading secret %s: %w", s.Name, err)
+			case live.Labels[v1alpha1.LabelJobName] == c.opts.Identity.JobName:
+				slim, _ := slimForCache(live)
+				_ = store.Add(slim)
+				c.earlierSecrets = append(c.earlierSecrets, live)
+			}
+			c.keepJobWide(s, store)
 		}
 	}
 

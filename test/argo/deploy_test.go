@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -21,10 +22,22 @@ import (
 const serviceAccountName = "trainstep"
 
 // applyDeploy creates every object deploy/kustomization.yaml lists in ns,
-// as they are in the files: what `kubectl apply -k deploy/ -n ns` does.
-func applyDeploy(t *testing.T, c *cluster.Cluster, ns string) {
+// as they are in the files: what `kubectl apply -k deploy/ -n ns` does; then
+// the same for each of additions, directories of deploy/ (`kubectl apply -k
+// deploy/secrets/ -n ns`).
+func applyDeploy(t *testing.T, c *cluster.Cluster, ns string, additions ...string) {
 	t.Helper()
-	dir := filepath.Join(repoRoot(t), "deploy")
+	applyKustomization(t, c, ns, "deploy")
+	for _, a := range additions {
+		applyKustomization(t, c, ns, filepath.Join("deploy", a))
+	}
+}
+
+// applyKustomization creates the objects the kustomization.yaml of dir
+// (relative to the repository) lists, in ns.
+func applyKustomization(t *testing.T, c *cluster.Cluster, ns, dir string) {
+	t.Helper()
+	dir = filepath.Join(repoRoot(t), dir)
 	var kust kustomization
 	readYAML(t, filepath.Join(dir, "kustomization.yaml"), &kust, true)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -48,10 +61,10 @@ func applyDeploy(t *testing.T, c *cluster.Cluster, ns string) {
 			readYAML(t, path, &binding, true)
 			_, err = c.Client.RbacV1().RoleBindings(ns).Create(ctx, &binding, metav1.CreateOptions{})
 		default:
-			t.Fatalf("deploy/%s: kind %q: teach applyDeploy to create it", file, meta.Kind)
+			t.Fatalf("%s: kind %q: teach applyKustomization to create it", path, meta.Kind)
 		}
 		if err != nil {
-			t.Fatalf("applying deploy/%s: %v", file, err)
+			t.Fatalf("applying %s: %v", path, err)
 		}
 	}
 }
@@ -78,11 +91,22 @@ type access struct {
 	group, resource, subresource, verb string
 }
 
-// stepNeeds is every request a trainstep step makes in its namespace, by
-// who makes it: trainstep itself (replicas, their services, the MPI
-// hostfile and SSH key, events on the step pod, re-attaching after a
-// retry, the job's NetworkPolicy, gang PodGroups) and Argo's wait container in the same pod (the
-// WorkflowTaskResult that carries the output parameters to the DAG).
+// secretsNeeds is what an MPI job's step, or one serving the progress
+// endpoint, does with Secrets, all by name: only deploy/secrets/ grants it.
+var secretsNeeds = func() []access {
+	var out []access
+	for _, v := range []string{"create", "get", "delete", "patch"} {
+		out = append(out, access{"", "secrets", "", v})
+	}
+	return out
+}()
+
+// stepNeeds is every request a trainstep step makes in its namespace but
+// those on Secrets (secretsNeeds), by who makes it: trainstep itself
+// (replicas, their services, the MPI hostfile, events on the step pod,
+// re-attaching after a retry, the job's NetworkPolicy, gang PodGroups) and
+// Argo's wait container in the same pod (the WorkflowTaskResult that
+// carries the output parameters to the DAG).
 var stepNeeds = func() []access {
 	var out []access
 	add := func(group, resource, subresource string, verbs ...string) {
@@ -91,7 +115,7 @@ var stepNeeds = func() []access {
 		}
 	}
 	crud := []string{"create", "get", "list", "watch", "delete", "patch"}
-	for _, r := range []string{"pods", "services", "configmaps", "secrets"} {
+	for _, r := range []string{"pods", "services", "configmaps"} {
 		add("", r, "", crud...)
 	}
 	add("", "pods", "log", "get")
@@ -118,11 +142,11 @@ func canI(t *testing.T, client kubernetes.Interface, ns string, a access) bool {
 	return review.Status.Allowed
 }
 
-// checkStepAccess proves, as the deployed ServiceAccount, that it may do
-// everything a step does in ns, and nothing outside ns.
+// checkStepAccess proves, as the deployed ServiceAccount (with deploy/secrets/
+// applied), that it may do everything a step does in ns, and nothing outside ns.
 func checkStepAccess(t *testing.T, client kubernetes.Interface, ns string) {
 	t.Helper()
-	for _, a := range stepNeeds {
+	for _, a := range append(slices.Clone(stepNeeds), secretsNeeds...) {
 		if !canI(t, client, ns, a) {
 			t.Errorf("the %s ServiceAccount cannot %s %s/%s %s in its namespace", serviceAccountName, a.verb, a.group, a.resource, a.subresource)
 		}
@@ -173,5 +197,48 @@ func TestDeployLetsEveryStepReportItsOutputs(t *testing.T) {
 	}
 	if canI(t, client, "default", access{"argoproj.io", "workflowtaskresults", "", "create"}) {
 		t.Errorf("the trainstep-executor ServiceAccount of %s may create workflowtaskresults in namespace default: deploy/ reaches outside its namespace", ns)
+	}
+}
+
+// TestTheDefaultRoleKeepsTheNamespacesSecrets: deploy/ alone lets the step
+// read, list or change none of its namespace's Secrets; deploy/secrets/, the
+// addition for MPI jobs and the progress endpoint, grants exactly the verbs
+// they use (by name: no list, no watch), still only in its namespace.
+func TestTheDefaultRoleKeepsTheNamespacesSecrets(t *testing.T) {
+	t.Parallel()
+	c := cluster.Get(t)
+	ns := c.Namespace(t)
+	applyDeploy(t, c, ns)
+	step := kubernetes.NewForConfigOrDie(c.ConfigForToken(c.ServiceAccountToken(t, ns, serviceAccountName)))
+	for _, a := range secretsNeeds {
+		if canI(t, step, ns, a) {
+			t.Errorf("with deploy/ alone the %s ServiceAccount may %s secrets", serviceAccountName, a.verb)
+		}
+	}
+	for _, a := range stepNeeds {
+		if !canI(t, step, ns, a) {
+			t.Errorf("with deploy/ alone the %s ServiceAccount cannot %s %s/%s %s", serviceAccountName, a.verb, a.group, a.resource, a.subresource)
+		}
+	}
+
+	for _, verb := range []string{"get", "list", "watch"} {
+		if canI(t, step, ns, access{"", "secrets", "", verb}) {
+			t.Errorf("with deploy/ alone the %s ServiceAccount may %s secrets", serviceAccountName, verb)
+		}
+	}
+
+	applyKustomization(t, c, ns, "deploy/secrets")
+	for _, verb := range []string{"list", "watch"} {
+		if canI(t, step, ns, access{"", "secrets", "", verb}) {
+			t.Errorf("deploy/secrets/ lets the %s ServiceAccount %s secrets: a step reads its Secrets by name only", serviceAccountName, verb)
+		}
+	}
+	for _, a := range secretsNeeds {
+		if !canI(t, step, ns, a) {
+			t.Errorf("with deploy/secrets/ the %s ServiceAccount cannot %s secrets", serviceAccountName, a.verb)
+		}
+		if canI(t, step, "default", a) {
+			t.Errorf("deploy/secrets/ lets the %s ServiceAccount %s secrets in namespace default", serviceAccountName, a.verb)
+		}
 	}
 }

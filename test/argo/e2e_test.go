@@ -49,7 +49,8 @@ const (
 func TestTrainTemplateRunsEveryFrameworkAsTheDeployedServiceAccount(t *testing.T) {
 	c := cluster.Get(t)
 	ns := c.Namespace(t)
-	applyDeploy(t, c, ns)
+	// The MPI job keeps its SSH key in a Secret: deploy/secrets/ grants it.
+	applyDeploy(t, c, ns, "secrets")
 	applyAdmissionPolicy(t, c, ns)
 	token := c.ServiceAccountToken(t, ns, serviceAccountName)
 	checkStepAccess(t, kubernetes.NewForConfigOrDie(c.ConfigForToken(token)), ns)

@@ -39,11 +39,9 @@ import (
 )
 
 const (
-	// shippedImage is the trainstep image templates/ and workflows/ name. The real node
-	// pulls nothing, so the tests replace it with localImage, `make image`'s archive
-	// imported under a tag that is not :latest (pods then default to IfNotPresent).
-	shippedImage = "ghcr.io/trainstep/trainstep:v0.4.0"
-	localImage   = "docker.io/local/trainstep:e2e"
+	// localImage is `make image`'s archive imported under a tag that is not :latest (pods
+	// then default to IfNotPresent); the tests name it instead of shippedImage.
+	localImage = "docker.io/local/trainstep:e2e"
 	// shippedPython is the image of the examples' script steps. The tests run those scripts
 	// with this machine's python3 in an image of its own, pythonImage.
 	shippedPython = "python:3.12-alpine"
@@ -53,6 +51,24 @@ const (
 	// jobNameLabel is on every object trainstep creates for a job.
 	jobNameLabel = "trainstep.dev/job-name"
 )
+
+// shippedImage is the trainstep image templates/ and workflows/ name, by tag and digest
+// (`make image-pin` writes it; a test of docs/ holds every reference to the same one).
+// The real node pulls nothing, so the tests replace it with localImage.
+var shippedImage = pinnedImage("../../templates/workflowtemplate.yaml")
+
+// pinnedImage reads the trainstep image a template's container names.
+func pinnedImage(template string) string {
+	data, err := os.ReadFile(template)
+	if err != nil {
+		panic(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s+image: (ghcr\.io/trainstep/trainstep:\S+)$`).FindSubmatch(data)
+	if m == nil {
+		panic(template + " names no ghcr.io/trainstep/trainstep image")
+	}
+	return string(m[1])
+}
 
 var (
 	clusterWorkflowTemplateResource = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "clusterworkflowtemplates"}
@@ -220,7 +236,21 @@ func sharedLibraries(program string) ([]string, error) { return cluster.SharedLi
 // `kubectl apply -k deploy/ -n <namespace>` does.
 func (e *e2e) applyDeploy(t *testing.T, root string) {
 	t.Helper()
-	dir := filepath.Join(root, "deploy")
+	e.applyKustomization(t, filepath.Join(root, "deploy"))
+}
+
+// applySecretsAddition applies deploy/secrets/ as docs/argo.md tells a namespace that runs
+// MPI jobs or wants the progress endpoint (`kubectl apply -k deploy/secrets/ -n
+// <namespace>`): the step's rights on Secrets, which deploy/ alone does not grant.
+func (e *e2e) applySecretsAddition(t *testing.T) {
+	t.Helper()
+	e.applyKustomization(t, filepath.Join(repoRoot(t), "deploy", "secrets"))
+}
+
+// applyKustomization creates the objects dir/kustomization.yaml lists, in the test's
+// namespace.
+func (e *e2e) applyKustomization(t *testing.T, dir string) {
+	t.Helper()
 	var kustomization struct {
 		APIVersion string   `json:"apiVersion"`
 		Kind       string   `json:"kind"`
@@ -250,10 +280,10 @@ func (e *e2e) applyDeploy(t *testing.T, root string) {
 			readYAML(t, path, &binding)
 			_, err = e.c.Client.RbacV1().RoleBindings(e.namespace).Create(ctx, &binding, metav1.CreateOptions{})
 		default:
-			t.Fatalf("deploy/%s: kind %q: teach applyDeploy to create it", file, meta.Kind)
+			t.Fatalf("%s: kind %q: teach applyKustomization to create it", path, meta.Kind)
 		}
 		if err != nil {
-			t.Fatalf("applying deploy/%s: %v", file, err)
+			t.Fatalf("applying %s: %v", path, err)
 		}
 	}
 }

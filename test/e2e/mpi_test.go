@@ -114,6 +114,8 @@ spec:
 // TCP. The step's outputs reach the next task, and no object of the job is left.
 func TestRealNodeMPIJobThroughClusterWorkflowTemplate(t *testing.T) {
 	e := setUp(t)
+	// The job's SSH key is in a Secret: a namespace that runs MPI jobs applies deploy/secrets/.
+	e.applySecretsAddition(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	started := time.Now()

@@ -43,6 +43,8 @@ var hundredths = regexp.MustCompile(`^\d+/100$`)
 // refused and the job still succeeds; the outputs hold the last status and metrics.
 func TestRealNodePyTorchDDPReportsProgressToArgo(t *testing.T) {
 	e := setUp(t)
+	// The endpoint's CA, certificate and token are in a Secret: deploy/secrets/ grants it.
+	e.applySecretsAddition(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if err := importTorchImage(ctx, e.c, repoRoot(t)); err != nil {

@@ -63,7 +63,7 @@ spec:
                               nodeSelector: {"` + poolLabel + `": "%[1]s"}
                               containers:
                                 - name: tensorflow
-                                  image: ghcr.io/trainstep/trainstep:v0.4.0
+                                  image: ` + localImage + `
                                   command: [demo-trainer]
                                   args: [--steps=1200, --step-delay=100ms]
                         Worker:
@@ -73,7 +73,7 @@ spec:
                             spec:
                               containers:
                                 - name: tensorflow
-                                  image: ghcr.io/trainstep/trainstep:v0.4.0
+                                  image: ` + localImage + `
                                   command: [demo-trainer]
                                   args: [--steps=1200, --step-delay=100ms]
                       runPolicy:

@@ -164,9 +164,10 @@ func (e *e2e) checkReplicasTrained(t *testing.T, job string, pods []corev1.Pod, 
 		t.Errorf("the job's TF_CONFIG cluster %s does not name the parameter server in the job's Service (%s…)", cluster, psAddress)
 	}
 	services, err := e.c.Client.CoreV1().Services(e.namespace).List(context.Background(), metav1.ListOptions{LabelSelector: jobNameLabel + "=" + job})
-	// The job's one headless Service, and the progress endpoint's <job>-status.
-	if names := serviceNamesOf(services); err != nil || !slices.Equal(names, []string{job, job + "-status"}) {
-		t.Errorf("the job's Services %v (%v), want the one job-wide Service %s and %s-status", names, err, job, job)
+	// The job's one headless Service, and no <job>-status: with deploy/ alone the step may
+	// keep no Secret, so it serves no progress endpoint (and the job runs all the same).
+	if names := serviceNamesOf(services); err != nil || !slices.Equal(names, []string{job}) {
+		t.Errorf("the job's Services %v (%v), want the one job-wide Service %s", names, err, job)
 	}
 	if !strings.Contains(workerLog, "1 parameter servers") {
 		t.Errorf("worker 0 did not connect to the parameter server:\n%s", lastLines(workerLog, 20))

@@ -10,8 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
@@ -21,39 +25,58 @@ import (
 	"github.com/trainstep/trainstep/test/cluster"
 )
 
-// applyDeploy creates deploy/'s ServiceAccount, Role and RoleBinding in ns.
-func applyDeploy(t *testing.T, c *cluster.Cluster, ns string) {
+// applyDeploy creates deploy/'s ServiceAccount, Role and RoleBinding in ns,
+// and those of deploy/secrets/ (what MPI jobs and the progress endpoint
+// need) when secrets is set.
+func applyDeploy(t *testing.T, c *cluster.Cluster, ns string, secrets bool) {
 	t.Helper()
 	applyDeployWith(t, c, ns, nil)
+	if secrets {
+		applySecretsRole(t, c, ns)
+	}
 }
 
-// applyDeployWith is applyDeploy with the Role changed by edit first.
-func applyDeployWith(t *testing.T, c *cluster.Cluster, ns string, edit func(*rbacv1.Role)) {
+// deployFile decodes a file of deploy/ (path relative to it) into obj.
+func deployFile(t *testing.T, path string, obj any) {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
-	dir := filepath.Join(filepath.Dir(file), "..", "..", "deploy")
-	read := func(name string, into any) {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := yaml.UnmarshalStrict(b, into); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "deploy", path))
+	if err != nil {
+		t.Fatal(err)
 	}
+	if err := yaml.UnmarshalStrict(b, obj); err != nil {
+		t.Fatalf("deploy/%s: %v", path, err)
+	}
+}
+
+// applyDeployWith is applyDeploy without deploy/secrets/, with the Role
+// changed by edit first.
+func applyDeployWith(t *testing.T, c *cluster.Cluster, ns string, edit func(*rbacv1.Role)) {
+	t.Helper()
 	var sa corev1.ServiceAccount
+	deployFile(t, "serviceaccount.yaml", &sa)
+	if _, err := c.Client.CoreV1().ServiceAccounts(ns).Create(context.Background(), &sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	applyRole(t, c, ns, "role.yaml", "rolebinding.yaml", edit)
+}
+
+// applySecretsRole creates deploy/secrets/'s Role and RoleBinding in ns.
+func applySecretsRole(t *testing.T, c *cluster.Cluster, ns string) {
+	t.Helper()
+	applyRole(t, c, ns, "secrets/role.yaml", "secrets/rolebinding.yaml", nil)
+}
+
+func applyRole(t *testing.T, c *cluster.Cluster, ns, roleFile, bindingFile string, edit func(*rbacv1.Role)) {
+	t.Helper()
 	var role rbacv1.Role
 	var binding rbacv1.RoleBinding
-	read("serviceaccount.yaml", &sa)
-	read("role.yaml", &role)
-	read("rolebinding.yaml", &binding)
+	deployFile(t, roleFile, &role)
+	deployFile(t, bindingFile, &binding)
 	if edit != nil {
 		edit(&role)
 	}
 	ctx := context.Background()
-	if _, err := c.Client.CoreV1().ServiceAccounts(ns).Create(ctx, &sa, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := c.Client.RbacV1().Roles(ns).Create(ctx, &role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +90,7 @@ func TestTheDeployedRoleIsEnoughAndOnlyInItsNamespace(t *testing.T) {
 	t.Parallel()
 	c := cluster.Get(t)
 	ns, other := c.Namespace(t), c.Namespace(t)
-	applyDeploy(t, c, ns)
+	applyDeploy(t, c, ns, true) // MPI keeps its SSH key in a Secret
 	kubeconfig := c.KubeconfigForToken(t, c.ServiceAccountToken(t, ns, "trainstep"), ns)
 	owner := ownerPod(t, c, ns, "step")
 	job := newJob("rbac", v1alpha1.FrameworkMPI).replicas(launcher, 1, exitsAfter("3s", 0)).replicas(worker, 2, nil)
@@ -161,5 +184,87 @@ func TestARoleWithoutConfigMapsIsInvalidForATensorFlowJob(t *testing.T) {
 	}
 	if leases, err := c.Client.CoordinationV1().Leases(ns).List(context.Background(), metav1.ListOptions{}); err != nil || len(leases.Items) != 0 {
 		t.Errorf("leases: %v, %v", leases, err)
+	}
+}
+
+// TestTheDefaultRoleRunsJobsWithoutSecretsAndRefusesMPI: deploy/ without
+// deploy/secrets/ grants no Secrets. A TensorFlow job whose step would serve
+// the progress endpoint still runs, without the endpoint and saying why; an
+// MPI job, whose SSH key must be in a Secret, ends Invalid (exit 11) naming
+// the verbs and deploy/secrets/ before anything is created; with
+// deploy/secrets/ applied the same MPI job runs.
+func TestTheDefaultRoleRunsJobsWithoutSecretsAndRefusesMPI(t *testing.T) {
+	t.Parallel()
+	c := cluster.Get(t)
+	ns := c.Namespace(t)
+	applyDeploy(t, c, ns, false)
+	kubeconfig := c.KubeconfigForToken(t, c.ServiceAccountToken(t, ns, "trainstep"), ns)
+	owner := ownerPod(t, c, ns, "step")
+	warningsCore, warnings := observer.New(zap.WarnLevel)
+	asStep := func(cfg *executor.Config) {
+		cfg.Kubeconfig = kubeconfig
+		cfg.OwnerPod, cfg.OwnerUID = owner.Name, string(owner.UID)
+		cfg.TrainerStatus, cfg.TrainerStatusAddress = true, "127.0.0.1:0"
+		cfg.Logger = zap.New(zapcore.NewTee(cfg.Logger.Core(), warningsCore))
+	}
+
+	tf := runJob(t, c, ns, newJob("tf", v1alpha1.FrameworkTensorFlow).replicas(worker, 2, exitsAfter("3s", 0)).yaml(t), asStep)
+	if tf.res.Phase != result.PhaseSucceeded {
+		t.Fatalf("TensorFlow without Secrets: phase %s (%s), want Succeeded", tf.res.Phase, tf.res.Message)
+	}
+	endpointWarnings := warnings.FilterMessageSnippet("no progress endpoint").FilterMessageSnippet("deploy/secrets/role.yaml").FilterMessageSnippet("create secrets")
+	if endpointWarnings.Len() != 1 {
+		t.Errorf("no warning that the progress endpoint is off for want of Secrets (naming the verb and deploy/secrets/); warnings: %v", warnings.All())
+	}
+	if _, err := c.Client.CoreV1().Secrets(ns).Get(context.Background(), v1alpha1.TrainerStatusName("tf"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the progress endpoint's Secret: %v, want none made", err)
+	}
+
+	mpi := newJob("mpi", v1alpha1.FrameworkMPI).replicas(launcher, 1, exitsAfter("3s", 0)).replicas(worker, 2, nil)
+	start := time.Now()
+	denied := runJob(t, c, ns, mpi.yaml(t), asStep)
+	if denied.res.Phase.ExitCode() != result.ExitInvalid {
+		t.Fatalf("MPI without Secrets: phase %s (%s), want Invalid (exit 11)", denied.res.Phase, denied.res.Message)
+	}
+	for _, want := range []string{"cannot create secrets", "cannot get secrets", "deploy/secrets/role.yaml"} {
+		if !strings.Contains(denied.res.Message, want) {
+			t.Errorf("message %q does not name %q", denied.res.Message, want)
+		}
+	}
+	if strings.Contains(denied.res.Message, "pods") || strings.Contains(denied.res.Message, "configmaps") {
+		t.Errorf("message %q names a permission deploy/role.yaml grants", denied.res.Message)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("took %s: the refusal waited on something", took)
+	}
+	checkNothingOfTheJob(t, c, ns, "mpi")
+
+	applySecretsRole(t, c, ns)
+	ok := runJob(t, c, ns, mpi.yaml(t), asStep)
+	if ok.res.Phase != result.PhaseSucceeded {
+		t.Fatalf("MPI with deploy/secrets/: phase %s (%s), want Succeeded", ok.res.Phase, ok.res.Message)
+	}
+}
+
+// checkNothingOfTheJob: no pod, Service, ConfigMap, Secret or Lease of job
+// exists in ns.
+func checkNothingOfTheJob(t *testing.T, c *cluster.Cluster, ns, job string) {
+	t.Helper()
+	ctx := context.Background()
+	selector := metav1.ListOptions{LabelSelector: v1alpha1.LabelJobName + "=" + job}
+	if pods := listPods(t, c, ns, job); len(pods) != 0 {
+		t.Errorf("created %d pods", len(pods))
+	}
+	if svcs := listServices(t, c, ns, job); len(svcs) != 0 {
+		t.Errorf("created %d services", len(svcs))
+	}
+	if cms, err := c.Client.CoreV1().ConfigMaps(ns).List(ctx, selector); err != nil || len(cms.Items) != 0 {
+		t.Errorf("configmaps of the job: %v, %v", cms, err)
+	}
+	if secrets, err := c.Client.CoreV1().Secrets(ns).List(ctx, selector); err != nil || len(secrets.Items) != 0 {
+		t.Errorf("secrets of the job: %v, %v", secrets, err)
+	}
+	if _, err := c.Client.CoordinationV1().Leases(ns).Get(ctx, "trainstep-"+job, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the job's Lease: %v, want none", err)
 	}
 }
