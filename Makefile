@@ -87,7 +87,17 @@ release-image:
 ##@ Test
 
 .PHONY: test
-test: test-deps verify unit race integration ## Install what the tests need, then run every check (lint, go.mod tidy) and test: unit, integration and the real node's end-to-end Argo tests (root; REAL_NODE=0 leaves those out, not under CI).
+test: test-deps real-node-opt-out integration-bins ## Install what the tests need, then run every check (lint, go.mod tidy) and test: unit, integration and the real node's end-to-end Argo tests (root; REAL_NODE=0 leaves those out, not under CI).
+	@$(MAKE) --no-print-directory -j2 --output-sync=target integration-real-node-lane checks-then-kwok-lane
+
+# The real nodes' tests mostly wait on containers and controllers, so the checks and unit tests
+# run beside them, before the KWOK clusters' tests, in a lane of their own, one step at a time.
+.PHONY: checks-then-kwok-lane
+checks-then-kwok-lane:
+	@$(MAKE) --no-print-directory verify
+	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory race
+	@$(MAKE) --no-print-directory integration-kwok-lane
 
 .PHONY: test-deps
 test-deps: ## Install the Debian packages the tests need, only those missing (root; as another user it names them and the command, and fails).
@@ -102,8 +112,12 @@ unit: ## Run unit tests (no cluster).
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/)
 
 .PHONY: integration
-integration: real-node-opt-out cluster-bin cluster-bin-scheduler-plugins cluster-bin-kueue $(if $(filter 1,$(REAL_NODE_TESTS)),cluster-bin-node cluster-bin-argo node-deps) ## Run integration tests against the real test cluster, the real node's and test/e2e's included (REAL_NODE=0: without them).
+integration: real-node-opt-out integration-bins ## Run integration tests against the real test cluster, the real node's and test/e2e's included (REAL_NODE=0: without them).
 	@$(MAKE) --no-print-directory -j2 --output-sync=target integration-real-node-lane integration-kwok-lane
+
+# What the integration tests run: the cluster's binaries and the real node's packages.
+.PHONY: integration-bins
+integration-bins: cluster-bin cluster-bin-scheduler-plugins cluster-bin-kueue $(if $(filter 1,$(REAL_NODE_TESTS)),cluster-bin-node cluster-bin-argo node-deps)
 
 # Each lane's output is printed when the lane ends.
 .PHONY: integration-real-node-lane integration-kwok-lane

@@ -75,6 +75,7 @@ spec:
 // PodSecurity restricted: the step pod, Argo's containers, the replicas and the next task
 // all pass it.
 func TestRealNodePyTorchJobThroughClusterWorkflowTemplate(t *testing.T) {
+	t.Parallel()
 	e := setUp(t)
 	e.enforceRestricted(t)
 	e.checkpointClaim(t, allReduceClaim)

@@ -22,6 +22,7 @@ import (
 // restarts as a whole (one restart), rank 0 resumes from its checkpoint, and the step
 // succeeds; its outputs and log say so.
 func TestRealNodeKilledRankRestartsTheAllReduceJob(t *testing.T) {
+	t.Parallel()
 	e := setUp(t)
 	e.checkpointClaim(t, allReduceClaim)
 	manifest, err := json.Marshal(string(readFile(t, filepath.Join(repoRoot(t), allReduceJob))))

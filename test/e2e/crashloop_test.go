@@ -53,6 +53,7 @@ spec:
 // count it as running but names it with its exit code and restarts, and backoffLimit ends
 // the step Failed with a message that counts the restarts the restarts output counts.
 func TestRealNodeCrashLoopIsVisibleAndBounded(t *testing.T) {
+	t.Parallel()
 	e := setUp(t)
 	started := time.Now()
 	name := e.submit(t, workflowFromYAML(t, fmt.Sprintf(crashLoopWorkflow, pythonImage)))

@@ -2,9 +2,9 @@
 // deploy/ and templates/ applied as shipped, and the workflows of workflows/ (and the
 // calls of the templates in docs/argo.md) submitted to the real Argo workflow controller, whose
 // steps and replicas run as containers on the test cluster's real node. The package's
-// tests share one such cluster, each in a namespace of its own. They need the real node
-// and Argo: `make test` runs them (as root); without TRAINSTEP_REAL_NODE=1 they skip, and
-// under CI=true they fail instead.
+// tests share one such cluster, each in a namespace of its own, and run in parallel: most
+// of their time is spent waiting on the controllers. They need the real node and Argo: `make test` runs them (as
+// root); without TRAINSTEP_REAL_NODE=1 they skip, and under CI=true they fail instead.
 //
 // The tests read the repository's files and must not modify them: what they change to run
 // here (image references, where pods run) they change in memory and say so.

@@ -22,9 +22,10 @@ import (
 // torchElasticTrainPath is where the elastic training script is in torchImage.
 const torchElasticTrainPath = "/train/elastic_train.py"
 
-// elasticSlot is an extended resource the tests give the real node, one per
-// worker, so that a test decides how many workers fit.
-const elasticSlot corev1.ResourceName = "trainstep.dev/elastic-slot"
+// elasticSlotPrefix names the extended resources the tests give the real node, one per
+// worker, so that a test decides how many workers fit; each test has a resource of its own
+// (elasticSlot), so that the two elastic tests run side by side.
+const elasticSlotPrefix = "trainstep.dev/elastic-slot-"
 
 // torchElasticJob is a Kubeflow PyTorchJob with elasticPolicy as Training
 // Operator takes it. Every worker runs `python3 -m torch.distributed.run`
@@ -48,21 +49,27 @@ const torchElasticPodSpec = `{containers: [{name: pytorch, image: torch,
   command: [python3, -m, torch.distributed.run, ` + torchElasticTrainPath + `],
   env: [{name: CKPT_DIR, value: /ckpt}, {name: STEPS, value: "3000"}, {name: STEP_SECONDS, value: "0.02"},
         {name: PET_TEE, value: "1"}, {name: PET_REDIRECTS, value: "1"}],
-  resources: {requests: {` + string(elasticSlot) + `: 1}, limits: {` + string(elasticSlot) + `: 1}},
+  resources: {requests: {%[2]s: 1}, limits: {%[2]s: 1}},
   volumeMounts: [{name: ckpt, mountPath: /ckpt}]}],
   nodeSelector: {kubernetes.io/hostname: ` + realNodeName + `},
-  volumes: [{name: ckpt, persistentVolumeClaim: {claimName: %q}}]}`
+  volumes: [{name: ckpt, persistentVolumeClaim: {claimName: %[1]q}}]}`
+
+// elasticSlot is the test's own elastic-slot resource, named after its namespace.
+func (e *e2e) elasticSlot() corev1.ResourceName {
+	return corev1.ResourceName(elasticSlotPrefix + e.namespace[len(e.namespace)-5:])
+}
 
 // setElasticSlots advertises n elastic slots on the real node (the way a
 // device plugin advertises GPUs); the test's end takes them away.
 func (e *e2e) setElasticSlots(t *testing.T, n int) {
 	t.Helper()
-	patch := fmt.Sprintf(`[{"op":"add","path":"/status/capacity/%s","value":"%d"}]`, strings.ReplaceAll(string(elasticSlot), "/", "~1"), n)
+	slot := e.elasticSlot()
+	patch := fmt.Sprintf(`[{"op":"add","path":"/status/capacity/%s","value":"%d"}]`, strings.ReplaceAll(string(slot), "/", "~1"), n)
 	if _, err := e.c.Client.CoreV1().Nodes().Patch(context.Background(), realNodeName, types.JSONPatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
 		t.Fatalf("advertising %d elastic slots: %v", n, err)
 	}
 	t.Cleanup(func() {
-		patch := fmt.Sprintf(`[{"op":"remove","path":"/status/capacity/%s"}]`, strings.ReplaceAll(string(elasticSlot), "/", "~1"))
+		patch := fmt.Sprintf(`[{"op":"remove","path":"/status/capacity/%s"}]`, strings.ReplaceAll(string(slot), "/", "~1"))
 		_, _ = e.c.Client.CoreV1().Nodes().Patch(context.Background(), realNodeName, types.JSONPatchType, []byte(patch), metav1.PatchOptions{}, "status")
 	})
 	// The kubelet derives allocatable, what the scheduler reads, from the
@@ -72,7 +79,7 @@ func (e *e2e) setElasticSlots(t *testing.T, n int) {
 		if err != nil {
 			return false, nil
 		}
-		q, ok := node.Status.Allocatable[elasticSlot]
+		q, ok := node.Status.Allocatable[slot]
 		return ok && q.Value() == int64(n), nil
 	})
 }
@@ -91,7 +98,7 @@ func (e *e2e) startElastic(t *testing.T, beforeSubmit func()) string {
 		beforeSubmit()
 	}
 	e.checkpointClaim(t, "checkpoints")
-	manifest, err := json.Marshal(fmt.Sprintf(torchElasticJob, fmt.Sprintf(torchElasticPodSpec, "checkpoints")))
+	manifest, err := json.Marshal(fmt.Sprintf(torchElasticJob, fmt.Sprintf(torchElasticPodSpec, "checkpoints", e.elasticSlot())))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,13 +272,14 @@ func grepLines(s string, parts ...string) string {
 // agents re-rendezvous and the ranks log world size 3; the job succeeds
 // with the final loss in metrics and no restart.
 func TestRealNodeElasticTorchrunGrowsWhenCapacityFreesUp(t *testing.T) {
+	t.Parallel()
 	e := setUp(t)
 	e.setElasticSlots(t, 3)
 	placeholder := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "placeholder", Namespace: e.namespace},
 		Spec: corev1.PodSpec{NodeSelector: map[string]string{corev1.LabelHostname: realNodeName},
 			Containers: []corev1.Container{{Name: "hold", Image: torchImage, Command: []string{"python3", "-c", "import time; time.sleep(86400)"},
-				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{elasticSlot: resource.MustParse("1")}, Limits: corev1.ResourceList{elasticSlot: resource.MustParse("1")}}}}},
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{e.elasticSlot(): resource.MustParse("1")}, Limits: corev1.ResourceList{e.elasticSlot(): resource.MustParse("1")}}}}},
 	}
 	name := e.startElastic(t, func() {
 		if _, err := e.c.Client.CoreV1().Pods(e.namespace).Create(context.Background(), placeholder, metav1.CreateOptions{}); err != nil {
@@ -297,6 +305,7 @@ func TestRealNodeElasticTorchrunGrowsWhenCapacityFreesUp(t *testing.T) {
 // size 2; when room returns the replacement rejoins at world size 3; the
 // job succeeds with no restart.
 func TestRealNodeElasticTorchrunShrinksAndRejoinsAfterADisruption(t *testing.T) {
+	t.Parallel()
 	e := setUp(t)
 	e.setElasticSlots(t, 3)
 	name := e.startElastic(t, nil)

@@ -113,6 +113,7 @@ spec:
 // resolve through the job's headless Service; the two ranks all-reduce over pod-to-pod
 // TCP. The step's outputs reach the next task, and no object of the job is left.
 func TestRealNodeMPIJobThroughClusterWorkflowTemplate(t *testing.T) {
+	t.Parallel()
 	e := setUp(t)
 	// The job's SSH key is in a Secret: a namespace that runs MPI jobs applies deploy/secrets/.
 	e.applySecretsAddition(t)

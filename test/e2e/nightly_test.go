@@ -35,6 +35,7 @@ var cronWorkflowResource = schema.GroupVersionResource{Group: "argoproj.io", Ver
 // WorkflowTemplate through workflowTemplateRef. In memory the job's image and command
 // become the demo trainer's (Chief, PS and the four workers the CronWorkflow asks for).
 func TestRealNodeNightlyCronWorkflowRunsOnce(t *testing.T) {
+	t.Parallel()
 	e := setUp(t)
 	text := string(readFile(t, filepath.Join(repoRoot(t), nightly)))
 	for _, r := range [][2]string{{nightlyImage, localImage}, {nightlyCommand, demoCommand}} {

@@ -42,6 +42,7 @@ var hundredths = regexp.MustCompile(`^\d+/100$`)
 // Workflow's train node shows the reported progress; a post with a wrong token is
 // refused and the job still succeeds; the outputs hold the last status and metrics.
 func TestRealNodePyTorchDDPReportsProgressToArgo(t *testing.T) {
+	t.Parallel()
 	e := setUp(t)
 	// The endpoint's CA, certificate and token are in a Secret: deploy/secrets/ grants it.
 	e.applySecretsAddition(t)

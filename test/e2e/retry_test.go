@@ -88,6 +88,7 @@ spec:
 // instead of starting a second job: the template's default job-name is stable across the
 // real controller's retries.
 func TestRealNodeRetriedStepReattachesToItsReplicas(t *testing.T) {
+	t.Parallel()
 	e := setUp(t)
 	pool := strings.ToLower(e.namespace[len(e.namespace)-5:])
 	wf := workflowFromYAML(t, fmt.Sprintf(retryWorkflow, pool))

@@ -21,6 +21,7 @@ import (
 // `argo stop` does (spec.shutdown: Stop): the train step is signalled, deletes every
 // replica and Service of its job, and reports phase Terminated; evaluate never runs.
 func TestRealNodeStopTrainEvaluateWorkflow(t *testing.T) {
+	t.Parallel()
 	e := setUp(t)
 	name := e.submit(t, loadWorkflow(t, trainEvaluate))
 	wf := e.waitForWorkflow(t, name, 3*time.Minute, "Running")

@@ -56,6 +56,7 @@ const torchPodSpec = `{containers: [{name: pytorch, image: torch,
 // killer would): the peers' collective calls break, the job restarts as a whole from rank
 // 0's checkpoint and succeeds, for one restart.
 func TestRealNodePyTorchDDPRestartsAsAWholeWhenARankDies(t *testing.T) {
+	t.Parallel()
 	e := setUp(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -25,6 +25,7 @@ const trainEvaluate = "workflows/train-evaluate/workflow.yaml"
 // the demo trainer and found each other by their Services' DNS names, and deleting the
 // workflow leaves nothing of the job.
 func TestRealNodeTrainEvaluateWorkflow(t *testing.T) {
+	t.Parallel()
 	e := setUp(t)
 	started := time.Now()
 	name := e.submit(t, loadWorkflow(t, trainEvaluate))
