@@ -42,16 +42,7 @@ func TestAPodTheNamespaceRefusesIsInvalidAndCreatesNothing(t *testing.T) {
 	if took := time.Since(start); took > 30*time.Second {
 		t.Errorf("took %s: the refusal was retried", took)
 	}
-	if pods := listPods(t, c, ns, "refused"); len(pods) != 0 {
-		t.Errorf("created %d pods", len(pods))
-	}
-	if svcs := listServices(t, c, ns, "refused"); len(svcs) != 0 {
-		t.Errorf("created %d services", len(svcs))
-	}
-	cms, err := c.Client.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelJobName + "=refused"})
-	if err != nil || len(cms.Items) != 0 {
-		t.Errorf("configmaps of the job: %v, %v", cms, err)
-	}
+	checkNothingOfTheJob(t, c, ns, "refused")
 
 	nonRoot, escalate := true, false
 	ready := newJob("admitted", v1alpha1.FrameworkTensorFlow).replicas(worker, 2, exitsAfter("2s", 0)).with(func(j *v1alpha1.TrainJob) {

@@ -172,19 +172,7 @@ func TestARoleWithoutConfigMapsIsInvalidForATensorFlowJob(t *testing.T) {
 	if took := time.Since(start); took > 30*time.Second {
 		t.Errorf("took %s: the refusal waited on something", took)
 	}
-	if pods := listPods(t, c, ns, "nocm"); len(pods) != 0 {
-		t.Errorf("created %d pods", len(pods))
-	}
-	if svcs := listServices(t, c, ns, "nocm"); len(svcs) != 0 {
-		t.Errorf("created %d services", len(svcs))
-	}
-	cms, err := c.Client.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{LabelSelector: v1alpha1.LabelJobName + "=nocm"})
-	if err != nil || len(cms.Items) != 0 {
-		t.Errorf("configmaps of the job: %v, %v", cms, err)
-	}
-	if leases, err := c.Client.CoordinationV1().Leases(ns).List(context.Background(), metav1.ListOptions{}); err != nil || len(leases.Items) != 0 {
-		t.Errorf("leases: %v, %v", leases, err)
-	}
+	checkNothingOfTheJob(t, c, ns, "nocm")
 }
 
 // TestTheDefaultRoleRunsJobsWithoutSecretsAndRefusesMPI: deploy/ without
