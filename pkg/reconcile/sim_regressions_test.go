@@ -42,6 +42,11 @@ func withDeadline(job *v1alpha1.TrainJob, seconds int64) *v1alpha1.TrainJob {
 	return job
 }
 
+func withBuiltinGang(job *v1alpha1.TrainJob) *v1alpha1.TrainJob {
+	job.Spec.RunPolicy.SchedulingPolicy.Gang = v1alpha1.GangBuiltin
+	return job
+}
+
 func withBackoffLimit(job *v1alpha1.TrainJob, limit int32) *v1alpha1.TrainJob {
 	job.Spec.RunPolicy.BackoffLimit = &limit
 	return job
@@ -164,6 +169,21 @@ func regressions() []regression {
 			{at: 90 * time.Second, kind: faultDisruption, replica: "mnist-worker-1", disruption: "podgc"},
 		},
 		phase: result.PhaseFailed, reason: result.ReasonDeadlineExceeded, restarts: -1,
+	}, {
+		// Found by the 100,000-schedule soak (seed 354798028): two exits
+		// whose replicas ran no pod waited for the next ones; whichever
+		// replica the order ran first exited first, and a master's exit 3
+		// first ended the job one counted restart short of a worker's 137
+		// first. The script's exits land in its order.
+		name: "exits waiting for their replicas land in script order",
+		job:  withBackoffLimit(withBuiltinGang(ddpJob(v1alpha1.RestartPolicyExitCode)), 3), nodes: 2,
+		faults: []fault{
+			{at: 35 * time.Second, kind: faultAPI, code: 409, lasts: 6 * time.Second},
+			ddpPeers(killDuringExit(58*time.Second, "ddp-master-0", 143, 21*time.Second)),
+			ddpPeers(killDuringExit(80*time.Second, "ddp-worker-1", 137, 27*time.Second)),
+			ddpPeers(fault{at: 106 * time.Second, kind: faultExit, replica: "ddp-master-0", code: 3}),
+		},
+		counted: 3, phase: result.PhaseFailed, reason: result.ReasonReplicaFailed, restarts: 2,
 	}, {
 		// Review item 6: a panic in a parallel create ended the process.
 		name: "a panic in a pod create ends the run Failed and torn down",

@@ -316,6 +316,10 @@ type simRun struct {
 	restartingSince time.Time
 	// lastExit is when an injected exit last landed.
 	lastExit time.Time
+	// exitsQueued numbers the injected exits in the script's order;
+	// exitsSettled counts those that landed or gave up. An exit lands only
+	// once every earlier one has.
+	exitsQueued, exitsSettled int
 	// instances holds, per replica and job attempt, the first instance
 	// created: a job that restarts as a whole never replaces one alone.
 	instances map[string]types.UID
@@ -679,7 +683,7 @@ func (r *simRun) inject(f *fault) {
 	w.logf("FAULT %s", f)
 	switch f.kind {
 	case faultExit:
-		r.exitWhenRunning(f.replica, f.code, f, 0)
+		r.exitWhenRunning(f.replica, f.code, f, r.queueExit(), 0)
 	case faultDisruption:
 		r.disruptWhenThere(f, 0)
 	case faultNodeDown:
@@ -690,7 +694,8 @@ func (r *simRun) inject(f *fault) {
 		w.quotaFrom, w.quotaUntil = w.now(), w.now().Add(f.lasts)
 	case faultKillDuringExit:
 		r.killStep(f.lasts)
-		w.after(f.lasts/2, 0, "exit while away", func() { r.exitWhenRunning(f.replica, f.code, f, 0) })
+		seq := r.queueExit()
+		w.after(f.lasts/2, 0, "exit while away", func() { r.exitWhenRunning(f.replica, f.code, f, seq, 0) })
 	case faultKillStep:
 		r.killStep(f.lasts)
 	case faultPanic:
@@ -723,29 +728,45 @@ func (r *simRun) killStep(d time.Duration) {
 	})
 }
 
+// queueExit numbers the next injected exit.
+func (r *simRun) queueExit() int {
+	r.exitsQueued++
+	return r.exitsQueued - 1
+}
+
 // exitWhenRunning makes the replica's current instance exit once it runs
 // (its next instance, when none runs now), then its peers if the job
-// restarts as a whole: their collective broke.
-func (r *simRun) exitWhenRunning(name string, code int32, f *fault, tries int) {
+// restarts as a whole: their collective broke. seq is the exit's place in
+// the script (queueExit).
+func (r *simRun) exitWhenRunning(name string, code int32, f *fault, seq, tries int) {
 	w := r.w
 	if r.end != nil {
+		return
+	}
+	if seq > r.exitsSettled {
+		// An earlier exit still waits for its replica to run: which replica
+		// runs first is the order's, so the exits land in the script's order.
+		w.after(time.Second, 0, "retry exit "+name, func() { r.exitWhenRunning(name, code, f, seq, tries) })
 		return
 	}
 	if !r.lastExit.IsZero() && w.now().Sub(r.lastExit) < simSettle {
 		// Two exits that close are one failure to a job that restarts as a
 		// whole (the later taken for a consequence), and which came first
 		// would be the order's: the script keeps them apart.
-		w.after(simSettle, 0, "retry exit "+name, func() { r.exitWhenRunning(name, code, f, tries) })
+		w.after(simSettle, 0, "retry exit "+name, func() { r.exitWhenRunning(name, code, f, seq, tries) })
 		return
 	}
 	restarting := w.ctrl != nil && w.ctrl.restarting != nil
 	pod := w.livePod(name)
 	if pod == nil || pod.DeletionTimestamp != nil || !w.exit(pod, code) {
 		if tries < 120 {
-			w.after(time.Second, 0, "retry exit "+name, func() { r.exitWhenRunning(name, code, f, tries+1) })
+			w.after(time.Second, 0, "retry exit "+name, func() { r.exitWhenRunning(name, code, f, seq, tries+1) })
+		} else {
+			r.exitsSettled++ // never ran again: the later exits go on
 		}
 		return
 	}
+	r.exitsSettled++
 	r.lastExit = w.now()
 	if !restarting && r.permanent(pod, code) {
 		// Not a peer stopped by a whole-job restart under way: a failure
