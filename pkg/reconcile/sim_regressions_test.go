@@ -47,6 +47,11 @@ func withBuiltinGang(job *v1alpha1.TrainJob) *v1alpha1.TrainJob {
 	return job
 }
 
+func withCleanPodPolicy(job *v1alpha1.TrainJob, p v1alpha1.CleanPodPolicy) *v1alpha1.TrainJob {
+	job.Spec.RunPolicy.CleanPodPolicy = &p
+	return job
+}
+
 func withBackoffLimit(job *v1alpha1.TrainJob, limit int32) *v1alpha1.TrainJob {
 	job.Spec.RunPolicy.BackoffLimit = &limit
 	return job
@@ -184,6 +189,22 @@ func regressions() []regression {
 			ddpPeers(fault{at: 106 * time.Second, kind: faultExit, replica: "ddp-master-0", code: 3}),
 		},
 		counted: 3, phase: result.PhaseFailed, reason: result.ReasonReplicaFailed, restarts: 2,
+	}, {
+		// Found by the simulation (seed 363917125, once the pod garbage
+		// collector ends a pod before deleting it): a replica whose pod was
+		// lost left out the pod's in-place restarts until its replacement
+		// was created, so a run ending then (a panic in that create)
+		// reported 1 counted restart or 3, as the deliveries fell.
+		name: "a lost pod's in-place restarts still count before its replacement",
+		job:  withCleanPodPolicy(tfJob(v1alpha1.RestartPolicyOnFailure), v1alpha1.CleanPodPolicyRunning), nodes: 3,
+		faults: []fault{
+			{at: 51 * time.Second, kind: faultExit, replica: "mnist-ps-0", code: 143},
+			{at: 77 * time.Second, kind: faultExit, replica: "mnist-worker-1", code: 137},
+			{at: 99 * time.Second, kind: faultQuota, lasts: 66 * time.Second},
+			killDuringExit(194*time.Second, "mnist-ps-0", 143, 18*time.Second),
+			{at: 231 * time.Second, kind: faultPanic, replica: "mnist-ps-0", disruption: "a pod create"},
+		},
+		counted: 3, phase: result.PhaseFailed, reason: result.ReasonInternalError, restarts: 3,
 	}, {
 		// Review item 6: a panic in a parallel create ended the process.
 		name: "a panic in a pod create ends the run Failed and torn down",

@@ -858,9 +858,17 @@ func (r *simRun) disrupt(pod *corev1.Pod, how string) {
 	if how == "podgc" {
 		name, uid := pod.Name, pod.UID
 		w.after(time.Millisecond, 0, "pod gc deletes "+name, func() {
-			if live := w.livePod(name); live != nil && live.UID == uid {
-				_ = w.remove(podsGVR, live)
+			live := w.livePod(name)
+			if live == nil || live.UID != uid {
+				return
 			}
+			if live.Status.Phase != corev1.PodSucceeded && live.Status.Phase != corev1.PodFailed {
+				// The pod garbage collector ends the pod before it deletes
+				// it: a finalizer may keep it, and no kubelet will.
+				live.Status.Phase = corev1.PodFailed
+				w.updatePod(live, "pod gc ends")
+			}
+			_ = w.remove(podsGVR, live)
 		})
 		return
 	}
