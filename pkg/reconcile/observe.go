@@ -23,6 +23,9 @@ func (c *Controller) observe() policy.View {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	v.Restarts = c.restarts
+	if c.scaler != nil {
+		v.WorkerTarget = c.scaler.target
+	}
 	for _, id := range c.order {
 		st := c.replicas[id]
 		r := policy.Replica{ReplicaID: id, Attempt: st.attempt, Phase: policy.PhaseMissing}
