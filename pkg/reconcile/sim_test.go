@@ -825,6 +825,16 @@ func (r *simRun) waitsItsTurn(seq int) time.Duration {
 	return 0
 }
 
+// nextTry counts one more look for a replica to exit or disrupt, except
+// while its gang waits for room: when the replica runs at last, the look
+// that gives up must not race with its start.
+func (r *simRun) nextTry(tries int) int {
+	if r.w.now().Before(r.w.roomFrom) {
+		return tries
+	}
+	return tries + 1
+}
+
 // landed records that the exit or disruption whose turn it was landed
 // (or gave up).
 func (r *simRun) landed(gaveUp bool) {
@@ -851,7 +861,8 @@ func (r *simRun) exitWhenRunning(name string, code int32, f *fault, seq, tries i
 	pod := w.livePod(name)
 	if pod == nil || pod.DeletionTimestamp != nil || !w.exit(pod, code) {
 		if tries < 120 {
-			w.after(time.Second, 0, "retry exit "+name, func() { r.exitWhenRunning(name, code, f, seq, tries+1) })
+			next := r.nextTry(tries)
+			w.after(time.Second, 0, "retry exit "+name, func() { r.exitWhenRunning(name, code, f, seq, next) })
 		} else {
 			r.landed(true) // never ran again: the later ones go on
 		}
@@ -940,7 +951,8 @@ func (r *simRun) disruptWhenThere(f *fault, seq, tries int) {
 	// pods bound to a node.
 	if pod == nil || pod.DeletionTimestamp != nil || pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		if tries < 120 {
-			w.after(time.Second, 0, "retry disruption "+f.replica, func() { r.disruptWhenThere(f, seq, tries+1) })
+			next := r.nextTry(tries)
+			w.after(time.Second, 0, "retry disruption "+f.replica, func() { r.disruptWhenThere(f, seq, next) })
 		} else {
 			r.landed(true)
 		}
