@@ -69,6 +69,8 @@ type fault struct {
 	// peers are the delays after which the other ranks of a job that
 	// restarts as a whole exit 1 (their collective broke).
 	peers map[string]time.Duration
+	// onLanding, for a disruption, runs as it lands (an injected panic's).
+	onLanding func()
 }
 
 type faultKind int
@@ -725,6 +727,10 @@ func (r *simRun) checkInvariants() {
 // restarts as a whole: two injected exits are kept at least this far apart.
 const simSettle = 10 * time.Second
 
+// simWorkEndsAfter is how long after the last exit or disruption landed
+// the work may end: the policy's settle and its decision come first.
+const simWorkEndsAfter = simSettle + simDecisionSlack + 5*time.Second
+
 // simDecisionSlack bounds how late a decision due at a time may come: the
 // deliveries' and syncs' delays.
 const simDecisionSlack = 15 * time.Second
@@ -765,29 +771,38 @@ func (r *simRun) inject(f *fault) {
 	case faultQuota:
 		w.quotaFrom, w.quotaUntil = w.now(), w.now().Add(f.lasts)
 	case faultKillDuringExit:
-		r.killStep(f.lasts)
 		seq := r.queue()
+		r.killStep(f.lasts, seq, f.replica)
 		w.after(f.lasts/2, 0, "exit while away", func() { r.exitWhenRunning(f.replica, f.code, f, seq, 0) })
 	case faultKillStep:
-		r.killStep(f.lasts)
+		r.killStep(f.lasts, -1, "")
 	case faultLoad:
 		w.load = int64(f.code)
 	case faultPanic:
 		if w.ctrl == nil || r.end != nil {
 			return // no step runs to panic
 		}
-		if f.disruption == "a pod create" {
-			w.panicOnPodCreate = true
-		} else {
-			r.panicOnPod = true
+		// Armed as its disruption lands, not before: the next create or pod
+		// event is the disruption's, not whichever came first.
+		arm := func() {
+			if w.ctrl == nil || r.end != nil {
+				return // no step runs to panic
+			}
+			if f.disruption == "a pod create" {
+				w.panicOnPodCreate = true
+			} else {
+				r.panicOnPod = true
+			}
 		}
-		r.disruptWhenThere(&fault{replica: f.replica, disruption: "podgc"}, r.queue(), 0)
+		r.disruptWhenThere(&fault{replica: f.replica, disruption: "podgc", onLanding: arm}, r.queue(), 0)
 	}
 }
 
 // killStep ends the step's controller without a teardown (the step pod
-// was killed); its successor starts after d and re-attaches.
-func (r *simRun) killStep(d time.Duration) {
+// was killed); its successor starts after d and re-attaches, but not before
+// the exit awaited (seq, -1 for none) of replica landed while its replica
+// runs: it happens while no step runs, however late its turn came.
+func (r *simRun) killStep(d time.Duration, awaited int, replica string) {
 	w := r.w
 	if w.ctrl == nil || r.end != nil {
 		return
@@ -795,11 +810,18 @@ func (r *simRun) killStep(d time.Duration) {
 	w.logf("the step is killed")
 	w.ctrl, w.inbox = nil, nil
 	w.gen++
-	w.after(d, 0, "step restarted", func() {
-		if r.end == nil {
-			r.startController()
+	var restart func()
+	restart = func() {
+		if r.end != nil {
+			return
 		}
-	})
+		if pod := w.livePod(replica); awaited >= r.settled && pod != nil && pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil {
+			w.after(time.Second, 0, "step restarted", restart)
+			return
+		}
+		r.startController()
+	}
+	w.after(d, 0, "step restarted", restart)
 }
 
 // queue numbers the next injected exit or disruption.
@@ -948,8 +970,8 @@ func (r *simRun) disruptWhenThere(f *fault, seq, tries int) {
 	}
 	pod := w.livePod(f.replica)
 	// Preemption, a drain's eviction and the pod garbage collector take
-	// pods bound to a node.
-	if pod == nil || pod.DeletionTimestamp != nil || pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+	// a running pod: one bound but not started has no peers to break.
+	if pod == nil || pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
 		if tries < 120 {
 			next := r.nextTry(tries)
 			w.after(time.Second, 0, "retry disruption "+f.replica, func() { r.disruptWhenThere(f, seq, next) })
@@ -959,6 +981,9 @@ func (r *simRun) disruptWhenThere(f *fault, seq, tries int) {
 		return
 	}
 	r.landed(false)
+	if f.onLanding != nil {
+		f.onLanding()
+	}
 	r.disrupt(pod, f.disruption)
 	r.breakPeersOnceStopped(f, pod.UID, 0)
 }
@@ -1090,7 +1115,7 @@ func (r *simRun) successWave() {
 			r.nodeUp(n)
 		}
 	}
-	if r.settled < r.queued || (!r.lastLanded.IsZero() && w.now().Sub(r.lastLanded) < simSettle) {
+	if r.settled < r.queued || (!r.lastLanded.IsZero() && w.now().Sub(r.lastLanded) < simWorkEndsAfter) {
 		// An injected exit or disruption is still to land (its replica ran
 		// late, e.g. a gang held until there was room), or landed just now:
 		// the work ends once it settled, or which came first would be the
