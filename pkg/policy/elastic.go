@@ -19,7 +19,8 @@ import (
 // ToleratesLoss reports whether an elastic PyTorch job keeps running after
 // replica r failed permanently: r is a worker and at least minReplicas
 // workers are still alive (pending, running or succeeded) or on their way
-// (missing: being created or replaced, as a worker lost to a node is; or
+// (missing: being created or replaced, as a worker lost to a node is, but
+// not a slot at or above the metrics' worker target, which gets no pod; or
 // failed in a way that is retried, as a preempted one seen before it goes).
 func ToleratesLoss(v *View, r Replica) bool {
 	lo, _, ok := v1alpha1.ElasticBounds(v.Job)
@@ -32,6 +33,7 @@ func ToleratesLoss(v *View, r Replica) bool {
 			continue
 		}
 		switch {
+		case w.Phase == PhaseMissing && v.WorkerTarget > 0 && w.Index >= v.WorkerTarget:
 		case w.Phase == PhasePending, w.Phase == PhaseRunning, w.Phase == PhaseSucceeded, w.Phase == PhaseMissing:
 			alive++
 		case w.Phase == PhaseFailed && replacedAfterFailure(v, w):

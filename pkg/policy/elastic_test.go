@@ -84,3 +84,29 @@ func TestElasticShortSinceStartsStaysAndResets(t *testing.T) {
 		t.Errorf("since = %v, want zero when no worker waits for capacity", got)
 	}
 }
+
+// A slot at or above the metrics' worker target gets no pod: it is not a
+// worker on its way, and a failure the job could only survive with it is
+// not tolerated (the job would wait for ever for a worker never created).
+func TestElasticLossIsNotToleratedOnSlotsAboveTheWorkerTarget(t *testing.T) {
+	missing := func(r *Replica) { r.Phase = PhaseMissing }
+	for _, tc := range []struct {
+		name      string
+		target    int
+		tolerated bool
+	}{
+		{name: "no metrics: the missing slots are on their way", target: 0, tolerated: true},
+		{name: "target 4: slots 2 and 3 are on their way", target: 4, tolerated: true},
+		{name: "target 2: slots 2 and 3 get no pod", target: 2, tolerated: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := viewOf(elasticWith(2, 2, 4), set(v1alpha1.ReplicaTypeWorker, 1, exited(1)),
+				set(v1alpha1.ReplicaTypeWorker, 2, missing), set(v1alpha1.ReplicaTypeWorker, 3, missing))
+			v.WorkerTarget = tc.target
+			failed := *v.Replica(ReplicaID{Type: v1alpha1.ReplicaTypeWorker, Index: 1})
+			if got := ToleratesLoss(v, failed); got != tc.tolerated {
+				t.Errorf("ToleratesLoss = %v, want %v", got, tc.tolerated)
+			}
+		})
+	}
+}

@@ -112,6 +112,9 @@ type View struct {
 	// while it is not short): the backend keeps it from view to view with
 	// ElasticShortSince.
 	ElasticShortSince time.Time
+	// WorkerTarget is an elastic job's worker target under
+	// elasticPolicy.metrics (0 without): the slots at or above it get no pod.
+	WorkerTarget int
 }
 
 // Replica returns the replica with id, or nil.

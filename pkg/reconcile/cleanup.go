@@ -257,7 +257,7 @@ func (c *Controller) waitForCaches(ctx context.Context, isDoomed func(kind, name
 		if err := c.deleteAll(ctx, again); err != nil {
 			c.opts.Logger.Warn("deleting the job's objects again", zap.Error(err))
 		}
-		if err := c.releaseKueueHoldsOf(ctx, pods); err != nil {
+		if err := c.releaseKueueHoldsOf(ctx, pods, nil); err != nil {
 			c.opts.Logger.Warn("releasing the job's deleted pods from Kueue", zap.Error(err))
 		}
 		return gone, nil
@@ -322,7 +322,7 @@ func (c *Controller) confirmGone(ctx context.Context, isDoomed func(kind, name s
 		for i := range pods.Items {
 			listedPods[i] = &pods.Items[i]
 		}
-		if err := c.releaseKueueHoldsOf(ctx, listedPods); err != nil && lastErr == nil {
+		if err := c.releaseKueueHoldsOf(ctx, listedPods, nil); err != nil && lastErr == nil {
 			lastErr = err
 		}
 		return len(left) == 0 && lastErr == nil, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +25,8 @@ import (
 // them until a replacement exists, and the replacement needs the name. A
 // current instance the controller has not decided on yet stays: its end
 // must be observed (an eviction is free, a failure is not) before it goes.
+// So does one being removed whose node was lost: its kubelet will never
+// end it, and the forced delete alone cannot remove it while Kueue holds it.
 func (c *Controller) releaseKueueHolds(ctx context.Context) error {
 	if gang.Kind(c.opts.Job) != v1alpha1.GangKueue {
 		return nil
@@ -33,22 +36,27 @@ func (c *Controller) releaseKueueHolds(ctx context.Context) error {
 		return err
 	}
 	var done []*corev1.Pod
+	onLostNode := map[types.UID]bool{}
 	c.mu.Lock()
 	for _, p := range pods {
 		st := c.byName[p.Name]
 		if st == nil || st.uid != p.UID || st.stage == stageRemoving {
 			done = append(done, p)
 		}
+		if st != nil && st.uid == p.UID && st.stage == stageRemoving && c.removingOnLostNode(st) {
+			onLostNode[p.UID] = true
+		}
 	}
 	c.mu.Unlock()
-	return c.releaseKueueHoldsOf(ctx, done)
+	return c.releaseKueueHoldsOf(ctx, done, onLostNode)
 }
 
 // releaseKueueHoldsOf drops Kueue's finalizer from those of pods it holds
-// deleted; the cleanup calls it with every pod it is removing. Each
+// deleted (gang.KueueHoldsDeleted, or, in onLostNode, being deleted on a
+// lost node); the cleanup calls it with every pod it is removing. Each
 // instance is patched once per version seen; a failed patch is tried again
 // when the pod changes or on the next look.
-func (c *Controller) releaseKueueHoldsOf(ctx context.Context, pods []*corev1.Pod) error {
+func (c *Controller) releaseKueueHoldsOf(ctx context.Context, pods []*corev1.Pod, onLostNode map[types.UID]bool) error {
 	if gang.Kind(c.opts.Job) != v1alpha1.GangKueue {
 		return nil
 	}
@@ -56,7 +64,8 @@ func (c *Controller) releaseKueueHoldsOf(ctx context.Context, pods []*corev1.Pod
 	defer c.kueueMu.Unlock()
 	var held []*corev1.Pod
 	for _, p := range pods {
-		if !gang.KueueHoldsDeleted(p) {
+		lost := onLostNode[p.UID] && p.DeletionTimestamp != nil && slices.Contains(p.Finalizers, gang.KueueFinalizer)
+		if !gang.KueueHoldsDeleted(p) && !lost {
 			continue
 		}
 		if rv, done := c.kueueReleased[p.UID]; !done || rv != p.ResourceVersion {

@@ -23,6 +23,9 @@ func (c *Controller) observe() policy.View {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	v.Restarts = c.restarts
+	if c.scaler != nil {
+		v.WorkerTarget = c.scaler.target
+	}
 	for _, id := range c.order {
 		st := c.replicas[id]
 		r := policy.Replica{ReplicaID: id, Attempt: st.attempt, Phase: policy.PhaseMissing}
@@ -41,8 +44,10 @@ func (c *Controller) observe() policy.View {
 			v.Restarts += r.Restarts
 		case stageLost:
 			// What was last seen tells why: a DisruptionTarget condition
-			// set before the pod was removed.
+			// set before the pod was removed. Its in-place restarts still
+			// count until the recreation folds them into restartsBefore.
 			r.Lost, r.Conditions, r.LostUnseen = true, st.last.Conditions, st.lostUnseen
+			v.Restarts += st.last.Restarts
 		}
 		v.Restarts += st.restartsBefore
 		r.EarlierRestarts = st.recreations + st.restartsBefore

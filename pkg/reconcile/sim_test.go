@@ -1,12 +1,14 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,10 +21,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/trainstep/trainstep/pkg/apierr"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/frameworks"
+	"github.com/trainstep/trainstep/pkg/gang"
 	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/render"
 	"github.com/trainstep/trainstep/pkg/result"
@@ -65,6 +69,8 @@ type fault struct {
 	// peers are the delays after which the other ranks of a job that
 	// restarts as a whole exit 1 (their collective broke).
 	peers map[string]time.Duration
+	// onLanding, for a disruption, runs as it lands (an injected panic's).
+	onLanding func()
 }
 
 type faultKind int
@@ -83,6 +89,9 @@ const (
 	// disruption of replica asks for one), or in the informer's handler of
 	// the next pod event. The run must end Failed InternalError, torn down.
 	faultPanic
+	// faultLoad moves the workers' cpu use to code percent of their
+	// request: an elastic job's metrics move its worker target.
+	faultLoad
 )
 
 func (f fault) String() string {
@@ -108,6 +117,8 @@ func (f fault) String() string {
 		return at + fmt.Sprintf("the step is killed, %s exits %d while it is away, its successor starts after %s", f.replica, f.code, f.lasts)
 	case faultPanic:
 		return at + fmt.Sprintf("trainstep panics in %s (%s is disrupted)", f.disruption, f.replica)
+	case faultLoad:
+		return at + fmt.Sprintf("the workers' cpu use moves to %d%% of their request", f.code)
 	}
 	return at + "?"
 }
@@ -123,6 +134,12 @@ type schedule struct {
 	counted int
 	// regression names a hand-written schedule (TestSimulationRegressions).
 	regression string
+	// room is when the cluster or Kueue's ClusterQueue has room for a gang
+	// whose scheduler holds it (scheduler-plugins, Kueue).
+	room time.Duration
+	// load is the workers' cpu use at the start, in percent of their
+	// request (elasticPolicy.metrics).
+	load int64
 }
 
 // replay is the command that runs s again, with its trace.
@@ -135,8 +152,15 @@ func (s schedule) replay() string {
 
 func (s schedule) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "schedule %d (%s): %d nodes, backoffLimit %s, cleanPodPolicy %s\n", s.seed, s.name, s.nodes,
+	fmt.Fprintf(&b, "schedule %d (%s): %d nodes, backoffLimit %s, cleanPodPolicy %s", s.seed, s.name, s.nodes,
 		ptrString(s.job.Spec.RunPolicy.BackoffLimit), s.job.Spec.RunPolicy.CleanPodPolicyOrDefault())
+	if s.room > 0 {
+		fmt.Fprintf(&b, ", room for the gang after %s", s.room)
+	}
+	if v1alpha1.ScalesOnMetrics(s.job) {
+		fmt.Fprintf(&b, ", workers at %d%% of their cpu request", s.load)
+	}
+	b.WriteString("\n")
 	for _, f := range s.faults {
 		b.WriteString("  " + f.String() + "\n")
 	}
@@ -201,6 +225,29 @@ func drawSchedule(seed uint64) schedule {
 	policies := []v1alpha1.CleanPodPolicy{v1alpha1.CleanPodPolicyRunning, v1alpha1.CleanPodPolicyAll, v1alpha1.CleanPodPolicyNone}
 	cp := policies[r.IntN(len(policies))]
 	rp.CleanPodPolicy = &cp
+	// The draws added later come from a stream of their own, so that the
+	// schedules drawn before keep their jobs and scripts.
+	x := rand.New(rand.NewPCG(seed, 0x6a9e))
+	if v1alpha1.IsElastic(s.job) && x.IntN(2) == 0 {
+		s.job = onMetrics(s.job, 60)
+		s.name += "+metrics"
+		s.load = []int64{30, 60, 150}[x.IntN(3)]
+	}
+	if rp.SchedulingPolicy.Gang != v1alpha1.GangBuiltin {
+		switch x.IntN(6) {
+		case 0:
+			rp.SchedulingPolicy.Gang, rp.SchedulingPolicy.Queue = v1alpha1.GangKueue, "training"
+			s.name += "+kueue"
+		case 1:
+			rp.SchedulingPolicy.Gang = v1alpha1.GangSchedulerPlugins
+			s.name += "+podgroup"
+		}
+		if k := rp.SchedulingPolicy.Gang; k == v1alpha1.GangKueue || k == v1alpha1.GangSchedulerPlugins {
+			// Room well before, or well after, the gang's and the pending
+			// timeouts: which side of them is the script's.
+			s.room = []time.Duration{0, 0, 40 * time.Second, 80 * time.Second, 450 * time.Second}[x.IntN(5)]
+		}
+	}
 
 	replicas := replicaNames(s.job)
 	n := r.IntN(6)
@@ -250,6 +297,14 @@ func drawSchedule(seed uint64) schedule {
 			}
 		}
 		s.faults = append(s.faults, f)
+	}
+	if v1alpha1.ScalesOnMetrics(s.job) {
+		for range 1 + x.IntN(3) {
+			f := fault{at: time.Duration(10+x.IntN(int(at/time.Second)+20)) * time.Second, kind: faultLoad}
+			f.code = []int32{20, 60, 150, 250}[x.IntN(4)]
+			s.faults = append(s.faults, f)
+		}
+		slices.SortStableFunc(s.faults, func(a, b fault) int { return cmp.Compare(a.at, b.at) })
 	}
 	return s
 }
@@ -314,8 +369,12 @@ type simRun struct {
 	permanentExit string
 	// restartingSince is when the current whole-job restart began.
 	restartingSince time.Time
-	// lastExit is when an injected exit last landed.
-	lastExit time.Time
+	// lastLanded is when an injected exit or disruption last landed.
+	lastLanded time.Time
+	// queued numbers the injected exits and disruptions in the script's
+	// order; settled counts those that landed or gave up. Each lands only
+	// once every earlier one has.
+	queued, settled int
 	// instances holds, per replica and job attempt, the first instance
 	// created: a job that restarts as a whole never replaces one alone.
 	instances map[string]types.UID
@@ -336,6 +395,7 @@ func runSchedule(s schedule, orderSeed uint64, trace bool) *simRun {
 	job := s.job.DeepCopy()
 	w := newSimWorld(job, orderSeed, s.nodes)
 	w.traceOn = trace
+	w.roomFrom, w.load = simEpoch.Add(s.room), s.load
 	r := &simRun{s: s, w: w, faults: append([]fault(nil), s.faults...), ctx: context.Background(), instances: map[string]types.UID{}}
 	w.onPodCreated = r.podCreated
 	w.onPanic = func() { r.panicking = r.panicking || r.end == nil }
@@ -416,7 +476,11 @@ func (r *simRun) startController() bool {
 	if err != nil {
 		panic(err)
 	}
-	c := New(Options{Core: w.client.CoreV1(), Job: job, Identity: id, Renderer: renderer, Desired: desired,
+	var dyn dynamic.Interface
+	if k := gang.Kind(job); k == v1alpha1.GangKueue || k == v1alpha1.GangSchedulerPlugins {
+		dyn = w.dyn
+	}
+	c := New(Options{Core: w.client.CoreV1(), Dynamic: dyn, Job: job, Identity: id, Renderer: renderer, Desired: desired,
 		Rule: frameworks.SuccessRuleFor(job), Timeouts: simTimeouts, APITimeout: simAPITimeout,
 		Parallelism: 1, TeardownParallelism: 1, Logger: zap.NewNop(), Clock: w.clock,
 		OnPod: func(*corev1.Pod) {
@@ -438,6 +502,9 @@ func (r *simRun) startController() bool {
 	}
 	w.initialAdds()
 	c.queue.Add(syncKey)
+	if v1alpha1.ScalesOnMetrics(job) {
+		r.runAutoscaler(c, w.gen)
+	}
 	return true
 }
 
@@ -536,6 +603,11 @@ func (r *simRun) finish(phase, reason string, everything bool) {
 	var pass func(left int)
 	pass = func(left int) {
 		if _, err := c.Cleanup(r.ctx, everything, false); err != nil {
+			w.logf("cleanup: %v", err)
+		}
+		// The executor's wait for the pods to go (Cleanup's waitGone, which
+		// polls in real time) drops Kueue's finalizer from each pod it lists.
+		if err := c.releaseKueueHoldsOf(r.ctx, w.jobPods(), nil); err != nil {
 			w.logf("cleanup: %v", err)
 		}
 		// What the policy keeps is decided on the replicas as they stand:
@@ -655,6 +727,10 @@ func (r *simRun) checkInvariants() {
 // restarts as a whole: two injected exits are kept at least this far apart.
 const simSettle = 10 * time.Second
 
+// simWorkEndsAfter is how long after the last exit or disruption landed
+// the work may end: the policy's settle and its decision come first.
+const simWorkEndsAfter = simSettle + simDecisionSlack + 5*time.Second
+
 // simDecisionSlack bounds how late a decision due at a time may come: the
 // deliveries' and syncs' delays.
 const simDecisionSlack = 15 * time.Second
@@ -662,6 +738,12 @@ const simDecisionSlack = 15 * time.Second
 // podCreated checks, for a job that restarts as a whole, that no replica
 // gets a second instance at one job attempt.
 func (r *simRun) podCreated(pod *corev1.Pod) {
+	if c := r.w.ctrl; c != nil && c.scaler != nil && pod.Labels[v1alpha1.LabelReplicaType] == "worker" {
+		// Called within the controller's create: its target stands still.
+		if i, _ := strconv.Atoi(pod.Labels[v1alpha1.LabelReplicaIndex]); i >= c.scaler.target {
+			r.violate("worker %s created at or above the metrics' target of %d workers", pod.Name, c.scaler.target)
+		}
+	}
 	if !restartsAsWhole(r.w.job) {
 		return
 	}
@@ -679,9 +761,9 @@ func (r *simRun) inject(f *fault) {
 	w.logf("FAULT %s", f)
 	switch f.kind {
 	case faultExit:
-		r.exitWhenRunning(f.replica, f.code, f, 0)
+		r.exitWhenRunning(f.replica, f.code, f, r.queue(), 0)
 	case faultDisruption:
-		r.disruptWhenThere(f, 0)
+		r.disruptWhenThere(f, r.queue(), 0)
 	case faultNodeDown:
 		r.nodeDown(f)
 	case faultAPI:
@@ -689,26 +771,38 @@ func (r *simRun) inject(f *fault) {
 	case faultQuota:
 		w.quotaFrom, w.quotaUntil = w.now(), w.now().Add(f.lasts)
 	case faultKillDuringExit:
-		r.killStep(f.lasts)
-		w.after(f.lasts/2, 0, "exit while away", func() { r.exitWhenRunning(f.replica, f.code, f, 0) })
+		seq := r.queue()
+		r.killStep(f.lasts, seq, f.replica)
+		w.after(f.lasts/2, 0, "exit while away", func() { r.exitWhenRunning(f.replica, f.code, f, seq, 0) })
 	case faultKillStep:
-		r.killStep(f.lasts)
+		r.killStep(f.lasts, -1, "")
+	case faultLoad:
+		w.load = int64(f.code)
 	case faultPanic:
 		if w.ctrl == nil || r.end != nil {
 			return // no step runs to panic
 		}
-		if f.disruption == "a pod create" {
-			w.panicOnPodCreate = true
-		} else {
-			r.panicOnPod = true
+		// Armed as its disruption lands, not before: the next create or pod
+		// event is the disruption's, not whichever came first.
+		arm := func() {
+			if w.ctrl == nil || r.end != nil {
+				return // no step runs to panic
+			}
+			if f.disruption == "a pod create" {
+				w.panicOnPodCreate = true
+			} else {
+				r.panicOnPod = true
+			}
 		}
-		r.disruptWhenThere(&fault{replica: f.replica, disruption: "podgc"}, 0)
+		r.disruptWhenThere(&fault{replica: f.replica, disruption: "podgc", onLanding: arm}, r.queue(), 0)
 	}
 }
 
 // killStep ends the step's controller without a teardown (the step pod
-// was killed); its successor starts after d and re-attaches.
-func (r *simRun) killStep(d time.Duration) {
+// was killed); its successor starts after d and re-attaches, but not before
+// the exit awaited (seq, -1 for none) of replica landed while its replica
+// runs: it happens while no step runs, however late its turn came.
+func (r *simRun) killStep(d time.Duration, awaited int, replica string) {
 	w := r.w
 	if w.ctrl == nil || r.end != nil {
 		return
@@ -716,37 +810,87 @@ func (r *simRun) killStep(d time.Duration) {
 	w.logf("the step is killed")
 	w.ctrl, w.inbox = nil, nil
 	w.gen++
-	w.after(d, 0, "step restarted", func() {
-		if r.end == nil {
-			r.startController()
+	var restart func()
+	restart = func() {
+		if r.end != nil {
+			return
 		}
-	})
+		if pod := w.livePod(replica); awaited >= r.settled && pod != nil && pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil {
+			w.after(time.Second, 0, "step restarted", restart)
+			return
+		}
+		r.startController()
+	}
+	w.after(d, 0, "step restarted", restart)
+}
+
+// queue numbers the next injected exit or disruption.
+func (r *simRun) queue() int {
+	r.queued++
+	return r.queued - 1
+}
+
+// waitsItsTurn reports whether the exit or disruption seq must wait,
+// and for how long: until every earlier one landed, since which replica
+// runs first is the order's (a gang held until there was room lets
+// several wait together); then until simSettle after the last landed,
+// since two that close are one failure to a job that restarts as a whole
+// (the later taken for a consequence), and which came first would be the
+// order's.
+func (r *simRun) waitsItsTurn(seq int) time.Duration {
+	if seq > r.settled {
+		return time.Second
+	}
+	if !r.lastLanded.IsZero() && r.w.now().Sub(r.lastLanded) < simSettle {
+		return simSettle - r.w.now().Sub(r.lastLanded)
+	}
+	return 0
+}
+
+// nextTry counts one more look for a replica to exit or disrupt, except
+// while its gang waits for room: when the replica runs at last, the look
+// that gives up must not race with its start.
+func (r *simRun) nextTry(tries int) int {
+	if r.w.now().Before(r.w.roomFrom) {
+		return tries
+	}
+	return tries + 1
+}
+
+// landed records that the exit or disruption whose turn it was landed
+// (or gave up).
+func (r *simRun) landed(gaveUp bool) {
+	r.settled++
+	if !gaveUp {
+		r.lastLanded = r.w.now()
+	}
 }
 
 // exitWhenRunning makes the replica's current instance exit once it runs
 // (its next instance, when none runs now), then its peers if the job
-// restarts as a whole: their collective broke.
-func (r *simRun) exitWhenRunning(name string, code int32, f *fault, tries int) {
+// restarts as a whole: their collective broke. seq is the exit's place in
+// the script (queue).
+func (r *simRun) exitWhenRunning(name string, code int32, f *fault, seq, tries int) {
 	w := r.w
 	if r.end != nil {
 		return
 	}
-	if !r.lastExit.IsZero() && w.now().Sub(r.lastExit) < simSettle {
-		// Two exits that close are one failure to a job that restarts as a
-		// whole (the later taken for a consequence), and which came first
-		// would be the order's: the script keeps them apart.
-		w.after(simSettle, 0, "retry exit "+name, func() { r.exitWhenRunning(name, code, f, tries) })
+	if d := r.waitsItsTurn(seq); d > 0 {
+		w.after(d, 0, "retry exit "+name, func() { r.exitWhenRunning(name, code, f, seq, tries) })
 		return
 	}
 	restarting := w.ctrl != nil && w.ctrl.restarting != nil
 	pod := w.livePod(name)
 	if pod == nil || pod.DeletionTimestamp != nil || !w.exit(pod, code) {
 		if tries < 120 {
-			w.after(time.Second, 0, "retry exit "+name, func() { r.exitWhenRunning(name, code, f, tries+1) })
+			next := r.nextTry(tries)
+			w.after(time.Second, 0, "retry exit "+name, func() { r.exitWhenRunning(name, code, f, seq, next) })
+		} else {
+			r.landed(true) // never ran again: the later ones go on
 		}
 		return
 	}
-	r.lastExit = w.now()
+	r.landed(false)
 	if !restarting && r.permanent(pod, code) {
 		// Not a peer stopped by a whole-job restart under way: a failure
 		// the policy cannot retry, whether or not a step saw it happen.
@@ -815,16 +959,48 @@ func restartsAsWhole(job *v1alpha1.TrainJob) bool {
 // disruptWhenThere disrupts the replica's instance: a DisruptionTarget
 // condition, then its deletion — graceful for preemption and eviction,
 // forced a moment later for the pod garbage collector.
-func (r *simRun) disruptWhenThere(f *fault, tries int) {
+func (r *simRun) disruptWhenThere(f *fault, seq, tries int) {
 	w := r.w
+	if r.end != nil {
+		return
+	}
+	if d := r.waitsItsTurn(seq); d > 0 {
+		w.after(d, 0, "retry disruption "+f.replica, func() { r.disruptWhenThere(f, seq, tries) })
+		return
+	}
 	pod := w.livePod(f.replica)
-	if pod == nil || pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-		if tries < 120 && r.end == nil {
-			w.after(time.Second, 0, "retry disruption "+f.replica, func() { r.disruptWhenThere(f, tries+1) })
+	// Preemption, a drain's eviction and the pod garbage collector take
+	// a running pod: one bound but not started has no peers to break.
+	if pod == nil || pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
+		if tries < 120 {
+			next := r.nextTry(tries)
+			w.after(time.Second, 0, "retry disruption "+f.replica, func() { r.disruptWhenThere(f, seq, next) })
+		} else {
+			r.landed(true)
 		}
 		return
 	}
+	r.landed(false)
+	if f.onLanding != nil {
+		f.onLanding()
+	}
 	r.disrupt(pod, f.disruption)
+	r.breakPeersOnceStopped(f, pod.UID, 0)
+}
+
+// breakPeersOnceStopped breaks the peers of a disrupted instance once it
+// stopped: their collective breaks when its process ends, not when its pod
+// is marked (its kubelet may take seconds, or a finalizer keep the pod
+// after). A rank on a node that stopped answering is cut off at once.
+func (r *simRun) breakPeersOnceStopped(f *fault, uid types.UID, tries int) {
+	w := r.w
+	pod := w.livePod(f.replica)
+	if pod != nil && pod.UID == uid && pod.Status.Phase == corev1.PodRunning && tries < 600 {
+		if n := w.node(pod.Spec.NodeName); n != nil && n.up {
+			w.after(100*time.Millisecond, 0, "peers of "+f.replica+" wait", func() { r.breakPeersOnceStopped(f, uid, tries+1) })
+			return
+		}
+	}
 	r.breakPeers(f)
 }
 
@@ -837,9 +1013,17 @@ func (r *simRun) disrupt(pod *corev1.Pod, how string) {
 	if how == "podgc" {
 		name, uid := pod.Name, pod.UID
 		w.after(time.Millisecond, 0, "pod gc deletes "+name, func() {
-			if live := w.livePod(name); live != nil && live.UID == uid {
-				_ = w.remove(podsGVR, live)
+			live := w.livePod(name)
+			if live == nil || live.UID != uid {
+				return
 			}
+			if live.Status.Phase != corev1.PodSucceeded && live.Status.Phase != corev1.PodFailed {
+				// The pod garbage collector ends the pod before it deletes
+				// it: a finalizer may keep it, and no kubelet will.
+				live.Status.Phase = corev1.PodFailed
+				w.updatePod(live, "pod gc ends")
+			}
+			_ = w.remove(podsGVR, live)
 		})
 		return
 	}
@@ -930,6 +1114,14 @@ func (r *simRun) successWave() {
 			n.deleted = false
 			r.nodeUp(n)
 		}
+	}
+	if r.settled < r.queued || (!r.lastLanded.IsZero() && w.now().Sub(r.lastLanded) < simWorkEndsAfter) {
+		// An injected exit or disruption is still to land (its replica ran
+		// late, e.g. a gang held until there was room), or landed just now:
+		// the work ends once it settled, or which came first would be the
+		// order's.
+		w.after(time.Second, 0, "success", r.successWave)
+		return
 	}
 	for _, p := range w.jobPods() {
 		if p.Labels[v1alpha1.LabelReplicaType] != strings.ToLower(string(v1alpha1.ReplicaTypePS)) && p.DeletionTimestamp == nil {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
 	k8stesting "k8s.io/client-go/testing"
@@ -213,6 +214,18 @@ type simWorld struct {
 	// calls onPanic first.
 	panicOnPodCreate bool
 	onPanic          func()
+
+	// dyn serves the PodGroups and Kueue's Workloads (sim_scheduling_test.go).
+	dyn *dynamicfake.FakeDynamicClient
+	// roomFrom is when the cluster (coscheduling) or the ClusterQueue
+	// (Kueue) has room for the job's group.
+	roomFrom      time.Time
+	kueueAdmitted map[string]bool
+	// finalizing holds the pods deleted but kept by a finalizer: each goes
+	// once its last finalizer is dropped.
+	finalizing map[types.UID]bool
+	// load is the workers' cpu use, in percent of their request.
+	load int64
 }
 
 const simNamespace = ns
@@ -222,18 +235,21 @@ var simEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func newSimWorld(job *v1alpha1.TrainJob, orderSeed uint64, nodes int) *simWorld {
 	w := &simWorld{
-		rng:   rand.New(rand.NewPCG(orderSeed, 0x5eed)),
-		clock: clocktesting.NewFakeClock(simEpoch),
-		job:   job,
+		rng:           rand.New(rand.NewPCG(orderSeed, 0x5eed)),
+		clock:         clocktesting.NewFakeClock(simEpoch),
+		job:           job,
+		kueueAdmitted: map[string]bool{},
+		finalizing:    map[types.UID]bool{},
 	}
 	for i := range nodes {
 		w.nodes = append(w.nodes, &simNode{name: "node-" + strconv.Itoa(i), up: true})
 	}
 	// A plain tracker: the clientset's own keeps managed fields, which
 	// cost most of a schedule's time and which nothing here reads.
-	w.tracker = k8stesting.NewObjectTracker(scheme.Scheme, scheme.Codecs.UniversalDecoder())
+	w.tracker = &versionedTracker{ObjectTracker: k8stesting.NewObjectTracker(scheme.Scheme, scheme.Codecs.UniversalDecoder())}
 	w.client = &fake.Clientset{}
 	w.client.AddReactor("*", "*", w.serve)
+	w.dyn = w.newSimDynamic()
 	return w
 }
 
@@ -387,6 +403,36 @@ func exitCodeOf(pod *corev1.Pod) (int32, bool) {
 
 // ---- the API server ----
 
+// versionedTracker gives every stored version of an object a new
+// resourceVersion, as the API server does: the controller tells versions
+// of a pod apart by it (the plain tracker leaves it empty).
+type versionedTracker struct {
+	k8stesting.ObjectTracker
+	version int
+}
+
+func (t *versionedTracker) next(obj runtime.Object) {
+	if m, ok := obj.(metav1.Object); ok {
+		t.version++
+		m.SetResourceVersion(strconv.Itoa(t.version))
+	}
+}
+
+func (t *versionedTracker) Create(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.CreateOptions) error {
+	t.next(obj)
+	return t.ObjectTracker.Create(gvr, obj, ns, opts...)
+}
+
+func (t *versionedTracker) Update(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.UpdateOptions) error {
+	t.next(obj)
+	return t.ObjectTracker.Update(gvr, obj, ns, opts...)
+}
+
+func (t *versionedTracker) Patch(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.PatchOptions) error {
+	t.next(obj)
+	return t.ObjectTracker.Patch(gvr, obj, ns, opts...)
+}
+
 func gvrOf(action k8stesting.Action) schema.GroupVersionResource { return action.GetResource() }
 
 // serve is the API server: every request of the controller passes here.
@@ -400,19 +446,16 @@ func (w *simWorld) serve(action k8stesting.Action) (bool, runtime.Object, error)
 	if a, ok := action.(interface{ GetName() string }); ok {
 		name = a.GetName()
 	}
-	write := verb == "create" || verb == "update" || verb == "patch" || verb == "delete"
-	var fault *apiFault
-	if write {
-		for i := range w.apiFaults {
-			// A write meets 409 only as an update's or a patch's conflict.
-			if f := &w.apiFaults[i]; !w.now().Before(f.from) && w.now().Before(f.until) && (f.code != 409 || verb == "update" || verb == "patch") {
-				fault = f
-				break
-			}
-		}
-	}
+	fault := w.writeFault(verb)
 	if fault != nil && !fault.applied {
 		w.logf("refuse %s %s %s: %d", verb, gvr.Resource, name, fault.code)
+		if fault.code == 409 && verb == "patch" {
+			// The API server retries a patch's conflicts itself: one it
+			// answers with is another writer's change, which the watch brings.
+			if obj, err := w.tracker.Get(gvr, action.GetNamespace(), name); err == nil && w.tracker.Update(gvr, obj, action.GetNamespace()) == nil {
+				w.emit(gvr, watch.Modified, obj)
+			}
+		}
 		return true, nil, fault.error(verb, gvr, name)
 	}
 	if verb == "create" && gvr == podsGVR && w.panicOnPodCreate {
@@ -436,6 +479,20 @@ func (w *simWorld) serve(action k8stesting.Action) (bool, runtime.Object, error)
 	return true, obj, err
 }
 
+// writeFault is the injected fault a request of verb meets now, if any.
+func (w *simWorld) writeFault(verb string) *apiFault {
+	if verb != "create" && verb != "update" && verb != "patch" && verb != "delete" {
+		return nil
+	}
+	for i := range w.apiFaults {
+		// A write meets 409 only as an update's or a patch's conflict.
+		if f := &w.apiFaults[i]; !w.now().Before(f.from) && w.now().Before(f.until) && (f.code != 409 || verb == "update" || verb == "patch") {
+			return f
+		}
+	}
+	return nil
+}
+
 func (w *simWorld) quotaFull() bool {
 	return !w.now().Before(w.quotaFrom) && w.now().Before(w.quotaUntil)
 }
@@ -451,6 +508,9 @@ func (w *simWorld) handle(action k8stesting.Action, gvr schema.GroupVersionResou
 		w.uidSeq++
 		m.SetUID(types.UID(fmt.Sprintf("u%d", w.uidSeq)))
 		m.SetCreationTimestamp(metav1.NewTime(w.now()))
+		if pod, ok := obj.(*corev1.Pod); ok {
+			kueueWebhook(pod)
+		}
 		if err := w.tracker.Create(gvr, obj, m.GetNamespace()); err != nil {
 			return nil, err
 		}
@@ -511,6 +571,24 @@ func (w *simWorld) delete(a k8stesting.DeleteAction, gvr schema.GroupVersionReso
 
 func (w *simWorld) remove(gvr schema.GroupVersionResource, obj runtime.Object) error {
 	m := obj.(metav1.Object)
+	if pod, ok := obj.(*corev1.Pod); ok && len(pod.Finalizers) > 0 {
+		// A finalizer keeps it: it goes once the last one is dropped.
+		w.finalizing[pod.UID] = true
+		if pod.DeletionTimestamp == nil {
+			pod = pod.DeepCopy()
+			now := metav1.NewTime(w.now())
+			pod.DeletionTimestamp = &now
+			if err := w.tracker.Update(gvr, pod, pod.Namespace); err != nil {
+				return err
+			}
+			w.emit(gvr, watch.Modified, pod)
+		}
+		w.logf("kept by its finalizers: %s", describe(pod))
+		return nil
+	}
+	if pod, ok := obj.(*corev1.Pod); ok {
+		delete(w.finalizing, pod.UID)
+	}
 	if err := w.tracker.Delete(gvr, m.GetNamespace(), m.GetName()); err != nil {
 		return err
 	}
@@ -558,8 +636,14 @@ func (w *simWorld) podCreated(pod *corev1.Pod) {
 	w.podChanged(pod)
 }
 
-// podChanged starts a pod that may start now.
+// podChanged starts a pod that may start now, and removes one whose
+// deletion only its finalizers held up once they are gone.
 func (w *simWorld) podChanged(pod *corev1.Pod) {
+	if w.finalizing[pod.UID] && len(pod.Finalizers) == 0 {
+		_ = w.remove(podsGVR, pod)
+		return
+	}
+	w.kueueNotices(pod)
 	if pod.Spec.NodeName != "" || len(pod.Spec.SchedulingGates) > 0 || pod.DeletionTimestamp != nil {
 		return
 	}
@@ -573,28 +657,21 @@ func (w *simWorld) schedule(name string, uid types.UID) {
 	if pod == nil || pod.UID != uid || pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || len(pod.Spec.SchedulingGates) > 0 {
 		return
 	}
-	// A replica goes to the same node whatever the order of events (the
-	// next one that answers when its own does not), so that which replicas
-	// a node's loss takes is the fault script's, not the order's.
 	var node *simNode
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(name))
-	for i := range w.nodes {
-		n := w.nodes[(int(h.Sum32())+i)%len(w.nodes)]
-		if n.up && !n.deleted {
-			node = n
-			break
-		}
+	if !w.coschedulingHolds(pod) {
+		node = w.nodeFor(name)
 	}
 	if node == nil {
-		// No node to run on: unschedulable, looked at again later.
+		// No node to run on, or not yet for the group: unschedulable,
+		// looked at again later.
 		if !unschedulable(pod) {
 			pod.Status.Phase = corev1.PodPending
 			pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
 				Reason: corev1.PodReasonUnschedulable, LastTransitionTime: metav1.NewTime(w.now())})
 			w.updatePod(pod, "unschedulable")
 		}
-		w.after(time.Second, 0, "schedule "+name, func() { w.schedule(name, uid) })
+		// Looked at again in a second, or when the group has room.
+		w.after(max(time.Second, w.roomFrom.Sub(w.now())), 0, "schedule "+name, func() { w.schedule(name, uid) })
 		return
 	}
 	pod.Spec.NodeName = node.name
@@ -602,6 +679,21 @@ func (w *simWorld) schedule(name string, uid types.UID) {
 	pod.Status.Phase = corev1.PodPending
 	w.updatePod(pod, "bound to "+node.name)
 	w.after(time.Duration(100+w.rng.IntN(900))*time.Millisecond, 0, "start "+name, func() { w.start(name, uid) })
+}
+
+// nodeFor is the node a replica goes to: the same whatever the order of
+// events (the next one that answers when its own does not), so that which
+// replicas a node's loss takes is the fault script's, not the order's.
+func (w *simWorld) nodeFor(name string) *simNode {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(name))
+	for i := range w.nodes {
+		n := w.nodes[(int(h.Sum32())+i)%len(w.nodes)]
+		if n.up && !n.deleted {
+			return n
+		}
+	}
+	return nil
 }
 
 // start runs a bound pod's containers.
@@ -691,6 +783,10 @@ func (w *simWorld) kubeletFinishesDeletion(pod *corev1.Pod) {
 				live.Status.ContainerStatuses[i].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 143, Reason: "Error", FinishedAt: metav1.NewTime(w.now())}}
 			}
 			w.updatePod(live, "stopped")
+		} else if live.Status.Phase == corev1.PodPending && live.Spec.NodeName != "" {
+			// Bound, not started: the kubelet ends it all the same.
+			live.Status.Phase = corev1.PodFailed
+			w.updatePod(live, "stopped before it started")
 		}
 		_ = w.remove(podsGVR, live)
 	})
@@ -703,10 +799,11 @@ func (w *simWorld) jobPods() []*corev1.Pod {
 		return nil
 	}
 	var out []*corev1.Pod
+	// The list is the tracker's copy already.
 	for i := range list.(*corev1.PodList).Items {
 		p := &list.(*corev1.PodList).Items[i]
 		if p.Labels[v1alpha1.LabelJobName] == w.job.Name {
-			out = append(out, p.DeepCopy())
+			out = append(out, p)
 		}
 	}
 	slices.SortFunc(out, func(a, b *corev1.Pod) int { return cmpString(a.Name, b.Name) })
