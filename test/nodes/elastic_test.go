@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -273,7 +274,7 @@ func TestRealNodesElasticJobShrinksAndGrowsBackWithANode(t *testing.T) {
 	if got := fmt.Sprint(o.res.Metrics["world"]); got != "3" {
 		t.Errorf("metrics %v, want the final world of 3 ranks", o.res.Metrics)
 	}
-	if steps, ok := o.res.Metrics["steps"].(float64); !ok || steps < elasticSteps {
+	if steps, err := strconv.Atoi(fmt.Sprint(o.res.Metrics["steps"])); err != nil || steps < elasticSteps {
 		t.Errorf("metrics %v, want at least %d steps", o.res.Metrics, elasticSteps)
 	}
 	sizes := worldSizes(o)

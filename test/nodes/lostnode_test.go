@@ -120,6 +120,7 @@ const partitionSteps = 12000
 // the job goes on with the same pods and ends with no restart at all.
 func TestRealNodesHealedPartitionCostsNothing(t *testing.T) {
 	c := twoNodes(t)
+	bothNodesUp(t, c)
 	d := newDDP(t, c, partitionSteps, "None")
 	r := d.start(t, 90*time.Second)
 	before := d.waitTraining(t)
