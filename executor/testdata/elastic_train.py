@@ -10,7 +10,15 @@ Each step sleeps STEP_SECONDS, so the training lasts long enough for the
 world to change while it runs. Every rank writes {"loss", "steps",
 "world"} to the termination message path at the end, so whichever pod
 ends first reports the metrics.
+
+COLLECTIVE_TIMEOUT (seconds) bounds every collective call: a peer whose
+machine died sends nothing, not even a reset, and without a bound the
+survivors would wait in their all-reduce for torch's default of 30
+minutes instead of failing, so that their agents re-form the world
+without it. FINAL_WORLD makes the ranks of a smaller world train on past
+STEPS: the training ends only in a world of at least that many ranks.
 """
+import datetime
 import json
 import os
 import time
@@ -21,10 +29,15 @@ from torch.nn.parallel import DistributedDataParallel
 
 STEPS = int(os.environ.get("STEPS", "2000"))
 STEP_SECONDS = float(os.environ.get("STEP_SECONDS", "0.02"))
+COLLECTIVE_TIMEOUT = os.environ.get("COLLECTIVE_TIMEOUT")
+FINAL_WORLD = int(os.environ.get("FINAL_WORLD", "0"))
 
 
 def main():
-    dist.init_process_group("gloo")
+    if COLLECTIVE_TIMEOUT:
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(COLLECTIVE_TIMEOUT)))
+    else:
+        dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
     print(f"rank {rank}: world size {world} (agent restart {restart})", flush=True)
@@ -42,8 +55,9 @@ def main():
         opt.load_state_dict(state["opt"])
         start = state["step"]
         print(f"rank {rank}: resuming at step {start} with world size {world}", flush=True)
-    loss = None
-    for step in range(start + 1, STEPS + 1):
+    loss, step = None, start
+    while step < STEPS or world < FINAL_WORLD:
+        step += 1
         opt.zero_grad()
         loss = torch.nn.functional.mse_loss(model(x[shard]), y[shard])
         loss.backward()
@@ -54,12 +68,15 @@ def main():
             os.replace(ckpt + ".tmp", ckpt)
         if rank == 0 and step % 100 == 0:
             print(f"step {step} loss {loss.item():.6f} world size {world}", flush=True)
-    total = torch.tensor([loss.item() if loss is not None else 0.0])
+    if loss is None:  # resumed at the end: the checkpoint's loss
+        with torch.no_grad():
+            loss = torch.nn.functional.mse_loss(model(x[shard]), y[shard])
+    total = torch.tensor([loss.item()])
     dist.all_reduce(total)
     path = os.environ.get("TRAINSTEP_TERMINATION_MESSAGE_PATH", "/dev/termination-log")
     with open(path, "w") as f:
-        json.dump({"loss": total.item() / world, "steps": STEPS, "world": world}, f)
-    print(f"rank {rank}: done at step {STEPS} with world size {world}", flush=True)
+        json.dump({"loss": total.item() / world, "steps": step, "world": world}, f)
+    print(f"rank {rank}: done at step {step} with world size {world}", flush=True)
     dist.destroy_process_group()
 
 

@@ -66,6 +66,15 @@ func (c *Cluster) startArgo(ctx context.Context) error {
 	if err := c.importIntoNodes(ctx, archive); err != nil {
 		return err
 	}
+	c.argo = true
+	return c.startArgoController(ctx)
+}
+
+// startArgoController runs the workflow controller in the first real node's namespace and
+// waits until it is healthy: at the cluster's start, and when that node boots again after
+// KillRealNode, as a controller's pod would be started again.
+func (c *Cluster) startArgoController(ctx context.Context) error {
+	node := c.nodes[0]
 	kubeconfig, err := c.argoControllerKubeconfig()
 	if err != nil {
 		return err

@@ -104,6 +104,7 @@ type Cluster struct {
 	files       clusterFiles // what the components read, kept to restart a real node
 	detached    bool
 	nodeGrace   time.Duration // Options.NodeMonitorGracePeriod
+	argo        bool          // Argo's workflow controller runs in the first real node
 	began       time.Time
 	steps       []string // start-up milestones with their time since began
 	removeDir   bool

@@ -149,8 +149,9 @@ func (c *Cluster) signalNamedNode(name string, sig syscall.Signal) error {
 
 // RestartRealNode brings back the real node name after KillRealNode, as a machine that boots
 // again: its link comes up with its routes, containerd (with the images it had), the kubelet,
-// kube-proxy and CoreDNS start, and it returns once the node is Ready and schedulable. A
-// deleted Node object is registered again by the kubelet.
+// kube-proxy and CoreDNS start (and Argo's workflow controller, when it ran there), and it
+// returns once the node is Ready and schedulable. A deleted Node object is registered again
+// by the kubelet.
 func (c *Cluster) RestartRealNode(ctx context.Context, name string) error {
 	n, err := c.realNodeNamed(name)
 	if err != nil {
@@ -169,6 +170,11 @@ func (c *Cluster) RestartRealNode(ctx context.Context, name string) error {
 		return fmt.Errorf("restarting real node %s: %w", name, err)
 	}
 	n.down = false
+	if c.argo && n == c.nodes[0] {
+		if err := c.startArgoController(ctx); err != nil {
+			return fmt.Errorf("restarting real node %s: %w", name, err)
+		}
+	}
 	return nil
 }
 

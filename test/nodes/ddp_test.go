@@ -79,12 +79,18 @@ type outcome struct {
 	log    *observer.ObservedLogs
 }
 
-// start runs trainstep in-process in the background with the node-lost timeout given;
-// wait returns the run's outcome.
-func (d *testJob) start(t *testing.T, nodeLostTimeout time.Duration) (wait func() outcome) {
+// run is one in-process run of trainstep going on in the background.
+type run struct {
+	stderr *testutil.SyncBuffer
+	log    *observer.ObservedLogs
+	done   chan outcome
+}
+
+// start runs trainstep in-process in the background with the node-lost timeout given.
+func (d *testJob) start(t *testing.T, nodeLostTimeout time.Duration) *run {
 	t.Helper()
 	core, observed := observer.New(zapcore.InfoLevel)
-	stderr := &testutil.SyncBuffer{}
+	r := &run{stderr: &testutil.SyncBuffer{}, log: observed, done: make(chan outcome, 1)}
 	cfg := executor.Config{
 		Spec: d.manifest,
 		// The checkpoint is a hostPath that both nodes see (one machine's
@@ -99,23 +105,26 @@ func (d *testJob) start(t *testing.T, nodeLostTimeout time.Duration) (wait func(
 		Logs:             logs.ModeAll,
 		Logger:           zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core)),
 		Stdout:           &testutil.SyncBuffer{},
-		Stderr:           stderr,
+		Stderr:           r.stderr,
 	}
-	done := make(chan outcome, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 		defer cancel()
 		res, err := executor.Run(ctx, cfg)
-		done <- outcome{res: res, err: err, stderr: stderr, log: observed}
+		r.done <- outcome{res: res, err: err, stderr: r.stderr, log: observed}
 	}()
-	return func() outcome {
-		select {
-		case o := <-done:
-			return o
-		case <-time.After(9 * time.Minute):
-			t.Fatal("the run did not end within 9 minutes")
-			return outcome{}
-		}
+	return r
+}
+
+// wait returns the run's outcome once it ended.
+func (r *run) wait(t *testing.T) outcome {
+	t.Helper()
+	select {
+	case o := <-r.done:
+		return o
+	case <-time.After(9 * time.Minute):
+		t.Fatal("the run did not end within 9 minutes")
+		return outcome{}
 	}
 }
 
@@ -215,11 +224,13 @@ func lastLines(s string, n int) string {
 // worker on the other: the worker finds the master through its headless Service (the other
 // node's CoreDNS answers for it) and gloo's all-reduce runs between the two nodes' pods.
 func TestRealNodesPyTorchDDPAcrossNodes(t *testing.T) {
+	t.Parallel()
 	c := twoNodes(t)
+	bothNodesUp(t, c)
 	const steps = 2000
 	d := newDDP(t, c, steps, "None")
-	wait := d.start(t, 0)
-	o := wait()
+	r := d.start(t, 0)
+	o := r.wait(t)
 	checkSucceeded(t, o, steps)
 	nodes := map[string]string{}
 	for _, r := range o.res.Replicas {

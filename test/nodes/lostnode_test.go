@@ -13,46 +13,21 @@ import (
 	"github.com/trainstep/trainstep/test/cluster"
 )
 
-// lostNodeSteps is how long the DDP jobs whose node is lost train: long enough that rank
-// 0 is still training when the node lifecycle controller gives up on the lost node.
-const lostNodeSteps = 6000
-
-// otherNode is the real node that is not name.
-func otherNode(name string) string {
-	if name == cluster.RealNodeName {
-		return secondNode
-	}
-	return cluster.RealNodeName
-}
-
-// killWorkerNode kills the node of the job's worker while both ranks train and returns it; the
-// node is restarted when the test ends.
-func killWorkerNode(t *testing.T, d *testJob) string {
-	t.Helper()
-	victim := workerPod(t, d.waitTraining(t)).Spec.NodeName
-	if err := d.c.KillRealNode(victim); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("killed %s, the worker's node", victim)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		if err := d.c.RestartRealNode(ctx, victim); err != nil {
-			t.Errorf("bringing %s back for the tests after this one: %v", victim, err)
-		}
-	})
-	return victim
-}
+// lostNodeSteps is how long the DDP jobs whose node is lost train: long enough that both
+// jobs still train when the test kills the node, which it does once both wrote their first
+// checkpoint (step 10). From the kill on, the all-reduce of the survivor's rank waits on its
+// dead peer, so what is left is trained after the restart.
+const lostNodeSteps = 3000
 
 // checkRestartedOnTheSurvivor checks that the job was restarted once as a whole, for
 // nothing against its backoffLimit, on the node that stayed up, and resumed from rank 0's
-// checkpoint.
-func checkRestartedOnTheSurvivor(t *testing.T, o outcome, survivor string) {
+// checkpoint; it returns when the restart was logged.
+func checkRestartedOnTheSurvivor(t *testing.T, o outcome, survivor string) time.Time {
 	t.Helper()
 	checkSucceeded(t, o, lostNodeSteps)
-	restarts := jobRestarts(o)
-	if len(restarts) != 1 || restarts[0]["counted"] != false {
-		t.Errorf("job restarts logged: %v, want one, not counted", restarts)
+	restarts := o.log.FilterMessage("restarting the job").All()
+	if len(restarts) != 1 || restarts[0].ContextMap()["counted"] != false {
+		t.Fatalf("job restarts logged: %v, want one, not counted", jobRestarts(o))
 	}
 	for _, r := range o.res.Replicas {
 		if r.Node != survivor {
@@ -62,45 +37,76 @@ func checkRestartedOnTheSurvivor(t *testing.T, o outcome, survivor string) {
 	if !strings.Contains(o.stderr.String(), "rank 0: resuming at step") {
 		t.Errorf("rank 0 did not resume from its checkpoint; the replicas' log:\n%s", lastLines(o.stderr.String(), 40))
 	}
+	return restarts[0].Time
 }
 
-// TestRealNodesKilledNodeRestartsTheJobOnTheSurvivor kills the node of the worker of a DDP
-// job while it trains. Nothing tells the master, on the other node, that its peer is gone:
-// its all-reduce waits. The node lifecycle controller marks the lost node NotReady after its
-// grace period and its pods not Ready; once the pods stay so for --node-lost-timeout,
-// trainstep counts the worker as lost to a disruption, restarts the job as a whole without
-// counting it against backoffLimit (the lost pod deleted by force: no kubelet will confirm
-// it), and the ranks resume from rank 0's checkpoint, both on the surviving node.
-func TestRealNodesKilledNodeRestartsTheJobOnTheSurvivor(t *testing.T) {
+// TestRealNodesLostNodeRestartsTheJobsOnTheSurvivor kills real-node-2 while two DDP jobs
+// train with one rank on each node. Nothing tells the ranks on real-node that their peers
+// are gone: their all-reduce waits.
+//
+//   - The first job runs with --node-lost-timeout 5s. The node lifecycle controller marks the
+//     lost node NotReady after its grace period and its pods not Ready; once the job's pod
+//     stays so for 5 s, trainstep counts its rank as lost to a disruption and restarts the job
+//     as a whole without counting it against backoffLimit (the lost pod deleted by force: no
+//     kubelet will confirm it), and the ranks resume from rank 0's checkpoint, both on
+//     real-node.
+//   - The second runs with --node-lost-timeout 10m, so only the Node object's deletion, as a
+//     cloud provider's node controller deletes a machine that is gone, restarts it: once the
+//     first job restarted the test deletes the Node, the pod garbage collector marks the
+//     node's pods DisruptionTarget and deletes them by force, and trainstep restarts the job
+//     the same way, for nothing.
+//
+// The two share the kill, the node lifecycle's grace period and the restart of the node.
+func TestRealNodesLostNodeRestartsTheJobsOnTheSurvivor(t *testing.T) {
 	c := twoNodes(t)
-	d := newDDP(t, c, lostNodeSteps, "All")
-	wait := d.start(t, 15*time.Second)
-	victim := killWorkerNode(t, d)
+	bothNodesUp(t, c)
+	survivor, victim := cluster.RealNodeName, secondNode
+	lost := newDDP(t, c, lostNodeSteps, "All")
+	deleted := newDDP(t, c, lostNodeSteps, "All")
+	lostRun := lost.start(t, 5*time.Second)
+	deletedRun := deleted.start(t, 10*time.Minute)
+	lost.waitTraining(t)
+	deleted.waitTraining(t)
+	if err := c.KillRealNode(victim); err != nil {
+		t.Fatal(err)
+	}
 	killed := time.Now()
-	o := wait()
-	t.Logf("the run ended %s after the kill", time.Since(killed).Round(100*time.Millisecond))
-	checkRestartedOnTheSurvivor(t, o, otherNode(victim))
-}
-
-// TestRealNodesDeletedNodeRestartsTheJobOnTheSurvivor is the same with the lost node's Node
-// object deleted at once, as a cloud provider's node controller does for a machine that is
-// gone: the pod garbage collector marks the node's pods DisruptionTarget and deletes them by
-// force. trainstep's node-lost timeout is long here, so the restart is what the deletion
-// causes: a disruption, not counted.
-func TestRealNodesDeletedNodeRestartsTheJobOnTheSurvivor(t *testing.T) {
-	c := twoNodes(t)
-	d := newDDP(t, c, lostNodeSteps, "All")
-	wait := d.start(t, 10*time.Minute)
-	victim := killWorkerNode(t, d)
+	t.Logf("killed %s while both jobs train", victim)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if err := c.RestartRealNode(ctx, victim); err != nil {
+			t.Errorf("bringing %s back for the tests after this one: %v", victim, err)
+		}
+	})
+	testutil.Eventually(t, nodeGrace+2*time.Minute, "the first job restarting", func() bool {
+		return lostRun.log.FilterMessage("restarting the job").Len() > 0
+	})
+	t.Logf("the first job restarted %s after the kill", time.Since(killed).Round(100*time.Millisecond))
+	if n := deletedRun.log.FilterMessage("restarting the job").Len(); n != 0 {
+		t.Fatalf("the second job restarted before its node was deleted: %v", jobRestarts(outcome{log: deletedRun.log}))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := c.DeleteNode(ctx, victim); err != nil {
 		t.Fatal(err)
 	}
-	deleted := time.Now()
-	o := wait()
-	t.Logf("the run ended %s after the Node was deleted", time.Since(deleted).Round(100*time.Millisecond))
-	checkRestartedOnTheSurvivor(t, o, otherNode(victim))
+	deletedAt := time.Now()
+
+	o := lostRun.wait(t)
+	t.Logf("the first job ended %s after the kill", time.Since(killed).Round(100*time.Millisecond))
+	t.Run("node-lost-timeout", func(t *testing.T) {
+		if restarted := checkRestartedOnTheSurvivor(t, o, survivor); restarted.After(deletedAt) {
+			t.Errorf("restarted at %s, after the Node's deletion at %s: want the node-lost timeout's restart", restarted, deletedAt)
+		}
+	})
+	o = deletedRun.wait(t)
+	t.Logf("the second job ended %s after the Node was deleted", time.Since(deletedAt).Round(100*time.Millisecond))
+	t.Run("node-deleted", func(t *testing.T) {
+		if restarted := checkRestartedOnTheSurvivor(t, o, survivor); restarted.Before(deletedAt) {
+			t.Errorf("restarted at %s, before the Node's deletion at %s", restarted, deletedAt)
+		}
+	})
 }
 
 // partitionSteps is how long the partitioned job trains: past the node lifecycle's grace
@@ -114,8 +120,9 @@ const partitionSteps = 12000
 // the job goes on with the same pods and ends with no restart at all.
 func TestRealNodesHealedPartitionCostsNothing(t *testing.T) {
 	c := twoNodes(t)
+	bothNodesUp(t, c)
 	d := newDDP(t, c, partitionSteps, "None")
-	wait := d.start(t, 90*time.Second)
+	r := d.start(t, 90*time.Second)
 	before := d.waitTraining(t)
 	worker := workerPod(t, before)
 	node := worker.Spec.NodeName
@@ -152,7 +159,7 @@ func TestRealNodesHealedPartitionCostsNothing(t *testing.T) {
 	}
 	healed = true
 	t.Logf("healed the partition of %s after %s", node, time.Since(partitioned).Round(100*time.Millisecond))
-	o := wait()
+	o := r.wait(t)
 	checkSucceeded(t, o, partitionSteps)
 	if restarts := jobRestarts(o); len(restarts) != 0 {
 		t.Errorf("job restarts logged: %v, want none", restarts)

@@ -5,9 +5,11 @@
 // as a cloud provider would, and when a partition heals. trainstep runs in-process against
 // the cluster with the flags of `trainstep run`; its replicas are real containers.
 //
-// The package's tests share one cluster with two real nodes, started by the first test that
-// needs it, and a short node lifecycle (the node lifecycle controller's grace period is
-// nodeGrace). They need the real node: `make test` runs them (as root); without
+// The package's tests share one cluster with two real nodes and Argo's workflow controller,
+// started by the first test that needs it, and a short node lifecycle (the node lifecycle
+// controller's grace period is nodeGrace). The tests that kill, partition or delete a node
+// run one at a time; those that only need both nodes up run in parallel after them. They
+// need the real node and Argo: `make test` runs them (as root); without
 // TRAINSTEP_REAL_NODE=1 they skip, and under CI=true they fail instead.
 package nodes_test
 
@@ -22,6 +24,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/test/cluster"
 )
 
@@ -35,6 +41,8 @@ const (
 	torchImage = "docker.io/local/torch:nodes"
 	// trainScript is where the DDP training (executor/testdata/ddp_train.py) is in torchImage.
 	trainScript = "/train/ddp_train.py"
+	// elasticScript is where the elastic training (executor/testdata/elastic_train.py) is.
+	elasticScript = "/train/elastic_train.py"
 )
 
 // shared is the package's cluster, started on first use and stopped by TestMain.
@@ -61,6 +69,10 @@ func TestMain(m *testing.M) {
 	if shared.c != nil {
 		shared.c.Stop()
 	}
+	if trainstepImage.done != nil {
+		<-trainstepImage.done
+		_ = os.Remove(trainstepImage.archive)
+	}
 	os.Exit(code)
 }
 
@@ -68,7 +80,7 @@ func TestMain(m *testing.M) {
 // use. When the test fails, its output ends with the end of every component's log.
 func twoNodes(t *testing.T) *cluster.Cluster {
 	t.Helper()
-	binDir := cluster.RequireRealNode(t)
+	binDir := cluster.RequireArgo(t)
 	shared.once.Do(func() { shared.err = startShared(t, binDir) })
 	if shared.err != nil {
 		t.Fatalf("the shared cluster: %v", shared.err)
@@ -81,14 +93,15 @@ func twoNodes(t *testing.T) *cluster.Cluster {
 	return shared.c
 }
 
-// startShared starts the cluster with two real nodes and imports the torch image into both.
+// startShared starts the cluster with two real nodes and Argo, imports the torch image into
+// both nodes, and starts building trainstep's image for the Argo test.
 func startShared(t *testing.T, binDir string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	started := time.Now()
-	c, err := cluster.Start(ctx, cluster.Options{BinDir: binDir, RealNodes: 2, NodeMonitorGracePeriod: nodeGrace})
+	c, err := cluster.Start(ctx, cluster.Options{BinDir: binDir, RealNodes: 2, Argo: true, NodeMonitorGracePeriod: nodeGrace})
 	if err != nil {
-		return fmt.Errorf("starting a cluster with two real nodes: %w", err)
+		return fmt.Errorf("starting a cluster with two real nodes and Argo: %w", err)
 	}
 	shared.c = c
 	t.Logf("cluster with two real nodes ready in %s (%s)", time.Since(started).Round(10*time.Millisecond), c.StartupSummary())
@@ -97,7 +110,11 @@ func startShared(t *testing.T, binDir string) error {
 	if err != nil {
 		return err
 	}
-	files, err := cluster.TorchImageFiles(map[string]string{trainScript: filepath.Join(root, "executor", "testdata", "ddp_train.py")})
+	buildTrainstepImage(root)
+	files, err := cluster.TorchImageFiles(map[string]string{
+		trainScript:   filepath.Join(root, "executor", "testdata", "ddp_train.py"),
+		elasticScript: filepath.Join(root, "executor", "testdata", "elastic_train.py"),
+	})
 	if err != nil {
 		return err
 	}
@@ -106,4 +123,29 @@ func startShared(t *testing.T, binDir string) error {
 	}
 	t.Logf("torch image built and imported into both nodes in %s", time.Since(started).Round(100*time.Millisecond))
 	return nil
+}
+
+// bothNodesUp waits until both real nodes are Ready and untainted: an earlier test may have
+// killed, partitioned or deleted one, and a topology spread counts only the nodes whose
+// taints the pods tolerate.
+func bothNodesUp(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	testutil.Eventually(t, 3*time.Minute, "both nodes Ready and untainted", func(ctx context.Context) (bool, error) {
+		for _, name := range []string{cluster.RealNodeName, secondNode} {
+			n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil || len(n.Spec.Taints) > 0 || !nodeReady(n) {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }

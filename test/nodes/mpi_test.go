@@ -7,10 +7,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/test/cluster"
 )
 
@@ -62,6 +58,7 @@ spec:
 // nodes: the launcher reaches both workers' sshd by the hostfile's names, across the nodes
 // for at least one of them, and the ranks all-reduce between the nodes.
 func TestRealNodesMPIAcrossNodes(t *testing.T) {
+	t.Parallel()
 	c := twoNodes(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -74,19 +71,9 @@ func TestRealNodesMPIAcrossNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("OpenMPI image built and imported into both nodes in %s", time.Since(started).Round(100*time.Millisecond))
-	// An earlier test may have killed or partitioned a node: the spread
-	// counts only nodes that are Ready and untainted.
-	testutil.Eventually(t, 3*time.Minute, "both nodes Ready and untainted", func() bool {
-		for _, name := range []string{cluster.RealNodeName, secondNode} {
-			n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-			if err != nil || len(n.Spec.Taints) > 0 || !nodeReady(n) {
-				return false
-			}
-		}
-		return true
-	})
+	bothNodesUp(t, c)
 	d := &testJob{c: c, ns: c.Namespace(t), name: "mpi", manifest: []byte(mpiJob)}
-	o := d.start(t, 0)()
+	o := d.start(t, 0).wait(t)
 	if o.err != nil || o.res.Phase != "Succeeded" {
 		t.Fatalf("run: phase %s (%s: %s), error %v; want Succeeded; replicas' log:\n%s", o.res.Phase, o.res.Reason, o.res.Message, o.err, lastLines(o.stderr.String(), 40))
 	}
@@ -108,13 +95,4 @@ func TestRealNodesMPIAcrossNodes(t *testing.T) {
 	if o.res.Restarts != 0 {
 		t.Errorf("restarts = %d, want 0", o.res.Restarts)
 	}
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
