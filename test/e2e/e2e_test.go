@@ -2,7 +2,8 @@
 // deploy/ and templates/ applied as shipped, and the workflows of workflows/ (and the
 // calls of the templates in docs/argo.md) submitted to the real Argo workflow controller, whose
 // steps and replicas run as containers on the test cluster's real node. The package's
-// tests share one such cluster, each in a namespace of its own. They need the real node
+// tests share one such cluster, each in a namespace of its own that enforces PodSecurity
+// `restricted`, as docs/security.md recommends. They need the real node
 // and Argo: `make test` runs them (as root); without TRAINSTEP_REAL_NODE=1 they skip, and
 // under CI=true they fail instead.
 //
@@ -54,6 +55,26 @@ const (
 	jobNameLabel = "trainstep.dev/job-name"
 )
 
+// restrictedPod and restrictedContainer are what PodSecurity `restricted` asks of a pod and of
+// each of its containers, in YAML flow style, for the tests' own job manifests. The user is a
+// number: the images built from this machine's files have no user of their own, so root.
+const (
+	restrictedPod       = `{runAsNonRoot: true, runAsUser: 65532, seccompProfile: {type: RuntimeDefault}}`
+	restrictedContainer = `{allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}`
+)
+
+// restricted sets what PodSecurity `restricted` asks of a pod the test creates itself
+// (restrictedPod and restrictedContainer).
+func restricted(spec *corev1.PodSpec) {
+	nonRoot, user, escalate := true, int64(65532), false
+	spec.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: &nonRoot, RunAsUser: &user,
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+	for i := range spec.Containers {
+		spec.Containers[i].SecurityContext = &corev1.SecurityContext{AllowPrivilegeEscalation: &escalate,
+			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
+	}
+}
+
 var (
 	clusterWorkflowTemplateResource = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "clusterworkflowtemplates"}
 	workflowTemplateResource        = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "workflowtemplates"}
@@ -100,8 +121,10 @@ type e2e struct {
 }
 
 // setUp hands the test the shared cluster, starting it on first use, and a namespace of
-// its own with deploy/ and templates/ applied as docs/argo.md says. When the test fails, its
-// output ends with the namespace's pods and the end of every component's log.
+// its own that enforces PodSecurity `restricted` (enforceRestricted), with deploy/ and
+// templates/ applied as docs/argo.md says: every pod of the test — the steps, Argo's
+// containers, the replicas and the test's own — must pass the profile. When the test fails,
+// its output ends with the namespace's pods and the end of every component's log.
 func setUp(t *testing.T) *e2e {
 	t.Helper()
 	binDir := cluster.RequireArgo(t)
@@ -116,6 +139,7 @@ func setUp(t *testing.T) *e2e {
 			t.Logf("%s\ncomponent logs:\n%s", e.podSummary(t), e.c.LogTails(40))
 		}
 	})
+	e.enforceRestricted(t)
 	root := repoRoot(t)
 	e.applyDeploy(t, root)
 	e.applyTemplate(t, root)
