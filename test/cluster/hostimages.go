@@ -77,6 +77,15 @@ func TorchImageFiles(extra map[string]string) (map[string]string, error) {
 // MPIAllReduceProgramPath is where the images of OpenMPIImageFiles have the all-reduce program.
 const MPIAllReduceProgramPath = "/usr/local/bin/allreduce"
 
+// The non-root user of the images of OpenMPIImageFiles, as Kubeflow's MPI Operator examples
+// have it: a job runs its pods as MPIUserID with sshAuthMountPath MPIUserSSHDir, and its
+// workers' sshd with MPIUserSSHDConfig, on port 2222, which the user's ssh connects to.
+const (
+	MPIUserID         = 1000
+	MPIUserSSHDir     = "/home/mpiuser/.ssh"
+	MPIUserSSHDConfig = "/home/mpiuser/.sshd_config"
+)
+
 // mpiAllReduceProgram sums every rank's number with an MPI_Allreduce and prints what it got:
 // "rank <r> of <n> on <host>: sum of ranks <sum>".
 const mpiAllReduceProgram = `#include <mpi.h>
@@ -101,9 +110,10 @@ int main(int argc, char **argv) {
 // machine's OpenMPI (mpirun, orted, their plugins and help files), ssh and sshd, the
 // libraries all of them load, /bin/sh (sshd runs orted through the user's shell), the
 // all-reduce program compiled with mpicc (at MPIAllReduceProgramPath), and the few files ssh
-// and sshd need: root and sshd's privilege-separation user, host keys generated now, and
-// configurations for pods whose names and keys change with every job. dir receives what is
-// built for the image.
+// and sshd need: root, the non-root user MPIUserID and sshd's privilege-separation user, host
+// keys generated now, and configurations for pods whose names and keys change with every
+// job, for root's sshd on port 22 and the non-root user's on 2222. dir receives what is built
+// for the image.
 func OpenMPIImageFiles(ctx context.Context, dir string) (map[string]string, error) {
 	for _, tool := range []string{"mpicc", "/usr/bin/orterun", "/usr/bin/ssh", "ssh-keygen", "/usr/sbin/sshd"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -121,16 +131,29 @@ func OpenMPIImageFiles(ctx context.Context, dir string) (map[string]string, erro
 	if out, err := exec.CommandContext(ctx, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", hostKey).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("generating the sshd host key: %v\n%s", err, out)
 	}
+	// The non-root sshd reads a host key of its own, readable by its user (sshd refuses
+	// only keys that others can read and that belong to the user it runs as).
+	userHostKey := filepath.Join(dir, "mpiuser_host_ed25519_key")
+	if out, err := exec.CommandContext(ctx, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", userHostKey).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("generating the non-root sshd's host key: %v\n%s", err, out)
+	}
+	if err := os.Chmod(userHostKey, 0o644); err != nil {
+		return nil, err
+	}
+	const sshdCommon = "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
 	config := map[string]string{
-		"passwd": "root:x:0:0:root:/root:/bin/sh\nsshd:x:100:65534::/run/sshd:/usr/sbin/nologin\n",
-		"group":  "root:x:0:\nnogroup:x:65534:\n",
+		"passwd": fmt.Sprintf("root:x:0:0:root:/root:/bin/sh\nsshd:x:100:65534::/run/sshd:/usr/sbin/nologin\n"+
+			"mpiuser:x:%[1]d:%[1]d::/home/mpiuser:/bin/sh\n", MPIUserID),
+		"group": fmt.Sprintf("root:x:0:\nnogroup:x:65534:\nmpiuser:x:%d:\n", MPIUserID),
 		// Workers' names and the job's key are new with every job: nothing to check a
-		// host key against.
-		"ssh_config": "Host *\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n",
+		// host key against. The non-root user's sshd listens on 2222, a port it may bind.
+		"ssh_config": "Host *\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n" +
+			"Match localuser mpiuser\n  Port 2222\n",
 		// StrictModes no: the Secret volume's files are links into a directory the
 		// kubelet owns, which sshd's ownership checks refuse.
-		"sshd_config": "HostKey /etc/ssh/ssh_host_ed25519_key\nPermitRootLogin prohibit-password\n" +
-			"PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n",
+		"sshd_config": "HostKey /etc/ssh/ssh_host_ed25519_key\nPermitRootLogin prohibit-password\n" + sshdCommon,
+		// No pid file: the user may not write /run.
+		"mpiuser_sshd_config": "Port 2222\nHostKey /etc/ssh/mpiuser_host_ed25519_key\nPidFile none\n" + sshdCommon,
 	}
 	for name, text := range config {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
@@ -164,6 +187,8 @@ func OpenMPIImageFiles(ctx context.Context, dir string) (map[string]string, erro
 		"/etc/ssh/sshd_config":              filepath.Join(dir, "sshd_config"),
 		"/etc/ssh/ssh_host_ed25519_key":     hostKey,
 		"/etc/ssh/ssh_host_ed25519_key.pub": hostKey + ".pub",
+		"/etc/ssh/mpiuser_host_ed25519_key": userHostKey,
+		MPIUserSSHDConfig:                   filepath.Join(dir, "mpiuser_sshd_config"),
 		"/run/sshd":                         privsep,
 	}
 	programs := []string{"/usr/bin/orterun", "/usr/bin/orted", "/usr/bin/ssh", "/usr/sbin/sshd", "/bin/sh", program}

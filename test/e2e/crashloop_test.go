@@ -40,10 +40,12 @@ spec:
                           restartPolicy: OnFailure
                           template:
                             spec:
+                              securityContext: {runAsNonRoot: true, runAsUser: 65532, seccompProfile: {type: RuntimeDefault}}
                               containers:
                                 - name: jax
                                   image: "%s"
                                   command: [python, -c, "import sys; sys.exit(132)"]
+                                  securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
                       runPolicy:
                         backoffLimit: 1
 `

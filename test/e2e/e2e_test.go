@@ -2,9 +2,10 @@
 // deploy/ and templates/ applied as shipped, and the workflows of workflows/ (and the
 // calls of the templates in docs/argo.md) submitted to the real Argo workflow controller, whose
 // steps and replicas run as containers on the test cluster's real node. The package's
-// tests share one such cluster, each in a namespace of its own, and run in parallel: most
-// of their time is spent waiting on the controllers. They need the real node and Argo: `make test` runs them (as
-// root); without TRAINSTEP_REAL_NODE=1 they skip, and under CI=true they fail instead.
+// tests share one such cluster, each in a namespace of its own that enforces PodSecurity
+// `restricted`, as docs/security.md recommends, and run in parallel: most of their time is
+// spent waiting on the controllers. They need the real node and Argo: `make test` runs them
+// (as root); without TRAINSTEP_REAL_NODE=1 they skip, and under CI=true they fail instead.
 //
 // The tests read the repository's files and must not modify them: what they change to run
 // here (image references, where pods run) they change in memory and say so.
@@ -70,6 +71,26 @@ func pinnedImage(template string) string {
 	return string(m[1])
 }
 
+// restrictedPod and restrictedContainer are what PodSecurity `restricted` asks of a pod and of
+// each of its containers, in YAML flow style, for the tests' own job manifests. The user is a
+// number: the images built from this machine's files have no user of their own, so root.
+const (
+	restrictedPod       = `{runAsNonRoot: true, runAsUser: 65532, seccompProfile: {type: RuntimeDefault}}`
+	restrictedContainer = `{allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}`
+)
+
+// restricted sets what PodSecurity `restricted` asks of a pod the test creates itself
+// (restrictedPod and restrictedContainer).
+func restricted(spec *corev1.PodSpec) {
+	nonRoot, user, escalate := true, int64(65532), false
+	spec.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: &nonRoot, RunAsUser: &user,
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+	for i := range spec.Containers {
+		spec.Containers[i].SecurityContext = &corev1.SecurityContext{AllowPrivilegeEscalation: &escalate,
+			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
+	}
+}
+
 var (
 	clusterWorkflowTemplateResource = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "clusterworkflowtemplates"}
 	workflowTemplateResource        = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "workflowtemplates"}
@@ -116,8 +137,10 @@ type e2e struct {
 }
 
 // setUp hands the test the shared cluster, starting it on first use, and a namespace of
-// its own with deploy/ and templates/ applied as docs/argo.md says. When the test fails, its
-// output ends with the namespace's pods and the end of every component's log.
+// its own that enforces PodSecurity `restricted` (enforceRestricted), with deploy/ and
+// templates/ applied as docs/argo.md says: every pod of the test — the steps, Argo's
+// containers, the replicas and the test's own — must pass the profile. When the test fails,
+// its output ends with the namespace's pods and the end of every component's log.
 func setUp(t *testing.T) *e2e {
 	t.Helper()
 	binDir := cluster.RequireArgo(t)
@@ -132,6 +155,7 @@ func setUp(t *testing.T) *e2e {
 			t.Logf("%s\ncomponent logs:\n%s", e.podSummary(t), e.c.LogTails(40))
 		}
 	})
+	e.enforceRestricted(t)
 	root := repoRoot(t)
 	e.applyDeploy(t, root)
 	e.applyTemplate(t, root)

@@ -45,7 +45,8 @@ spec:
     Worker: {replicas: 3, restartPolicy: OnFailure, template: {spec: %[1]s}}
 `
 
-const torchElasticPodSpec = `{containers: [{name: pytorch, image: torch,
+const torchElasticPodSpec = `{securityContext: ` + restrictedPod + `,
+  containers: [{name: pytorch, image: torch, securityContext: ` + restrictedContainer + `,
   command: [python3, -m, torch.distributed.run, ` + torchElasticTrainPath + `],
   env: [{name: CKPT_DIR, value: /ckpt}, {name: STEPS, value: "3000"}, {name: STEP_SECONDS, value: "0.02"},
         {name: PET_TEE, value: "1"}, {name: PET_REDIRECTS, value: "1"}],
@@ -281,6 +282,7 @@ func TestRealNodeElasticTorchrunGrowsWhenCapacityFreesUp(t *testing.T) {
 			Containers: []corev1.Container{{Name: "hold", Image: torchImage, Command: []string{"python3", "-c", "import time; time.sleep(86400)"},
 				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{e.elasticSlot(): resource.MustParse("1")}, Limits: corev1.ResourceList{e.elasticSlot(): resource.MustParse("1")}}}}},
 	}
+	restricted(&placeholder.Spec)
 	name := e.startElastic(t, func() {
 		if _, err := e.c.Client.CoreV1().Pods(e.namespace).Create(context.Background(), placeholder, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)

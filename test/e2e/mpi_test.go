@@ -22,14 +22,17 @@ const mpiImage = "docker.io/local/openmpi:host"
 // allReduceProgramPath is where the all-reduce program is in mpiImage.
 const allReduceProgramPath = cluster.MPIAllReduceProgramPath
 
-// mpiAllReduceJob is an OpenMPI job as a user writes it for an image whose processes run
-// as root: the launcher's mpirun starts one rank on each of the two workers (their sshd is
-// trainstep's default command) over SSH, by the hostfile's names. launcherCreationPolicy
+// mpiAllReduceJob is an OpenMPI job as a user writes it for PodSecurity `restricted`, as
+// Kubeflow's MPI Operator examples run non-root: every process runs as the image's user
+// mpiuser, the key pair is mounted in its home (sshAuthMountPath), and each worker runs
+// sshd as that user on port 2222 with the image's configuration for it. The launcher's
+// mpirun starts one rank on each of the two workers over SSH, by the hostfile's names.
+// launcherCreationPolicy
 // WaitForWorkersReady creates the launcher only once both workers are Ready, when their
 // names resolve, so its first mpirun succeeds and backoffLimit 0 allows no restart.
 // cleanPodPolicy All removes the workers, which never exit, and the launcher once the job
 // ends. The image is the ClusterWorkflowTemplate's image parameter.
-const mpiAllReduceJob = `
+var mpiAllReduceJob = `
 apiVersion: trainstep.dev/v1alpha1
 kind: TrainJob
 metadata:
@@ -38,29 +41,36 @@ spec:
   framework: mpi
   slotsPerWorker: 1
   launcherCreationPolicy: WaitForWorkersReady
+  sshAuthMountPath: ` + cluster.MPIUserSSHDir + `
   replicaSpecs:
     Launcher:
       template:
         spec:
+          securityContext: ` + mpiUserPod + `
           containers:
             - name: mpi-launcher
               image: openmpi-allreduce
               command: [mpirun]
               args: [-n, "2", ` + allReduceProgramPath + `]
-              env:
-                - {name: OMPI_ALLOW_RUN_AS_ROOT, value: "1"}
-                - {name: OMPI_ALLOW_RUN_AS_ROOT_CONFIRM, value: "1"}
+              securityContext: ` + restrictedContainer + `
     Worker:
       replicas: 2
       template:
         spec:
+          securityContext: ` + mpiUserPod + `
           containers:
             - name: mpi-worker
               image: openmpi-allreduce
+              command: [/usr/sbin/sshd]
+              args: [-De, -f, ` + cluster.MPIUserSSHDConfig + `]
+              securityContext: ` + restrictedContainer + `
   runPolicy:
     backoffLimit: 0
     cleanPodPolicy: All
 `
+
+// mpiUserPod is restrictedPod with the MPI image's user.
+var mpiUserPod = fmt.Sprintf(`{runAsNonRoot: true, runAsUser: %d, seccompProfile: {type: RuntimeDefault}}`, cluster.MPIUserID)
 
 // mpiWorkflow calls the ClusterWorkflowTemplate with the MPI job, then a task reading its
 // outputs.
@@ -72,6 +82,7 @@ metadata:
 spec:
   entrypoint: main
   serviceAccountName: trainstep-executor
+  securityContext: ` + restrictedPod + `
   templates:
     - name: main
       dag:
@@ -98,6 +109,7 @@ spec:
       script:
         image: "%[3]s"
         command: [python]
+        securityContext: ` + restrictedContainer + `
         env:
           - {name: PHASE, value: "{{inputs.parameters.phase}}"}
           - {name: REPLICAS, value: "{{inputs.parameters.replicas}}"}

@@ -29,7 +29,8 @@ spec:
     Worker: {replicas: 2, restartPolicy: OnFailure, template: {spec: %[1]s}}
 `
 
-const progressTorchPodSpec = `{containers: [{name: pytorch, image: torch,
+const progressTorchPodSpec = `{securityContext: ` + restrictedPod + `,
+  containers: [{name: pytorch, image: torch, securityContext: ` + restrictedContainer + `,
   command: [python3, ` + torchTrainPath + `],
   env: [{name: CKPT_DIR, value: /tmp}, {name: STEPS, value: "3000"}, {name: REPORT_EVERY, value: "300"}, {name: STEP_DELAY, value: "0.01"}]}]}`
 

@@ -61,21 +61,25 @@ spec:
                           template:
                             spec:
                               nodeSelector: {"` + poolLabel + `": "%[1]s"}
+                              securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
                               containers:
                                 - name: tensorflow
                                   image: ` + localImage + `
                                   command: [demo-trainer]
                                   args: [--steps=1200, --step-delay=100ms]
+                                  securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
                         Worker:
                           replicas: 2
                           restartPolicy: OnFailure
                           template:
                             spec:
+                              securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
                               containers:
                                 - name: tensorflow
                                   image: ` + localImage + `
                                   command: [demo-trainer]
                                   args: [--steps=1200, --step-delay=100ms]
+                                  securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
                       runPolicy:
                         cleanPodPolicy: None
                         activeDeadlineSeconds: 600

@@ -44,7 +44,8 @@ spec:
     Worker: {replicas: 2, restartPolicy: OnFailure, template: {spec: %[1]s}}
 `
 
-const torchPodSpec = `{containers: [{name: pytorch, image: torch,
+const torchPodSpec = `{securityContext: ` + restrictedPod + `,
+  containers: [{name: pytorch, image: torch, securityContext: ` + restrictedContainer + `,
   command: [python3, ` + torchTrainPath + `],
   env: [{name: CKPT_DIR, value: /ckpt}, {name: STEPS, value: "5000"}],
   volumeMounts: [{name: ckpt, mountPath: /ckpt}]}],
