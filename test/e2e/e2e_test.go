@@ -53,23 +53,15 @@ const (
 	jobNameLabel = "trainstep.dev/job-name"
 )
 
-// shippedImage is the trainstep image templates/ and workflows/ name, by tag and digest
-// (`make image-pin` writes it; a test of docs/ holds every reference to the same one).
+// shippedImage is the trainstep image templates/ and workflows/ name, by tag and digest.
 // The real node pulls nothing, so the tests replace it with localImage.
-var shippedImage = pinnedImage("../../templates/workflowtemplate.yaml")
-
-// pinnedImage reads the trainstep image a template's container names.
-func pinnedImage(template string) string {
-	data, err := os.ReadFile(template)
+var shippedImage = func() string {
+	image, err := testutil.ShippedImage("../..")
 	if err != nil {
 		panic(err)
 	}
-	m := regexp.MustCompile(`(?m)^\s+image: (ghcr\.io/trainstep/trainstep:\S+)$`).FindSubmatch(data)
-	if m == nil {
-		panic(template + " names no ghcr.io/trainstep/trainstep image")
-	}
-	return string(m[1])
-}
+	return image
+}()
 
 // restrictedPod and restrictedContainer are what PodSecurity `restricted` asks of a pod and of
 // each of its containers, in YAML flow style, for the tests' own job manifests. The user is a

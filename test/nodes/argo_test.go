@@ -28,10 +28,9 @@ import (
 )
 
 const (
-	// shippedImage is the trainstep image templates/ and workflows/ name; the nodes pull
-	// nothing, so the test replaces it in memory with localImage, `make image`'s archive.
-	shippedImage = "ghcr.io/trainstep/trainstep:v0.4.0"
-	localImage   = "docker.io/local/trainstep:nodes"
+	// localImage is `make image`'s archive as the nodes know it: they pull nothing, so the
+	// test puts it in place of the shipped image (testutil.ShippedImage) in memory.
+	localImage = "docker.io/local/trainstep:nodes"
 	// allReduceJob is the shipped job of the demo trainer: a master (rank 0) and three
 	// workers summing their gradients around a TCP ring.
 	allReduceJob = "workflows/jobs/demo-allreduce.yaml"
@@ -265,6 +264,10 @@ func importTrainstepImage(ctx context.Context, t *testing.T, c *cluster.Cluster,
 func applyClusterTemplate(ctx context.Context, t *testing.T, dyn dynamic.Interface, root string) {
 	t.Helper()
 	text := string(readFile(t, filepath.Join(root, "templates", "clusterworkflowtemplate.yaml")))
+	shippedImage, err := testutil.ShippedImage(root)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if n := strings.Count(text, shippedImage); n != 1 {
 		t.Fatalf("templates/clusterworkflowtemplate.yaml names %s %d times, want once: update the test", shippedImage, n)
 	}
