@@ -177,7 +177,6 @@ func trainOutputs(t *testing.T, wf *unstructured.Unstructured) map[string]string
 	}
 	var nodes map[string]struct {
 		DisplayName string `json:"displayName"`
-		Type        string `json:"type"`
 		Outputs     struct {
 			Parameters []struct {
 				Name  string  `json:"name"`
@@ -190,7 +189,9 @@ func trainOutputs(t *testing.T, wf *unstructured.Unstructured) map[string]string
 	}
 	out := map[string]string{}
 	for _, n := range nodes {
-		if n.Type != "Pod" || n.DisplayName != "train" {
+		// The template retries its step, so the task is a Retry node ("train") over its
+		// attempts' Pod nodes ("train(0)", ...); the task's node carries the outputs.
+		if n.DisplayName != "train" {
 			continue
 		}
 		for _, p := range n.Outputs.Parameters {
