@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -101,5 +103,44 @@ func TestMarkdownComparesTheLayouts(t *testing.T) {
 	}
 	if table := layoutReport().Table(); !strings.Contains(table, "layouts at 2048 workers") || !strings.Contains(table, "launch of 4096 workers") {
 		t.Errorf("the printed table lacks the layouts or the launch at 4096:\n%s", table)
+	}
+}
+
+func TestWriteFilesPlotsTheLayoutsWhenBothWereMeasured(t *testing.T) {
+	root := t.TempDir()
+	if err := layoutReport().WriteFiles(root); err != nil {
+		t.Fatal(err)
+	}
+	svg, err := os.ReadFile(filepath.Join(root, LayoutsPlotFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"per job: all created", "per job: all Running", "per replica: all created", "per replica: all Running", ">512<", ">2048<"} {
+		if !strings.Contains(string(svg), want) {
+			t.Errorf("%s lacks %q", LayoutsPlotFile, want)
+		}
+	}
+	doc, err := os.ReadFile(filepath.Join(root, BenchmarksFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), "("+LayoutsPlotFile+")") {
+		t.Errorf("%s does not show %s", BenchmarksFile, LayoutsPlotFile)
+	}
+
+	// Without the per-replica launches there is nothing to plot or show.
+	root = t.TempDir()
+	if err := sampleReport().WriteFiles(root); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, LayoutsPlotFile)); !os.IsNotExist(err) {
+		t.Errorf("%s written for a run without the per-replica layout (stat: %v)", LayoutsPlotFile, err)
+	}
+	doc, err = os.ReadFile(filepath.Join(root, BenchmarksFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(doc), LayoutsPlotFile) {
+		t.Errorf("%s shows %s for a run without the per-replica layout", BenchmarksFile, LayoutsPlotFile)
 	}
 }

@@ -20,15 +20,17 @@ const (
 	PlotFile          = "docs/benchmarks/launch.svg"
 	RateLimitPlotFile = "docs/benchmarks/rate-limits.svg"
 	MemoryPlotFile    = "docs/benchmarks/memory.svg"
+	LayoutsPlotFile   = "docs/benchmarks/layouts.svg"
 )
 
 var (
-	trainstepColor = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
-	baselineColor  = color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}
-	runningDashes  = []vg.Length{vg.Points(6), vg.Points(3)}
-	anonColor      = color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}
-	fileColor      = color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff}
-	limitDashes    = []vg.Length{vg.Points(2), vg.Points(2)}
+	trainstepColor  = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
+	baselineColor   = color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}
+	perReplicaColor = color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}
+	runningDashes   = []vg.Length{vg.Points(6), vg.Points(3)}
+	anonColor       = color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}
+	fileColor       = color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff}
+	limitDashes     = []vg.Length{vg.Points(2), vg.Points(2)}
 )
 
 // series is one line of medians with min–max error bars.
@@ -94,7 +96,7 @@ func (s series) addTo(p *plot.Plot) error {
 func LaunchPlot(r Report) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = "Launch: trainstep vs a parallel client-go loop (median, min–max)"
-	p.X.Label.Text = "workers (one pod and one headless Service each)"
+	p.X.Label.Text = "workers (a pod each; one headless Service for the job)"
 	p.Y.Label.Text = "seconds from start"
 	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
 	p.Y.Tick.Marker = oneTwoFiveTicks()
@@ -119,6 +121,47 @@ func LaunchPlot(r Report) (*plot.Plot, error) {
 			return nil, err
 		}
 	}
+	return p, nil
+}
+
+// LayoutsPlot draws trainstep's time to all objects created and to all pods
+// Running under the per-job and the per-replica Service layout, at the sizes
+// measured under both; nil when there are none.
+func LayoutsPlot(r Report) (*plot.Plot, error) {
+	rows := r.LayoutRows()
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	p := plot.New()
+	p.Title.Text = "Launch by Service layout: one for the job vs one per replica (median, min–max)"
+	p.X.Label.Text = "workers"
+	p.Y.Label.Text = "seconds from start"
+	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	p.Y.Tick.Marker = oneTwoFiveTicks()
+	var x []float64
+	var ticks []plot.Tick
+	var jobCreated, jobRunning, replicaCreated, replicaRunning [][]time.Duration
+	for _, row := range rows {
+		x = append(x, float64(row.Replicas))
+		ticks = append(ticks, plot.Tick{Value: float64(row.Replicas), Label: strconv.Itoa(row.Replicas)})
+		jobCreated, jobRunning = append(jobCreated, row.PerJob.Created), append(jobRunning, row.PerJob.Running)
+		replicaCreated, replicaRunning = append(replicaCreated, row.PerReplica.Created), append(replicaRunning, row.PerReplica.Running)
+	}
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
+	p.Legend.Top, p.Legend.Left = true, true
+	for _, s := range []series{
+		{"per job: all created", x, seconds(jobCreated), trainstepColor, nil},
+		{"per job: all Running", x, seconds(jobRunning), trainstepColor, runningDashes},
+		{"per replica: all created", x, seconds(replicaCreated), perReplicaColor, nil},
+		{"per replica: all Running", x, seconds(replicaRunning), perReplicaColor, runningDashes},
+	} {
+		if err := s.addTo(p); err != nil {
+			return nil, err
+		}
+	}
+	// Room around the sizes and the error bars, so neither ends on an axis.
+	p.X.Min, p.X.Max = x[0]/1.5, x[len(x)-1]*1.5
+	p.Y.Min, p.Y.Max = p.Y.Min/1.2, p.Y.Max*1.2
 	return p, nil
 }
 
@@ -164,7 +207,7 @@ func RateLimitPlot(r Report) (*plot.Plot, error) {
 func MemoryPlot(r Report) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = "trainstep's peak resident memory (median, min–max)"
-	p.X.Label.Text = "workers (one pod and one headless Service each)"
+	p.X.Label.Text = "workers (a pod each; one headless Service for the job)"
 	p.Y.Label.Text = "MiB"
 	p.X.Scale = plot.LogScale{}
 	var x []float64

@@ -41,6 +41,15 @@ func (r Report) WriteFiles(root string) error {
 	if err := savePlot(rss, filepath.Join(root, MemoryPlotFile)); err != nil {
 		return err
 	}
+	layouts, err := LayoutsPlot(r)
+	if err != nil {
+		return err
+	}
+	if layouts != nil {
+		if err := savePlot(layouts, filepath.Join(root, LayoutsPlotFile)); err != nil {
+			return err
+		}
+	}
 	limits, err := RateLimitPlot(r)
 	if err != nil {
 		return err
