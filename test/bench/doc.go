@@ -4,7 +4,7 @@
 // what a run costs the API server and how much memory trainstep uses.
 //
 // The measurements run from TestBench (`make bench`), which prints a table and
-// regenerates BENCHMARKS.md and its plot. This package only observes: it
+// regenerates BENCHMARKS.md and its plots. This package only observes: it
 // starts the trainstep binary like a user would and watches the cluster with
 // its own client. It must not import trainstep's executor or reconcile code,
 // so what it measures is the shipped command, and the product binary must not
