@@ -32,6 +32,7 @@ type FaultProxy struct {
 	mu       sync.Mutex
 	fault    func(r *http.Request, call Call) Fault
 	counts   map[string]int
+	dryRuns  map[string]int
 	server   *http.Server
 	listener net.Listener
 }
@@ -78,7 +79,7 @@ func (c *Cluster) FaultProxy(t testing.TB) *FaultProxy {
 	rp := httputil.NewSingleHostReverseProxy(target)
 	rp.Transport = transport
 	rp.FlushInterval = -1 // watches stream
-	p := &FaultProxy{forward: rp, counts: map[string]int{}}
+	p := &FaultProxy{forward: rp, counts: map[string]int{}, dryRuns: map[string]int{}}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -122,6 +123,14 @@ func (p *FaultProxy) Count(verb, resource string) int {
 	return p.counts[verb+" "+resource]
 }
 
+// DryRuns is how many of Count's requests were dry runs (trainstep asks, before it creates
+// anything, whether the namespace admits its pods): nothing was written for them.
+func (p *FaultProxy) DryRuns(verb, resource string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.dryRuns[verb+" "+resource]
+}
+
 // Down closes the proxy's listener and every open connection: clients see
 // connections refused, as with an API server that stopped.
 func (p *FaultProxy) Down() {
@@ -151,6 +160,9 @@ func (p *FaultProxy) handle(w http.ResponseWriter, r *http.Request) {
 	key := call.Verb + " " + call.Resource
 	call.Count = p.counts[key]
 	p.counts[key]++
+	if r.URL.Query().Has("dryRun") {
+		p.dryRuns[key]++
+	}
 	fault := p.fault
 	p.mu.Unlock()
 	var f Fault

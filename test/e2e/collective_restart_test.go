@@ -39,8 +39,9 @@ func TestRealNodeKilledRankRestartsTheAllReduceJob(t *testing.T) {
 		if pid == 0 {
 			return false, nil
 		}
-		_, err := os.Stat(filepath.Join(checkpoints, "checkpoint.json"))
-		return err == nil, nil
+		// The job keeps it in /var/tmp/<master pod>, on the claim.
+		found, err := filepath.Glob(filepath.Join(checkpoints, "*", "checkpoint.json"))
+		return err == nil && len(found) > 0, nil
 	}, func() string { return e.podSummary(t) })
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("killing rank 2 (pid %d): %v", pid, err)
