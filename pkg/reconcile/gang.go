@@ -205,7 +205,9 @@ type doomedInstance struct {
 // deleteAndRelease deletes each instance by its UID, in parallel, and
 // releases the replicas whose delete landed (their deleteSent marks were
 // set by the caller); a refused delete takes its mark back, and its error
-// is returned.
+// is returned. A transient error may have come after the delete landed:
+// that instance is released once it shows it is going, never counted as
+// a failure.
 func (c *Controller) deleteAndRelease(ctx context.Context, doomed []doomedInstance) error {
 	errs := c.parallel(ctx, len(doomed), func(i int) error {
 		d := doomed[i]
@@ -215,6 +217,8 @@ func (c *Controller) deleteAndRelease(ctx context.Context, doomed []doomedInstan
 	now := c.opts.Clock.Now()
 	for i, d := range doomed {
 		switch {
+		case errs[i] != nil && apierr.IsTransient(errs[i]):
+			d.st.releaseUnanswered(d.uid, now)
 		case errs[i] != nil:
 			d.st.deleteFailed()
 		case d.st.uid == d.uid || d.st.stage == stageAbsent:

@@ -84,6 +84,11 @@ type replicaState struct {
 	// its informer delete, which may come before the call returns, is the
 	// removal trainstep asked for, not a vanishing.
 	deleting bool
+	// unanswered is the instance whose delete without a restart (a gang
+	// release, a whole-job restart, a scale-down) got no answer: it may
+	// have landed before the answer was lost, so the instance going is
+	// that delete's work, not a failure.
+	unanswered types.UID
 	// restartsBefore counts in-place restarts of instances already removed.
 	restartsBefore int32
 	// recreations counts replacements of this replica (its share of the
@@ -129,7 +134,7 @@ func (st *replicaState) createAccepted(uid types.UID, attempt int, now time.Time
 	st.stage, st.uid, st.attempt, st.nextAttempt, st.createdAt, st.expectSince = stageCreated, uid, attempt, attempt, now, now
 	st.pod = nil
 	if cached != nil && cached.UID == uid {
-		st.podSeen(cached)
+		st.podSeen(cached, now)
 	}
 	return nil
 }
@@ -145,13 +150,19 @@ func (st *replicaState) adopted(pod *corev1.Pod, attempt int, restartsBefore int
 
 // podSeen records an instance the informer delivered. Only the current
 // instance counts: an older one (still terminating, or delivered late) or
-// one this run did not create is ignored.
-func (st *replicaState) podSeen(pod *corev1.Pod) bool {
+// one this run did not create is ignored. An instance going after a delete
+// whose answer was lost is released: that delete landed.
+func (st *replicaState) podSeen(pod *corev1.Pod, now time.Time) bool {
 	if pod.UID != st.uid || st.uid == "" {
 		return false
 	}
 	switch st.stage {
 	case stageCreated, stageObserved, stageVanished:
+		if pod.DeletionTimestamp != nil && st.unanswered == pod.UID && !st.deleting {
+			st.pod, st.dirty = pod, true
+			st.release(now)
+			return true
+		}
 		// A vanished instance seen again means the delete was a stale view.
 		st.stage, st.pod, st.dirty = stageObserved, pod, true
 		return true
@@ -174,7 +185,7 @@ func (st *replicaState) podDeleted(uid types.UID) bool {
 		st.stage, st.uid, st.pod = stageAbsent, "", nil
 		return true
 	case stageCreated, stageObserved:
-		if st.deleting {
+		if st.deleting || st.unanswered == uid {
 			st.stage, st.uid, st.pod = stageAbsent, "", nil
 			return true
 		}
@@ -188,6 +199,22 @@ func (st *replicaState) podDeleted(uid types.UID) bool {
 // takes the mark back when the API server refused it.
 func (st *replicaState) deleteSent()   { st.deleting = true }
 func (st *replicaState) deleteFailed() { st.deleting = false }
+
+// releaseUnanswered takes the mark back from a release's delete of uid
+// that failed with an error the write may have landed before (a lost
+// answer, a timeout): the instance is released once it shows it is going
+// (now, if the informer delivered that already), and deleted again
+// otherwise.
+func (st *replicaState) releaseUnanswered(uid types.UID, now time.Time) {
+	st.deleting = false
+	if st.uid != uid {
+		return
+	}
+	st.unanswered = uid
+	if (st.stage == stageCreated || st.stage == stageObserved) && st.pod != nil && st.pod.UID == uid && st.pod.DeletionTimestamp != nil {
+		st.release(now)
+	}
+}
 
 // confirmed closes an overdue expectation with a live read: live is the
 // instance the API server returned under the replica's name (nil when

@@ -35,7 +35,9 @@ func TestReplicaStateTransitions(t *testing.T) {
 			}
 		}
 	}
-	seen := func(uid types.UID) func(*replicaState) { return func(st *replicaState) { st.podSeen(podWithUID(uid)) } }
+	seen := func(uid types.UID) func(*replicaState) {
+		return func(st *replicaState) { st.podSeen(podWithUID(uid), now) }
+	}
 	deleted := func(uid types.UID) func(*replicaState) { return func(st *replicaState) { st.podDeleted(uid) } }
 	recreate := func(st *replicaState) {
 		if _, err := st.doomedForRecreate(); err != nil {
@@ -169,7 +171,7 @@ func TestReplicaStateRefusesDecisionsOnOpenExpectations(t *testing.T) {
 	if err := st.createAccepted("b", 0, time.Now(), nil); err == nil {
 		t.Error("a second create for a replica with an instance must be refused")
 	}
-	st.podSeen(podWithUID("a"))
+	st.podSeen(podWithUID("a"), time.Now())
 	st.podDeleted("a")
 	if _, err := st.doomedForRecreate(); err == nil || st.recreations != 0 {
 		t.Errorf("recreating a vanished replica before the live check: err %v, recreations %d; want refused, 0", err, st.recreations)

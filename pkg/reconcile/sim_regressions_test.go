@@ -38,6 +38,8 @@ type regression struct {
 	// load is the workers' cpu use at the start, in percent of their
 	// request (elasticPolicy.metrics).
 	load int64
+	// room is when the cluster or Kueue's ClusterQueue has room for the gang.
+	room time.Duration
 }
 
 func withDeadline(job *v1alpha1.TrainJob, seconds int64) *v1alpha1.TrainJob {
@@ -239,6 +241,35 @@ func regressions() []regression {
 		},
 		counted: 4, phase: result.PhaseFailed, reason: result.ReasonReplicaFailed, restarts: 0,
 	}, {
+		// Found by the 100,000-schedule soak (seed 211322356): a scale-down
+		// delete whose answer was lost after it landed was taken as
+		// refused, and the removed worker's exit 143 counted as a failure.
+		name: "a scale-down delete whose answer is lost costs no restart",
+		job:  withCleanPodPolicy(withBackoffLimit(onMetrics(elasticJob(3, 2, 4), 60), 3), v1alpha1.CleanPodPolicyRunning), nodes: 3, load: 150,
+		faults: []fault{
+			{at: 27 * time.Second, kind: faultQuota, lasts: 45 * time.Second},
+			{at: 64 * time.Second, kind: faultLoad, code: 60},
+			{at: 115 * time.Second, kind: faultNodeDown, node: 0, lasts: 10 * time.Minute},
+			{at: 505 * time.Second, kind: faultLoad, code: 20},
+			{at: 735 * time.Second, kind: faultAPI, code: 504, lasts: 2 * time.Second},
+			{at: 764 * time.Second, kind: faultAPI, code: 504, lasts: 47 * time.Second, applied: true},
+			{at: 804 * time.Second, kind: faultQuota, lasts: 104 * time.Second},
+		},
+		phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
+	}, {
+		// Found by the soak (seed 211298444): the same lost answer, a 500,
+		// to the delete of a worker above the target while Kueue held the
+		// gang, then the step killed and re-attached.
+		name: "a scale-down delete answered 500 after it landed costs no restart under Kueue",
+		job:  withCleanPodPolicy(withKueue(onMetrics(elasticJob(3, 2, 4), 60)), v1alpha1.CleanPodPolicyNone), nodes: 3, load: 150, room: 40 * time.Second,
+		faults: []fault{
+			{at: 44 * time.Second, kind: faultQuota, lasts: 114 * time.Second},
+			{at: 64 * time.Second, kind: faultLoad, code: 150},
+			{at: 195 * time.Second, kind: faultAPI, code: 500, lasts: 40 * time.Second, applied: true},
+			{at: 224 * time.Second, kind: faultKillStep, lasts: 10 * time.Second},
+		},
+		phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
+	}, {
 		// Review item 6: a panic in a parallel create ended the process.
 		name: "a panic in a pod create ends the run Failed and torn down",
 		job:  tfJob(v1alpha1.RestartPolicyExitCode), nodes: 2,
@@ -275,7 +306,7 @@ func TestSimulationRegressions(t *testing.T) {
 		t.Run(rg.name, func(t *testing.T) {
 			rg.job.Namespace = ns
 			s := schedule{seed: uint64(1000 + i), name: rg.name, job: rg.job, nodes: rg.nodes, faults: rg.faults,
-				counted: rg.counted, load: rg.load, regression: t.Name()[len("TestSimulationRegressions/"):]}
+				counted: rg.counted, load: rg.load, room: rg.room, regression: t.Name()[len("TestSimulationRegressions/"):]}
 			end := runOrders(t, s, 8, *simTrace)
 			if end == nil {
 				return
