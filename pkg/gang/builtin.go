@@ -3,6 +3,7 @@ package gang
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
@@ -60,6 +61,19 @@ type Pods struct {
 	Desired, Existing int
 	// Gated carry the gang's gate; Bound have a node.
 	Gated, Bound int
+	// Created is when each existing pod was created (its
+	// creationTimestamp), in any order; empty when not known.
+	Created []time.Time
+}
+
+// existedSince is when n of the pods existed: the n-th earliest creation,
+// zero when fewer than n creation times are known.
+func (pods Pods) existedSince(n int) time.Time {
+	if n <= 0 || len(pods.Created) < n {
+		return time.Time{}
+	}
+	times := slices.SortedFunc(slices.Values(pods.Created), func(a, b time.Time) int { return a.Compare(b) })
+	return times[n-1]
 }
 
 // Params are the built-in gang's bounds, from schedulingPolicy.
@@ -135,6 +149,15 @@ func (p Params) Next(a Admission, pods Pods, now time.Time, jitter float64) Step
 		}
 		next := a
 		next.Stage, next.UngatedAt = StageWaiting, now
+		if p.SchedulerHolds && pods.Gated == 0 {
+			// The scheduler has held the pods since enough of them existed:
+			// a later first look (a step re-attached to the job) does not
+			// start the wait over.
+			if since := pods.existedSince(need); !since.IsZero() && since.Before(now) {
+				next.UngatedAt = since
+			}
+			return p.Next(next, pods, now, jitter)
+		}
 		step := Step{Next: next, RecheckAfter: p.Timeout}
 		if pods.Gated > 0 {
 			step.Action = ActionUngate

@@ -114,7 +114,8 @@ func TestBackoffDoublesIsCappedAndSpreadByJitter(t *testing.T) {
 }
 
 // Under Kubernetes' gang the scheduler holds the pods: no gates to lift, the
-// clock starts once minAvailable pods exist, and the one wait ends the job.
+// clock starts once minAvailable pods exist (by their creation, whenever
+// the first look comes), and the one wait ends the job.
 func TestNextUnderKubernetesGangWaitsOnceWithoutGates(t *testing.T) {
 	p := Params{MinAvailable: 2, Timeout: 10 * time.Second, MaxAttempts: 1, SchedulerHolds: true}
 	t0 := time.Unix(1000, 0)
@@ -133,6 +134,12 @@ func TestNextUnderKubernetesGangWaitsOnceWithoutGates(t *testing.T) {
 		{"minAvailable bound: admitted", waiting, Pods{Desired: 3, Existing: 3, Bound: 2}, t0.Add(time.Second),
 			Step{Next: Admission{Attempt: 1, Stage: StageAdmitted, UngatedAt: t0}}},
 		{"none bound at the timeout: give up at the first", waiting, Pods{Desired: 3, Existing: 3}, t0.Add(10 * time.Second),
+			Step{Action: ActionGiveUp, Next: waiting, Message: "0 of 3 pods bound within 10s, 2 needed"}},
+		{"a later first look (a re-attached step): the clock started when minAvailable pods existed", Start(),
+			Pods{Desired: 3, Existing: 3, Created: []time.Time{t0.Add(5 * time.Second), t0.Add(-time.Second), t0}}, t0.Add(4 * time.Second),
+			Step{Next: waiting, RecheckAfter: 6 * time.Second}},
+		{"a later first look past the timeout since they existed: give up", Start(),
+			Pods{Desired: 3, Existing: 2, Created: []time.Time{t0, t0.Add(-time.Minute)}}, t0.Add(10 * time.Second),
 			Step{Action: ActionGiveUp, Next: waiting, Message: "0 of 3 pods bound within 10s, 2 needed"}},
 	}
 	for _, tc := range cases {

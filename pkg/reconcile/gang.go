@@ -136,6 +136,7 @@ func (c *Controller) gangPods() ([]*corev1.Pod, gang.Pods) {
 		}
 		pods = append(pods, pod)
 		count.Existing++
+		count.Created = append(count.Created, pod.CreationTimestamp.Time)
 		if gang.HasGate(pod) {
 			count.Gated++
 		}

@@ -270,6 +270,32 @@ func regressions() []regression {
 		},
 		phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
 	}, {
+		// Found by the soak (seeds 211301090, 211313348): each re-attached
+		// step started the gang's wait for Kueue over, so after three steps
+		// the timeout fell on the moment Kueue admitted the gang, and the
+		// job succeeded or ended Unschedulable as the bindings arrived. The
+		// wait runs from when the pods existed.
+		name: "re-attached steps do not start the wait for Kueue's admission over",
+		job:  withCleanPodPolicy(withBackoffLimit(withKueue(tfJob(v1alpha1.RestartPolicyOnFailure)), 3), v1alpha1.CleanPodPolicyRunning), nodes: 2, room: 450 * time.Second,
+		faults: []fault{
+			killDuringExit(45*time.Second, "mnist-ps-0", 1, 8*time.Second),
+			{at: 89 * time.Second, kind: faultKillStep, lasts: 26 * time.Second},
+			{at: 124 * time.Second, kind: faultKillStep, lasts: 27 * time.Second},
+		},
+		counted: 1, phase: result.PhaseTransient, reason: result.ReasonUnschedulable, restarts: 0,
+	}, {
+		// Seed 211313348: the same, with backoffLimit 0 and the failures
+		// waiting for the admission to land.
+		name: "a re-attached step does not start the wait for Kueue's admission over",
+		job:  withCleanPodPolicy(withBackoffLimit(withKueue(tfJob(v1alpha1.RestartPolicyOnFailure)), 0), v1alpha1.CleanPodPolicyAll), nodes: 2, room: 450 * time.Second,
+		faults: []fault{
+			{at: 46 * time.Second, kind: faultDisruption, replica: "mnist-worker-1", disruption: "podgc"},
+			{at: 85 * time.Second, kind: faultDisruption, replica: "mnist-worker-1", disruption: "podgc"},
+			{at: 113 * time.Second, kind: faultExit, replica: "mnist-worker-1", code: 143},
+			killDuringExit(144*time.Second, "mnist-worker-1", 143, 7*time.Second),
+		},
+		counted: 2, phase: result.PhaseTransient, reason: result.ReasonUnschedulable, restarts: 0,
+	}, {
 		// Review item 6: a panic in a parallel create ended the process.
 		name: "a panic in a pod create ends the run Failed and torn down",
 		job:  tfJob(v1alpha1.RestartPolicyExitCode), nodes: 2,
