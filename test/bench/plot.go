@@ -91,37 +91,57 @@ func (s series) addTo(p *plot.Plot) error {
 	return nil
 }
 
-// LaunchPlot draws time to all objects created and to all pods Running
-// against the job size, for trainstep and the baseline.
-func LaunchPlot(r Report) (*plot.Plot, error) {
+// launchSide is one side of a launch plot: its times to all objects created and to all
+// pods Running, one list of runs per size.
+type launchSide struct {
+	name             string
+	color            color.Color
+	created, running [][]time.Duration
+}
+
+// launchTimesPlot draws each side's time to all created (solid) and to all Running
+// (dashed) against the job sizes, both axes logarithmic.
+func launchTimesPlot(title, xLabel string, sizes []int, sides ...launchSide) (*plot.Plot, error) {
 	p := plot.New()
-	p.Title.Text = "Launch: trainstep vs a parallel client-go loop (median, min–max)"
-	p.X.Label.Text = "workers (a pod each; one headless Service for the job)"
+	p.Title.Text = title
+	p.X.Label.Text = xLabel
 	p.Y.Label.Text = "seconds from start"
 	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
 	p.Y.Tick.Marker = oneTwoFiveTicks()
 	var x []float64
 	var ticks []plot.Tick
-	var tsCreated, tsRunning, blCreated, blRunning [][]time.Duration
-	for _, s := range r.Sizes {
-		x = append(x, float64(s.Replicas))
-		ticks = append(ticks, plot.Tick{Value: float64(s.Replicas), Label: strconv.Itoa(s.Replicas)})
-		tsCreated, tsRunning = append(tsCreated, s.Trainstep.Created), append(tsRunning, s.Trainstep.Running)
-		blCreated, blRunning = append(blCreated, s.Baseline.Created), append(blRunning, s.Baseline.Running)
+	for _, n := range sizes {
+		x = append(x, float64(n))
+		ticks = append(ticks, plot.Tick{Value: float64(n), Label: strconv.Itoa(n)})
 	}
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	p.Legend.Top, p.Legend.Left = true, true
-	for _, s := range []series{
-		{"trainstep: all created", x, seconds(tsCreated), trainstepColor, nil},
-		{"trainstep: all Running", x, seconds(tsRunning), trainstepColor, runningDashes},
-		{"baseline: all created", x, seconds(blCreated), baselineColor, nil},
-		{"baseline: all Running", x, seconds(blRunning), baselineColor, runningDashes},
-	} {
-		if err := s.addTo(p); err != nil {
-			return nil, err
+	for _, side := range sides {
+		for _, s := range []series{
+			{side.name + ": all created", x, seconds(side.created), side.color, nil},
+			{side.name + ": all Running", x, seconds(side.running), side.color, runningDashes},
+		} {
+			if err := s.addTo(p); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return p, nil
+}
+
+// LaunchPlot draws the time to all objects created and to all pods Running
+// against the job size, for trainstep and the baseline.
+func LaunchPlot(r Report) (*plot.Plot, error) {
+	var sizes []int
+	trainstep := launchSide{name: "trainstep", color: trainstepColor}
+	baseline := launchSide{name: "baseline", color: baselineColor}
+	for _, s := range r.Sizes {
+		sizes = append(sizes, s.Replicas)
+		trainstep.created, trainstep.running = append(trainstep.created, s.Trainstep.Created), append(trainstep.running, s.Trainstep.Running)
+		baseline.created, baseline.running = append(baseline.created, s.Baseline.Created), append(baseline.running, s.Baseline.Running)
+	}
+	return launchTimesPlot("Launch: trainstep vs a parallel client-go loop (median, min–max)",
+		"workers (a pod each; one headless Service for the job)", sizes, trainstep, baseline)
 }
 
 // LayoutsPlot draws trainstep's time to all objects created and to all pods
@@ -132,35 +152,21 @@ func LayoutsPlot(r Report) (*plot.Plot, error) {
 	if len(rows) == 0 {
 		return nil, nil
 	}
-	p := plot.New()
-	p.Title.Text = "Launch by Service layout: one for the job vs one per replica (median, min–max)"
-	p.X.Label.Text = "workers"
-	p.Y.Label.Text = "seconds from start"
-	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
-	p.Y.Tick.Marker = oneTwoFiveTicks()
-	var x []float64
-	var ticks []plot.Tick
-	var jobCreated, jobRunning, replicaCreated, replicaRunning [][]time.Duration
+	var sizes []int
+	perJob := launchSide{name: "per job", color: trainstepColor}
+	perReplica := launchSide{name: "per replica", color: perReplicaColor}
 	for _, row := range rows {
-		x = append(x, float64(row.Replicas))
-		ticks = append(ticks, plot.Tick{Value: float64(row.Replicas), Label: strconv.Itoa(row.Replicas)})
-		jobCreated, jobRunning = append(jobCreated, row.PerJob.Created), append(jobRunning, row.PerJob.Running)
-		replicaCreated, replicaRunning = append(replicaCreated, row.PerReplica.Created), append(replicaRunning, row.PerReplica.Running)
+		sizes = append(sizes, row.Replicas)
+		perJob.created, perJob.running = append(perJob.created, row.PerJob.Created), append(perJob.running, row.PerJob.Running)
+		perReplica.created, perReplica.running = append(perReplica.created, row.PerReplica.Created), append(perReplica.running, row.PerReplica.Running)
 	}
-	p.X.Tick.Marker = plot.ConstantTicks(ticks)
-	p.Legend.Top, p.Legend.Left = true, true
-	for _, s := range []series{
-		{"per job: all created", x, seconds(jobCreated), trainstepColor, nil},
-		{"per job: all Running", x, seconds(jobRunning), trainstepColor, runningDashes},
-		{"per replica: all created", x, seconds(replicaCreated), perReplicaColor, nil},
-		{"per replica: all Running", x, seconds(replicaRunning), perReplicaColor, runningDashes},
-	} {
-		if err := s.addTo(p); err != nil {
-			return nil, err
-		}
+	p, err := launchTimesPlot("Launch by Service layout: one for the job vs one per replica (median, min–max)",
+		"workers", sizes, perJob, perReplica)
+	if err != nil {
+		return nil, err
 	}
 	// Room around the sizes and the error bars, so neither ends on an axis.
-	p.X.Min, p.X.Max = x[0]/1.5, x[len(x)-1]*1.5
+	p.X.Min, p.X.Max = float64(sizes[0])/1.5, float64(sizes[len(sizes)-1])*1.5
 	p.Y.Min, p.Y.Max = p.Y.Min/1.2, p.Y.Max*1.2
 	return p, nil
 }
