@@ -37,6 +37,48 @@ const ArgoNamespace = "argo"
 // WorkflowResource is Argo's Workflow.
 var WorkflowResource = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "workflows"}
 
+// WorkflowNode is the part of a Workflow's status.nodes entry tests read.
+type WorkflowNode struct {
+	ID           string `json:"id"`
+	Name         string `json:"name"`
+	DisplayName  string `json:"displayName"`
+	Type         string `json:"type"`
+	TemplateName string `json:"templateName"`
+	Phase        string `json:"phase"`
+	Message      string `json:"message"`
+	Inputs       struct {
+		Parameters []WorkflowParameter `json:"parameters"`
+	} `json:"inputs"`
+	Outputs struct {
+		Parameters []WorkflowParameter `json:"parameters"`
+		Result     *string             `json:"result"`
+		ExitCode   *string             `json:"exitCode"`
+	} `json:"outputs"`
+}
+
+// WorkflowParameter is one input or output parameter of a WorkflowNode.
+type WorkflowParameter struct {
+	Name  string  `json:"name"`
+	Value *string `json:"value"`
+}
+
+// WorkflowNodes decodes wf's status.nodes, by node ID.
+func WorkflowNodes(wf *unstructured.Unstructured) (map[string]WorkflowNode, error) {
+	raw, _, err := unstructured.NestedMap(wf.Object, "status", "nodes")
+	if err != nil {
+		return nil, err
+	}
+	data, err := json.Marshal(raw)
+	if err != nil {
+		return nil, err
+	}
+	var nodes map[string]WorkflowNode
+	if err := json.Unmarshal(data, &nodes); err != nil {
+		return nil, err
+	}
+	return nodes, nil
+}
+
 // argoControllerHealthz is the controller's health endpoint port, on the node IP.
 const argoControllerHealthz = "6060"
 

@@ -13,7 +13,6 @@ package e2e_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -395,43 +394,17 @@ func (e *e2e) waitForWorkflow(t *testing.T, name string, timeout time.Duration, 
 	return wf
 }
 
-// workflowNode is the part of a Workflow's status.nodes entry the tests read.
-type workflowNode struct {
-	ID           string `json:"id"`
-	Name         string `json:"name"`
-	DisplayName  string `json:"displayName"`
-	Type         string `json:"type"`
-	TemplateName string `json:"templateName"`
-	Phase        string `json:"phase"`
-	Message      string `json:"message"`
-	Inputs       struct {
-		Parameters []parameter `json:"parameters"`
-	} `json:"inputs"`
-	Outputs struct {
-		Parameters []parameter `json:"parameters"`
-		Result     *string     `json:"result"`
-		ExitCode   *string     `json:"exitCode"`
-	} `json:"outputs"`
-}
-
-type parameter struct {
-	Name  string  `json:"name"`
-	Value *string `json:"value"`
-}
+// workflowNode and parameter are the parts of a Workflow's status the tests read.
+type (
+	workflowNode = cluster.WorkflowNode
+	parameter    = cluster.WorkflowParameter
+)
 
 // nodes decodes the Workflow's status.nodes.
 func nodes(t *testing.T, wf *unstructured.Unstructured) map[string]workflowNode {
 	t.Helper()
-	raw, _, err := unstructured.NestedMap(wf.Object, "status", "nodes")
+	out, err := cluster.WorkflowNodes(wf)
 	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := json.Marshal(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out map[string]workflowNode
-	if err := json.Unmarshal(data, &out); err != nil {
 		t.Fatal(err)
 	}
 	return out

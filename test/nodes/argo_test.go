@@ -167,24 +167,8 @@ func TestRealNodesAllReduceWorkflowAcrossNodes(t *testing.T) {
 // trainOutputs are the output parameters of the Workflow's train step.
 func trainOutputs(t *testing.T, wf *unstructured.Unstructured) map[string]string {
 	t.Helper()
-	raw, _, err := unstructured.NestedMap(wf.Object, "status", "nodes")
+	nodes, err := cluster.WorkflowNodes(wf)
 	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := json.Marshal(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var nodes map[string]struct {
-		DisplayName string `json:"displayName"`
-		Outputs     struct {
-			Parameters []struct {
-				Name  string  `json:"name"`
-				Value *string `json:"value"`
-			} `json:"parameters"`
-		} `json:"outputs"`
-	}
-	if err := json.Unmarshal(data, &nodes); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]string{}
