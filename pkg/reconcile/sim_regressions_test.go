@@ -296,6 +296,22 @@ func regressions() []regression {
 		},
 		counted: 2, phase: result.PhaseTransient, reason: result.ReasonUnschedulable, restarts: 0,
 	}, {
+		// Found by the soak (seed 211305308): the teardown deleted a master
+		// that had failed, then its node stopped answering; the simulated
+		// API server gave the ended pod a grace period its silent kubelet
+		// never closed, so Kueue's finalizer was never reached and the pod
+		// stayed. The API server deletes a pod that ended at once.
+		name: "the teardown removes an ended pod whose node stopped answering",
+		job:  withCleanPodPolicy(withBackoffLimit(withKueue(ddpJob(v1alpha1.RestartPolicyNever)), 3), v1alpha1.CleanPodPolicyAll), nodes: 2,
+		faults: []fault{
+			{at: 52 * time.Second, kind: faultAPI, code: 504, lasts: time.Minute},
+			ddpPeers(fault{at: 75 * time.Second, kind: faultExit, replica: "ddp-worker-1", code: 143}),
+			{at: 96 * time.Second, kind: faultNodeDown, node: simNodeOf("ddp-master-0", 2), lasts: 10 * time.Minute},
+			{at: 724 * time.Second, kind: faultNodeDown, node: simNodeOf("ddp-master-0", 2), lasts: 10 * time.Minute},
+			{at: 1356 * time.Second, kind: faultAPI, code: 500, lasts: 45 * time.Second},
+		},
+		counted: 1, phase: result.PhaseFailed, reason: result.ReasonReplicaFailed, restarts: 0,
+	}, {
 		// Review item 6: a panic in a parallel create ended the process.
 		name: "a panic in a pod create ends the run Failed and torn down",
 		job:  tfJob(v1alpha1.RestartPolicyExitCode), nodes: 2,

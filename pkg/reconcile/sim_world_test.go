@@ -539,7 +539,9 @@ func (w *simWorld) handle(action k8stesting.Action, gvr schema.GroupVersionResou
 
 // delete honours the UID precondition and a pod's grace period: a pod on a
 // node is only marked; its kubelet finishes the deletion, unless the node
-// stopped answering, where only a delete with grace 0 removes it.
+// stopped answering, where only a delete with grace 0 removes it. A pod that
+// ended has no grace period, as the API server's pod strategy gives it none
+// (nothing runs that its kubelet must stop).
 func (w *simWorld) delete(a k8stesting.DeleteAction, gvr schema.GroupVersionResource) error {
 	obj, err := w.tracker.Get(gvr, a.GetNamespace(), a.GetName())
 	if err != nil {
@@ -552,7 +554,7 @@ func (w *simWorld) delete(a k8stesting.DeleteAction, gvr schema.GroupVersionReso
 	}
 	pod, isPod := obj.(*corev1.Pod)
 	force := opts.GracePeriodSeconds != nil && *opts.GracePeriodSeconds == 0
-	if !isPod || force || pod.Spec.NodeName == "" {
+	if !isPod || force || pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
 		return w.remove(gvr, obj)
 	}
 	if pod.DeletionTimestamp == nil {
