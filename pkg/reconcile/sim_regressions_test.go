@@ -312,6 +312,20 @@ func regressions() []regression {
 		},
 		counted: 1, phase: result.PhaseFailed, reason: result.ReasonReplicaFailed, restarts: 0,
 	}, {
+		// Found by the simulation (seed 730004166): while the step was away
+		// the pod garbage collector ended the master, then a worker exited
+		// 1. The first end is the cause and the worker's collateral, so the
+		// re-attached step restarts the job for free; the simulation took
+		// the worker's exit for the job's failure.
+		name: "a worker's exit after its master's disruption, both while the step is away, is collateral",
+		job:  withCleanPodPolicy(withBackoffLimit(withKueue(ddpJob(v1alpha1.RestartPolicyNever)), 3), v1alpha1.CleanPodPolicyAll), nodes: 2,
+		room: 80 * time.Second,
+		faults: []fault{
+			{at: 52 * time.Second, kind: faultPanic, replica: "ddp-master-0", disruption: "a pod event's handler"},
+			ddpPeers(killDuringExit(73*time.Second, "ddp-worker-0", 1, 33*time.Second)),
+		},
+		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
+	}, {
 		// Review item 6: a panic in a parallel create ended the process.
 		name: "a panic in a pod create ends the run Failed and torn down",
 		job:  tfJob(v1alpha1.RestartPolicyExitCode), nodes: 2,

@@ -891,9 +891,10 @@ func (r *simRun) exitWhenRunning(name string, code int32, f *fault, seq, tries i
 		return
 	}
 	r.landed(false)
-	if !restarting && r.permanent(pod, code) {
-		// Not a peer stopped by a whole-job restart under way: a failure
-		// the policy cannot retry, whether or not a step saw it happen.
+	if !restarting && r.permanent(pod, code) && !r.followsPeersEnd(pod, code) {
+		// Not a peer stopped by a whole-job restart under way, nor one
+		// that failed after a peer of its attempt ended: a failure the
+		// policy cannot retry, whether or not a step saw it happen.
 		r.permanentExit = name + " exit " + strconv.Itoa(int(code))
 	}
 	r.breakPeers(f)
@@ -911,6 +912,53 @@ func (r *simRun) permanent(pod *corev1.Pod, code int32) bool {
 		return false
 	}
 	return policy.DecideRestart(spec, policy.Replica{Phase: policy.PhaseFailed, ExitCode: &code}) == policy.FailPermanently
+}
+
+// followsPeersEnd reports whether pod, exiting now with code, fails after
+// a peer of its job attempt ended and can still be seen: in a job that
+// restarts as a whole the first end is the cause and the later ones are
+// collateral (docs/failures.md). Ends compare in whole seconds, as pod
+// times do; within one, a peer ended from outside (a signal, a
+// disruption) comes first.
+func (r *simRun) followsPeersEnd(pod *corev1.Pod, code int32) bool {
+	w := r.w
+	if !restartsAsWhole(w.job) {
+		return false
+	}
+	now := w.now().Truncate(time.Second)
+	for _, p := range w.jobPods() {
+		if p.UID == pod.UID || p.Labels[v1alpha1.LabelJobAttempt] != pod.Labels[v1alpha1.LabelJobAttempt] {
+			continue
+		}
+		at, fromOutside, ended := simEnded(p)
+		if !ended {
+			continue
+		}
+		if at = at.Truncate(time.Second); at.Before(now) || at.Equal(now) && fromOutside && code < 128 {
+			return true
+		}
+	}
+	return false
+}
+
+// simEnded says whether pod failed, when its container ended (the zero
+// time, earliest of all, when it was stopped before its container's end
+// was written) and whether from outside: a signal or a disruption.
+func simEnded(pod *corev1.Pod) (at time.Time, fromOutside, ended bool) {
+	if pod.Status.Phase != corev1.PodFailed {
+		return time.Time{}, false, false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == v1alpha1.PodConditionDisruptionTarget && c.Status == corev1.ConditionTrue {
+			fromOutside = true
+		}
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if t := cs.State.Terminated; t != nil {
+			return t.FinishedAt.Time, fromOutside || t.ExitCode >= 128, true
+		}
+	}
+	return time.Time{}, true, true
 }
 
 // replicaTypeOf finds the spec's replica type of a pod (its label is lower case).
