@@ -22,6 +22,9 @@ type Failures struct {
 	// Wait > 0: a failure of a job that restarts as a whole is not decided
 	// yet; look again after this long.
 	Wait time.Duration
+	// countedAlready is how many of Recreate the view counts already
+	// (RestartCounted): decided before, not carried out yet.
+	countedAlready int32
 }
 
 // CheckFailures applies the job's failure policy (its rules, then each
@@ -69,6 +72,9 @@ func CheckFailures(v *View, t Timeouts) Failures {
 		case verdictRestartReplica:
 			if j.counted {
 				f.Recreate = append(f.Recreate, j.replica.ReplicaID)
+				if j.replica.RestartCounted {
+					f.countedAlready++
+				}
 			} else {
 				f.RecreateUncounted = append(f.RecreateUncounted, j.replica.ReplicaID)
 			}
@@ -77,9 +83,10 @@ func CheckFailures(v *View, t Timeouts) Failures {
 	return f
 }
 
-// Counted is how many restarts carrying out f costs.
+// Counted is how many restarts carrying out f costs beyond those the view
+// counts already.
 func (f Failures) Counted() int32 {
-	n := int32(len(f.Recreate))
+	n := int32(len(f.Recreate)) - f.countedAlready
 	if f.RestartJob != nil && f.RestartJob.Counted {
 		n++
 	}

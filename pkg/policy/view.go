@@ -41,8 +41,8 @@ type Replica struct {
 	Restarts int32
 	// EarlierRestarts counts this replica's restarts before its current
 	// instance: its recreations plus the in-place restarts of the instances
-	// they replaced. Over all replicas, Restarts + EarlierRestarts add up to
-	// View.Restarts.
+	// they replaced. Over all replicas, Restarts + EarlierRestarts (and one
+	// for each RestartCounted) add up to View.Restarts.
 	EarlierRestarts int32
 	// WaitingReason is the main container's waiting reason (e.g.
 	// ImagePullBackOff) and WaitingSince when it was first seen.
@@ -55,6 +55,10 @@ type Replica struct {
 	// Lost is true when the instance disappeared while not finished and
 	// trainstep did not remove it (preemption, eviction, deletion from outside).
 	Lost bool
+	// RestartCounted is true for a failed instance whose counted restart
+	// was decided and is not carried out yet: View.Restarts holds it, and
+	// deciding it again costs nothing more.
+	RestartCounted bool
 	// LostUnseen is true for a replica whose pod was gone when a step
 	// re-attached to the job: no run saw why it went, so its loss costs no
 	// restart.

@@ -51,6 +51,10 @@ func (c *Controller) observe() policy.View {
 		}
 		v.Restarts += st.restartsBefore
 		r.EarlierRestarts = st.recreations + st.restartsBefore
+		if st.restartDecided != "" && st.restartDecided == st.uid {
+			r.RestartCounted = true
+			v.Restarts++
+		}
 		v.Replicas = append(v.Replicas, r)
 	}
 	c.viewReplicas = v.Replicas

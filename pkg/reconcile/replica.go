@@ -104,6 +104,11 @@ type replicaState struct {
 	worldSize int
 	// lostUnseen: lost while no run of the step watched (adopt).
 	lostUnseen bool
+	// restartDecided is the failed instance whose counted restart was
+	// decided but is not carried out yet (its ledger entry or delete did
+	// not land): it counts from the decision on, once, so that what the
+	// job counts does not depend on when the API server answered.
+	restartDecided types.UID
 }
 
 func newReplicaState(id policy.ReplicaID, name string) *replicaState {
@@ -279,6 +284,7 @@ func (st *replicaState) recreateStarted(now time.Time, counted bool) {
 	if counted {
 		st.recreations++
 	}
+	st.restartDecided = ""
 	st.restartsBefore += st.last.Restarts
 }
 

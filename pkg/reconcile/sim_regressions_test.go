@@ -326,6 +326,21 @@ func regressions() []regression {
 		},
 		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
 	}, {
+		// Found by the 100,000-schedule soak (seeds 1100067259,
+		// 1100064970): a replica's counted restart counted only once its
+		// ledger entry and delete landed. Writes refused until the second
+		// failure: whether the first restart was counted by then depended
+		// on when a retry got through, and the job ended with 0 or 1
+		// restarts. A decided restart counts from the decision, once.
+		name: "a restart decided while writes fail counts before the next failure",
+		job:  withBackoffLimit(tfJob(v1alpha1.RestartPolicyExitCode), 1), nodes: 2,
+		faults: []fault{
+			{at: 42 * time.Second, kind: faultAPI, code: 409, lasts: 40 * time.Second},
+			{at: 62 * time.Second, kind: faultExit, replica: "mnist-worker-1", code: 137},
+			{at: 82 * time.Second, kind: faultExit, replica: "mnist-worker-0", code: 143},
+		},
+		counted: 2, phase: result.PhaseFailed, reason: result.ReasonBackoffLimitExceeded, restarts: 1,
+	}, {
 		// Review item 6: a panic in a parallel create ended the process.
 		name: "a panic in a pod create ends the run Failed and torn down",
 		job:  tfJob(v1alpha1.RestartPolicyExitCode), nodes: 2,

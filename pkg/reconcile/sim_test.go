@@ -326,12 +326,21 @@ type simEnd struct {
 	// at is when the job ended, deadline when its activeDeadlineSeconds
 	// ran out (zero without one).
 	at, deadline time.Time
+	// landed names the script's exits and disruptions that took effect
+	// before the end: one whose replica never ran again, or that came
+	// after the end, changed nothing.
+	landed string
 }
 
 // same compares two ends of one fault script. A deadline races with
 // whatever else ends the job by design: a failure at the deadline and
 // another failure, or an end close to the deadline, are alike.
 func (e simEnd) same(o simEnd) bool {
+	if e.landed != o.landed {
+		// Not the same faults took effect (the order decided whether a
+		// replica ran again in time): nothing to compare.
+		return true
+	}
 	if e.reason == result.ReasonDeadlineExceeded || o.reason == result.ReasonDeadlineExceeded {
 		if e.phase == o.phase || o.near(e.deadline) || e.near(o.deadline) {
 			return true
@@ -346,7 +355,7 @@ func (e simEnd) near(t time.Time) bool {
 }
 
 func (e simEnd) String() string {
-	return fmt.Sprintf("%s/%s with %d counted restarts (%d re-attaches)", e.phase, e.reason, e.restarts, e.reattached)
+	return fmt.Sprintf("%s/%s with %d counted restarts (%d re-attaches; faults landed: %s)", e.phase, e.reason, e.restarts, e.reattached, e.landed)
 }
 
 // simRun is one schedule under one delivery order.
@@ -375,6 +384,8 @@ type simRun struct {
 	// order; settled counts those that landed or gave up. Each lands only
 	// once every earlier one has.
 	queued, settled int
+	// took lists the places of those that landed.
+	took []int
 	// instances holds, per replica and job attempt, the first instance
 	// created: a job that restarts as a whole never replaces one alone.
 	instances map[string]types.UID
@@ -515,7 +526,7 @@ func (r *simRun) retryStep(d time.Duration, why string) bool {
 	w.ctrl, w.inbox = nil, nil
 	w.gen++
 	if r.retries >= simRetries {
-		r.end = &simEnd{phase: string(result.PhaseTransient), reason: "RetriesExhausted: " + why, restarts: r.restartsOnRecord(), reattached: r.retries}
+		r.end = &simEnd{phase: string(result.PhaseTransient), reason: "RetriesExhausted: " + why, restarts: r.restartsOnRecord(), reattached: r.retries, landed: r.landedFaults()}
 		r.abandoned = true
 		return false
 	}
@@ -581,7 +592,7 @@ func (r *simRun) sync() {
 func (r *simRun) finish(phase, reason string, everything bool) {
 	w, c := r.w, r.w.ctrl
 	v := c.View()
-	r.end = &simEnd{phase: phase, reason: reason, restarts: v.Restarts, reattached: r.retries, at: w.now()}
+	r.end = &simEnd{phase: phase, reason: reason, restarts: v.Restarts, reattached: r.retries, at: w.now(), landed: r.landedFaults()}
 	if d := w.job.Spec.RunPolicy.ActiveDeadlineSeconds; d != nil {
 		r.end.deadline = c.startTime.Add(time.Duration(*d) * time.Second)
 	}
@@ -863,7 +874,14 @@ func (r *simRun) landed(gaveUp bool) {
 	r.settled++
 	if !gaveUp {
 		r.lastLanded = r.w.now()
+		r.took = append(r.took, r.settled)
 	}
+}
+
+// landedFaults names, by their place in the script's queue, the exits and
+// disruptions that took effect, of how many were queued.
+func (r *simRun) landedFaults() string {
+	return fmt.Sprintf("%v of %d", r.took, r.queued)
 }
 
 // exitWhenRunning makes the replica's current instance exit once it runs

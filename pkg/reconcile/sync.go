@@ -439,9 +439,9 @@ func controllerName(pod *corev1.Pod) string {
 // recreate starts the replacement of each replica the policy asked for: a
 // failed pod is deleted (its replacement is created once the informer
 // delivers the delete), a lost one is replaced at once. Each counts as one
-// restart (when counted: a rule's Ignore is free), once its delete landed:
-// a delete that failed leaves the replica as it was, and the next sync
-// decides it again.
+// restart (when counted: a rule's Ignore is free) from the decision on,
+// once: a ledger write or delete that failed leaves the replica as it was,
+// and the next sync decides it again without counting it twice.
 func (c *Controller) recreate(ctx context.Context, ids []policy.ReplicaID, counted bool) error {
 	if len(ids) == 0 {
 		return nil
@@ -470,6 +470,9 @@ func (c *Controller) recreate(ctx context.Context, ids []policy.ReplicaID, count
 			st.deleteSent()
 		}
 		plans = append(plans, plan{st: st, doomed: doomed, cause: cause})
+		if counted && st.uid != "" {
+			st.restartDecided = st.uid
+		}
 		if counted {
 			entries[st.name] = ledgerEntry{UID: st.uid, Restarts: st.restartsSoFar() + 1 + st.last.Restarts}
 		}
