@@ -66,9 +66,9 @@ func (c *Controller) continueJobRestart(ctx context.Context) (bool, error) {
 			doomed = append(doomed, doomedInstance{st: st, uid: st.uid, force: c.nodeLost(id)})
 		case stageRemoving:
 			// Deleted gracefully, then its node stopped answering (or it
-			// had ended and still waits for its kubelet): the kubelet may
+			// had ended or never started and still waits for its kubelet): the kubelet may
 			// never confirm, so the delete is forced.
-			if c.removingOnLostNode(st) || c.finishedButTerminating(st) {
+			if c.removingOnLostNode(st) || c.idleButTerminating(st) {
 				doomed = append(doomed, doomedInstance{st: st, uid: st.uid, force: true})
 			}
 		}
@@ -129,24 +129,38 @@ func (c *Controller) removingOnLostNode(st *replicaState) bool {
 	return !since.IsZero() && c.opts.Clock.Since(since) >= c.opts.Timeouts.NodeLost
 }
 
-// terminatingGrace is how long the kubelet has to remove a finished pod
-// being deleted before the delete is forced: nothing of it runs any more.
+// terminatingGrace is how long the kubelet has to remove a finished pod,
+// or one bound to it that never started, being deleted before the delete
+// is forced: nothing of it runs.
 const terminatingGrace = 10 * time.Second
 
-// finishedButTerminating reports whether st's instance, which has ended,
-// has been waiting for its kubelet to remove it for terminatingGrace: a
-// node that stopped answering never marks a finished pod NotReady, so
-// removingOnLostNode cannot tell; called with the controller's mutex held.
-func (c *Controller) finishedButTerminating(st *replicaState) bool {
+// idleButTerminating reports whether st's instance, which has ended or was
+// bound to a node but never started, has been waiting for its kubelet to
+// remove it for terminatingGrace: a node that stopped answering never marks
+// such a pod NotReady, so removingOnLostNode cannot tell; called with the
+// controller's mutex held.
+func (c *Controller) idleButTerminating(st *replicaState) bool {
 	p := st.pod
-	if p == nil || p.DeletionTimestamp == nil || (p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed) {
+	if p == nil || p.DeletionTimestamp == nil || !idle(p) {
 		return false
 	}
 	return c.opts.Clock.Since(p.DeletionTimestamp.Time) >= terminatingGrace
 }
 
+// idle reports whether nothing of pod runs on its node: it ended, or it
+// was bound but never started.
+func idle(p *corev1.Pod) bool {
+	switch p.Status.Phase {
+	case corev1.PodSucceeded, corev1.PodFailed:
+		return true
+	case corev1.PodPending:
+		return p.Spec.NodeName != ""
+	}
+	return false
+}
+
 // nextNodeLost is when the node of a replica being deleted counts as lost,
-// or a finished one's delete is forced (0 when none is waited on).
+// or an idle one's delete is forced (0 when none is waited on).
 func (c *Controller) nextNodeLost() time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -159,7 +173,7 @@ func (c *Controller) nextNodeLost() time.Duration {
 		if since := c.nodeNotReadySince(id.Type, st.pod); !since.IsZero() && c.opts.Timeouts.NodeLost > 0 {
 			next = sooner(next, max(c.opts.Timeouts.NodeLost-c.opts.Clock.Since(since), time.Millisecond))
 		}
-		if p := st.pod; p.DeletionTimestamp != nil && (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed) {
+		if p := st.pod; p.DeletionTimestamp != nil && idle(p) {
 			next = sooner(next, max(terminatingGrace-c.opts.Clock.Since(p.DeletionTimestamp.Time), time.Millisecond))
 		}
 	}

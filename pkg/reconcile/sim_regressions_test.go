@@ -341,6 +341,22 @@ func regressions() []regression {
 		},
 		counted: 2, phase: result.PhaseFailed, reason: result.ReasonBackoffLimitExceeded, restarts: 1,
 	}, {
+		// Found by the 100,000-schedule soak (seed 1200047786): the master's
+		// node stopped answering just after worker-0 was bound to it, before
+		// it started. The whole-job restart forced the master's delete (its
+		// node lost) but waited on worker-0's graceful one, which its silent
+		// kubelet never confirmed: the restart stood still for the node's
+		// ten minutes. A pod that never started (or ended) whose delete its
+		// kubelet leaves waiting is deleted by force, and Kueue's finalizer
+		// given back.
+		name: "a whole-job restart forces the delete of a peer bound to the lost node but never started",
+		job:  withKueue(ddpJob(v1alpha1.RestartPolicyNever)), nodes: 2, room: 40 * time.Second,
+		faults: []fault{
+			{at: 41 * time.Second, kind: faultNodeDown, node: simNodeOf("ddp-master-0", 2), lasts: 10 * time.Minute},
+			{at: 677 * time.Second, kind: faultDisruption, replica: "ddp-worker-1", disruption: "eviction"},
+		},
+		phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
+	}, {
 		// Review item 6: a panic in a parallel create ended the process.
 		name: "a panic in a pod create ends the run Failed and torn down",
 		job:  tfJob(v1alpha1.RestartPolicyExitCode), nodes: 2,

@@ -933,7 +933,7 @@ func (r *simRun) permanent(pod *corev1.Pod, code int32) bool {
 }
 
 // followsPeersEnd reports whether pod, exiting now with code, fails after
-// a peer of its job attempt ended and can still be seen: in a job that
+// a peer of its job attempt ended: in a job that
 // restarts as a whole the first end is the cause and the later ones are
 // collateral (docs/failures.md). Ends compare in whole seconds, as pod
 // times do; within one, a peer ended from outside (a signal, a
@@ -944,7 +944,9 @@ func (r *simRun) followsPeersEnd(pod *corev1.Pod, code int32) bool {
 		return false
 	}
 	now := w.now().Truncate(time.Second)
-	for _, p := range w.jobPods() {
+	// A peer removed after its end counts too: a step that re-attaches
+	// finds it gone, a loss that comes first.
+	for _, p := range append(w.jobPods(), w.removedEnded...) {
 		if p.UID == pod.UID || p.Labels[v1alpha1.LabelJobAttempt] != pod.Labels[v1alpha1.LabelJobAttempt] {
 			continue
 		}

@@ -185,6 +185,10 @@ func (f apiFault) error(verb string, gvr schema.GroupVersionResource, name strin
 
 // simWorld is the API server, the kubelets and the informers' transport.
 type simWorld struct {
+	// removedEnded holds the pods removed after they failed or were
+	// disrupted: a peer's end that a re-attached step sees as a loss.
+	removedEnded []*corev1.Pod
+
 	rng     *rand.Rand // delivery orders and delays: the order seed
 	clock   *clocktesting.FakeClock
 	client  *fake.Clientset
@@ -590,6 +594,9 @@ func (w *simWorld) remove(gvr schema.GroupVersionResource, obj runtime.Object) e
 	}
 	if pod, ok := obj.(*corev1.Pod); ok {
 		delete(w.finalizing, pod.UID)
+		if _, _, ended := simEnded(pod); ended {
+			w.removedEnded = append(w.removedEnded, pod.DeepCopy())
+		}
 	}
 	if err := w.tracker.Delete(gvr, m.GetNamespace(), m.GetName()); err != nil {
 		return err
