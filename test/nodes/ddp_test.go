@@ -165,6 +165,26 @@ func (d *testJob) waitTraining(t *testing.T) map[string]corev1.Pod {
 	return pods
 }
 
+// waitRestartedOn waits until the ranks of the job's restart (job attempt 1) run, both on
+// node.
+func (d *testJob) waitRestartedOn(t *testing.T, node string) {
+	t.Helper()
+	var pods map[string]corev1.Pod
+	testutil.Eventually(t, 2*time.Minute, "both ranks of the restarted job running on "+node, func(ctx context.Context) (bool, error) {
+		var err error
+		if pods, err = d.pods(ctx); err != nil {
+			return false, err
+		}
+		running := 0
+		for _, p := range pods {
+			if p.Labels[v1alpha1.LabelJobAttempt] == "1" && p.Status.Phase == corev1.PodRunning && p.Spec.NodeName == node {
+				running++
+			}
+		}
+		return running == 2, nil
+	}, func() string { return fmt.Sprintf("pods: %s", describePods(pods)) })
+}
+
 // workerPod is the job's worker among pods.
 func workerPod(t *testing.T, pods map[string]corev1.Pod) corev1.Pod {
 	t.Helper()

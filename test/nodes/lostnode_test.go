@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/test/cluster"
@@ -41,44 +43,70 @@ func checkRestartedOnTheSurvivor(t *testing.T, o outcome, survivor string) time.
 }
 
 // TestRealNodesLostNodeRestartsTheJobsOnTheSurvivor kills real-node-2 while two DDP jobs
-// train with one rank on each node. Nothing tells the ranks on real-node that their peers
-// are gone: their all-reduce waits.
+// train with one rank on each node and an elastic job trains with one of its three workers
+// there. Nothing tells the ranks on real-node that their peers are gone: the DDP ranks'
+// all-reduce waits, the elastic ranks' collectives time out.
 //
-//   - The first job runs with --node-lost-timeout 5s. The node lifecycle controller marks the
-//     lost node NotReady after its grace period and its pods not Ready; once the job's pod
-//     stays so for 5 s, trainstep counts its rank as lost to a disruption and restarts the job
-//     as a whole without counting it against backoffLimit (the lost pod deleted by force: no
-//     kubelet will confirm it), and the ranks resume from rank 0's checkpoint, both on
+//   - The node lifecycle controller marks the node NotReady, taints it unreachable and marks
+//     its pods not Ready once its Lease is a grace period old, while real-node stays Ready.
+//   - The first DDP job runs with --node-lost-timeout 5s: once its pod on the lost node stays
+//     not Ready for 5 s, trainstep counts its rank as lost to a disruption and restarts the
+//     job as a whole without counting it against backoffLimit (the lost pod deleted by force:
+//     no kubelet will confirm it), and the ranks resume from rank 0's checkpoint, both on
 //     real-node.
 //   - The second runs with --node-lost-timeout 10m, so only the Node object's deletion, as a
 //     cloud provider's node controller deletes a machine that is gone, restarts it: once the
 //     first job restarted the test deletes the Node, the pod garbage collector marks the
 //     node's pods DisruptionTarget and deletes them by force, and trainstep restarts the job
 //     the same way, for nothing.
+//   - The elastic job (--node-lost-timeout 5s) shrinks: its survivors' agents re-form the
+//     world without the dead machine and train on at world size 2, its minReplicas; trainstep
+//     replaces the lost worker without counting a restart, and the replacement waits for
+//     capacity (real-node's slots are taken, real-node-2 is down).
+//   - Once both DDP jobs' restarted ranks run on real-node, real-node-2 boots again: the
+//     elastic job's replacement is placed there and the ranks re-form the world at 3 and
+//     finish, while the DDP jobs finish on real-node.
 //
-// The two share the kill, the node lifecycle's grace period and the restart of the node.
+// The three jobs share the kill, the node lifecycle's grace period and the node's restart.
 func TestRealNodesLostNodeRestartsTheJobsOnTheSurvivor(t *testing.T) {
 	c := twoNodes(t)
 	bothNodesUp(t, c)
 	survivor, victim := cluster.RealNodeName, secondNode
+	elastic := startElastic(t, c, survivor, victim)
 	lost := newDDP(t, c, lostNodeSteps, "All")
 	deleted := newDDP(t, c, lostNodeSteps, "All")
 	lostRun := lost.start(t, 5*time.Second)
 	deletedRun := deleted.start(t, 10*time.Minute)
 	lost.waitTraining(t)
-	deleted.waitTraining(t)
+	deletedPods := deleted.waitTraining(t)
+	elastic.waitTraining(t)
+	// A pod of the victim that only the Node's deletion removes.
+	var doomed corev1.Pod
+	for _, p := range deletedPods {
+		if p.Spec.NodeName == victim {
+			doomed = p
+		}
+	}
+
+	elastic.killedAt = len(elastic.r.stderr.String())
 	if err := c.KillRealNode(victim); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()
-	t.Logf("killed %s while both jobs train", victim)
+	restarted := false
 	t.Cleanup(func() {
+		if restarted {
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		if err := c.RestartRealNode(ctx, victim); err != nil {
 			t.Errorf("bringing %s back for the tests after this one: %v", victim, err)
 		}
 	})
+	t.Logf("killed %s while the DDP jobs train and the elastic job trains at world size 3 (its worker %d there)", victim, elastic.lostIndex)
+	checkSeenLost(t, c, victim, survivor, doomed, killed)
+
 	testutil.Eventually(t, nodeGrace+2*time.Minute, "the first job restarting", func() bool {
 		return lostRun.log.FilterMessage("restarting the job").Len() > 0
 	})
@@ -86,12 +114,43 @@ func TestRealNodesLostNodeRestartsTheJobsOnTheSurvivor(t *testing.T) {
 	if n := deletedRun.log.FilterMessage("restarting the job").Len(); n != 0 {
 		t.Fatalf("the second job restarted before its node was deleted: %v", jobRestarts(outcome{log: deletedRun.log}))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	// Every version of the doomed pod from before the deletion until it is gone, from a
+	// watch: the pod is gone by the time a Get says so, and the condition with it.
+	current, err := c.Client.CoreV1().Pods(deleted.ns).Get(ctx, doomed.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.Client.CoreV1().Pods(deleted.ns).Watch(ctx, metav1.ListOptions{
+		FieldSelector:   fields.OneTermEqualSelector("metadata.name", doomed.Name).String(),
+		ResourceVersion: current.ResourceVersion,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
 	if err := c.DeleteNode(ctx, victim); err != nil {
 		t.Fatal(err)
 	}
 	deletedAt := time.Now()
+	checkDisruptedThenDeleted(t, w, doomed.Name)
+	t.Logf("the pod garbage collector deleted %s %s after the Node", doomed.Name, time.Since(deletedAt).Round(100*time.Millisecond))
+
+	elastic.waitShrunk(t, killed)
+	// Both DDP jobs' ranks run on the survivor before the victim returns, where they could
+	// be placed.
+	testutil.Eventually(t, 2*time.Minute, "the second job restarting", func() bool {
+		return deletedRun.log.FilterMessage("restarting the job").Len() > 0
+	})
+	lost.waitRestartedOn(t, survivor)
+	deleted.waitRestartedOn(t, survivor)
+	if err := c.RestartRealNode(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	setElasticSlots(t, c, victim, 1)
+	t.Logf("%s is back %s after the kill, with its slot", victim, time.Since(killed).Round(100*time.Millisecond))
 
 	o := lostRun.wait(t)
 	t.Logf("the first job ended %s after the kill", time.Since(killed).Round(100*time.Millisecond))
@@ -107,6 +166,79 @@ func TestRealNodesLostNodeRestartsTheJobsOnTheSurvivor(t *testing.T) {
 			t.Errorf("restarted at %s, before the Node's deletion at %s", restarted, deletedAt)
 		}
 	})
+	o = elastic.r.wait(t)
+	t.Logf("the elastic job ended %s after the kill; trainstep's world sizes: %v", time.Since(killed).Round(100*time.Millisecond), worldSizes(o))
+	t.Run("elastic", func(t *testing.T) { elastic.checkGrewBack(t, o, victim) })
+}
+
+// checkSeenLost waits until the killed node is seen as Kubernetes sees a lost machine —
+// NotReady, tainted unreachable, its pod (one of pod's node) not Ready — and checks that it
+// was so no sooner than the grace period after its last heartbeat, and that the other node
+// stayed Ready.
+func checkSeenLost(t *testing.T, c *cluster.Cluster, victim, survivor string, pod corev1.Pod, killed time.Time) {
+	t.Helper()
+	var node *corev1.Node
+	testutil.Eventually(t, nodeGrace+time.Minute, victim+" NotReady, tainted unreachable, its pod not Ready", func(ctx context.Context) (bool, error) {
+		var err error
+		if node, err = c.Client.CoreV1().Nodes().Get(ctx, victim, metav1.GetOptions{}); err != nil {
+			return false, err
+		}
+		p, err := c.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		ready := readyCondition(node)
+		return ready != nil && ready.Status == corev1.ConditionUnknown && hasTaint(node, corev1.TaintNodeUnreachable) &&
+			podCondition(p, corev1.PodReady) == corev1.ConditionFalse, nil
+	})
+	t.Logf("%s seen lost %s after it was killed (grace period %s)", victim, time.Since(killed).Round(100*time.Millisecond), nodeGrace)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The grace period runs from the node's last heartbeat, its Lease's last renewal before
+	// the kill (up to a renewal interval earlier), not from the kill.
+	lease, err := c.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, victim, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lease.Spec.RenewTime == nil || lease.Spec.RenewTime.After(killed) {
+		t.Fatalf("%s's Lease renewed at %v, want a last renewal before the kill at %v", victim, lease.Spec.RenewTime, killed)
+	}
+	// Conditions keep whole seconds.
+	if silence := readyCondition(node).LastTransitionTime.Sub(lease.Spec.RenewTime.Time); silence < nodeGrace-time.Second {
+		t.Errorf("%s marked lost %s after its last heartbeat, before the grace period %s: not its silence", victim, silence, nodeGrace)
+	}
+	first, err := c.Client.CoreV1().Nodes().Get(ctx, survivor, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !nodeReady(first) {
+		t.Errorf("%s is not Ready while %s is lost: %v", survivor, victim, readyCondition(first))
+	}
+}
+
+// checkDisruptedThenDeleted follows the watch of one pod of a deleted node until the pod is
+// deleted, and checks that the pod garbage collector marked it DisruptionTarget first.
+func checkDisruptedThenDeleted(t *testing.T, w watch.Interface, name string) {
+	t.Helper()
+	var disrupted bool
+	deadline := time.After(2 * time.Minute)
+	for deleted := false; !deleted; {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatalf("the watch of pod %s ended before it was deleted", name)
+			}
+			if pod, isPod := ev.Object.(*corev1.Pod); isPod && pod.Name == name {
+				disrupted = disrupted || podCondition(pod, corev1.DisruptionTarget) == corev1.ConditionTrue
+				deleted = ev.Type == watch.Deleted
+			}
+		case <-deadline:
+			t.Fatalf("pod %s of the deleted node is not deleted 2 minutes after the node", name)
+		}
+	}
+	if !disrupted {
+		t.Errorf("pod %s was deleted without a DisruptionTarget condition", name)
+	}
 }
 
 // partitionSteps is how long the partitioned job trains: past the node lifecycle's grace

@@ -50,10 +50,14 @@ var shared struct {
 	once sync.Once
 	c    *cluster.Cluster
 	err  error
+	// before is the machine as it was before the cluster started, to compare after Stop.
+	before cluster.MachineState
 }
 
 // TestMain stops the shared cluster after the tests, also when `go test` is interrupted (a
-// killed one relies on the cluster's Pdeathsig and its sweep of leftover real nodes).
+// killed one relies on the cluster's Pdeathsig and its sweep of leftover real nodes), and
+// then fails the package if anything of the two nodes is left on the machine, a node that
+// was killed and booted again included.
 func TestMain(m *testing.M) {
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
@@ -67,7 +71,12 @@ func TestMain(m *testing.M) {
 	}()
 	code := m.Run()
 	if shared.c != nil {
+		nodes := shared.c.RealNodes()
 		shared.c.Stop()
+		if err := cluster.LeftAfterStop(shared.c.Dir, nodes, shared.before); err != nil {
+			fmt.Fprintf(os.Stderr, "FAIL: the cluster with two real nodes left things behind: %v\n", err)
+			code = 1
+		}
 	}
 	if trainstepImage.done != nil {
 		<-trainstepImage.done
@@ -98,6 +107,11 @@ func twoNodes(t *testing.T) *cluster.Cluster {
 func startShared(t *testing.T, binDir string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	before, err := cluster.ReadMachineState()
+	if err != nil {
+		return err
+	}
+	shared.before = before
 	started := time.Now()
 	c, err := cluster.Start(ctx, cluster.Options{BinDir: binDir, RealNodes: 2, Argo: true, NodeMonitorGracePeriod: nodeGrace})
 	if err != nil {
@@ -142,9 +156,24 @@ func bothNodesUp(t *testing.T, c *cluster.Cluster) {
 }
 
 func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
+	ready := readyCondition(n)
+	return ready != nil && ready.Status == corev1.ConditionTrue
+}
+
+// readyCondition is the node's Ready condition (nil before the kubelet first reported it).
+func readyCondition(n *corev1.Node) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == corev1.NodeReady {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func hasTaint(n *corev1.Node, key string) bool {
+	for _, taint := range n.Spec.Taints {
+		if taint.Key == key {
+			return true
 		}
 	}
 	return false
