@@ -103,7 +103,8 @@ func twoNodes(t *testing.T) *cluster.Cluster {
 }
 
 // startShared starts the cluster with two real nodes and Argo, imports the torch image into
-// both nodes, and starts building trainstep's image for the Argo test.
+// both nodes, and starts building trainstep's image for the Argo test. The torch image's
+// archive is written while the cluster starts: only its import needs the nodes.
 func startShared(t *testing.T, binDir string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -112,30 +113,40 @@ func startShared(t *testing.T, binDir string) error {
 		return err
 	}
 	shared.before = before
-	started := time.Now()
-	c, err := cluster.Start(ctx, cluster.Options{BinDir: binDir, RealNodes: 2, Argo: true, NodeMonitorGracePeriod: nodeGrace})
-	if err != nil {
-		return fmt.Errorf("starting a cluster with two real nodes and Argo: %w", err)
-	}
-	shared.c = c
-	t.Logf("cluster with two real nodes ready in %s (%s)", time.Since(started).Round(10*time.Millisecond), c.StartupSummary())
-	started = time.Now()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		return err
 	}
-	buildTrainstepImage(root)
-	files, err := cluster.TorchImageFiles(map[string]string{
-		trainScript:   filepath.Join(root, "executor", "testdata", "ddp_train.py"),
-		elasticScript: filepath.Join(root, "executor", "testdata", "elastic_train.py"),
-	})
+	started := time.Now()
+	archive := filepath.Join(os.TempDir(), fmt.Sprintf("trainstep-nodes-torch-%d.tar", os.Getpid()))
+	defer os.Remove(archive)
+	written := make(chan error, 1)
+	go func() {
+		files, err := cluster.TorchImageFiles(map[string]string{
+			trainScript:   filepath.Join(root, "executor", "testdata", "ddp_train.py"),
+			elasticScript: filepath.Join(root, "executor", "testdata", "elastic_train.py"),
+		})
+		if err == nil {
+			err = cluster.WriteHostFilesImage(archive, torchImage, files)
+		}
+		t.Logf("torch image written in %s", time.Since(started).Round(100*time.Millisecond))
+		written <- err
+	}()
+	c, err := cluster.Start(ctx, cluster.Options{BinDir: binDir, RealNodes: 2, Argo: true, NodeMonitorGracePeriod: nodeGrace})
 	if err != nil {
+		<-written
+		return fmt.Errorf("starting a cluster with two real nodes and Argo: %w", err)
+	}
+	shared.c = c
+	t.Logf("cluster with two real nodes ready in %s (%s)", time.Since(started).Round(10*time.Millisecond), c.StartupSummary())
+	if err := <-written; err != nil {
 		return err
 	}
-	if err := c.ImportHostFilesImage(ctx, torchImage, files); err != nil {
+	if err := c.ImportImage(ctx, archive); err != nil {
 		return err
 	}
-	t.Logf("torch image built and imported into both nodes in %s", time.Since(started).Round(100*time.Millisecond))
+	t.Logf("torch image imported into both nodes %s after the start", time.Since(started).Round(100*time.Millisecond))
+	buildTrainstepImage(root)
 	return nil
 }
 
