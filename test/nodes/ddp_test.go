@@ -106,13 +106,15 @@ type run struct {
 	stderr *testutil.SyncBuffer
 	log    *observer.ObservedLogs
 	done   chan outcome
+	// ended is closed once the outcome is in done.
+	ended chan struct{}
 }
 
 // start runs trainstep in-process in the background with the node-lost timeout given.
 func (d *testJob) start(t *testing.T, nodeLostTimeout time.Duration) *run {
 	t.Helper()
 	core, observed := observer.New(zapcore.InfoLevel)
-	r := &run{stderr: &testutil.SyncBuffer{}, log: observed, done: make(chan outcome, 1)}
+	r := &run{stderr: &testutil.SyncBuffer{}, log: observed, done: make(chan outcome, 1), ended: make(chan struct{})}
 	cfg := executor.Config{
 		Spec: d.manifest,
 		// The checkpoint is a hostPath that both nodes see (one machine's
@@ -134,6 +136,7 @@ func (d *testJob) start(t *testing.T, nodeLostTimeout time.Duration) *run {
 		defer cancel()
 		res, err := executor.Run(ctx, cfg)
 		r.done <- outcome{res: res, err: err, stderr: r.stderr, log: observed}
+		close(r.ended)
 	}()
 	return r
 }
@@ -187,23 +190,28 @@ func (d *testJob) waitTraining(t *testing.T) map[string]corev1.Pod {
 	return pods
 }
 
-// waitRestartedOn waits until the ranks of the job's restart (job attempt 1) run, both on
-// node.
-func (d *testJob) waitRestartedOn(t *testing.T, node string) {
+// waitRestartedOn waits until both ranks of the job's restart (job attempt 1) are placed on
+// node, where they stay whatever node comes back, or the run ended.
+func (d *testJob) waitRestartedOn(t *testing.T, r *run, node string) {
 	t.Helper()
 	var pods map[string]corev1.Pod
-	testutil.Eventually(t, 2*time.Minute, "both ranks of the restarted job running on "+node, func(ctx context.Context) (bool, error) {
+	testutil.Eventually(t, 2*time.Minute, "both ranks of the restarted job placed on "+node, func(ctx context.Context) (bool, error) {
+		select {
+		case <-r.ended:
+			return true, nil
+		default:
+		}
 		var err error
 		if pods, err = d.pods(ctx); err != nil {
 			return false, err
 		}
-		running := 0
+		placed := 0
 		for _, p := range pods {
-			if p.Labels[v1alpha1.LabelJobAttempt] == "1" && p.Status.Phase == corev1.PodRunning && p.Spec.NodeName == node {
-				running++
+			if p.Labels[v1alpha1.LabelJobAttempt] == "1" && p.Spec.NodeName == node {
+				placed++
 			}
 		}
-		return running == 2, nil
+		return placed == 2, nil
 	}, func() string { return fmt.Sprintf("pods: %s", describePods(pods)) })
 }
 

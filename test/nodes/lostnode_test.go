@@ -138,13 +138,13 @@ func TestRealNodesLostNodeRestartsTheJobsOnTheSurvivor(t *testing.T) {
 	t.Logf("the pod garbage collector deleted %s %s after the Node", doomed.Name, time.Since(deletedAt).Round(100*time.Millisecond))
 
 	elastic.waitShrunk(t, killed)
-	// Both DDP jobs' ranks run on the survivor before the victim returns, where they could
-	// be placed.
+	// Both DDP jobs' restarted ranks are placed on the survivor before the victim returns,
+	// where they could be placed otherwise.
 	testutil.Eventually(t, 2*time.Minute, "the second job restarting", func() bool {
 		return deletedRun.log.FilterMessage("restarting the job").Len() > 0
 	})
-	lost.waitRestartedOn(t, survivor)
-	deleted.waitRestartedOn(t, survivor)
+	lost.waitRestartedOn(t, lostRun, survivor)
+	deleted.waitRestartedOn(t, deletedRun, survivor)
 	if err := c.RestartRealNode(ctx, victim); err != nil {
 		t.Fatal(err)
 	}
