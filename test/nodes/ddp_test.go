@@ -34,7 +34,10 @@ import (
 // shared file system a real job would checkpoint to). A topology spread over the nodes' host
 // names (at most one rank more on a node than on another, counting only nodes whose taints
 // the ranks tolerate) puts the two ranks on different nodes while both nodes are up, and both
-// on the survivor once the other is tainted unreachable or gone.
+// on the survivor once the other is tainted unreachable or gone. A rank blocked in gloo's
+// all-reduce on a dead peer runs no signal handler, and python3 is its container's PID 1,
+// which SIGTERM does not kill: it goes only at the end of its grace period, which a whole-job
+// restart waits for, so the grace period is 5 s, not 30.
 const ddpJob = `
 apiVersion: kubeflow.org/v1
 kind: PyTorchJob
@@ -51,6 +54,7 @@ const ddpPodSpec = `{containers: [{name: pytorch, image: ` + torchImage + `, ima
   env: [{name: CKPT_DIR, value: /ckpt}, {name: STEPS, value: "%[2]d"}%[4]s],
   volumeMounts: [{name: ckpt, mountPath: /ckpt}]}],
   volumes: [{name: ckpt, hostPath: {path: %[3]q, type: DirectoryOrCreate}}],
+  terminationGracePeriodSeconds: 5,
   topologySpreadConstraints: [{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule,
     nodeTaintsPolicy: Honor, labelSelector: {matchLabels: {trainstep.dev/job-name: %[1]s}}}]}`
 
