@@ -15,10 +15,11 @@ import (
 	"github.com/trainstep/trainstep/test/cluster"
 )
 
-// lostNodeSteps is how long the DDP jobs whose node is lost train: long enough that both
-// jobs still train when the test kills the node, which it does once both wrote their first
-// checkpoint (step 10). From the kill on, the all-reduce of the survivor's rank waits on its
-// dead peer, so what is left is trained after the restart.
+// lostNodeSteps is how far the DDP jobs whose node is lost train at least. They train on
+// past it until the test killed the node (UNTIL_FILE), so that they still train at the kill
+// however long the elastic job beside them takes to start. From the kill on, the all-reduce
+// of the survivor's rank waits on its dead peer; after the restart the ranks resume from the
+// checkpoint and train to lostNodeSteps, or stop at once when they resume past it.
 const lostNodeSteps = 3000
 
 // checkRestartedOnTheSurvivor checks that the job was restarted once as a whole, for
@@ -26,7 +27,7 @@ const lostNodeSteps = 3000
 // checkpoint; it returns when the restart was logged.
 func checkRestartedOnTheSurvivor(t *testing.T, o outcome, survivor string) time.Time {
 	t.Helper()
-	checkSucceeded(t, o, lostNodeSteps)
+	checkSucceededPast(t, o, lostNodeSteps)
 	restarts := o.log.FilterMessage("restarting the job").All()
 	if len(restarts) != 1 || restarts[0].ContextMap()["counted"] != false {
 		t.Fatalf("job restarts logged: %v, want one, not counted", jobRestarts(o))
@@ -73,8 +74,8 @@ func TestRealNodesLostNodeRestartsTheJobsOnTheSurvivor(t *testing.T) {
 	bothNodesUp(t, c)
 	survivor, victim := cluster.RealNodeName, secondNode
 	elastic := startElastic(t, c, survivor, victim)
-	lost := newDDP(t, c, lostNodeSteps, "All")
-	deleted := newDDP(t, c, lostNodeSteps, "All")
+	lost := newDDPUntil(t, c, lostNodeSteps, "All", "killed")
+	deleted := newDDPUntil(t, c, lostNodeSteps, "All", "killed")
 	lostRun := lost.start(t, 5*time.Second)
 	deletedRun := deleted.start(t, 10*time.Minute)
 	lost.waitTraining(t)
@@ -93,6 +94,9 @@ func TestRealNodesLostNodeRestartsTheJobsOnTheSurvivor(t *testing.T) {
 		t.Fatal(err)
 	}
 	killed := time.Now()
+	// Seen by the DDP jobs' ranks only once restarted: their survivors wait on the dead.
+	lost.endTraining(t)
+	deleted.endTraining(t)
 	restarted := false
 	t.Cleanup(func() {
 		if restarted {
