@@ -64,9 +64,9 @@ func checkRestartedOnTheSurvivor(t *testing.T, o outcome, survivor string) time.
 //     world without the dead machine and train on at world size 2, its minReplicas; trainstep
 //     replaces the lost worker without counting a restart, and the replacement waits for
 //     capacity (real-node's slots are taken, real-node-2 is down).
-//   - Once both DDP jobs' restarted ranks run on real-node, real-node-2 boots again: the
-//     elastic job's replacement is placed there and the ranks re-form the world at 3 and
-//     finish, while the DDP jobs finish on real-node.
+//   - Once both DDP jobs' restarted ranks are placed on real-node, real-node-2 boots
+//     again: the elastic job's replacement is placed there and the ranks re-form the world
+//     at 3 and finish, while the DDP jobs finish on real-node.
 //
 // The three jobs share the kill, the node lifecycle's grace period and the node's restart.
 func TestRealNodesLostNodeRestartsTheJobsOnTheSurvivor(t *testing.T) {
@@ -118,7 +118,8 @@ func TestRealNodesLostNodeRestartsTheJobsOnTheSurvivor(t *testing.T) {
 	if n := deletedRun.log.FilterMessage("restarting the job").Len(); n != 0 {
 		t.Fatalf("the second job restarted before its node was deleted: %v", jobRestarts(outcome{log: deletedRun.log}))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// For the Node's deletion, the pod garbage collector and the node's restart.
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	// Every version of the doomed pod from before the deletion until it is gone, from a
 	// watch: the pod is gone by the time a Get says so, and the condition with it.
