@@ -267,8 +267,6 @@ func TestRealNodesHealedPartitionCostsNothing(t *testing.T) {
 	if err := c.PartitionRealNode(node); err != nil {
 		t.Fatal(err)
 	}
-	// Rank 0, the master, is on the other node: its log still comes through.
-	stepAtPartition := r.lastStep()
 	healed := false
 	t.Cleanup(func() {
 		if !healed {
@@ -284,6 +282,8 @@ func TestRealNodesHealedPartitionCostsNothing(t *testing.T) {
 		return podCondition(pod, corev1.PodReady) == corev1.ConditionFalse, nil
 	})
 	t.Logf("the worker's pod is not Ready %s into the partition of %s", time.Since(partitioned).Round(100*time.Millisecond), node)
+	// Rank 0, the master, is on the other node: its log still comes through.
+	stepWhenNotReady := r.lastStep()
 	time.Sleep(5 * time.Second)
 	pods, err := d.pods(context.Background())
 	if err != nil {
@@ -295,14 +295,14 @@ func TestRealNodesHealedPartitionCostsNothing(t *testing.T) {
 		}
 	}
 	// Each step's all-reduce needs both ranks: rank 0's steps are both ranks'.
-	if step := r.lastStep(); step <= stepAtPartition {
-		t.Fatalf("rank 0 logged step %d at the partition and %d before it heals: the ranks did not train through it", stepAtPartition, step)
+	if step := r.lastStep(); step <= stepWhenNotReady {
+		t.Fatalf("rank 0 logged step %d when the worker's pod went not Ready and %d 5 s later: the ranks did not train through the partition", stepWhenNotReady, step)
 	}
 	if err := c.HealRealNode(node); err != nil {
 		t.Fatal(err)
 	}
 	healed = true
-	t.Logf("healed the partition of %s after %s; rank 0 trained from step %d to %d meanwhile", node, time.Since(partitioned).Round(100*time.Millisecond), stepAtPartition, r.lastStep())
+	t.Logf("healed the partition of %s after %s; rank 0 trained from step %d to %d in its last 5 s", node, time.Since(partitioned).Round(100*time.Millisecond), stepWhenNotReady, r.lastStep())
 	d.endTraining(t)
 	o := r.wait(t)
 	checkSucceededPast(t, o, partitionSteps)
