@@ -11,6 +11,12 @@ steps with Kubeflow Trainer's protocol (KEP-2779's stdlib snippet), after one
 post with a wrong token whose answer it prints; STEP_DELAY (seconds) paces
 the steps.
 
+UNTIL_FILE makes the ranks train on past STEPS until that file exists: rank 0
+looks for it every 10 steps and tells the others, so that all stop at the
+same step, and the termination message gives the steps trained. A test that
+waits on something while the job trains tells it to end once it saw it,
+however fast the machine trains.
+
 KILL_RANK and KILL_AT make that rank kill itself with SIGKILL at that step,
 once (a marker file in $CKPT_DIR remembers), as the OOM killer would; FAIL_RANK
 makes that rank exit 1 at step KILL_AT, every time, as a bug would.
@@ -30,6 +36,7 @@ from torch.nn.parallel import DistributedDataParallel
 STEPS = int(os.environ.get("STEPS", "300"))
 REPORT_EVERY = int(os.environ.get("REPORT_EVERY", "0"))
 STEP_DELAY = float(os.environ.get("STEP_DELAY", "0"))
+UNTIL_FILE = os.environ.get("UNTIL_FILE")
 
 
 def update_training_status(payload, token=None):
@@ -59,6 +66,13 @@ def status(step, loss):
     }}
 
 
+def until_file_seen(rank):
+    """Whether rank 0 sees UNTIL_FILE, told to every rank."""
+    seen = torch.tensor([1 if rank == 0 and os.path.exists(UNTIL_FILE) else 0])
+    dist.broadcast(seen, 0)
+    return bool(seen.item())
+
+
 def main():
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -80,7 +94,9 @@ def main():
     loss = None
     if rank == 0 and REPORT_EVERY:
         print("wrong token", update_training_status(status(0, 0.0), token="0" * 64), flush=True)
-    for step in range(start + 1, STEPS + 1):
+    step = start
+    while step < STEPS or UNTIL_FILE and (step % 10 or not until_file_seen(rank)):
+        step += 1
         if step == int(os.environ.get("KILL_AT", "-1")):
             if rank == int(os.environ.get("FAIL_RANK", "-1")):
                 print(f"rank {rank}: failing at step {step}", flush=True)
@@ -106,13 +122,16 @@ def main():
             print("posted", step * 100 // STEPS, update_training_status(status(step, loss.item())), flush=True)
         if STEP_DELAY:
             time.sleep(STEP_DELAY)
+    if loss is None:  # resumed at the end: the checkpoint's loss
+        with torch.no_grad():
+            loss = torch.nn.functional.mse_loss(model(x[shard]), y[shard])
     total = torch.tensor([loss.item()])
     dist.all_reduce(total)
     if rank == 0:
         # The local backend says where; in a pod it is the container's termination log.
         path = os.environ.get("TRAINSTEP_TERMINATION_MESSAGE_PATH", "/dev/termination-log")
         with open(path, "w") as f:
-            json.dump({"loss": total.item() / world, "steps": STEPS}, f)
+            json.dump({"loss": total.item() / world, "steps": step}, f)
     dist.destroy_process_group()
 
 

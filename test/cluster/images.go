@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -21,7 +20,9 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // PauseImage is the real node's sandbox image: bin/cluster/pause (make cluster-bin-node) in
@@ -65,12 +66,9 @@ func writeImageArchiveWithPath(archive, ref string, entrypoint []string, path st
 	if err := tw.Close(); err != nil {
 		return fmt.Errorf("writing image layer: %w", err)
 	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(layerTar.Bytes())), nil
-	})
-	if err != nil {
-		return fmt.Errorf("building image layer: %w", err)
-	}
+	// Uncompressed: gzip took most of the build of a host-files image of hundreds of MiB
+	// (the torch image's), and each node's containerd only decompressed it again.
+	layer := static.NewLayer(layerTar.Bytes(), types.DockerUncompressedLayer)
 	img, err := mutate.ConfigFile(empty.Image, &v1.ConfigFile{
 		Architecture: runtime.GOARCH,
 		OS:           "linux",
@@ -155,16 +153,28 @@ func (c *Cluster) ImportGoImage(ctx context.Context, ref, pkg string) error {
 const HostImagePath = "/usr/local/bin:/usr/bin:/bin"
 
 // ImportHostFilesImage builds a FROM-scratch image named ref from copies of this machine's
-// files and imports it into every real node's containerd: files maps a path in the image to a
-// file or directory here (a directory is copied whole; a symbolic link inside it to a file
-// becomes a copy of that file, one to a directory an empty directory, a dangling one is left
-// out). The image has no entrypoint and PATH HostImagePath. It is how a
+// files (WriteHostFilesImage) and imports it into every real node's containerd. It is how a
 // test runs a program of this machine (an interpreter and the libraries it loads) in a pod,
 // since the real node pulls nothing.
 func (c *Cluster) ImportHostFilesImage(ctx context.Context, ref string, files map[string]string) error {
 	if len(c.nodes) == 0 {
 		return fmt.Errorf("importing image %s: the cluster has no real node (Options.RealNode)", ref)
 	}
+	archive := filepath.Join(c.nodes[0].Dir, "host-files-image.tar")
+	defer os.Remove(archive)
+	if err := WriteHostFilesImage(archive, ref, files); err != nil {
+		return err
+	}
+	return c.importIntoNodes(ctx, archive)
+}
+
+// WriteHostFilesImage writes to archive, for ImportImage, a FROM-scratch image named ref of
+// copies of this machine's files: files maps a path in the image to a file or directory here
+// (a directory is copied whole; a symbolic link inside it to a file becomes a copy of that
+// file, one to a directory an empty directory, a dangling one is left out). The image has no
+// entrypoint and PATH HostImagePath. It needs no cluster, so a test can build it while its
+// cluster starts.
+func WriteHostFilesImage(archive, ref string, files map[string]string) error {
 	var entries []imageFile
 	dirs := map[string]bool{}
 	addParents := func(p string) {
@@ -207,12 +217,7 @@ func (c *Cluster) ImportHostFilesImage(ctx context.Context, ref string, files ma
 		}
 	}
 	entries = append(entries, imageFile{path: "/tmp/", mode: 0o1777, dir: true})
-	archive := filepath.Join(c.nodes[0].Dir, "host-files-image.tar")
-	defer os.Remove(archive)
-	if err := writeImageArchiveWithPath(archive, ref, nil, HostImagePath, entries); err != nil {
-		return err
-	}
-	return c.importIntoNodes(ctx, archive)
+	return writeImageArchiveWithPath(archive, ref, nil, HostImagePath, entries)
 }
 
 // moduleRoot is the directory of trainstep's go.mod, found by walking up from the working

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,9 +23,6 @@ import (
 	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/test/cluster"
 )
-
-// podcheckImage is test/cluster/cmd/podcheck in a FROM-scratch image, imported, never pulled.
-const podcheckImage = "docker.io/local/podcheck:test"
 
 // realNodeStartTimeout covers the control plane, containerd, the kubelet's registration and
 // building podcheck on two busy cores.
@@ -63,39 +59,13 @@ func startRealNodesCluster(t *testing.T, opts cluster.Options) *cluster.Cluster 
 		}
 		nodes := c.RealNodes()
 		c.Stop()
-		for i, node := range nodes {
-			checkNothingLeft(t, c, node, before, i == len(nodes)-1)
-		}
+		checkNothingLeft(t, c, nodes, before)
 	})
 	t.Logf("cluster with a real node ready in %s (%s)", time.Since(started).Round(10*time.Millisecond), c.StartupSummary())
-	if err := c.ImportGoImage(ctx, podcheckImage, "./test/cluster/cmd/podcheck"); err != nil {
+	if err := c.ImportGoImage(ctx, cluster.PodcheckImage, cluster.PodcheckPackage); err != nil {
 		t.Fatal(err)
 	}
 	return c
-}
-
-// podcheckPod runs podcheck with args, with its identity from the downward API.
-func podcheckPod(name string, args ...string) *corev1.Pod {
-	fieldEnv := func(name, path string) corev1.EnvVar {
-		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
-	}
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{
-				Name:            "main",
-				Image:           podcheckImage,
-				ImagePullPolicy: corev1.PullNever,
-				Args:            args,
-				Env: []corev1.EnvVar{
-					fieldEnv("POD_NAME", "metadata.name"),
-					fieldEnv("POD_NAMESPACE", "metadata.namespace"),
-					fieldEnv("NODE_NAME", "spec.nodeName"),
-				},
-			}},
-		},
-	}
 }
 
 // runToEnd creates the pod, waits until it has finished and returns it with its log, read
@@ -117,7 +87,7 @@ func runToEnd(t *testing.T, c *cluster.Cluster, ns string, pod *corev1.Pod) (*co
 func TestRealNodeRunsPod(t *testing.T) {
 	c := startRealNodeCluster(t)
 
-	pod, log := runToEnd(t, c, metav1.NamespaceDefault, podcheckPod("podcheck"))
+	pod, log := runToEnd(t, c, metav1.NamespaceDefault, cluster.PodcheckPod("podcheck"))
 
 	if pod.Spec.NodeName != cluster.RealNodeName {
 		t.Errorf("pod ran on node %q, want the real node %q", pod.Spec.NodeName, cluster.RealNodeName)
@@ -142,83 +112,30 @@ func TestRealNodeRunsPod(t *testing.T) {
 	}
 }
 
-// machineState is what a real node changes on the machine while it runs.
-type machineState struct {
-	sysctls map[string]string
-	// files in the directories where the kubelet and libcni write at fixed paths.
-	logLinks, cniResults []string
-}
-
-func readMachineState(t *testing.T) machineState {
+func readMachineState(t *testing.T) cluster.MachineState {
 	t.Helper()
-	return machineState{sysctls: readSysctls(t), logLinks: dirEntries(t, "/var/log/containers"), cniResults: dirEntries(t, "/var/lib/cni/results")}
-}
-
-// checkNothingLeft checks what a stopped cluster's real node must have removed or put back;
-// the cluster's directory and the machine's state are checked only with last (the default).
-func checkNothingLeft(t *testing.T, c *cluster.Cluster, node cluster.RealNodeInfo, before machineState, last ...bool) {
-	t.Helper()
-	if _, err := os.Stat("/run/netns/" + node.Namespace); !os.IsNotExist(err) {
-		t.Errorf("network namespace %s still exists after Stop (stat: %v)", node.Namespace, err)
-	}
-	if mounts := mountsUnder(t, node.Dir); len(mounts) > 0 {
-		t.Errorf("mounts left under the node's directory after Stop: %v", mounts)
-	}
-	if procs := processesMentioning(t, node.Dir+"/"); len(procs) > 0 {
-		t.Errorf("processes of the node left after Stop: %v", procs)
-	}
-	if len(last) > 0 && !last[0] {
-		return
-	}
-	if _, err := os.Stat(c.Dir); !os.IsNotExist(err) {
-		t.Errorf("cluster directory %s still exists after Stop (stat: %v)", c.Dir, err)
-	}
-	after := readMachineState(t)
-	if diff := cmp.Diff(before, after, cmp.AllowUnexported(machineState{})); diff != "" {
-		t.Errorf("the machine differs after Stop (-before +after):\n%s", diff)
-	}
-}
-
-// dirEntries lists the names in dir (none if it does not exist).
-func dirEntries(t *testing.T, dir string) []string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil && !os.IsNotExist(err) {
+	s, err := cluster.ReadMachineState()
+	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	return names
+	return s
 }
 
-// readSysctls reads the host-wide settings a kubelet changes at start.
-func readSysctls(t *testing.T) map[string]string {
+// checkNothingLeft checks what a stopped cluster's real nodes (read before Stop) must have
+// removed or put back, and that the machine is as before.
+func checkNothingLeft(t *testing.T, c *cluster.Cluster, nodes []cluster.RealNodeInfo, before cluster.MachineState) {
 	t.Helper()
-	values := map[string]string{}
-	for _, name := range []string{"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops"} {
-		data, err := os.ReadFile("/proc/sys/" + name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		values[name] = strings.TrimSpace(string(data))
+	if err := cluster.LeftAfterStop(c.Dir, nodes, before); err != nil {
+		t.Error(err)
 	}
-	return values
 }
 
 // mountsUnder lists this process's mount points under dir.
 func mountsUnder(t *testing.T, dir string) []string {
 	t.Helper()
-	data, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := cluster.MountsUnder(dir)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var mounts []string
-	for _, line := range strings.Split(string(data), "\n") {
-		if fields := strings.Fields(line); len(fields) > 4 && strings.HasPrefix(fields[4], dir) {
-			mounts = append(mounts, fields[4])
-		}
 	}
 	return mounts
 }
@@ -226,19 +143,9 @@ func mountsUnder(t *testing.T, dir string) []string {
 // processesMentioning lists running processes whose command line mentions s.
 func processesMentioning(t *testing.T, s string) []string {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
+	procs, err := cluster.ProcessesMentioning(s)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var procs []string
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.Contains(string(cmdline), s) {
-			procs = append(procs, e.Name()+": "+strings.ReplaceAll(string(cmdline), "\x00", " "))
-		}
 	}
 	return procs
 }
@@ -252,7 +159,7 @@ func TestRealNodeServices(t *testing.T) {
 	// A replica the way trainstep renders one: hostname and subdomain under a job-wide
 	// headless Service (MPI style), and a headless Service of its own named like the pod
 	// (Training Operator style).
-	worker := podcheckPod("demo-worker-0", "-listen", "2222")
+	worker := cluster.PodcheckPod("demo-worker-0", "-listen", "2222")
 	worker.Labels = map[string]string{"job": "demo", "replica": "demo-worker-0"}
 	worker.Spec.Hostname, worker.Spec.Subdomain = "demo-worker-0", "demo"
 	for name, selector := range map[string]map[string]string{"demo": {"job": "demo"}, "demo-worker-0": {"replica": "demo-worker-0"}} {
@@ -271,7 +178,7 @@ func TestRealNodeServices(t *testing.T) {
 	seen := watchPod(t, c, createPod(t, c, ns, worker), running)
 	workerIP := seen[len(seen)-1].Status.PodIP
 
-	client := podcheckPod("client", "-api",
+	client := cluster.PodcheckPod("client", "-api",
 		"-resolve", "demo-worker-0.demo.default.svc.cluster.local",
 		"-resolve", "demo-worker-0.demo.default.svc",
 		"-resolve", "demo-worker-0",
@@ -323,7 +230,7 @@ spec:
   templates:
   - name: main
     container:
-      image: `+podcheckImage+`
+      image: `+cluster.PodcheckImage+`
       imagePullPolicy: Never
       command: [/podcheck]
       args: [-api, -resolve, kubernetes.default.svc]
@@ -367,7 +274,7 @@ spec:
 	for _, ctr := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
 		containers = append(containers, ctr.Name+"="+ctr.Image)
 	}
-	wantContainers := []string{"init=" + cluster.ArgoExecutorImage, "wait=" + cluster.ArgoExecutorImage, "main=" + podcheckImage}
+	wantContainers := []string{"init=" + cluster.ArgoExecutorImage, "wait=" + cluster.ArgoExecutorImage, "main=" + cluster.PodcheckImage}
 	if diff := cmp.Diff(wantContainers, containers); diff != "" {
 		t.Errorf("workflow pod containers (-want +got):\n%s", diff)
 	}
@@ -459,7 +366,7 @@ func TestRealNodeLeftoversAreSwept(t *testing.T) {
 	if _, err := os.Stat(filepath.Dir(dir)); !os.IsNotExist(err) {
 		t.Errorf("cluster directory %s still exists after the sweep (stat: %v)", filepath.Dir(dir), err)
 	}
-	if diff := cmp.Diff(before, readMachineState(t), cmp.AllowUnexported(machineState{})); diff != "" {
+	if diff := cmp.Diff(before, readMachineState(t)); diff != "" {
 		t.Errorf("the machine differs after the sweep (-before +after):\n%s", diff)
 	}
 }
@@ -476,10 +383,10 @@ func TestRealNodeKilledOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.ImportGoImage(ctx, podcheckImage, "./test/cluster/cmd/podcheck"); err != nil {
+	if err := c.ImportGoImage(ctx, cluster.PodcheckImage, cluster.PodcheckPackage); err != nil {
 		t.Fatal(err)
 	}
-	watchPod(t, c, createPod(t, c, metav1.NamespaceDefault, podcheckPod("left-running", "-listen", "2222")), running)
+	watchPod(t, c, createPod(t, c, metav1.NamespaceDefault, cluster.PodcheckPod("left-running", "-listen", "2222")), running)
 	node, _ := c.RealNode()
 	fmt.Printf("LEFTOVER %s %s\n", node.Namespace, node.Dir)
 	<-ctx.Done()
@@ -505,14 +412,14 @@ func TestRealNodeDetachedStops(t *testing.T) {
 		}
 	})
 	node, _ := c.RealNode()
-	if err := c.ImportGoImage(ctx, podcheckImage, "./test/cluster/cmd/podcheck"); err != nil {
+	if err := c.ImportGoImage(ctx, cluster.PodcheckImage, cluster.PodcheckPackage); err != nil {
 		t.Fatal(err)
 	}
-	watchPod(t, c, createPod(t, c, metav1.NamespaceDefault, podcheckPod("left-running", "-listen", "2222")), running)
+	watchPod(t, c, createPod(t, c, metav1.NamespaceDefault, cluster.PodcheckPod("left-running", "-listen", "2222")), running)
 
 	if err := cluster.StopDetached(stateFile); err != nil {
 		t.Fatalf("stopping the detached cluster: %v", err)
 	}
 	stopped = true
-	checkNothingLeft(t, c, node, before)
+	checkNothingLeft(t, c, []cluster.RealNodeInfo{node}, before)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,7 +34,10 @@ import (
 // shared file system a real job would checkpoint to). A topology spread over the nodes' host
 // names (at most one rank more on a node than on another, counting only nodes whose taints
 // the ranks tolerate) puts the two ranks on different nodes while both nodes are up, and both
-// on the survivor once the other is tainted unreachable or gone.
+// on the survivor once the other is tainted unreachable or gone. A rank blocked in gloo's
+// all-reduce on a dead peer runs no signal handler, and python3 is its container's PID 1,
+// which SIGTERM does not kill: it goes only at the end of its grace period, which a whole-job
+// restart waits for, so the grace period is 5 s, not 30.
 const ddpJob = `
 apiVersion: kubeflow.org/v1
 kind: PyTorchJob
@@ -47,9 +51,10 @@ spec:
 
 const ddpPodSpec = `{containers: [{name: pytorch, image: ` + torchImage + `, imagePullPolicy: Never,
   command: [python3, ` + trainScript + `],
-  env: [{name: CKPT_DIR, value: /ckpt}, {name: STEPS, value: "%[2]d"}],
+  env: [{name: CKPT_DIR, value: /ckpt}, {name: STEPS, value: "%[2]d"}%[4]s],
   volumeMounts: [{name: ckpt, mountPath: /ckpt}]}],
   volumes: [{name: ckpt, hostPath: {path: %[3]q, type: DirectoryOrCreate}}],
+  terminationGracePeriodSeconds: 5,
   topologySpreadConstraints: [{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule,
     nodeTaintsPolicy: Honor, labelSelector: {matchLabels: {trainstep.dev/job-name: %[1]s}}}]}`
 
@@ -58,17 +63,38 @@ type testJob struct {
 	c        *cluster.Cluster
 	ns, name string
 	ckpt     string
+	// until is the file in ckpt that ends the training of a newDDPUntil job.
+	until    string
 	manifest []byte
 }
 
 func newDDP(t *testing.T, c *cluster.Cluster, steps int, cleanPodPolicy string) *testJob {
 	t.Helper()
-	d := &testJob{c: c, ns: c.Namespace(t), name: "ddp"}
+	return newDDPUntil(t, c, steps, cleanPodPolicy, "")
+}
+
+// newDDPUntil is newDDP whose ranks train on past steps until the file until exists in the
+// job's checkpoint directory (UNTIL_FILE): the test creates it with d.endTraining.
+func newDDPUntil(t *testing.T, c *cluster.Cluster, steps int, cleanPodPolicy, until string) *testJob {
+	t.Helper()
+	d := &testJob{c: c, ns: c.Namespace(t), name: "ddp", until: until}
 	d.ckpt = filepath.Join("/var/tmp", "trainstep-nodes-"+d.ns)
 	t.Cleanup(func() { _ = os.RemoveAll(d.ckpt) })
-	spec := fmt.Sprintf(ddpPodSpec, d.name, steps, d.ckpt)
+	env := ""
+	if until != "" {
+		env = fmt.Sprintf(", {name: UNTIL_FILE, value: /ckpt/%s}", until)
+	}
+	spec := fmt.Sprintf(ddpPodSpec, d.name, steps, d.ckpt, env)
 	d.manifest = []byte(fmt.Sprintf(ddpJob, d.name, cleanPodPolicy, spec))
 	return d
+}
+
+// endTraining tells the ranks of a newDDPUntil job to end their training.
+func (d *testJob) endTraining(t *testing.T) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(d.ckpt, d.until), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // outcome is what one in-process run produced.
@@ -84,13 +110,15 @@ type run struct {
 	stderr *testutil.SyncBuffer
 	log    *observer.ObservedLogs
 	done   chan outcome
+	// ended is closed once the outcome is in done.
+	ended chan struct{}
 }
 
 // start runs trainstep in-process in the background with the node-lost timeout given.
 func (d *testJob) start(t *testing.T, nodeLostTimeout time.Duration) *run {
 	t.Helper()
 	core, observed := observer.New(zapcore.InfoLevel)
-	r := &run{stderr: &testutil.SyncBuffer{}, log: observed, done: make(chan outcome, 1)}
+	r := &run{stderr: &testutil.SyncBuffer{}, log: observed, done: make(chan outcome, 1), ended: make(chan struct{})}
 	cfg := executor.Config{
 		Spec: d.manifest,
 		// The checkpoint is a hostPath that both nodes see (one machine's
@@ -112,6 +140,7 @@ func (d *testJob) start(t *testing.T, nodeLostTimeout time.Duration) *run {
 		defer cancel()
 		res, err := executor.Run(ctx, cfg)
 		r.done <- outcome{res: res, err: err, stderr: r.stderr, log: observed}
+		close(r.ended)
 	}()
 	return r
 }
@@ -165,6 +194,31 @@ func (d *testJob) waitTraining(t *testing.T) map[string]corev1.Pod {
 	return pods
 }
 
+// waitRestartedOn waits until both ranks of the job's restart (job attempt 1) are placed on
+// node, where they stay whatever node comes back, or the run ended.
+func (d *testJob) waitRestartedOn(t *testing.T, r *run, node string) {
+	t.Helper()
+	var pods map[string]corev1.Pod
+	testutil.Eventually(t, 2*time.Minute, "both ranks of the restarted job placed on "+node, func(ctx context.Context) (bool, error) {
+		select {
+		case <-r.ended:
+			return true, nil
+		default:
+		}
+		var err error
+		if pods, err = d.pods(ctx); err != nil {
+			return false, err
+		}
+		placed := 0
+		for _, p := range pods {
+			if p.Labels[v1alpha1.LabelJobAttempt] == "1" && p.Spec.NodeName == node {
+				placed++
+			}
+		}
+		return placed == 2, nil
+	}, func() string { return fmt.Sprintf("pods: %s", describePods(pods)) })
+}
+
 // workerPod is the job's worker among pods.
 func workerPod(t *testing.T, pods map[string]corev1.Pod) corev1.Pod {
 	t.Helper()
@@ -189,18 +243,43 @@ func describePods(pods map[string]corev1.Pod) string {
 // and that rank 0's log says so.
 func checkSucceeded(t *testing.T, o outcome, steps int) {
 	t.Helper()
+	if got := checkSucceededPast(t, o, steps); got != steps {
+		t.Errorf("metrics %v, want the steps %d of rank 0's termination message", o.res.Metrics, steps)
+	}
+}
+
+// checkSucceededPast checks that the run succeeded after at least steps steps with no
+// counted restart, and that rank 0's log says so; it returns the steps of rank 0's
+// termination message.
+func checkSucceededPast(t *testing.T, o outcome, steps int) int {
+	t.Helper()
 	if o.err != nil || o.res.Phase != result.PhaseSucceeded {
 		t.Fatalf("run: phase %s (%s: %s), error %v; want Succeeded; replicas' log:\n%s", o.res.Phase, o.res.Reason, o.res.Message, o.err, lastLines(o.stderr.String(), 40))
 	}
 	if o.res.Restarts != 0 {
 		t.Errorf("restarts = %d, want 0", o.res.Restarts)
 	}
-	if got := fmt.Sprint(o.res.Metrics["steps"]); got != strconv.Itoa(steps) {
-		t.Errorf("metrics %v, want the steps %d of rank 0's termination message", o.res.Metrics, steps)
+	got, err := strconv.Atoi(fmt.Sprint(o.res.Metrics["steps"]))
+	if err != nil || got < steps {
+		t.Errorf("metrics %v, want at least the steps %d in rank 0's termination message", o.res.Metrics, steps)
 	}
 	if want := fmt.Sprintf("step %d loss", steps); !strings.Contains(o.stderr.String(), want) {
 		t.Errorf("the replicas' log lacks %q:\n%s", want, lastLines(o.stderr.String(), 40))
 	}
+	return got
+}
+
+// stepLine is rank 0's log line every 50 steps.
+var stepLine = regexp.MustCompile(`step (\d+) loss`)
+
+// lastStep is the last step rank 0 logged in the run so far (0 before the first).
+func (r *run) lastStep() int {
+	matches := stepLine.FindAllStringSubmatch(r.stderr.String(), -1)
+	if len(matches) == 0 {
+		return 0
+	}
+	step, _ := strconv.Atoi(matches[len(matches)-1][1])
+	return step
 }
 
 // jobRestarts lists the "restarting the job" lines the run logged, with their fields.

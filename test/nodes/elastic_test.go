@@ -26,9 +26,11 @@ import (
 // that the test decides how many workers each node holds.
 const elasticSlot corev1.ResourceName = "trainstep.dev/elastic-slot"
 
-// elasticSteps is how far the elastic ranks train; a world of fewer than 3 ranks trains on
+// elasticSteps is how far the elastic ranks train: long enough that they still train at
+// world size 3 when the lost-node test kills the node, once its DDP jobs, started beside
+// them, train too (at least 20 ms a step: 40 s). A world of fewer than 3 ranks trains on
 // past it (FINAL_WORLD), so the job ends only once the lost worker is back.
-const elasticSteps = 1000
+const elasticSteps = 2000
 
 // elasticJob is a Kubeflow PyTorchJob with elasticPolicy 2..3, every worker running Debian's
 // torch.distributed.run on the env trainstep renders (see test/e2e's elastic tests for
@@ -167,25 +169,32 @@ func worldSizes(o outcome) []string {
 	return sizes
 }
 
-// TestRealNodesElasticJobShrinksAndGrowsBackWithANode runs an elastic 2..3 PyTorchJob of real
-// torchrun with two workers on real-node (worker 0, the rendezvous host, among them) and the
-// third on real-node-2, then kills real-node-2. The survivors' collectives time out and their
-// agents re-form the world without the dead machine: the ranks train on at world size 2, the
-// job's minReplicas. trainstep sees the node lost after --node-lost-timeout and replaces the
-// lost worker without counting a restart; the replacement waits for capacity (real-node's
-// slots are taken, real-node-2 is down) until real-node-2 boots again, is placed there, and
-// the ranks re-form the world at 3 and finish. Where the workers go is the slots': real-node
-// advertises two, real-node-2 one, and only once two workers are placed on real-node.
-func TestRealNodesElasticJobShrinksAndGrowsBackWithANode(t *testing.T) {
-	c := twoNodes(t)
-	bothNodesUp(t, c)
-	first, victim := cluster.RealNodeName, secondNode
+// elasticJobRun is the elastic job of the lost-node test: a 2..3 PyTorchJob of real
+// torchrun with two workers on the survivor (worker 0, the rendezvous host, among them) and
+// the third on the victim. Where the workers go is the slots': the survivor advertises two,
+// the victim one, and only once two workers are placed on the survivor.
+type elasticJobRun struct {
+	d *testJob
+	r *run
+	// lostIndex is the worker on the victim.
+	lostIndex int
+	// killedAt and shrunk are offsets in the replicas' log: at the kill, and where the
+	// survivors logged their world of 2.
+	killedAt, shrunk int
+	// replacement is the lost worker's replacement, as first seen, unplaced.
+	replacement corev1.Pod
+}
+
+// startElastic starts the elastic job with --node-lost-timeout 5s and returns once its three
+// workers run, two on first and one on victim.
+func startElastic(t *testing.T, c *cluster.Cluster, first, victim string) *elasticJobRun {
+	t.Helper()
 	setElasticSlots(t, c, first, 2)
 	d := &testJob{c: c, ns: c.Namespace(t), name: "elastic"}
 	d.ckpt = filepath.Join("/var/tmp", "trainstep-nodes-"+d.ns)
 	t.Cleanup(func() { _ = os.RemoveAll(d.ckpt) })
 	d.manifest = []byte(fmt.Sprintf(elasticJob, d.ckpt, elasticSteps))
-	r := d.start(t, 5*time.Second)
+	e := &elasticJobRun{d: d, r: d.start(t, 5*time.Second), lostIndex: -1}
 
 	var workers []corev1.Pod
 	testutil.Eventually(t, 2*time.Minute, "two workers placed on "+first+", worker 0 among them", func(ctx context.Context) (bool, error) {
@@ -205,66 +214,53 @@ func TestRealNodesElasticJobShrinksAndGrowsBackWithANode(t *testing.T) {
 		}
 		return running == 3 && onNode(workers, victim) == 1, err
 	}, func() string { return describeWorkers(workers) })
-	lostIndex := -1
 	for _, p := range workers {
 		if p.Spec.NodeName == victim {
-			fmt.Sscan(p.Labels[v1alpha1.LabelReplicaIndex], &lostIndex)
+			fmt.Sscan(p.Labels[v1alpha1.LabelReplicaIndex], &e.lostIndex)
 		}
 	}
-	trainingAt := func(world int) *regexp.Regexp {
-		return regexp.MustCompile(fmt.Sprintf(`step \d+ loss \S+ world size %d\n`, world))
-	}
-	r.logShows(t, 4*time.Minute, 0, trainingAt(3), d)
-	if _, err := os.Stat(filepath.Join(d.ckpt, "checkpoint.pt")); err != nil {
+	return e
+}
+
+// trainingAt matches rank 0's step lines at a world of world ranks.
+func trainingAt(world int) *regexp.Regexp {
+	return regexp.MustCompile(fmt.Sprintf(`step \d+ loss \S+ world size %d\n`, world))
+}
+
+// waitTraining waits until the ranks train at world size 3 past a checkpoint.
+func (e *elasticJobRun) waitTraining(t *testing.T) {
+	t.Helper()
+	e.r.logShows(t, 4*time.Minute, 0, trainingAt(3), e.d)
+	if _, err := os.Stat(filepath.Join(e.d.ckpt, "checkpoint.pt")); err != nil {
 		t.Fatalf("training at world size 3 without a checkpoint: %v", err)
 	}
+}
 
-	killedAt := len(r.stderr.String())
-	if err := c.KillRealNode(victim); err != nil {
-		t.Fatal(err)
-	}
-	killed := time.Now()
-	restarted := false
-	t.Cleanup(func() {
-		if restarted {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		if err := c.RestartRealNode(ctx, victim); err != nil {
-			t.Errorf("bringing %s back for the tests after this one: %v", victim, err)
-		}
-	})
-	t.Logf("killed %s with worker %d while the ranks trained at world size 3", victim, lostIndex)
-
-	// The survivors train on at world size 2, the job's minReplicas, from the checkpoint.
-	shrunk := r.logShows(t, 3*time.Minute, killedAt, regexp.MustCompile(`world size 2 \(agent restart [1-9]`), d)
-	r.logShows(t, 2*time.Minute, shrunk, trainingAt(2), d)
-	t.Logf("the survivors train at world size 2 %s after the kill", time.Since(killed).Round(100*time.Millisecond))
-	// trainstep replaced the lost worker; its replacement waits for capacity.
-	var replacement corev1.Pod
-	testutil.Eventually(t, 2*time.Minute, fmt.Sprintf("worker %d replaced, its replacement unplaced", lostIndex), func(ctx context.Context) (bool, error) {
-		workers, err := d.workerPods(ctx)
+// waitShrunk waits, after the kill, until the survivors train on at world size 2, the job's
+// minReplicas, from the checkpoint, and trainstep replaced the lost worker with a pod that
+// waits for capacity (the survivor's slots are taken, the victim is down).
+func (e *elasticJobRun) waitShrunk(t *testing.T, killed time.Time) {
+	t.Helper()
+	e.shrunk = e.r.logShows(t, 3*time.Minute, e.killedAt, regexp.MustCompile(`world size 2 \(agent restart [1-9]`), e.d)
+	e.r.logShows(t, 2*time.Minute, e.shrunk, trainingAt(2), e.d)
+	t.Logf("the elastic job's survivors train at world size 2 %s after the kill", time.Since(killed).Round(100*time.Millisecond))
+	testutil.Eventually(t, 2*time.Minute, fmt.Sprintf("worker %d replaced, its replacement unplaced", e.lostIndex), func(ctx context.Context) (bool, error) {
+		workers, err := e.d.workerPods(ctx)
 		for _, p := range workers {
-			if p.Labels[v1alpha1.LabelReplicaIndex] == fmt.Sprint(lostIndex) && p.Labels[v1alpha1.LabelAttempt] != "0" {
-				replacement = p
+			if p.Labels[v1alpha1.LabelReplicaIndex] == fmt.Sprint(e.lostIndex) && p.Labels[v1alpha1.LabelAttempt] != "0" {
+				e.replacement = p
 				return p.Spec.NodeName == "", err
 			}
 		}
 		return false, err
 	})
+}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	if err := c.RestartRealNode(ctx, victim); err != nil {
-		t.Fatal(err)
-	}
-	restarted = true
-	setElasticSlots(t, c, victim, 1)
-	t.Logf("%s is back %s after the kill, with its slot", victim, time.Since(killed).Round(100*time.Millisecond))
-
-	o := r.wait(t)
-	t.Logf("the run ended %s after the kill; trainstep's world sizes: %v", time.Since(killed).Round(100*time.Millisecond), worldSizes(o))
+// checkGrewBack checks the elastic job's end, once the victim returned with its slot: the
+// replacement joined there and the ranks re-formed a world of 3 and finished; the lost
+// worker was replaced for free, and only it.
+func (e *elasticJobRun) checkGrewBack(t *testing.T, o outcome, victim string) {
+	t.Helper()
 	if o.err != nil || o.res.Phase != result.PhaseSucceeded {
 		t.Fatalf("run: phase %s (%s: %s), error %v; want Succeeded; replicas' log:\n%s", o.res.Phase, o.res.Reason, o.res.Message, o.err, lastLines(o.stderr.String(), 40))
 	}
@@ -286,15 +282,15 @@ func TestRealNodesElasticJobShrinksAndGrowsBackWithANode(t *testing.T) {
 	for _, e := range o.log.FilterMessage("recreating replica").All() {
 		recreated = append(recreated, fmt.Sprint(e.ContextMap()["replica"]))
 	}
-	if want := fmt.Sprintf("Worker/%d", lostIndex); len(recreated) != 1 || !strings.EqualFold(recreated[0], want) {
+	if want := fmt.Sprintf("Worker/%d", e.lostIndex); len(recreated) != 1 || !strings.EqualFold(recreated[0], want) {
 		t.Errorf("replicas recreated: %v, want only the lost %s", recreated, want)
 	}
-	if !regexp.MustCompile(`world size 3 \(agent restart [1-9]`).MatchString(r.since(shrunk)) {
-		t.Errorf("the ranks never re-formed a world of 3 after the shrink:\n%s", lastLines(r.since(shrunk), 40))
+	if !regexp.MustCompile(`world size 3 \(agent restart [1-9]`).MatchString(e.r.since(e.shrunk)) {
+		t.Errorf("the ranks never re-formed a world of 3 after the shrink:\n%s", lastLines(e.r.since(e.shrunk), 40))
 	}
 	for _, rep := range o.res.Replicas {
-		if rep.Index == lostIndex && rep.Node != victim {
-			t.Errorf("worker %d ended on %q, want the returned %s", lostIndex, rep.Node, victim)
+		if rep.Index == e.lostIndex && rep.Node != victim {
+			t.Errorf("worker %d ended on %q, want the returned %s", e.lostIndex, rep.Node, victim)
 		}
 		if rep.WorldSize != 3 {
 			t.Errorf("worker %d: world size %d in replicas.json, want 3", rep.Index, rep.WorldSize)
@@ -302,12 +298,14 @@ func TestRealNodesElasticJobShrinksAndGrowsBackWithANode(t *testing.T) {
 	}
 	// The replacement is a new pod, and it ran on the returned node (cleanPodPolicy None
 	// keeps it).
-	pod, err := c.Client.CoreV1().Pods(d.ns).Get(ctx, replacement.Name, metav1.GetOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pod, err := e.d.c.Client.CoreV1().Pods(e.d.ns).Get(ctx, e.replacement.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pod.UID != replacement.UID || pod.Spec.NodeName != victim {
-		t.Errorf("worker %d's replacement %s (uid %s) ran on %q as uid %s, want on %s", lostIndex, pod.Name, replacement.UID, pod.Spec.NodeName, pod.UID, victim)
+	if pod.UID != e.replacement.UID || pod.Spec.NodeName != victim {
+		t.Errorf("worker %d's replacement %s (uid %s) ran on %q as uid %s, want on %s", e.lostIndex, pod.Name, e.replacement.UID, pod.Spec.NodeName, pod.UID, victim)
 	}
 }
 

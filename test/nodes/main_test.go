@@ -50,10 +50,14 @@ var shared struct {
 	once sync.Once
 	c    *cluster.Cluster
 	err  error
+	// before is the machine as it was before the cluster started, to compare after Stop.
+	before cluster.MachineState
 }
 
 // TestMain stops the shared cluster after the tests, also when `go test` is interrupted (a
-// killed one relies on the cluster's Pdeathsig and its sweep of leftover real nodes).
+// killed one relies on the cluster's Pdeathsig and its sweep of leftover real nodes), and
+// then fails the package if anything of the two nodes is left on the machine, a node that
+// was killed and booted again included.
 func TestMain(m *testing.M) {
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
@@ -67,7 +71,12 @@ func TestMain(m *testing.M) {
 	}()
 	code := m.Run()
 	if shared.c != nil {
+		nodes := shared.c.RealNodes()
 		shared.c.Stop()
+		if err := cluster.LeftAfterStop(shared.c.Dir, nodes, shared.before); err != nil {
+			fmt.Fprintf(os.Stderr, "FAIL: the cluster with two real nodes left things behind: %v\n", err)
+			code = 1
+		}
 	}
 	if trainstepImage.done != nil {
 		<-trainstepImage.done
@@ -94,34 +103,50 @@ func twoNodes(t *testing.T) *cluster.Cluster {
 }
 
 // startShared starts the cluster with two real nodes and Argo, imports the torch image into
-// both nodes, and starts building trainstep's image for the Argo test.
+// both nodes, and starts building trainstep's image for the Argo test. The torch image's
+// archive is written while the cluster starts: only its import needs the nodes.
 func startShared(t *testing.T, binDir string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	started := time.Now()
-	c, err := cluster.Start(ctx, cluster.Options{BinDir: binDir, RealNodes: 2, Argo: true, NodeMonitorGracePeriod: nodeGrace})
+	before, err := cluster.ReadMachineState()
 	if err != nil {
-		return fmt.Errorf("starting a cluster with two real nodes and Argo: %w", err)
+		return err
 	}
-	shared.c = c
-	t.Logf("cluster with two real nodes ready in %s (%s)", time.Since(started).Round(10*time.Millisecond), c.StartupSummary())
-	started = time.Now()
+	shared.before = before
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		return err
 	}
-	buildTrainstepImage(root)
-	files, err := cluster.TorchImageFiles(map[string]string{
-		trainScript:   filepath.Join(root, "executor", "testdata", "ddp_train.py"),
-		elasticScript: filepath.Join(root, "executor", "testdata", "elastic_train.py"),
-	})
+	started := time.Now()
+	archive := filepath.Join(os.TempDir(), fmt.Sprintf("trainstep-nodes-torch-%d.tar", os.Getpid()))
+	defer os.Remove(archive)
+	written := make(chan error, 1)
+	go func() {
+		files, err := cluster.TorchImageFiles(map[string]string{
+			trainScript:   filepath.Join(root, "executor", "testdata", "ddp_train.py"),
+			elasticScript: filepath.Join(root, "executor", "testdata", "elastic_train.py"),
+		})
+		if err == nil {
+			err = cluster.WriteHostFilesImage(archive, torchImage, files)
+		}
+		t.Logf("torch image written in %s", time.Since(started).Round(100*time.Millisecond))
+		written <- err
+	}()
+	c, err := cluster.Start(ctx, cluster.Options{BinDir: binDir, RealNodes: 2, Argo: true, NodeMonitorGracePeriod: nodeGrace})
 	if err != nil {
+		<-written
+		return fmt.Errorf("starting a cluster with two real nodes and Argo: %w", err)
+	}
+	shared.c = c
+	t.Logf("cluster with two real nodes ready in %s (%s)", time.Since(started).Round(10*time.Millisecond), c.StartupSummary())
+	if err := <-written; err != nil {
 		return err
 	}
-	if err := c.ImportHostFilesImage(ctx, torchImage, files); err != nil {
+	if err := c.ImportImage(ctx, archive); err != nil {
 		return err
 	}
-	t.Logf("torch image built and imported into both nodes in %s", time.Since(started).Round(100*time.Millisecond))
+	t.Logf("torch image imported into both nodes %s after the start", time.Since(started).Round(100*time.Millisecond))
+	buildTrainstepImage(root)
 	return nil
 }
 
@@ -142,9 +167,24 @@ func bothNodesUp(t *testing.T, c *cluster.Cluster) {
 }
 
 func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
+	ready := readyCondition(n)
+	return ready != nil && ready.Status == corev1.ConditionTrue
+}
+
+// readyCondition is the node's Ready condition (nil before the kubelet first reported it).
+func readyCondition(n *corev1.Node) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == corev1.NodeReady {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func hasTaint(n *corev1.Node, key string) bool {
+	for _, taint := range n.Spec.Taints {
+		if taint.Key == key {
+			return true
 		}
 	}
 	return false
