@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -71,8 +72,8 @@ func (c *Controller) Cleanup(ctx context.Context, everything, waitGone bool) ([]
 		}
 		return doomedServices[name]
 	}
-	deleted := newDeletedSet()
-	deletes := c.knownInstanceDeletes(ctx, isDoomed, deleted)
+	deleted, forced := newDeletedSet(), newDeletedSet()
+	deletes := c.knownInstanceDeletes(ctx, isDoomed, deleted, forced)
 	switch {
 	case plan.Shared:
 		deletes = append(deletes, c.sharedObjectDeletes(ctx)...)
@@ -94,10 +95,10 @@ func (c *Controller) Cleanup(ctx context.Context, everything, waitGone bool) ([]
 			reserve := max(2*time.Second, time.Until(deadline)/5)
 			cacheCtx, cancel = context.WithDeadline(ctx, deadline.Add(-reserve))
 		}
-		c.waitForCaches(cacheCtx, isDoomed, deleted)
+		c.waitForCaches(cacheCtx, isDoomed, deleted, forced)
 		cancel()
 	}
-	return c.confirmGone(ctx, isDoomed, deleted)
+	return c.confirmGone(ctx, isDoomed, deleted, forced)
 }
 
 // deletedSet holds the UIDs whose delete the API server accepted, so that
@@ -119,6 +120,42 @@ func (d *deletedSet) add(uid types.UID) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.uids[uid] = true
+}
+
+// forceStranded returns the delete, with grace 0 and once, of a pod the
+// teardown deleted whose kubelet will not finish it: its node counts as
+// lost (not Ready past the node-lost timeout while it ran), or nothing of
+// it runs and its kubelet left it terminatingGrace. Nil for any other.
+func (c *Controller) forceStranded(ctx context.Context, p *corev1.Pod, forced *deletedSet) func() error {
+	if p.DeletionTimestamp == nil || forced.has(p.UID) {
+		return nil
+	}
+	stranded := idle(p) && c.opts.Clock.Since(p.DeletionTimestamp.Time) >= terminatingGrace
+	if since := nodeNotReadySince(p, c.mainContainerStatus(c.replicaTypeOf(p), p)); !since.IsZero() && c.opts.Timeouts.NodeLost > 0 {
+		stranded = stranded || c.opts.Clock.Since(since) >= c.opts.Timeouts.NodeLost
+	}
+	if !stranded {
+		return nil
+	}
+	name, uid := p.Name, p.UID
+	return func() error {
+		if err := deletePodWith(ctx, c.opts.Core, c.opts.Identity.Namespace, name, uid, true); err != nil {
+			return fmt.Errorf("deleting pod/%s, whose kubelet does not answer, with grace 0: %w", name, err)
+		}
+		forced.add(uid)
+		return nil
+	}
+}
+
+// replicaTypeOf is the spec's replica type of a pod of the job ("" when
+// its label names none).
+func (c *Controller) replicaTypeOf(p *corev1.Pod) v1alpha1.ReplicaType {
+	for t := range c.opts.Job.Spec.ReplicaSpecs {
+		if strings.EqualFold(string(t), p.Labels[v1alpha1.LabelReplicaType]) {
+			return t
+		}
+	}
+	return ""
 }
 
 // deleteInstance deletes one pod or Service instance by its UID, retrying
@@ -149,13 +186,14 @@ func (c *Controller) deleteInstance(ctx context.Context, kind, name string, uid 
 // knownInstanceDeletes lists the deletes of the doomed pods and Services
 // whose instances this run knows: the UID of each replica's current
 // instance, and whatever the caches hold.
-func (c *Controller) knownInstanceDeletes(ctx context.Context, isDoomed func(kind, name string) bool, deleted *deletedSet) []func() error {
+func (c *Controller) knownInstanceDeletes(ctx context.Context, isDoomed func(kind, name string) bool, deleted, forced *deletedSet) []func() error {
 	type instance struct {
 		kind, name string
 		uid        types.UID
 	}
 	seen := map[types.UID]bool{}
 	var known []instance
+	var deletes []func() error
 	c.mu.Lock()
 	for _, id := range c.order {
 		if st := c.replicas[id]; st.uid != "" && isDoomed("pod", st.name) {
@@ -166,7 +204,13 @@ func (c *Controller) knownInstanceDeletes(ctx context.Context, isDoomed func(kin
 	if c.cachesSynced.Load() {
 		pods, _ := c.pods.Pods(c.opts.Identity.Namespace).List(labels.Everything())
 		for _, p := range pods {
-			if !seen[p.UID] && isDoomed("pod", p.Name) {
+			if !isDoomed("pod", p.Name) {
+				continue
+			}
+			if force := c.forceStranded(ctx, p, forced); force != nil {
+				deletes, seen[p.UID] = append(deletes, force), true
+			}
+			if !seen[p.UID] {
 				known, seen[p.UID] = append(known, instance{"pod", p.Name, p.UID}), true
 			}
 		}
@@ -176,7 +220,6 @@ func (c *Controller) knownInstanceDeletes(ctx context.Context, isDoomed func(kin
 			}
 		}
 	}
-	deletes := make([]func() error, 0, len(known))
 	for _, k := range known {
 		deletes = append(deletes, c.deleteInstance(ctx, k.kind, k.name, k.uid, deleted))
 	}
@@ -230,7 +273,7 @@ func (c *Controller) informersRunning() bool {
 // doomed objects go. An instance whose delete has not landed yet (it
 // failed, or its create was still in flight when the deletes went out) is
 // deleted, by UID, each time it is looked at.
-func (c *Controller) waitForCaches(ctx context.Context, isDoomed func(kind, name string) bool, deleted *deletedSet) {
+func (c *Controller) waitForCaches(ctx context.Context, isDoomed func(kind, name string) bool, deleted, forced *deletedSet) {
 	ns := c.opts.Identity.Namespace
 	_ = wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
 		var again []func() error
@@ -243,6 +286,8 @@ func (c *Controller) waitForCaches(ctx context.Context, isDoomed func(kind, name
 			gone = false
 			if p.DeletionTimestamp == nil && !deleted.has(p.UID) {
 				again = append(again, c.deleteInstance(ctx, "pod", p.Name, p.UID, deleted))
+			} else if force := c.forceStranded(ctx, p, forced); force != nil {
+				again = append(again, force)
 			}
 		}
 		for _, s := range c.listServices() {
@@ -268,7 +313,7 @@ func (c *Controller) waitForCaches(ctx context.Context, isDoomed func(kind, name
 // until none of the doomed ones is left, deleting by UID whatever it finds
 // not yet deleted. When ctx ends it returns what the last List showed; if
 // no List got through, what the caches still hold, with the List's error.
-func (c *Controller) confirmGone(ctx context.Context, isDoomed func(kind, name string) bool, deleted *deletedSet) ([]string, error) {
+func (c *Controller) confirmGone(ctx context.Context, isDoomed func(kind, name string) bool, deleted, forced *deletedSet) ([]string, error) {
 	ns := c.opts.Identity.Namespace
 	core := c.opts.Core
 	selector := metav1.ListOptions{LabelSelector: render.JobSelector(c.opts.Identity.JobName).String()}
@@ -296,6 +341,8 @@ func (c *Controller) confirmGone(ctx context.Context, isDoomed func(kind, name s
 			podsLeft = append(podsLeft, "pod/"+p.Name)
 			if p.DeletionTimestamp == nil && !deleted.has(p.UID) {
 				deletes = append(deletes, c.deleteInstance(ctx, "pod", p.Name, p.UID, deleted))
+			} else if force := c.forceStranded(ctx, &p, forced); force != nil {
+				deletes = append(deletes, force)
 			}
 		}
 		var svcsListed []corev1.Service

@@ -357,6 +357,21 @@ func regressions() []regression {
 		},
 		phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
 	}, {
+		// Found by the simulation (seed 1300000782): a worker's node stopped
+		// answering as the teardown deleted it; its kubelet never finished
+		// the graceful delete and the pod stayed. The teardown deletes with
+		// grace 0 a pod whose node counts as lost, or that never started or
+		// ended and waits on its kubelet.
+		name: "the teardown forces the delete of a pod whose node stopped answering",
+		job:  withDeadline(withBackoffLimit(tfJob(v1alpha1.RestartPolicyExitCode), 2), 326), nodes: 2,
+		faults: []fault{
+			{at: 35 * time.Second, kind: faultQuota, lasts: 201 * time.Second},
+			{at: 271 * time.Second, kind: faultDisruption, replica: "mnist-ps-0", disruption: "podgc"},
+			{at: 305 * time.Second, kind: faultAPI, code: 503, lasts: 45 * time.Second},
+			{at: 337 * time.Second, kind: faultNodeDown, node: simNodeOf("mnist-worker-0", 2), lasts: 10 * time.Minute},
+		},
+		phase: result.PhaseFailed, reason: result.ReasonDeadlineExceeded, restarts: -1,
+	}, {
 		// Review item 6: a panic in a parallel create ended the process.
 		name: "a panic in a pod create ends the run Failed and torn down",
 		job:  tfJob(v1alpha1.RestartPolicyExitCode), nodes: 2,

@@ -640,8 +640,11 @@ func (r *simRun) finish(phase, reason string, everything bool) {
 }
 
 // simTeardownPasses is how often the teardown sends its deletes, every 2 s:
-// the executor's teardown retries for its termination grace.
-const simTeardownPasses = 30
+// the executor's teardown retries for its time (--cleanup-timeout, 5
+// minutes, when the job ended by itself). 150 s covers a node that stops
+// answering at the end: its grace period, then the node-lost timeout after
+// which the teardown deletes its pods with grace 0.
+const simTeardownPasses = 75
 
 // checkTeardown checks, once the teardown had its time, that nothing of the
 // job is left but what cleanPodPolicy keeps.
