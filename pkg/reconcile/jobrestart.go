@@ -40,12 +40,13 @@ func (c *Controller) startJobRestart(jr *policy.JobRestart) {
 // the restart is still under way.
 func (c *Controller) continueJobRestart(ctx context.Context) (bool, error) {
 	r := c.restarting
-	if !r.committed && !r.recorded {
-		// Counted or not, the next attempt is recorded: a run that
-		// re-attaches before any of its pods exists must not start the old one again.
+	if !r.recorded {
+		// Counted or not, the next attempt is recorded, also by a run that
+		// re-attached to a restart under way: a run that re-attaches before
+		// any of its pods exists must not start the old one again.
 		c.mu.Lock()
 		restarts := c.jobRestarts
-		if r.counted {
+		if r.counted && !r.committed {
 			restarts++
 		}
 		c.mu.Unlock()

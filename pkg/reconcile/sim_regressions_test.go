@@ -372,6 +372,21 @@ func regressions() []regression {
 		},
 		phase: result.PhaseFailed, reason: result.ReasonDeadlineExceeded, restarts: -1,
 	}, {
+		// Found by the 100,000-schedule soak (seed 1200001111): a step
+		// re-attached to a master being deleted (evicted while it was away)
+		// and took it for a whole-job restart under way, which it carried
+		// on without recording the next attempt; a quota then ended it
+		// Transient, and the next run created the pods at the old attempt.
+		// A run that carries on a restart records its attempt too.
+		name: "a restart carried on after a re-attach records its attempt",
+		job:  withKueue(ddpJob(v1alpha1.RestartPolicyNever)), nodes: 3, room: 80 * time.Second,
+		faults: []fault{
+			{at: 35 * time.Second, kind: faultDisruption, replica: "ddp-master-0", disruption: "eviction"},
+			ddpPeers(killDuringExit(65*time.Second, "ddp-master-0", 137, 31*time.Second)),
+			{at: 92 * time.Second, kind: faultQuota, lasts: 3 * time.Minute},
+		},
+		phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
+	}, {
 		// Review item 6: a panic in a parallel create ended the process.
 		name: "a panic in a pod create ends the run Failed and torn down",
 		job:  tfJob(v1alpha1.RestartPolicyExitCode), nodes: 2,
