@@ -386,6 +386,8 @@ type simRun struct {
 	queued, settled int
 	// took lists the places of those that landed.
 	took []int
+	// awaiting are the exits meant for while the step is away.
+	awaiting []awaitedExit
 	// instances holds, per replica and job attempt, the first instance
 	// created: a job that restarts as a whole never replaces one alone.
 	instances map[string]types.UID
@@ -786,10 +788,11 @@ func (r *simRun) inject(f *fault) {
 		w.quotaFrom, w.quotaUntil = w.now(), w.now().Add(f.lasts)
 	case faultKillDuringExit:
 		seq := r.queue()
-		r.killStep(f.lasts, seq, f.replica)
+		r.awaiting = append(r.awaiting, awaitedExit{seq: seq, replica: f.replica})
+		r.killStep(f.lasts)
 		w.after(f.lasts/2, 0, "exit while away", func() { r.exitWhenRunning(f.replica, f.code, f, seq, 0) })
 	case faultKillStep:
-		r.killStep(f.lasts, -1, "")
+		r.killStep(f.lasts)
 	case faultLoad:
 		w.load = int64(f.code)
 	case faultPanic:
@@ -816,7 +819,7 @@ func (r *simRun) inject(f *fault) {
 // was killed); its successor starts after d and re-attaches, but not before
 // the exit awaited (seq, -1 for none) of replica landed while its replica
 // runs: it happens while no step runs, however late its turn came.
-func (r *simRun) killStep(d time.Duration, awaited int, replica string) {
+func (r *simRun) killStep(d time.Duration) {
 	w := r.w
 	if w.ctrl == nil || r.end != nil {
 		return
@@ -829,13 +832,32 @@ func (r *simRun) killStep(d time.Duration, awaited int, replica string) {
 		if r.end != nil {
 			return
 		}
-		if pod := w.livePod(replica); awaited >= r.settled && pod != nil && pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil {
+		if r.exitAwaited() {
 			w.after(time.Second, 0, "step restarted", restart)
 			return
 		}
 		r.startController()
 	}
 	w.after(d, 0, "step restarted", restart)
+}
+
+// awaitedExit is an exit that lands while no step runs: the successor
+// waits for it while its replica runs (a second kill while the step is
+// away waits with the first's successor).
+type awaitedExit struct {
+	seq     int
+	replica string
+}
+
+// exitAwaited reports whether an exit meant for while the step is away has
+// yet to land on a replica that runs.
+func (r *simRun) exitAwaited() bool {
+	for _, a := range r.awaiting {
+		if pod := r.w.livePod(a.replica); a.seq >= r.settled && pod != nil && pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // queue numbers the next injected exit or disruption.
