@@ -67,8 +67,9 @@ func (c *Controller) continueJobRestart(ctx context.Context) (bool, error) {
 			doomed = append(doomed, doomedInstance{st: st, uid: st.uid, force: c.nodeLost(id)})
 		case stageRemoving:
 			// Deleted gracefully, then its node stopped answering (or it
-			// had ended or never started and still waits for its kubelet): the kubelet may
-			// never confirm, so the delete is forced.
+			// had ended or never started and still waits for its
+			// kubelet): the kubelet may never confirm, so the delete is
+			// forced.
 			if c.removingOnLostNode(st) || c.idleButTerminating(st) {
 				doomed = append(doomed, doomedInstance{st: st, uid: st.uid, force: true})
 			}
