@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -123,18 +122,14 @@ func (d *deletedSet) add(uid types.UID) {
 }
 
 // forceStranded returns the delete, with grace 0 and once, of a pod the
-// teardown deleted whose kubelet will not finish it: its node counts as
-// lost (not Ready past the node-lost timeout while it ran), or nothing of
-// it runs and its kubelet left it terminatingGrace. Nil for any other.
+// teardown deleted whose kubelet will not finish it (stranded); nil for
+// any other.
 func (c *Controller) forceStranded(ctx context.Context, p *corev1.Pod, forced *deletedSet) func() error {
-	if p.DeletionTimestamp == nil || forced.has(p.UID) {
-		return nil
+	var t v1alpha1.ReplicaType
+	if st := c.byName[p.Name]; st != nil { // built once, never written: no lock
+		t = st.id.Type
 	}
-	stranded := idle(p) && c.opts.Clock.Since(p.DeletionTimestamp.Time) >= terminatingGrace
-	if since := nodeNotReadySince(p, c.mainContainerStatus(c.replicaTypeOf(p), p)); !since.IsZero() && c.opts.Timeouts.NodeLost > 0 {
-		stranded = stranded || c.opts.Clock.Since(since) >= c.opts.Timeouts.NodeLost
-	}
-	if !stranded {
+	if forced.has(p.UID) || !c.stranded(t, p) {
 		return nil
 	}
 	name, uid := p.Name, p.UID
@@ -145,17 +140,6 @@ func (c *Controller) forceStranded(ctx context.Context, p *corev1.Pod, forced *d
 		forced.add(uid)
 		return nil
 	}
-}
-
-// replicaTypeOf is the spec's replica type of a pod of the job ("" when
-// its label names none).
-func (c *Controller) replicaTypeOf(p *corev1.Pod) v1alpha1.ReplicaType {
-	for t := range c.opts.Job.Spec.ReplicaSpecs {
-		if strings.EqualFold(string(t), p.Labels[v1alpha1.LabelReplicaType]) {
-			return t
-		}
-	}
-	return ""
 }
 
 // deleteInstance deletes one pod or Service instance by its UID, retrying

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/gang"
 	"github.com/trainstep/trainstep/pkg/policy"
 )
@@ -70,7 +71,7 @@ func (c *Controller) continueJobRestart(ctx context.Context) (bool, error) {
 			// had ended or never started and still waits for its
 			// kubelet): the kubelet may never confirm, so the delete is
 			// forced.
-			if c.removingOnLostNode(st) || c.idleButTerminating(st) {
+			if c.stranded(id.Type, st.pod) {
 				doomed = append(doomed, doomedInstance{st: st, uid: st.uid, force: true})
 			}
 		}
@@ -120,33 +121,25 @@ func (c *Controller) nodeLost(id policy.ReplicaID) bool {
 	return r != nil && policy.NodeLost(r, c.view.Now, c.opts.Timeouts.NodeLost)
 }
 
-// removingOnLostNode reports whether st's instance, being deleted, runs on
-// a node that stopped answering past the node-lost timeout; called with the
-// controller's mutex held.
-func (c *Controller) removingOnLostNode(st *replicaState) bool {
-	if st.pod == nil || st.pod.DeletionTimestamp == nil || c.opts.Timeouts.NodeLost <= 0 {
-		return false
-	}
-	since := c.nodeNotReadySince(st.id.Type, st.pod)
-	return !since.IsZero() && c.opts.Clock.Since(since) >= c.opts.Timeouts.NodeLost
-}
-
 // terminatingGrace is how long the kubelet has to remove a finished pod,
 // or one bound to it that never started, being deleted before the delete
 // is forced: nothing of it runs.
 const terminatingGrace = 10 * time.Second
 
-// idleButTerminating reports whether st's instance, which has ended or was
-// bound to a node but never started, has been waiting for its kubelet to
-// remove it for terminatingGrace: a node that stopped answering never marks
-// such a pod NotReady, so removingOnLostNode cannot tell; called with the
-// controller's mutex held.
-func (c *Controller) idleButTerminating(st *replicaState) bool {
-	p := st.pod
-	if p == nil || p.DeletionTimestamp == nil || !idle(p) {
+// stranded reports whether p, a pod of replica type t being deleted, waits
+// on a kubelet that will not finish it: its node stopped answering past the
+// node-lost timeout while it ran, or nothing of it runs (idle) and its
+// kubelet left it terminatingGrace, since a node that stopped answering
+// never marks such a pod NotReady.
+func (c *Controller) stranded(t v1alpha1.ReplicaType, p *corev1.Pod) bool {
+	if p == nil || p.DeletionTimestamp == nil {
 		return false
 	}
-	return c.opts.Clock.Since(p.DeletionTimestamp.Time) >= terminatingGrace
+	if idle(p) && c.opts.Clock.Since(p.DeletionTimestamp.Time) >= terminatingGrace {
+		return true
+	}
+	since := c.nodeNotReadySince(t, p)
+	return !since.IsZero() && c.opts.Timeouts.NodeLost > 0 && c.opts.Clock.Since(since) >= c.opts.Timeouts.NodeLost
 }
 
 // idle reports whether nothing of pod runs on its node: it ended, or it

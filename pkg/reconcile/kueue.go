@@ -43,7 +43,7 @@ func (c *Controller) releaseKueueHolds(ctx context.Context) error {
 		if st == nil || st.uid != p.UID || st.stage == stageRemoving {
 			done = append(done, p)
 		}
-		if st != nil && st.uid == p.UID && st.stage == stageRemoving && (c.removingOnLostNode(st) || c.idleButTerminating(st)) {
+		if st != nil && st.uid == p.UID && st.stage == stageRemoving && c.stranded(st.id.Type, st.pod) {
 			onLostNode[p.UID] = true
 		}
 	}
@@ -52,8 +52,8 @@ func (c *Controller) releaseKueueHolds(ctx context.Context) error {
 }
 
 // releaseKueueHoldsOf drops Kueue's finalizer from those of pods it holds
-// deleted (gang.KueueHoldsDeleted, or, in onLostNode, being deleted on a
-// lost node or idle past its kubelet's time); the cleanup calls it with every pod it is removing. Each
+// deleted (gang.KueueHoldsDeleted, or, in onLostNode, being deleted and
+// stranded); the cleanup calls it with every pod it is removing. Each
 // instance is patched once per version seen; a failed patch is tried again
 // when the pod changes or on the next look.
 func (c *Controller) releaseKueueHoldsOf(ctx context.Context, pods []*corev1.Pod, onLostNode map[types.UID]bool) error {

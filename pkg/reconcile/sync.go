@@ -470,10 +470,8 @@ func (c *Controller) recreate(ctx context.Context, ids []policy.ReplicaID, count
 			st.deleteSent()
 		}
 		plans = append(plans, plan{st: st, doomed: doomed, cause: cause})
-		if counted && st.uid != "" {
-			st.restartDecided = st.uid
-		}
 		if counted {
+			st.restartDecided = st.uid
 			entries[st.name] = ledgerEntry{UID: st.uid, Restarts: st.restartsSoFar() + 1 + st.last.Restarts}
 		}
 	}
