@@ -62,6 +62,11 @@ func withKueue(job *v1alpha1.TrainJob) *v1alpha1.TrainJob {
 	return job
 }
 
+func withPodGroup(job *v1alpha1.TrainJob) *v1alpha1.TrainJob {
+	job.Spec.RunPolicy.SchedulingPolicy.Gang = v1alpha1.GangSchedulerPlugins
+	return job
+}
+
 func withBackoffLimit(job *v1alpha1.TrainJob, limit int32) *v1alpha1.TrainJob {
 	job.Spec.RunPolicy.BackoffLimit = &limit
 	return job
@@ -384,6 +389,21 @@ func regressions() []regression {
 			{at: 35 * time.Second, kind: faultDisruption, replica: "ddp-master-0", disruption: "eviction"},
 			ddpPeers(killDuringExit(65*time.Second, "ddp-master-0", 137, 31*time.Second)),
 			{at: 92 * time.Second, kind: faultQuota, lasts: 3 * time.Minute},
+		},
+		phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
+	}, {
+		// Found by the 100,000-schedule soak (seed 1600073887): the pod
+		// garbage collector's end and delete of a worker reached the same
+		// sync, so its replacement was created at once, and refused by a
+		// quota; the sync had already said when to look again, without the
+		// quota's retry, and no event came until its peers ended, when the
+		// replacement, alone of its PodGroup, could no longer be placed.
+		// The retry is scheduled after the recreations.
+		name: "a replacement refused by a quota in the sync that decides it is tried again",
+		job:  withPodGroup(tfJob(v1alpha1.RestartPolicyOnFailure)), nodes: 2, room: 80 * time.Second,
+		faults: []fault{
+			{at: 51 * time.Second, kind: faultDisruption, replica: "mnist-worker-0", disruption: "podgc"},
+			{at: 76 * time.Second, kind: faultQuota, lasts: 8 * time.Second},
 		},
 		phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
 	}, {

@@ -75,9 +75,6 @@ func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 	if err := c.quotaTimedOut(); err != nil {
 		return policy.Decision{}, err
 	}
-	decision.RecheckAfter = sooner(decision.RecheckAfter, gangRecheck)
-	decision.RecheckAfter = sooner(decision.RecheckAfter, c.quotaRecheck())
-	decision.RecheckAfter = sooner(decision.RecheckAfter, c.nextExpectationCheck())
 	if err := c.recreate(ctx, decision.Recreate, true); err != nil {
 		return policy.Decision{}, c.apiError(err)
 	}
@@ -89,6 +86,12 @@ func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 	if err := c.releaseKueueHolds(ctx); err != nil {
 		return policy.Decision{}, c.apiError(err)
 	}
+	// After the recreations: a replacement created at once (its predecessor
+	// was already gone) may have been refused by a quota, and no event would
+	// come to try it again.
+	decision.RecheckAfter = sooner(decision.RecheckAfter, gangRecheck)
+	decision.RecheckAfter = sooner(decision.RecheckAfter, c.quotaRecheck())
+	decision.RecheckAfter = sooner(decision.RecheckAfter, c.nextExpectationCheck())
 	c.apiErrorsSince = time.Time{}
 	return decision, nil
 }
@@ -114,6 +117,7 @@ func (c *Controller) syncJobRestart(ctx context.Context) (policy.Decision, error
 	}
 	c.apiErrorsSince = time.Time{}
 	recheck := sooner(c.nextExpectationCheck(), c.nextNodeLost())
+	recheck = sooner(recheck, c.quotaRecheck()) // the next attempt's pods may have been refused
 	if left, ok := policy.DeadlineLeft(&c.view); ok {
 		recheck = sooner(recheck, max(left, time.Millisecond))
 	}
