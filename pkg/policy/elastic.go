@@ -18,10 +18,7 @@ import (
 
 // ToleratesLoss reports whether an elastic PyTorch job keeps running after
 // replica r failed permanently: r is a worker and at least minReplicas
-// workers are still alive (pending, running or succeeded) or on their way
-// (missing: being created or replaced, as a worker lost to a node is, but
-// not a slot at or above the metrics' worker target, which gets no pod; or
-// failed in a way that is retried, as a preempted one seen before it goes).
+// other workers are alive or on their way (workerAlive).
 func ToleratesLoss(v *View, r Replica) bool {
 	lo, _, ok := v1alpha1.ElasticBounds(v.Job)
 	if !ok || r.Type != v1alpha1.ReplicaTypeWorker {
@@ -29,18 +26,70 @@ func ToleratesLoss(v *View, r Replica) bool {
 	}
 	alive := int32(0)
 	for _, w := range v.OfType(v1alpha1.ReplicaTypeWorker) {
-		if w.ReplicaID == r.ReplicaID {
-			continue
-		}
-		switch {
-		case w.Phase == PhaseMissing && v.WorkerTarget > 0 && w.Index >= v.WorkerTarget:
-		case w.Phase == PhasePending, w.Phase == PhaseRunning, w.Phase == PhaseSucceeded, w.Phase == PhaseMissing:
-			alive++
-		case w.Phase == PhaseFailed && replacedAfterFailure(v, w):
+		if w.ReplicaID != r.ReplicaID && workerAlive(v, w) {
 			alive++
 		}
 	}
 	return alive >= lo
+}
+
+// workerAlive reports whether worker w counts among an elastic job's
+// workers: alive (pending, running or succeeded) or on its way (missing:
+// being created or replaced, as a worker lost to a node is; or failed in a
+// way that is retried, as a preempted one seen before it goes), but not on
+// its way in a slot at or above the metrics' worker target, which gets no
+// pod.
+func workerAlive(v *View, w Replica) bool {
+	above := v.WorkerTarget > 0 && w.Index >= v.WorkerTarget
+	switch w.Phase {
+	case PhasePending, PhaseRunning, PhaseSucceeded:
+		return true
+	case PhaseMissing:
+		return !above
+	case PhaseFailed:
+		return !above && replacedAfterFailure(v, w)
+	}
+	return false
+}
+
+// SurplusWorkers lists the workers in slots at or above the metrics'
+// worker target that a scale-down removes: those not alive, then live
+// ones, pending before running and the highest slot first, only while more
+// workers live than the target asks for. A worker below the target that
+// failed for good leaves its place to a live one above it, so a scale-down
+// never takes the job below the target (the HPA's count of live workers),
+// nor below minReplicas.
+func SurplusWorkers(v *View) []ReplicaID {
+	if v.WorkerTarget <= 0 {
+		return nil
+	}
+	workers := v.OfType(v1alpha1.ReplicaTypeWorker)
+	alive := 0
+	var surplus, pending, running []ReplicaID
+	for i := len(workers) - 1; i >= 0; i-- {
+		w := workers[i]
+		live := workerAlive(v, w)
+		if live {
+			alive++
+		}
+		switch {
+		case w.Index < v.WorkerTarget:
+		case !live:
+			surplus = append(surplus, w.ReplicaID)
+		case w.Phase == PhasePending:
+			pending = append(pending, w.ReplicaID)
+		default:
+			running = append(running, w.ReplicaID)
+		}
+	}
+	for _, id := range slices.Concat(pending, running) {
+		if alive <= v.WorkerTarget {
+			break
+		}
+		surplus = append(surplus, id)
+		alive--
+	}
+	return surplus
 }
 
 // Elastic counts an elastic job's workers at one moment.

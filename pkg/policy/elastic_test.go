@@ -110,3 +110,43 @@ func TestElasticLossIsNotToleratedOnSlotsAboveTheWorkerTarget(t *testing.T) {
 		})
 	}
 }
+
+// A scale-down removes workers above the metrics' target only while more
+// workers live than the target: a worker below it that failed for good
+// leaves its place to a live one above, pending workers go before running
+// ones, and a slot that is not alive (failed, being removed) always goes.
+func TestSurplusWorkersKeepTheTargetsCountOfLiveWorkers(t *testing.T) {
+	worker := func(i int) ReplicaID { return ReplicaID{Type: v1alpha1.ReplicaTypeWorker, Index: i} }
+	missing := func(r *Replica) { r.Phase = PhaseMissing }
+	for _, tc := range []struct {
+		name   string
+		view   *View
+		target int
+		want   []ReplicaID
+	}{
+		{name: "no metrics: nothing is surplus", view: viewOf(elasticWith(4, 2, 4)), target: 0},
+		{name: "all live: the highest slots go", view: viewOf(elasticWith(4, 2, 4)), target: 2, want: []ReplicaID{worker(3), worker(2)}},
+		{name: "worker 0 failed for good: worker 2 takes its place",
+			view:   viewOf(elasticWith(3, 2, 4), set(v1alpha1.ReplicaTypeWorker, 0, exited(3)), set(v1alpha1.ReplicaTypeWorker, 3, missing)),
+			target: 2, want: []ReplicaID{worker(3)}},
+		{name: "a failed worker above the target goes, a live one stays",
+			view:   viewOf(elasticWith(4, 2, 4), set(v1alpha1.ReplicaTypeWorker, 1, exited(3)), set(v1alpha1.ReplicaTypeWorker, 3, exited(1))),
+			target: 2, want: []ReplicaID{worker(3)}},
+		{name: "a pending worker goes before a running one in a higher slot",
+			view:   viewOf(elasticWith(5, 2, 5), set(v1alpha1.ReplicaTypeWorker, 1, exited(3)), set(v1alpha1.ReplicaTypeWorker, 3, waitingForCapacity(t0))),
+			target: 3, want: []ReplicaID{worker(3)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.view.WorkerTarget = tc.target
+			got := SurplusWorkers(tc.view)
+			if len(got) != len(tc.want) {
+				t.Fatalf("surplus %v, want %v", got, tc.want)
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Fatalf("surplus %v, want %v", got, tc.want)
+				}
+			}
+		})
+	}
+}

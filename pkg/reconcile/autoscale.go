@@ -21,9 +21,10 @@ import (
 // workers it may have, starting at Worker.replicas and moved by the HPA's
 // algorithm (policy.DesiredWorkers) within minReplicas..maxReplicas every
 // policy.AutoscalePeriod. Slots at or above the target get no pod, and a
-// worker whose slot falls above it is deleted (no restart counted): the
-// highest indices go first and Worker 0, the rendezvous host, never does,
-// since the target is at least minReplicas.
+// worker whose slot falls above it is deleted (no restart counted) while
+// more workers live than the target: the highest indices go first and
+// Worker 0, the rendezvous host, never does, since the target is at least
+// minReplicas.
 
 // PodMetricsLister lists pod usage from metrics.k8s.io (the metrics
 // clientset's PodMetricses(namespace).List).
@@ -83,17 +84,18 @@ func (c *Controller) WorkerTarget() int {
 	return c.scaler.target
 }
 
-// removeAboveTarget deletes the workers whose slot is above the target,
-// without counting a restart; they are created again if the target grows.
+// removeAboveTarget deletes the workers in slots above the target that
+// policy.SurplusWorkers gives, without counting a restart; their slots get
+// pods again if the target grows. Called with c.view just observed.
 func (c *Controller) removeAboveTarget(ctx context.Context) error {
 	if c.scaler == nil {
 		return nil
 	}
 	var doomed []doomedInstance
 	c.mu.Lock()
-	for _, id := range c.order {
+	for _, id := range policy.SurplusWorkers(&c.view) {
 		st := c.replicas[id]
-		if !c.aboveTarget(st) || st.deleting || st.uid == "" || (st.stage != stageCreated && st.stage != stageObserved) {
+		if st.deleting || st.uid == "" || (st.stage != stageCreated && st.stage != stageObserved) {
 			continue
 		}
 		if st.pod != nil && st.pod.DeletionTimestamp != nil {

@@ -40,7 +40,7 @@ import (
 //
 //	make soak SCHEDULES=100000                                        (many schedules)
 //	go test ./pkg/reconcile -run 'TestSimulation$' -seed N -v          (replay one, with its trace)
-//	go test ./pkg/reconcile -run 'TestSimulationRegressions/NAME' -trace -v
+//	go test ./pkg/reconcile -run 'TestSimulationRegressions/NAME' -v -args -trace
 var (
 	simSchedules = flag.Int("schedules", 0, "how many schedules TestSimulation runs (default 2000, 200 under -race)")
 	simSeed      = flag.Uint64("seed", 0, "run only this schedule of TestSimulation, with its trace")
@@ -145,7 +145,7 @@ type schedule struct {
 // replay is the command that runs s again, with its trace.
 func (s schedule) replay() string {
 	if s.regression != "" {
-		return fmt.Sprintf("go test ./pkg/reconcile -run 'TestSimulationRegressions/%s$' -trace -v", s.regression)
+		return fmt.Sprintf("go test ./pkg/reconcile -run 'TestSimulationRegressions/%s$' -v -args -trace", s.regression)
 	}
 	return fmt.Sprintf("go test ./pkg/reconcile -run 'TestSimulation$' -seed %d -v", s.seed)
 }
