@@ -334,7 +334,10 @@ type simEnd struct {
 
 // same compares two ends of one fault script. A deadline races with
 // whatever else ends the job by design: a failure at the deadline and
-// another failure, or an end close to the deadline, are alike.
+// another failure, or an end close to the deadline, are alike. So do two
+// bounded waits whose bounds pass at the same moment (the gang's timeout
+// and the pending timeout): whichever the controller looks at first ends
+// the job, Transient either way.
 func (e simEnd) same(o simEnd) bool {
 	if e.landed != o.landed {
 		// Not the same faults took effect (the order decided whether a
@@ -346,8 +349,25 @@ func (e simEnd) same(o simEnd) bool {
 			return true
 		}
 	}
+	if e.boundedWait() && o.boundedWait() && e.restarts == o.restarts && e.at.Sub(o.at).Abs() <= simWaitsRace {
+		return true
+	}
 	return e.phase == o.phase && e.reason == o.reason && e.restarts == o.restarts
 }
+
+// boundedWait reports whether the job ended Transient because a wait for
+// room passed its bound.
+func (e simEnd) boundedWait() bool {
+	switch e.reason {
+	case result.ReasonUnschedulable, result.ReasonPendingTimeout, result.ReasonQuotaExceeded:
+		return e.phase == string(result.PhaseTransient)
+	}
+	return false
+}
+
+// simWaitsRace is how close two bounded waits' ends must be to race: a
+// sync due at a bound comes up to a few hundred milliseconds late.
+const simWaitsRace = time.Second
 
 // near reports whether the job ended within simDecisionSlack of t.
 func (e simEnd) near(t time.Time) bool {
