@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -51,11 +52,14 @@ func (c *Controller) Cleanup(ctx context.Context, everything, waitGone bool) ([]
 	if len(doomed) == 0 && !plan.Shared {
 		return nil, nil
 	}
-	// A replica's own Service goes with its pod; the job-wide Service, the
-	// ConfigMaps and the Secrets go when no pod is left.
+	// A replica's own Service goes with its pod; the ConfigMaps and the
+	// Secrets go when no pod is left. The job-wide Service goes as soon as
+	// any pod does, first: nothing dials a peer once the job has ended, and
+	// while it stayed the endpoint controllers would rewrite its addresses
+	// for every pod deleted.
 	doomedServices := map[string]bool{}
 	for _, svc := range c.opts.Desired.Services {
-		if plan.Shared || doomed[svc.Name] {
+		if plan.Shared || doomed[svc.Name] || (len(doomed) > 0 && c.jobWideService(svc.Name)) {
 			doomedServices[svc.Name] = true
 		}
 	}
@@ -72,7 +76,7 @@ func (c *Controller) Cleanup(ctx context.Context, everything, waitGone bool) ([]
 		return doomedServices[name]
 	}
 	deleted, forced := newDeletedSet(), newDeletedSet()
-	deletes := c.knownInstanceDeletes(ctx, isDoomed, deleted, forced)
+	first, deletes := c.knownInstanceDeletes(ctx, isDoomed, deleted, forced)
 	switch {
 	case plan.Shared:
 		deletes = append(deletes, c.sharedObjectDeletes(ctx)...)
@@ -82,8 +86,9 @@ func (c *Controller) Cleanup(ctx context.Context, everything, waitGone bool) ([]
 		// running pods were deleted while others had finished).
 		deletes = append(deletes, retriedDelete(ctx, "the Kueue Workload", func() error { return c.deleteKueueWorkload(ctx) }))
 	}
-	err := c.deleteAll(ctx, deletes)
-	c.opts.Logger.Info("cleaning up", zap.Int("deletes", len(deletes)), zap.Bool("everything", everything), zap.Error(err))
+	// The job-wide Service's delete is answered before the pods' go out.
+	err := errors.Join(c.deleteAll(ctx, first), c.deleteAll(ctx, deletes))
+	c.opts.Logger.Info("cleaning up", zap.Int("deletes", len(first)+len(deletes)), zap.Bool("everything", everything), zap.Error(err))
 	if !waitGone {
 		return nil, err
 	}
@@ -169,8 +174,9 @@ func (c *Controller) deleteInstance(ctx context.Context, kind, name string, uid 
 
 // knownInstanceDeletes lists the deletes of the doomed pods and Services
 // whose instances this run knows: the UID of each replica's current
-// instance, and whatever the caches hold.
-func (c *Controller) knownInstanceDeletes(ctx context.Context, isDoomed func(kind, name string) bool, deleted, forced *deletedSet) []func() error {
+// instance, and whatever the caches hold. The job-wide Service's are
+// first, to be sent before the others.
+func (c *Controller) knownInstanceDeletes(ctx context.Context, isDoomed func(kind, name string) bool, deleted, forced *deletedSet) (first, rest []func() error) {
 	type instance struct {
 		kind, name string
 		uid        types.UID
@@ -199,7 +205,11 @@ func (c *Controller) knownInstanceDeletes(ctx context.Context, isDoomed func(kin
 			}
 		}
 		for _, s := range c.listServices() {
-			if isDoomed("service", s.Name) {
+			switch {
+			case !isDoomed("service", s.Name):
+			case c.jobWideService(s.Name):
+				first = append(first, c.deleteInstance(ctx, "service", s.Name, s.UID, deleted))
+			default:
 				known = append(known, instance{"service", s.Name, s.UID})
 			}
 		}
@@ -207,7 +217,13 @@ func (c *Controller) knownInstanceDeletes(ctx context.Context, isDoomed func(kin
 	for _, k := range known {
 		deletes = append(deletes, c.deleteInstance(ctx, k.kind, k.name, k.uid, deleted))
 	}
-	return deletes
+	return first, deletes
+}
+
+// jobWideService reports whether the job's Service of that name is the
+// job-wide one (PerJob, named after the job), not a replica's own.
+func (c *Controller) jobWideService(name string) bool {
+	return c.byName[name] == nil // built once, never written: no lock
 }
 
 // sharedObjectDeletes lists the deletes of the job-wide ConfigMaps,

@@ -13,56 +13,72 @@ import (
 	"github.com/trainstep/trainstep/pkg/policy"
 )
 
-// Under the per-job layout the controller creates the job's one Service;
-// cleanPodPolicy Running deletes the running pods and keeps that Service
-// while a succeeded pod is kept; the whole teardown deletes it with the
-// last pod.
-func TestControllerKeepsTheJobsServiceWhileAPodIs(t *testing.T) {
-	job := tfJob(v1alpha1.RestartPolicyNever)
-	job.Spec.ServiceLayout = v1alpha1.ServiceLayoutPerJob
-	h := start(t, job)
-	for _, name := range []string{"mnist-ps-0", "mnist-worker-0", "mnist-worker-1"} {
-		h.setStatus(name, corev1.PodRunning, 0)
-	}
-	serviceNames := func() []string {
-		svcs, err := h.client.CoreV1().Services(ns).List(context.Background(), metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
+// Under the per-job layout the controller creates the job's one Service.
+// At the job's end it goes first, before the running pods cleanPodPolicy
+// Running deletes, though a succeeded pod is kept: nothing dials a peer
+// any more, and a Service left while the pods went would have its
+// endpoints rewritten for each. cleanPodPolicy None keeps it with the pods.
+func TestControllerDeletesTheJobsServiceFirstAtTheJobsEnd(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		job := tfJob(v1alpha1.RestartPolicyNever)
+		job.Spec.ServiceLayout = v1alpha1.ServiceLayoutPerJob
+		if keep {
+			job = withCleanPodPolicy(job, v1alpha1.CleanPodPolicyNone)
 		}
-		var names []string
-		for _, s := range svcs.Items {
-			names = append(names, s.Name)
+		h := start(t, job)
+		for _, name := range []string{"mnist-ps-0", "mnist-worker-0", "mnist-worker-1"} {
+			h.setStatus(name, corev1.PodRunning, 0)
 		}
-		return names
-	}
-	if got := serviceNames(); len(got) != 1 || got[0] != "mnist" {
-		t.Fatalf("services %v, want the job's one Service mnist", got)
-	}
-	pod, err := h.client.CoreV1().Pods(ns).Get(context.Background(), "mnist-worker-1", metav1.GetOptions{})
-	if err != nil || pod.Spec.Hostname != "mnist-worker-1" || pod.Spec.Subdomain != "mnist" {
-		t.Fatalf("pod mnist-worker-1 (%v): hostname %q subdomain %q, want itself in the job's Service", err, pod.Spec.Hostname, pod.Spec.Subdomain)
-	}
-	h.setStatus("mnist-worker-0", corev1.PodSucceeded, 0)
-	if d := h.decision(); d.Outcome != policy.OutcomeSucceeded {
-		t.Fatalf("decision %+v, want Succeeded", d)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if left, err := h.ctrl.Cleanup(ctx, false, true); err != nil || len(left) != 0 {
-		t.Fatalf("Cleanup (cleanPodPolicy Running): left %v, err %v", left, err)
-	}
-	pods, _ := h.client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
-	if len(pods.Items) != 1 || pods.Items[0].Name != "mnist-worker-0" {
-		t.Errorf("pods after cleanPodPolicy Running: %d, want the succeeded mnist-worker-0 alone", len(pods.Items))
-	}
-	if got := serviceNames(); len(got) != 1 {
-		t.Errorf("services after cleanPodPolicy Running: %v, want the job's Service kept with its succeeded pod", got)
-	}
-	if left, err := h.ctrl.Cleanup(ctx, true, true); err != nil || len(left) != 0 {
-		t.Fatalf("Cleanup of everything: left %v, err %v", left, err)
-	}
-	if got := serviceNames(); len(got) != 0 {
-		t.Errorf("services after the whole teardown: %v, want none", got)
+		serviceNames := func() []string {
+			svcs, err := h.client.CoreV1().Services(ns).List(context.Background(), metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, s := range svcs.Items {
+				names = append(names, s.Name)
+			}
+			return names
+		}
+		if got := serviceNames(); len(got) != 1 || got[0] != "mnist" {
+			t.Fatalf("services %v, want the job's one Service mnist", got)
+		}
+		pod, err := h.client.CoreV1().Pods(ns).Get(context.Background(), "mnist-worker-1", metav1.GetOptions{})
+		if err != nil || pod.Spec.Hostname != "mnist-worker-1" || pod.Spec.Subdomain != "mnist" {
+			t.Fatalf("pod mnist-worker-1 (%v): hostname %q subdomain %q, want itself in the job's Service", err, pod.Spec.Hostname, pod.Spec.Subdomain)
+		}
+		h.setStatus("mnist-worker-0", corev1.PodSucceeded, 0)
+		if d := h.decision(); d.Outcome != policy.OutcomeSucceeded {
+			t.Fatalf("decision %+v, want Succeeded", d)
+		}
+		h.client.ClearActions()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if left, err := h.ctrl.Cleanup(ctx, false, true); err != nil || len(left) != 0 {
+			t.Fatalf("Cleanup: left %v, err %v", left, err)
+		}
+		pods, _ := h.client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+		if keep {
+			if len(pods.Items) != 3 || len(serviceNames()) != 1 {
+				t.Errorf("cleanPodPolicy None: %d pods and services %v left, want all 3 pods and the job's Service", len(pods.Items), serviceNames())
+			}
+			continue
+		}
+		if len(pods.Items) != 1 || pods.Items[0].Name != "mnist-worker-0" {
+			t.Errorf("pods after cleanPodPolicy Running: %d, want the succeeded mnist-worker-0 alone", len(pods.Items))
+		}
+		if got := serviceNames(); len(got) != 0 {
+			t.Errorf("services after cleanPodPolicy Running: %v, want the job's Service gone", got)
+		}
+		var deletes []string
+		for _, a := range h.client.Actions() {
+			if a.GetVerb() == "delete" {
+				deletes = append(deletes, a.GetResource().Resource)
+			}
+		}
+		if len(deletes) == 0 || deletes[0] != "services" {
+			t.Errorf("deletes in order %v, want the job's Service first", deletes)
+		}
 	}
 }
 

@@ -11,9 +11,10 @@ import (
 
 // The same TensorFlow job under both Service layouts: per replica, every
 // replica has a Service named like its pod and the PS's goes with it under
-// cleanPodPolicy Running; per job, the job has one Service, which stays
-// while any of its pods does. Both end without a Service once no pod is
-// left (cleanPodPolicy All).
+// cleanPodPolicy Running; per job, the job has one Service, which goes
+// first at the job's end once any pod goes (cleanPodPolicy None keeps it
+// with the pods). Both end without a Service once no pod is left
+// (cleanPodPolicy All).
 func TestServiceLayoutsAreCreatedAndCleanedUp(t *testing.T) {
 	t.Parallel()
 	c := cluster.Get(t)
@@ -23,7 +24,8 @@ func TestServiceLayoutsAreCreatedAndCleanedUp(t *testing.T) {
 		want    []string
 	}{
 		{v1alpha1.ServiceLayoutPerReplica, v1alpha1.CleanPodPolicyRunning, []string{"layout-worker-0", "layout-worker-1"}},
-		{v1alpha1.ServiceLayoutPerJob, v1alpha1.CleanPodPolicyRunning, []string{"layout"}},
+		{v1alpha1.ServiceLayoutPerJob, v1alpha1.CleanPodPolicyRunning, nil},
+		{v1alpha1.ServiceLayoutPerJob, v1alpha1.CleanPodPolicyNone, []string{"layout"}},
 		{v1alpha1.ServiceLayoutPerReplica, v1alpha1.CleanPodPolicyAll, nil},
 		{v1alpha1.ServiceLayoutPerJob, v1alpha1.CleanPodPolicyAll, nil},
 	} {
