@@ -160,7 +160,13 @@ func (c *Cluster) ImportHostFilesImage(ctx context.Context, ref string, files ma
 	if len(c.nodes) == 0 {
 		return fmt.Errorf("importing image %s: the cluster has no real node (Options.RealNode)", ref)
 	}
-	archive := filepath.Join(c.nodes[0].Dir, "host-files-image.tar")
+	// An archive of its own: tests running in parallel build theirs at once.
+	f, err := os.CreateTemp(c.nodes[0].Dir, "host-files-image-*.tar")
+	if err != nil {
+		return fmt.Errorf("creating an archive for image %s: %w", ref, err)
+	}
+	archive := f.Name()
+	f.Close()
 	defer os.Remove(archive)
 	if err := WriteHostFilesImage(archive, ref, files); err != nil {
 		return err
