@@ -257,9 +257,21 @@ func TestSIGKILLDuringTheCreationBurstThenRerunCreatesEachReplicaOnce(t *testing
 	var once sync.Once
 	var first *process
 	started := make(chan struct{})
+	// The kill waits, at the 40th create, until a pod exists: creates
+	// still unanswered when the process dies are cancelled, and on a busy
+	// machine none of the first 39 may have landed yet.
+	someCreated := func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelJobName + "=burst"})
+		return err == nil && len(pods.Items) > 0
+	}
 	proxy.SetFault(func(_ *http.Request, call cluster.Call) cluster.Fault {
 		if call.Verb == "create" && call.Resource == "pods" && call.Count == 40 {
 			<-started
+			for deadline := time.Now().Add(30 * time.Second); !someCreated() && time.Now().Before(deadline); {
+				time.Sleep(20 * time.Millisecond)
+			}
 			once.Do(func() { _ = first.cmd.Process.Kill() })
 		}
 		return cluster.Fault{}
