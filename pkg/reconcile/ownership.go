@@ -105,10 +105,17 @@ func (c *Controller) knownUID(obj runtime.Object) types.UID {
 		}
 		// What adopt re-attached is in createdUIDs; a labelled object that
 		// came later is the job's only if this run owns it.
-		if cached, ok, _ := child.cache.GetByKey(child.key); ok {
-			if m, err := meta.Accessor(cached); err == nil && c.ownedBy(m) {
-				return m.GetUID()
-			}
+		return c.ownedCachedUID(child)
+	}
+	return ""
+}
+
+// ownedCachedUID is the UID of the cached object of child's name when this
+// run owns it, "" when none is cached or it is not the job's.
+func (c *Controller) ownedCachedUID(child jobWideChild) types.UID {
+	if cached, ok, _ := child.cache.GetByKey(child.key); ok {
+		if m, err := meta.Accessor(cached); err == nil && c.ownedBy(m) {
+			return m.GetUID()
 		}
 	}
 	return ""

@@ -10,7 +10,6 @@ import (
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -208,18 +207,12 @@ func (c *Controller) nextExpectationCheck() time.Duration {
 func (c *Controller) createMissing(ctx context.Context) error {
 	var objs []runtime.Object
 	for _, child := range c.jobWide {
-		if c.wasCreated(child.obj) {
-			continue
-		}
 		// A cached object of the name stands for the child only if it is
 		// the job's: one planted under it after adopt looked (labelled,
 		// another owner) meets the create's AlreadyExists and is named.
-		if cached, ok, _ := child.cache.GetByKey(child.key); ok {
-			if m, err := meta.Accessor(cached); err == nil && c.ownedBy(m) {
-				continue
-			}
+		if !c.wasCreated(child.obj) && c.ownedCachedUID(child) == "" {
+			objs = append(objs, child.obj)
 		}
-		objs = append(objs, child.obj)
 	}
 	pending := c.podsToCreate()
 	if len(objs)+len(pending) == 0 {
