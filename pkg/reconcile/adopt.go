@@ -52,6 +52,13 @@ func (c *Controller) adopt(ctx context.Context) error {
 	// pods' own record, and from the ledger's, which a restart writes
 	// before it deletes anything.
 	ledger := c.readLedger()
+	if target, ok := c.recordedWorkerTarget(); ok && target != c.scaler.target {
+		c.opts.Logger.Info("elastic worker target of an earlier run", zap.Int("target", target))
+		c.scaler.target = target
+		// The run's start is the window's one recommendation, at the target it goes on from.
+		c.scaler.recent = policy.Recommendations{}
+		c.scaler.recent.Record(c.opts.Clock.Now(), target)
+	}
 	if e, ok := ledger[ledgerJob]; ok {
 		c.jobAttempt = max(c.jobAttempt, e.Attempt)
 	}

@@ -2,16 +2,21 @@ package reconcile
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
+	"github.com/trainstep/trainstep/pkg/apierr"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/gang"
 	"github.com/trainstep/trainstep/pkg/policy"
@@ -194,12 +199,57 @@ func (c *Controller) evaluateMetrics(ctx context.Context, podMetrics PodMetricsL
 		return
 	}
 	c.scaler.held = 0
+	if err := c.recordWorkerTarget(ctx, desired); err != nil {
+		c.opts.Logger.Warn("elastic worker target not changed: it could not be recorded; tried again at the next evaluation", zap.Int("from", current), zap.Int("to", desired), zap.Error(err))
+		return
+	}
 	c.mu.Lock()
 	c.scaler.target = desired
 	c.mu.Unlock()
 	c.event(corev1.EventTypeNormal, EventElasticScaled, "elasticPolicy.metrics: %d -> %d workers (elastic %d..%d)", current, desired, lo, hi)
 	c.opts.Logger.Info("elastic worker target changed", zap.Int("from", current), zap.Int("to", desired), zap.Int32("min", lo), zap.Int32("max", hi))
 	c.enqueue()
+}
+
+// recordWorkerTarget writes target on the ledger's Service before any pod
+// is created or deleted for it, so that a run that re-attaches goes on from
+// the workers this one decided on rather than from Worker.replicas.
+func (c *Controller) recordWorkerTarget(ctx context.Context, target int) error {
+	name := c.ledgerService()
+	if name == "" {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{v1alpha1.AnnotationWorkerTarget: strconv.Itoa(target)}}})
+	if err != nil {
+		return err
+	}
+	err = apierr.Retry(ctx, func() error {
+		_, err := c.opts.Core.Services(c.opts.Identity.Namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return nil // removed from outside: created again, and recorded from the next change
+	}
+	return err
+}
+
+// recordedWorkerTarget is the target an earlier run recorded, within the
+// elastic bounds (false when there is none).
+func (c *Controller) recordedWorkerTarget() (int, bool) {
+	name := c.ledgerService()
+	if c.scaler == nil || name == "" {
+		return 0, false
+	}
+	svc, err := c.services.Services(c.opts.Identity.Namespace).Get(name)
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(svc.Annotations[v1alpha1.AnnotationWorkerTarget])
+	if err != nil {
+		return 0, false
+	}
+	lo, hi, _ := v1alpha1.ElasticBounds(c.opts.Job)
+	return min(max(n, int(lo)), int(hi)), true
 }
 
 // noteHeld logs, once per proposal, that the metrics ask for fewer workers

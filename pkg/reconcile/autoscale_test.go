@@ -2,7 +2,9 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +13,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stesting "k8s.io/client-go/testing"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -153,6 +158,56 @@ func TestElasticWorkersFollowTheHPAFormulaWithinTheBounds(t *testing.T) {
 	if _, err := h.client.CoreV1().Pods(ns).Get(context.Background(), "el-worker-3", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("worker 3 exists above the target of 3 (%v)", err)
 	}
+}
+
+// A new worker target is written to the job's Service before it is acted
+// on; while that write is refused the target stays, and no worker is
+// created for the one that could not be recorded.
+func TestTheWorkerTargetIsTakenOnlyOnceRecorded(t *testing.T) {
+	job := onCPUUtilization(elasticJob(2, 2, 4), 50)
+	job.Spec.ReplicaSpecs["Worker"].Template.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+	clock := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var refuse atomic.Bool
+	refuse.Store(true)
+	h := startWith(t, job, func(h *harness, o *Options) {
+		o.Clock = clock
+		h.client.PrependReactor("patch", "services", func(action k8stesting.Action) (bool, runtime.Object, error) {
+			if !refuse.Load() {
+				return false, nil, nil
+			}
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, action.(k8stesting.PatchAction).GetName(), errors.New("patch refused"))
+		})
+	})
+	metrics := &fakePodMetrics{usage: map[string]int64{}}
+	h.setReady("el-worker-0", corev1.PodRunning, true)
+	h.setReady("el-worker-1", corev1.PodRunning, true)
+	h.waitCachedReady("el-worker-0", "el-worker-1")
+	metrics.set(1000, "el-worker-0", "el-worker-1") // ratio 2: 4 workers
+
+	clock.Step(15 * time.Second)
+	h.ctrl.evaluateMetrics(context.Background(), metrics)
+	if got := h.ctrl.WorkerTarget(); got != 2 {
+		t.Fatalf("worker target %d while its write is refused, want 2 as it was", got)
+	}
+	if _, err := h.client.CoreV1().Pods(ns).Get(context.Background(), "el-worker-2", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("worker 2 exists for a target that was not recorded (%v)", err)
+	}
+
+	refuse.Store(false)
+	clock.Step(15 * time.Second)
+	h.ctrl.evaluateMetrics(context.Background(), metrics)
+	if got := h.ctrl.WorkerTarget(); got != 4 {
+		t.Fatalf("worker target %d once its write lands, want 4", got)
+	}
+	svc, err := h.client.CoreV1().Services(ns).Get(context.Background(), "el", metav1.GetOptions{})
+	if err != nil || svc.Annotations[v1alpha1.AnnotationWorkerTarget] != "4" {
+		t.Fatalf("the job's Service records worker target %q (%v), want 4", svc.Annotations[v1alpha1.AnnotationWorkerTarget], err)
+	}
+	testutil.Eventually(t, waitTimeout, "workers 2 and 3 to be created", func() bool {
+		_, err2 := h.client.CoreV1().Pods(ns).Get(context.Background(), "el-worker-2", metav1.GetOptions{})
+		_, err3 := h.client.CoreV1().Pods(ns).Get(context.Background(), "el-worker-3", metav1.GetOptions{})
+		return err2 == nil && err3 == nil
+	})
 }
 
 func TestPodRequestsSumsTheContainersAsTheHPADoes(t *testing.T) {

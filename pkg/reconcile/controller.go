@@ -470,9 +470,9 @@ func slimForCache(obj any) (any, error) {
 	}
 	if m, ok := obj.(metav1.Object); ok {
 		m.SetManagedFields(nil)
-		// Of the annotations, only the restart counts are read back (adopt).
+		// Of the annotations, only the restart counts and the worker target are read back (adopt).
 		var kept map[string]string
-		for _, key := range []string{v1alpha1.AnnotationRestarts, v1alpha1.AnnotationJobRestarts, v1alpha1.AnnotationRestartLedger} {
+		for _, key := range []string{v1alpha1.AnnotationRestarts, v1alpha1.AnnotationJobRestarts, v1alpha1.AnnotationRestartLedger, v1alpha1.AnnotationWorkerTarget} {
 			if n, ok := m.GetAnnotations()[key]; ok {
 				if kept == nil {
 					kept = map[string]string{}

@@ -427,6 +427,21 @@ func regressions() []regression {
 		},
 		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
 	}, {
+		// Found by the 30,000-schedule soak (seed 2200027901): a step that
+		// re-attached started from Worker.replicas, not from the target the
+		// earlier run had scaled to, so a worker above Worker.replicas that
+		// failed while no step watched was removed as surplus (no restart)
+		// in the orders where the earlier run had not seen the exit, and
+		// counted and replaced in the others. The target is recorded on
+		// the job's Service and the re-attached step goes on from it.
+		name: "a re-attached step goes on from the worker target the earlier run scaled to",
+		job:  withCleanPodPolicy(withBackoffLimit(onMetrics(elasticJob(3, 2, 4), 60), 3), v1alpha1.CleanPodPolicyNone), nodes: 2, load: 60,
+		faults: []fault{
+			{at: 40 * time.Second, kind: faultLoad, code: 250},
+			killDuringExit(80*time.Second, "el-worker-3", 143, 21*time.Second),
+		},
+		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 1,
+	}, {
 		// Review item 6: a panic in a parallel create ended the process.
 		name: "a panic in a pod create ends the run Failed and torn down",
 		job:  tfJob(v1alpha1.RestartPolicyExitCode), nodes: 2,

@@ -42,4 +42,9 @@ const (
 	// restart: a step that dies between a delete and the replacement's
 	// create leaves the count there for the run that re-attaches.
 	AnnotationRestartLedger = "trainstep.dev/restart-ledger"
+	// AnnotationWorkerTarget records, on the job's first Service, the
+	// worker count elasticPolicy.metrics last set, before any pod is
+	// created or deleted for it: a run that re-attaches goes on from it, as
+	// an HPA goes on from its target's replicas.
+	AnnotationWorkerTarget = "trainstep.dev/worker-target"
 )
