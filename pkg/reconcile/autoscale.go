@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -10,13 +9,10 @@ import (
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
-	"github.com/trainstep/trainstep/pkg/apierr"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/gang"
 	"github.com/trainstep/trainstep/pkg/policy"
@@ -215,22 +211,7 @@ func (c *Controller) evaluateMetrics(ctx context.Context, podMetrics PodMetricsL
 // is created or deleted for it, so that a run that re-attaches goes on from
 // the workers this one decided on rather than from Worker.replicas.
 func (c *Controller) recordWorkerTarget(ctx context.Context, target int) error {
-	name := c.ledgerService()
-	if name == "" {
-		return nil
-	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{v1alpha1.AnnotationWorkerTarget: strconv.Itoa(target)}}})
-	if err != nil {
-		return err
-	}
-	err = apierr.Retry(ctx, func() error {
-		_, err := c.opts.Core.Services(c.opts.Identity.Namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
-		return err
-	})
-	if apierrors.IsNotFound(err) {
-		return nil // removed from outside: created again, and recorded from the next change
-	}
-	return err
+	return c.annotateLedgerService(ctx, v1alpha1.AnnotationWorkerTarget, strconv.Itoa(target))
 }
 
 // recordedWorkerTarget is the target an earlier run recorded, within the

@@ -62,7 +62,22 @@ func (c *Controller) recordCounted(ctx context.Context, entries map[string]ledge
 	if err != nil {
 		return err
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{v1alpha1.AnnotationRestartLedger: string(value)}}})
+	if err := c.annotateLedgerService(ctx, v1alpha1.AnnotationRestartLedger, string(value)); err != nil {
+		return fmt.Errorf("recording the job's restarts on service %s: %w", name, err)
+	}
+	c.ledger = next
+	return nil
+}
+
+// annotateLedgerService sets one annotation of the ledger's Service. A
+// Service removed from outside is no error: it is created again, and what
+// it records counts from the next write.
+func (c *Controller) annotateLedgerService(ctx context.Context, key, value string) error {
+	name := c.ledgerService()
+	if name == "" {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
 	if err != nil {
 		return err
 	}
@@ -71,13 +86,9 @@ func (c *Controller) recordCounted(ctx context.Context, entries map[string]ledge
 		return err
 	})
 	if apierrors.IsNotFound(err) {
-		err = nil // removed from outside: created again, and counted from then on
+		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("recording the job's restarts on service %s: %w", name, err)
-	}
-	c.ledger = next
-	return nil
+	return err
 }
 
 // readLedger reads the ledger an earlier run left, from the cache.
