@@ -1052,11 +1052,20 @@ func (r *simRun) breakPeers(f *fault) {
 		if pod := w.livePod(p); pod != nil {
 			uid = pod.UID
 		}
-		w.after(d, 0, "peer breaks "+p, func() {
-			if pod := w.livePod(p); pod != nil && pod.UID == uid && pod.DeletionTimestamp == nil {
-				w.exit(pod, 1)
-			}
-		})
+		w.after(d, 0, "peer breaks "+p, func() { r.breakPeer(p, uid, 0) })
+	}
+}
+
+// breakPeer makes the instance uid of replica p exit 1. One not running yet
+// exits once it starts: it cannot join a collective that already broke.
+func (r *simRun) breakPeer(p string, uid types.UID, tries int) {
+	w := r.w
+	pod := w.livePod(p)
+	if pod == nil || pod.UID != uid || pod.DeletionTimestamp != nil || w.exit(pod, 1) {
+		return
+	}
+	if pod.Status.Phase == corev1.PodPending && tries < 600 {
+		w.after(100*time.Millisecond, 0, "peer breaks once started "+p, func() { r.breakPeer(p, uid, tries+1) })
 	}
 }
 
