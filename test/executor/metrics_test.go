@@ -216,6 +216,14 @@ func TestElasticWorkersFollowAResourceMetric(t *testing.T) {
 	}
 	waitTargets(t, log, 4, 6)
 	waitRunning(t, c, ns, "hpa", 6)
+	// The target is on the job's Service, for a retried step to go on from.
+	svc, err := c.Client.CoreV1().Services(ns).Get(context.Background(), "hpa", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := svc.Annotations[v1alpha1.AnnotationWorkerTarget]; got != "6" {
+		t.Fatalf("the job's Service records worker target %q, want 6", got)
+	}
 	// 40% proposes ceil(0.8 × 6) = 5: the scale-down waits for the
 	// stabilisation window, so two evaluations later the six still run.
 	metrics.millicores.Store(400)
