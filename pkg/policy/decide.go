@@ -55,7 +55,7 @@ func Decide(v *View, rule frameworks.SuccessRule, t Timeouts) Decision {
 	}
 	limit := v.Job.Spec.RunPolicy.BackoffLimit
 	if needed := v.Restarts + failures.Counted(); BackoffExceeded(limit, needed) {
-		return Decision{Outcome: OutcomeFailed, Reason: result.ReasonBackoffLimitExceeded, Message: backoffMessage(v.Restarts, *limit)}
+		return Decision{Outcome: OutcomeFailed, Reason: result.ReasonBackoffLimitExceeded, Message: backoffMessage(v.Restarts, needed, *limit)}
 	}
 	stuck := CheckStuck(v, t)
 	switch {
@@ -78,10 +78,15 @@ func Decide(v *View, rule frameworks.SuccessRule, t Timeouts) Decision {
 
 // backoffMessage says why backoffLimit ended the job, counting the restarts
 // that happened, as the restarts output does: in-place restarts may already
-// have gone past the limit, else the next failure needs one more.
-func backoffMessage(restarts, limit int32) string {
-	if restarts > limit {
+// have gone past the limit, else the failures seen need more restarts than
+// are left (one more than none, or several at once, as a step that was away
+// finds them, more than the few left).
+func backoffMessage(restarts, needed, limit int32) string {
+	switch {
+	case restarts > limit:
 		return fmt.Sprintf("the job restarted %d times, more than backoffLimit=%d", restarts, limit)
+	case restarts < limit:
+		return fmt.Sprintf("%d replicas failed at once after %d restarts, and backoffLimit=%d allows %d more", needed-restarts, restarts, limit, limit-restarts)
 	}
 	return fmt.Sprintf("the job failed again after %d restarts, and backoffLimit=%d allows no more", restarts, limit)
 }

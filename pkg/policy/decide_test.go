@@ -98,6 +98,12 @@ func TestDecide(t *testing.T) {
 			want: Decision{Outcome: OutcomeFailed, Reason: result.ReasonBackoffLimitExceeded, Message: "the job failed again after 2 restarts, and backoffLimit=2 allows no more"},
 		},
 		{
+			name: "two retryable failures at once need more than the one restart backoffLimit 2 leaves",
+			view: viewOf(withBackoff(tf(v1alpha1.RestartPolicyExitCode), 2), set(worker, 1, exited(143)), set(ps, 0, exited(143)), func(v *View) { v.Restarts = 1 }),
+			rule: worker0Leads,
+			want: Decision{Outcome: OutcomeFailed, Reason: result.ReasonBackoffLimitExceeded, Message: "2 replicas failed at once after 1 restarts, and backoffLimit=2 allows 1 more"},
+		},
+		{
 			name: "second retryable failure stays within backoffLimit 2",
 			view: viewOf(withBackoff(tf(v1alpha1.RestartPolicyExitCode), 2), set(worker, 1, exited(137)), func(v *View) { v.Restarts = 1 }),
 			rule: worker0Leads,

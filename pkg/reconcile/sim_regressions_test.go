@@ -459,6 +459,22 @@ func regressions() []regression {
 		},
 		counted: 3, phase: result.PhaseFailed, reason: result.ReasonReplicaFailed, restarts: 2,
 	}, {
+		// Found by the 100,000-schedule soak (seed 2400097572): a step that
+		// was away found worker-1's and the PS's failures at once, one
+		// restart left: the job ended after 1 restart, where a step that
+		// saw them one at a time spent the last restart first. What the
+		// failures charge against backoffLimit is the same; the message
+		// says how many failed at once and how many restarts were left.
+		name: "failures found at once past backoffLimit charge as those seen one at a time",
+		job:  withCleanPodPolicy(withBackoffLimit(withBuiltinGang(tfJob(v1alpha1.RestartPolicyExitCode)), 2), v1alpha1.CleanPodPolicyRunning), nodes: 2,
+		faults: []fault{
+			{at: 37 * time.Second, kind: faultAPI, code: 409, lasts: 51 * time.Second},
+			killDuringExit(74*time.Second, "mnist-worker-1", 143, 22*time.Second),
+			killDuringExit(98*time.Second, "mnist-worker-1", 143, 32*time.Second),
+			{at: 128 * time.Second, kind: faultExit, replica: "mnist-ps-0", code: 143},
+		},
+		counted: 3, phase: result.PhaseFailed, reason: result.ReasonBackoffLimitExceeded, restarts: -1,
+	}, {
 		// Review item 6: a panic in a parallel create ended the process.
 		name: "a panic in a pod create ends the run Failed and torn down",
 		job:  tfJob(v1alpha1.RestartPolicyExitCode), nodes: 2,

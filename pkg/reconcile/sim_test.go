@@ -322,7 +322,10 @@ func replicaNames(job *v1alpha1.TrainJob) []string {
 type simEnd struct {
 	phase, reason string
 	restarts      int32
-	reattached    int
+	// charged is, for an end by backoffLimit, the restarts and the failures
+	// the last decision saw, which needed more than were left.
+	charged    int32
+	reattached int
 	// at is when the job ended, deadline when its activeDeadlineSeconds
 	// ran out (zero without one).
 	at, deadline time.Time
@@ -351,6 +354,12 @@ func (e simEnd) same(o simEnd) bool {
 	}
 	if e.boundedWait() && o.boundedWait() && e.restarts == o.restarts && e.at.Sub(o.at).Abs() <= simWaitsRace {
 		return true
+	}
+	if e.reason == result.ReasonBackoffLimitExceeded && o.reason == result.ReasonBackoffLimitExceeded {
+		// Failures a step saw one at a time cost a restart each until the
+		// limit; several it found at once, more than the restarts left, end
+		// the job with those left unspent. What is charged is the same.
+		return e.phase == o.phase && e.charged == o.charged
 	}
 	return e.phase == o.phase && e.reason == o.reason && e.restarts == o.restarts
 }
@@ -614,7 +623,8 @@ func (r *simRun) sync() {
 func (r *simRun) finish(phase, reason string, everything bool) {
 	w, c := r.w, r.w.ctrl
 	v := c.View()
-	r.end = &simEnd{phase: phase, reason: reason, restarts: v.Restarts, reattached: r.retries, at: w.now(), landed: r.landedFaults()}
+	r.end = &simEnd{phase: phase, reason: reason, restarts: v.Restarts, charged: v.Restarts + policy.CheckFailures(&v, c.opts.Timeouts).Counted(),
+		reattached: r.retries, at: w.now(), landed: r.landedFaults()}
 	if d := w.job.Spec.RunPolicy.ActiveDeadlineSeconds; d != nil {
 		r.end.deadline = c.startTime.Add(time.Duration(*d) * time.Second)
 	}
