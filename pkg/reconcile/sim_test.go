@@ -322,8 +322,8 @@ func replicaNames(job *v1alpha1.TrainJob) []string {
 type simEnd struct {
 	phase, reason string
 	restarts      int32
-	// charged is, for an end by backoffLimit, the restarts and the failures
-	// the last decision saw, which needed more than were left.
+	// charged is the restarts and the retryable failures the last decision
+	// saw and did not spend, the job failing.
 	charged    int32
 	reattached int
 	// at is when the job ended, deadline when its activeDeadlineSeconds
@@ -355,11 +355,11 @@ func (e simEnd) same(o simEnd) bool {
 	if e.boundedWait() && o.boundedWait() && e.restarts == o.restarts && e.at.Sub(o.at).Abs() <= simWaitsRace {
 		return true
 	}
-	if e.reason == result.ReasonBackoffLimitExceeded && o.reason == result.ReasonBackoffLimitExceeded {
-		// Failures a step saw one at a time cost a restart each until the
-		// limit; several it found at once, more than the restarts left, end
-		// the job with those left unspent. What is charged is the same.
-		return e.phase == o.phase && e.charged == o.charged
+	if e.phase == string(result.PhaseFailed) && o.phase == e.phase && e.reason == o.reason {
+		// Failures a step saw one at a time cost a restart each; found at
+		// once with one the policy or backoffLimit does not retry, they end
+		// the job with the retryable ones unspent. What is charged is the same.
+		return e.charged == o.charged
 	}
 	return e.phase == o.phase && e.reason == o.reason && e.restarts == o.restarts
 }
