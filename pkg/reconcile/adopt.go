@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"time"
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
@@ -69,6 +70,7 @@ func (c *Controller) adopt(ctx context.Context) error {
 		}
 	}
 	c.restarts += c.jobRestarts
+	c.startTime = c.jobStart(pods, desired)
 	found := map[policy.ReplicaID]bool{}
 	for _, pod := range pods {
 		id, ok := desired[pod.Name]
@@ -140,6 +142,30 @@ func (c *Controller) adopt(ctx context.Context) error {
 		c.event(corev1.EventTypeNormal, EventAdopted, "re-attached %d running replicas of an earlier attempt; replacing %d", adopted, len(stale))
 	}
 	return nil
+}
+
+// jobStart is when an earlier run started the job: the earliest creation
+// of its first Service and of its replicas' pods, if before this run's
+// start. activeDeadlineSeconds counts from there, so that a retried step
+// does not start the job's deadline over.
+func (c *Controller) jobStart(pods []*corev1.Pod, desired map[string]policy.ReplicaID) time.Time {
+	start := c.startTime
+	earlier := func(t metav1.Time) {
+		if !t.IsZero() && t.Time.Before(start) {
+			start = t.Time
+		}
+	}
+	for _, pod := range pods {
+		if _, ok := desired[pod.Name]; ok {
+			earlier(pod.CreationTimestamp)
+		}
+	}
+	if name := c.ledgerService(); name != "" {
+		if svc, err := c.services.Services(c.opts.Identity.Namespace).Get(name); err == nil {
+			earlier(svc.CreationTimestamp)
+		}
+	}
+	return start
 }
 
 // lostWhileAway marks, in a job that restarts as a whole, the replicas

@@ -475,6 +475,19 @@ func regressions() []regression {
 		},
 		counted: 3, phase: result.PhaseFailed, reason: result.ReasonBackoffLimitExceeded, restarts: -1,
 	}, {
+		// Found by the 100,000-schedule soak (seed 2500080486): a quota's
+		// wait ended the step Transient 2 s before the job's deadline, and
+		// the retried step counted activeDeadlineSeconds from its own start:
+		// the job succeeded 93 s past its deadline. A run that re-attaches
+		// counts it from the job's start, its objects' creation.
+		name: "a retried step keeps the job's activeDeadlineSeconds",
+		job:  withCleanPodPolicy(withDeadline(withKueue(tfJob(v1alpha1.RestartPolicyExitCode)), 205), v1alpha1.CleanPodPolicyNone), nodes: 3, room: 80 * time.Second,
+		faults: []fault{
+			{at: 28 * time.Second, kind: faultExit, replica: "mnist-ps-0", code: 143},
+			{at: 74 * time.Second, kind: faultQuota, lasts: 194 * time.Second},
+		},
+		counted: 1, phase: result.PhaseFailed, reason: result.ReasonDeadlineExceeded, restarts: 1,
+	}, {
 		// Review item 6: a panic in a parallel create ended the process.
 		name: "a panic in a pod create ends the run Failed and torn down",
 		job:  tfJob(v1alpha1.RestartPolicyExitCode), nodes: 2,
