@@ -395,6 +395,9 @@ type simRun struct {
 	ctx     context.Context
 	end     *simEnd
 	retries int
+	// ctrlStarted is when the running controller started: one that
+	// re-attaches after the job's deadline passed must end it from there.
+	ctrlStarted time.Time
 	// violations are the invariants broken, each with when.
 	violations []string
 	// decided holds the last decision and its restarts, for the teardown.
@@ -536,6 +539,7 @@ func (r *simRun) startController() bool {
 	w.ctrl = c
 	c.queue = &simQueue{w: w, gen: w.gen}
 	w.logf("controller %d starts", w.gen)
+	r.ctrlStarted = w.now()
 	if err := c.Start(r.ctx); err != nil {
 		// Start re-attaches with writes that may fail: the step ends, and
 		// Argo retries it.
@@ -755,8 +759,11 @@ func (r *simRun) checkInvariants() {
 	if r.end != nil {
 		return
 	}
-	if d := w.job.Spec.RunPolicy.ActiveDeadlineSeconds; d != nil && w.now().Sub(c.startTime) > time.Duration(*d)*time.Second+simDecisionSlack {
-		r.violate("running %s past activeDeadlineSeconds=%d", w.now().Sub(c.startTime)-time.Duration(*d)*time.Second, *d)
+	if d := w.job.Spec.RunPolicy.ActiveDeadlineSeconds; d != nil {
+		deadline := c.startTime.Add(time.Duration(*d) * time.Second)
+		if due := maxTime(deadline, r.ctrlStarted); w.now().Sub(due) > simDecisionSlack {
+			r.violate("running %s past activeDeadlineSeconds=%d", w.now().Sub(deadline), *d)
+		}
 	}
 	switch {
 	case c.restarting == nil:
@@ -1333,4 +1340,11 @@ func runOrders(t *testing.T, s schedule, orders int, trace bool) *simEnd {
 		}
 	}
 	return first
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
