@@ -160,10 +160,8 @@ func (c *Controller) jobStart(pods []*corev1.Pod, desired map[string]policy.Repl
 			earlier(pod.CreationTimestamp)
 		}
 	}
-	if name := c.ledgerService(); name != "" {
-		if svc, err := c.services.Services(c.opts.Identity.Namespace).Get(name); err == nil {
-			earlier(svc.CreationTimestamp)
-		}
+	if svc := c.cachedLedgerService(); svc != nil {
+		earlier(svc.CreationTimestamp)
 	}
 	return start
 }

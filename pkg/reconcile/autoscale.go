@@ -217,12 +217,8 @@ func (c *Controller) recordWorkerTarget(ctx context.Context, target int) error {
 // recordedWorkerTarget is the target an earlier run recorded, within the
 // elastic bounds (false when there is none).
 func (c *Controller) recordedWorkerTarget() (int, bool) {
-	name := c.ledgerService()
-	if c.scaler == nil || name == "" {
-		return 0, false
-	}
-	svc, err := c.services.Services(c.opts.Identity.Namespace).Get(name)
-	if err != nil {
+	svc := c.cachedLedgerService()
+	if c.scaler == nil || svc == nil {
 		return 0, false
 	}
 	n, err := strconv.Atoi(svc.Annotations[v1alpha1.AnnotationWorkerTarget])

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -91,14 +92,24 @@ func (c *Controller) annotateLedgerService(ctx context.Context, key, value strin
 	return err
 }
 
-// readLedger reads the ledger an earlier run left, from the cache.
-func (c *Controller) readLedger() restartLedger {
+// cachedLedgerService is the ledger's Service as the cache holds it (nil
+// when the job has none, or it is not there).
+func (c *Controller) cachedLedgerService() *corev1.Service {
 	name := c.ledgerService()
 	if name == "" {
 		return nil
 	}
 	svc, err := c.services.Services(c.opts.Identity.Namespace).Get(name)
 	if err != nil {
+		return nil
+	}
+	return svc
+}
+
+// readLedger reads the ledger an earlier run left, from the cache.
+func (c *Controller) readLedger() restartLedger {
+	svc := c.cachedLedgerService()
+	if svc == nil {
 		return nil
 	}
 	var l restartLedger
