@@ -314,3 +314,28 @@ func TestLogLinesAboutPicksMatchingLines(t *testing.T) {
 		t.Errorf("logLinesAbout without a match (-want +got):\n%s", diff)
 	}
 }
+
+// The elector's own updates of a 1m13s run: taking the Lease, a renewal at
+// once, one per 3.75 s period (19), letting it go. One more is a retry.
+func TestLeaseUpdatesCountTheElectorsUpdatesBesideItsPeriods(t *testing.T) {
+	for _, tc := range []struct {
+		updates int
+		met     bool
+	}{{22, true}, {23, false}} {
+		report := sampleReport()
+		report.Polling.LongRun = 73 * time.Second
+		report.Polling.LongRequests = map[string]int{"watch pods": 1, HeartbeatKey: tc.updates}
+		var found bool
+		for _, target := range report.Targets() {
+			if strings.HasPrefix(target.Name, "updates of the job's Lease") {
+				found = true
+				if target.Met != tc.met || target.Goal != "≤ 22" {
+					t.Errorf("%d updates: got met=%v goal %q, want met=%v goal ≤ 22", tc.updates, target.Met, target.Goal, tc.met)
+				}
+			}
+		}
+		if !found {
+			t.Fatal("no target for the Lease's updates")
+		}
+	}
+}
