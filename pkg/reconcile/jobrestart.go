@@ -103,6 +103,9 @@ func (c *Controller) continueJobRestart(ctx context.Context) (bool, error) {
 	if c.gang != nil {
 		c.gang.state = gang.Start()
 	}
+	c.mu.Lock()
+	c.launcher.newAttempt()
+	c.mu.Unlock()
 	c.opts.Logger.Info("every replica stopped; starting the job's next attempt", zap.Int("attempt", c.jobAttempt+1))
 	return false, nil
 }

@@ -16,7 +16,8 @@ import (
 // address, and Ready is the MPI Operator's test that they have and run.
 // As in the MPI Operator, the gate is checked only until the launcher is
 // first created: a restart of the launcher or a replacement of a worker
-// later does not hold the launcher again.
+// later does not hold the launcher again. A whole-job restart starts every
+// replica afresh, so each job attempt's launcher waits for its workers.
 type launcherGate struct {
 	launcher *replicaState
 	workers  []*replicaState
@@ -53,6 +54,14 @@ func newLauncherGate(job *v1alpha1.TrainJob, replicas map[policy.ReplicaID]*repl
 func (g *launcherGate) adopted(st *replicaState) {
 	if g != nil && st == g.launcher {
 		g.open = true
+	}
+}
+
+// newAttempt closes the gate for the job's next attempt, whose workers are
+// new; called with the controller's mutex held.
+func (g *launcherGate) newAttempt() {
+	if g != nil {
+		g.open, g.ready, g.told = false, 0, 0
 	}
 }
 
