@@ -102,6 +102,7 @@ func (c *Controller) adopt(ctx context.Context) error {
 	c.restarts += c.applyLedger(ledger)
 	if !restartUnderWay && adopted > 0 {
 		c.lostWhileAway(found)
+		c.collateralWhileAway()
 	}
 	if restartUnderWay {
 		c.restarting = &jobRestart{next: c.jobAttempt + 1, why: "an earlier run of the step was restarting the job", committed: true}

@@ -337,6 +337,7 @@ func (c *Controller) observePod(obj any) {
 	}
 	c.mu.Lock()
 	if st := c.byName[pod.Name]; st != nil {
+		c.noteCollateral(st, pod)
 		st.podSeen(pod, c.opts.Clock.Now())
 	}
 	c.mu.Unlock()

@@ -43,10 +43,10 @@ func (c *Controller) observe() policy.View {
 			r = st.last
 			v.Restarts += r.Restarts
 		case stageLost:
-			// What was last seen tells why: a DisruptionTarget condition
+			// What was last seen tells why and when: a DisruptionTarget condition
 			// set before the pod was removed. Its in-place restarts still
 			// count until the recreation folds them into restartsBefore.
-			r.Lost, r.Conditions, r.LostUnseen = true, st.last.Conditions, st.lostUnseen
+			r.Lost, r.Conditions, r.LostUnseen, r.FinishedAt = true, st.last.Conditions, st.lostUnseen, st.last.FinishedAt
 			v.Restarts += st.last.Restarts
 		}
 		v.Restarts += st.restartsBefore
@@ -89,8 +89,9 @@ func (c *Controller) observeElastic(v *policy.View) {
 func (c *Controller) replicaFromPod(id policy.ReplicaID, st *replicaState, pod *corev1.Pod) policy.Replica {
 	r := policy.Replica{ReplicaID: id, Attempt: attemptOf(pod, st.attempt), Node: pod.Spec.NodeName}
 	main := c.mainContainerStatus(id.Type, pod)
-	for _, cs := range pod.Status.ContainerStatuses {
-		r.Restarts += cs.RestartCount
+	r.Restarts = inPlaceRestarts(pod)
+	if pod.UID == st.uid {
+		r.Restarts -= min(st.collateral, r.Restarts)
 	}
 	switch pod.Status.Phase {
 	case corev1.PodRunning:
@@ -99,9 +100,11 @@ func (c *Controller) replicaFromPod(id policy.ReplicaID, st *replicaState, pod *
 		r.Phase = policy.PhaseSucceeded
 	case corev1.PodFailed:
 		r.Phase = policy.PhaseFailed
-		// Evicted or preempted: no container exit to blame.
+		// Evicted or preempted: no container exit to blame. It ended when
+		// it was marked for removal, so that an earlier peer's failure
+		// stays the first end.
 		if main == nil || main.State.Terminated == nil {
-			r.Phase, r.Lost = policy.PhaseMissing, true
+			r.Phase, r.Lost, r.FinishedAt = policy.PhaseMissing, true, disruptedAt(pod)
 		}
 	default:
 		r.Phase = policy.PhasePending
@@ -202,4 +205,15 @@ func nodeNotReadySince(pod *corev1.Pod, main *corev1.ContainerStatus) time.Time 
 // nodeNotReadySince is nodeNotReadySince for a replica of type t.
 func (c *Controller) nodeNotReadySince(t v1alpha1.ReplicaType, pod *corev1.Pod) time.Time {
 	return nodeNotReadySince(pod, c.mainContainerStatus(t, pod))
+}
+
+// disruptedAt is when pod was marked for removal by a disruption (its
+// DisruptionTarget condition), zero when it was not.
+func disruptedAt(pod *corev1.Pod) time.Time {
+	for _, cond := range pod.Status.Conditions {
+		if cond.Type == v1alpha1.PodConditionDisruptionTarget && cond.Status == corev1.ConditionTrue {
+			return cond.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
 }

@@ -91,6 +91,9 @@ type replicaState struct {
 	unanswered types.UID
 	// restartsBefore counts in-place restarts of instances already removed.
 	restartsBefore int32
+	// collateral counts the current instance's in-place restarts that do
+	// not count: an MPI launcher's after a worker ended (collateral.go).
+	collateral int32
 	// recreations counts replacements of this replica (its share of the
 	// job's restarts, with the in-place restarts).
 	recreations int32
@@ -137,7 +140,7 @@ func (st *replicaState) createAccepted(uid types.UID, attempt int, now time.Time
 		return fmt.Errorf("replica %s: create accepted while %s", st.id, st.stage)
 	}
 	st.stage, st.uid, st.attempt, st.nextAttempt, st.createdAt, st.expectSince = stageCreated, uid, attempt, attempt, now, now
-	st.pod = nil
+	st.pod, st.collateral = nil, 0
 	if cached != nil && cached.UID == uid {
 		st.podSeen(cached, now)
 	}
@@ -150,7 +153,7 @@ func (st *replicaState) createAccepted(uid types.UID, attempt int, now time.Time
 func (st *replicaState) adopted(pod *corev1.Pod, attempt int, restartsBefore int32) {
 	st.stage, st.uid, st.attempt, st.nextAttempt = stageObserved, pod.UID, attempt, attempt
 	st.pod, st.dirty, st.createdAt = pod, true, pod.CreationTimestamp.Time
-	st.recreations, st.restartsBefore = restartsBefore, 0
+	st.recreations, st.restartsBefore, st.collateral = restartsBefore, 0, 0
 }
 
 // podSeen records an instance the informer delivered. Only the current

@@ -488,6 +488,53 @@ func regressions() []regression {
 		},
 		counted: 1, phase: result.PhaseFailed, reason: result.ReasonDeadlineExceeded, restarts: 1,
 	}, {
+		// Found once the simulation drew MPI jobs: mpirun failed when a
+		// worker was preempted, the kubelet restarted the launcher in
+		// place, and that restart counted: a free disruption cost the job
+		// its one restart and ended it BackoffLimitExceeded. The launcher's
+		// in-place restarts after a worker of its attempt ended are
+		// collateral.
+		name: "a worker's preemption costs an MPI job nothing, though mpirun fails with it",
+		job:  withBackoffLimit(mpiSimJob(v1alpha1.LauncherCreationAtStartup, 3, v1alpha1.RestartPolicyOnFailure), 0), nodes: 2,
+		faults: []fault{
+			{at: 81 * time.Second, kind: faultDisruption, replica: "pi-worker-0", disruption: "podgc", peers: map[string]time.Duration{"pi-launcher-0": 1100 * time.Millisecond}},
+		},
+		phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
+	}, {
+		// The same for a worker's failure: one restart, not two.
+		name: "a worker's failure costs an MPI job one restart, not the launcher's as well",
+		job:  withBackoffLimit(mpiSimJob(v1alpha1.LauncherCreationWaitForWorkersReady, 2, v1alpha1.RestartPolicyExitCode), 1), nodes: 2,
+		faults: []fault{
+			{at: 40 * time.Second, kind: faultExit, replica: "pi-worker-1", code: 137, peers: map[string]time.Duration{"pi-launcher-0": 700 * time.Millisecond}},
+		},
+		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 1,
+	}, {
+		// Found with them (seed 611 of the fixed ones): the same while no
+		// step watched; the run that re-attached counted the launcher's
+		// restart. It judges the last one by its time against the worker's end.
+		name: "an MPI launcher's restart for a worker preempted while no step watched costs nothing",
+		job:  mpiSimJob(v1alpha1.LauncherCreationAtStartup, 3, v1alpha1.RestartPolicyNever), nodes: 3,
+		faults: []fault{
+			{at: 30 * time.Second, kind: faultKillStep, lasts: 29 * time.Second},
+			{at: 56 * time.Second, kind: faultDisruption, replica: "pi-worker-2", disruption: "preemption", peers: map[string]time.Duration{"pi-launcher-0": 2200 * time.Millisecond}},
+		},
+		phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
+	}, {
+		// Found by a 10,000-schedule run (seed 3100007640): worker-1's exit
+		// 143, which restartPolicy Never does not retry, waited its 10 s for
+		// a peer's earlier end; worker-0 was disrupted just as they passed.
+		// Its pod, ended by the pod garbage collector, had no exit time and
+		// sorted first: in the orders that saw it before deciding, the free
+		// disruption was the cause and the job restarted. A disrupted pod
+		// ended when it was marked (its DisruptionTarget condition).
+		name: "a disruption after a failure the policy does not retry is not its cause",
+		job:  mpiSimJob(v1alpha1.LauncherCreationAtStartup, 3, v1alpha1.RestartPolicyNever), nodes: 2,
+		faults: []fault{
+			{at: 37 * time.Second, kind: faultExit, replica: "pi-worker-1", code: 143, peers: map[string]time.Duration{"pi-launcher-0": 2200 * time.Millisecond}},
+			{at: 47 * time.Second, kind: faultDisruption, replica: "pi-worker-0", disruption: "podgc", peers: map[string]time.Duration{"pi-launcher-0": 700 * time.Millisecond}},
+		},
+		counted: 1, phase: result.PhaseFailed, reason: result.ReasonReplicaFailed, restarts: 0,
+	}, {
 		// Review item 6: a panic in a parallel create ended the process.
 		name: "a panic in a pod create ends the run Failed and torn down",
 		job:  tfJob(v1alpha1.RestartPolicyExitCode), nodes: 2,

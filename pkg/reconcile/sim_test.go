@@ -204,6 +204,20 @@ func drawSchedule(seed uint64) schedule {
 	default:
 		s.name, s.job = "elastic", elasticJob(3, 2, 4)
 	}
+	// MPI came later: a stream of its own takes a sixth of the schedules.
+	if m := rand.New(rand.NewPCG(seed, 0x3b1)); m.IntN(6) == 0 {
+		s.name, s.job = drawMPIJob(m)
+	} else if k := m.IntN(8); k < 2 {
+		// JAX (workers alone, restarted as a whole) and XGBoost (a master
+		// and workers, each restarted alone) too.
+		policies := []v1alpha1.RestartPolicy{v1alpha1.RestartPolicyNever, v1alpha1.RestartPolicyExitCode, v1alpha1.RestartPolicyOnFailure}
+		policy := policies[m.IntN(len(policies))]
+		s.name, s.job = "jax-"+strings.ToLower(string(policy)), simpleJob("jx", v1alpha1.FrameworkJAX, policy, map[v1alpha1.ReplicaType]int32{v1alpha1.ReplicaTypeWorker: 3})
+		if k == 1 {
+			s.name, s.job = "xgboost-"+strings.ToLower(string(policy)), simpleJob("xg", v1alpha1.FrameworkXGBoost, policy,
+				map[v1alpha1.ReplicaType]int32{v1alpha1.ReplicaTypeMaster: 1, v1alpha1.ReplicaTypeWorker: 2})
+		}
+	}
 	s.job.Namespace = ns
 	rp := &s.job.Spec.RunPolicy
 	switch r.IntN(4) {
@@ -246,6 +260,17 @@ func drawSchedule(seed uint64) schedule {
 			// Room well before, or well after, the gang's and the pending
 			// timeouts: which side of them is the script's.
 			s.room = []time.Duration{0, 0, 40 * time.Second, 80 * time.Second, 450 * time.Second}[x.IntN(5)]
+		}
+	}
+
+	if v1alpha1.LauncherWaitsForWorkers(s.job) {
+		// What validation asks of a launcher that waits under a gang.
+		switch sp := rp.SchedulingPolicy; sp.Gang {
+		case v1alpha1.GangBuiltin, v1alpha1.GangKueue:
+			s.job.Spec.LauncherCreationPolicy = v1alpha1.LauncherCreationAtStartup
+			s.name = strings.Replace(s.name, "+wait", "", 1)
+		case v1alpha1.GangSchedulerPlugins:
+			sp.MinAvailable = s.job.Spec.ReplicaSpecs[v1alpha1.ReplicaTypeWorker].Replicas
 		}
 	}
 
@@ -307,6 +332,46 @@ func drawSchedule(seed uint64) schedule {
 		slices.SortStableFunc(s.faults, func(a, b fault) int { return cmp.Compare(a.at, b.at) })
 	}
 	return s
+}
+
+// drawMPIJob draws an MPI job as the controller sees it (mpiSimJob), the
+// launcher created at once or once every worker is Ready.
+func drawMPIJob(m *rand.Rand) (string, *v1alpha1.TrainJob) {
+	creation := []v1alpha1.LauncherCreationPolicy{v1alpha1.LauncherCreationAtStartup, v1alpha1.LauncherCreationWaitForWorkersReady}[m.IntN(2)]
+	workers := int32(2 + m.IntN(2))
+	policies := []v1alpha1.RestartPolicy{v1alpha1.RestartPolicyNever, v1alpha1.RestartPolicyExitCode, v1alpha1.RestartPolicyOnFailure}
+	job := mpiSimJob(creation, workers, policies[m.IntN(len(policies))])
+	name := "mpi-" + strings.ToLower(string(job.Spec.ReplicaSpecs[v1alpha1.ReplicaTypeWorker].RestartPolicy))
+	if creation == v1alpha1.LauncherCreationWaitForWorkersReady {
+		name += "+wait"
+	}
+	return name, job
+}
+
+// simpleJob is a job of framework with the given replicas, each type with
+// restart policy policy, and the framework's other defaults.
+func simpleJob(name string, framework v1alpha1.Framework, policy v1alpha1.RestartPolicy, replicas map[v1alpha1.ReplicaType]int32) *v1alpha1.TrainJob {
+	job := &v1alpha1.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: v1alpha1.TrainJobSpec{Framework: framework, ReplicaSpecs: map[v1alpha1.ReplicaType]*v1alpha1.ReplicaSpec{}}}
+	for rt, n := range replicas {
+		job.Spec.ReplicaSpecs[rt] = &v1alpha1.ReplicaSpec{Replicas: &n, RestartPolicy: policy,
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: string(framework), Image: "train:1"}}}}}
+	}
+	v1alpha1.SetDefaults(job)
+	return job
+}
+
+// mpiSimJob is an MPI job with the defaults a user gets: the launcher
+// retried in place (OnFailure), a failure restarting the workers, and the
+// launcher with them.
+func mpiSimJob(creation v1alpha1.LauncherCreationPolicy, workers int32, workerPolicy v1alpha1.RestartPolicy) *v1alpha1.TrainJob {
+	job := mpiJob(creation)
+	// mpiJob follows the launcher alone; the default restarts the job.
+	job.Spec.RunPolicy.FailurePolicy = nil
+	worker := job.Spec.ReplicaSpecs[v1alpha1.ReplicaTypeWorker]
+	worker.Replicas, worker.RestartPolicy = &workers, workerPolicy
+	v1alpha1.SetDefaults(job)
+	return job
 }
 
 // replicaNames are the pod names of the job's replicas.
@@ -797,7 +862,7 @@ func (r *simRun) podCreated(pod *corev1.Pod) {
 			r.violate("worker %s created at or above the metrics' target of %d workers", pod.Name, c.scaler.target)
 		}
 	}
-	if !restartsAsWhole(r.w.job) {
+	if !v1alpha1.RestartsWithJob(r.w.job, replicaTypeOf(r.w.job, pod)) {
 		return
 	}
 	key := pod.Name + "@" + pod.Labels[v1alpha1.LabelJobAttempt]
@@ -1061,7 +1126,7 @@ func (r *simRun) breakPeers(f *fault) {
 	}
 	for _, p := range replicaNames(w.job) {
 		d, ok := f.peers[p]
-		if !ok {
+		if !ok || !breaksWith(w.job, f.replica, p) {
 			continue
 		}
 		// Only the instances that shared the broken collective fail.
@@ -1084,6 +1149,30 @@ func (r *simRun) breakPeer(p string, uid types.UID, tries int) {
 	if pod.Status.Phase == corev1.PodPending && tries < 600 {
 		w.after(100*time.Millisecond, 0, "peer breaks once started "+p, func() { r.breakPeer(p, uid, tries+1) })
 	}
+}
+
+// breaksWith reports whether replica peer's process fails when replica
+// failed's ends. Ranks of one collective all do; in an MPI job only mpirun,
+// the launcher, notices a worker's end, and the workers (sshd) outlive it.
+func breaksWith(job *v1alpha1.TrainJob, failed, peer string) bool {
+	if job.Spec.Framework != v1alpha1.FrameworkMPI {
+		return true
+	}
+	launcher := render.PodName(job.Name, v1alpha1.ReplicaTypeLauncher, 0)
+	return peer == launcher && failed != launcher
+}
+
+// serves reports whether pod's replica serves the others until the job
+// ends rather than finishing work of its own: a parameter server, an MPI
+// worker (its sshd).
+func serves(job *v1alpha1.TrainJob, pod *corev1.Pod) bool {
+	switch replicaTypeOf(job, pod) {
+	case v1alpha1.ReplicaTypePS:
+		return true
+	case v1alpha1.ReplicaTypeWorker:
+		return job.Spec.Framework == v1alpha1.FrameworkMPI
+	}
+	return false
 }
 
 func restartsAsWhole(job *v1alpha1.TrainJob) bool {
@@ -1240,7 +1329,7 @@ func (r *simRun) nodeUp(n *simNode) {
 	}
 }
 
-// successWave: every running replica but a parameter server finishes its
+// successWave: every running replica that does not serve the others (see serves) finishes its
 // work, again every 20 s while the job runs (replicas created later too).
 func (r *simRun) successWave() {
 	w := r.w
@@ -1263,7 +1352,7 @@ func (r *simRun) successWave() {
 		return
 	}
 	for _, p := range w.jobPods() {
-		if p.Labels[v1alpha1.LabelReplicaType] != strings.ToLower(string(v1alpha1.ReplicaTypePS)) && p.DeletionTimestamp == nil {
+		if !serves(w.job, p) && p.DeletionTimestamp == nil {
 			w.exit(p, 0)
 		}
 	}
@@ -1320,6 +1409,11 @@ func runAndCheck(t *testing.T, s schedule, trace bool) bool {
 // differently).
 func runOrders(t *testing.T, s schedule, orders int, trace bool) *simEnd {
 	t.Helper()
+	if errs := v1alpha1.Validate(s.job); len(errs) > 0 {
+		// A job trainstep refuses before creating anything has no run.
+		t.Errorf("%sthe job is invalid: %v\nreplay: %s", s, errs.ToAggregate(), s.replay())
+		return nil
+	}
 	var first *simEnd
 	for order := range uint64(orders) {
 		run := runSchedule(s, s.seed*7919+order, trace)
