@@ -108,7 +108,8 @@ int main(int argc, char **argv) {
 
 // OpenMPIImageFiles lists, for ImportHostFilesImage, the files of an image built from this
 // machine's OpenMPI (mpirun, orted, their plugins and help files), ssh and sshd, the
-// libraries all of them load, /bin/sh (sshd runs orted through the user's shell), the
+// libraries all of them load, /bin/sh (sshd runs orted through the user's shell) and
+// /bin/sleep (for ranks that must still run when a test breaks them), the
 // all-reduce program compiled with mpicc (at MPIAllReduceProgramPath), and the few files ssh
 // and sshd need: root, the non-root user MPIUserID and sshd's privilege-separation user, host
 // keys generated now, and configurations for pods whose names and keys change with every
@@ -176,6 +177,7 @@ func OpenMPIImageFiles(ctx context.Context, dir string) (map[string]string, erro
 		"/usr/bin/ssh":                      "/usr/bin/ssh",
 		"/usr/sbin/sshd":                    "/usr/sbin/sshd",
 		"/bin/sh":                           "/bin/sh",
+		"/bin/sleep":                        "/bin/sleep",
 		openMPILib:                          openMPILib,
 		pmixDir:                             pmixDir,
 		"/usr/share/openmpi":                "/usr/share/openmpi",
@@ -191,7 +193,7 @@ func OpenMPIImageFiles(ctx context.Context, dir string) (map[string]string, erro
 		MPIUserSSHDConfig:                   filepath.Join(dir, "mpiuser_sshd_config"),
 		"/run/sshd":                         privsep,
 	}
-	programs := []string{"/usr/bin/orterun", "/usr/bin/orted", "/usr/bin/ssh", "/usr/sbin/sshd", "/bin/sh", program}
+	programs := []string{"/usr/bin/orterun", "/usr/bin/orted", "/usr/bin/ssh", "/usr/sbin/sshd", "/bin/sh", "/bin/sleep", program}
 	for _, root := range []string{openMPILib, pmixDir} {
 		err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 			if err == nil && !d.IsDir() && strings.Contains(filepath.Base(p), ".so") {
