@@ -76,8 +76,9 @@ func inPlaceRestarts(pod *corev1.Pod) int32 {
 // collateralWhileAway judges, as a run re-attaches, the adopted launcher's
 // last in-place restart: collateral when it came at or after the end of a
 // worker that ended while no step watched (whole seconds, as pod times go),
-// or when such a worker is gone and its end unknown. Earlier restarts were
-// counted by the run that saw them. Called with the controller's mutex held.
+// or when such a worker is gone and its end unknown. The pod keeps no time
+// of its earlier in-place restarts: they count. Called with the
+// controller's mutex held.
 func (c *Controller) collateralWhileAway() {
 	var launcher *replicaState
 	for _, st := range c.replicas {
