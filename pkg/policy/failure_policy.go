@@ -170,6 +170,19 @@ func decideJobRestart(v *View, js []judgement) (restart *JobRestart, permanent *
 		return boolRank(a.verdict == verdictFail) - boolRank(b.verdict == verdictFail)
 	})
 	cause := failed[0]
+	if cause.replica.FinishedAt.IsZero() {
+		// Gone with no end on record (lost while no step watched): it
+		// may well be the cause of its peers' error exits, but not of a
+		// rank killed or disrupted at a known time.
+		for _, j := range failed {
+			if !j.replica.FinishedAt.IsZero() {
+				if endedFromOutside(j.replica) {
+					cause = j
+				}
+				break
+			}
+		}
+	}
 	switch cause.verdict {
 	case verdictRestartReplica:
 		return nil, nil, 0 // a rule restarts that replica alone: decided replica by replica

@@ -77,6 +77,18 @@ func TestFailurePolicy(t *testing.T) {
 		view: viewOf(ddp(v1alpha1.RestartPolicyOnFailure, 1), set(worker, 1, both(exited(137), finishedAt(now.Add(-time.Second))))),
 		want: Decision{Outcome: OutcomeRunning, RestartJob: &JobRestart{Cause: ReplicaID{worker, 1}, Counted: true, Why: "worker-1 exit 137"}},
 	}, {
+		name: "a rank gone with no end on record is the cause of a peer's later error exit",
+		view: viewOf(ddp(v1alpha1.RestartPolicyNever, 1),
+			set(master, 0, func(r *Replica) { r.Phase, r.Lost, r.LostUnseen = PhaseMissing, true, true }),
+			set(worker, 0, both(exited(1), finishedAt(at)))),
+		want: Decision{Outcome: OutcomeRunning, RestartJob: &JobRestart{Cause: ReplicaID{master, 0}, Counted: false, Why: "master-0 lost"}},
+	}, {
+		name: "a rank killed at a known time is the cause, not a peer gone with no end on record",
+		view: viewOf(ddp(v1alpha1.RestartPolicyNever, 1),
+			set(master, 0, func(r *Replica) { r.Phase, r.Lost, r.LostUnseen = PhaseMissing, true, true }),
+			set(worker, 1, both(exited(143), finishedAt(at)))),
+		want: Decision{Outcome: OutcomeFailed, Reason: result.ReasonReplicaFailed, Message: "replica Worker/1 failed with exit code 143"},
+	}, {
 		name: "a bug (exit 1 under ExitCode) fails the job without restarting anyone",
 		view: viewOf(ddp(v1alpha1.RestartPolicyExitCode, 1), set(master, 0, both(exited(1), finishedAt(at)))),
 		want: Decision{Outcome: OutcomeFailed, Reason: result.ReasonReplicaFailed, Message: "replica Master/0 failed with exit code 1"},

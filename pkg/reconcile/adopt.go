@@ -102,6 +102,8 @@ func (c *Controller) adopt(ctx context.Context) error {
 	c.restarts += c.applyLedger(ledger)
 	if !restartUnderWay && adopted > 0 {
 		c.lostWhileAway(found)
+	}
+	if adopted > 0 {
 		c.collateralWhileAway()
 	}
 	if restartUnderWay {

@@ -74,11 +74,13 @@ func inPlaceRestarts(pod *corev1.Pod) int32 {
 }
 
 // collateralWhileAway judges, as a run re-attaches, the adopted launcher's
-// last in-place restart: collateral when it came at or after the end of a
-// worker that ended while no step watched (whole seconds, as pod times go),
-// or when such a worker is gone and its end unknown. The pod keeps no time
-// of its earlier in-place restarts: they count. Called with the
-// controller's mutex held.
+// in-place restarts: when its last one came at or after the end of a worker
+// that ended while no step watched (whole seconds, as pod times go), or such
+// a worker is gone and its end unknown, none of them count. The pod keeps
+// no time of the earlier ones, and a launcher that crash-loops while a
+// worker is gone restarts many times; a failure of its own before the
+// worker's end goes uncounted with them. Called with the controller's
+// mutex held.
 func (c *Controller) collateralWhileAway() {
 	var launcher *replicaState
 	for _, st := range c.replicas {
@@ -101,7 +103,7 @@ func (c *Controller) collateralWhileAway() {
 		}
 		ended, at := c.workerEndedAt(st)
 		if ended && (at.IsZero() || !exited.Before(at.Truncate(time.Second))) {
-			launcher.collateral = 1
+			launcher.collateral = inPlaceRestarts(launcher.pod)
 			return
 		}
 	}

@@ -535,6 +535,44 @@ func regressions() []regression {
 		},
 		counted: 1, phase: result.PhaseFailed, reason: result.ReasonReplicaFailed, restarts: 0,
 	}, {
+		// Found by a 100,000-schedule soak (seed 3300017393): worker-1
+		// was killed (143, which Never does not retry) and worker-0 evicted
+		// later, both while no step watched. The step that re-attached
+		// found worker-0 gone with no end on record, took it as the first
+		// end and restarted the job for free. A rank killed at a known
+		// time comes before a peer gone without one.
+		name: "a rank killed while no step watched is the cause before a peer that went later without a trace",
+		job:  mpiSimJob(v1alpha1.LauncherCreationAtStartup, 3, v1alpha1.RestartPolicyNever), nodes: 3,
+		faults: []fault{
+			{at: 33 * time.Second, kind: faultKillDuringExit, replica: "pi-worker-1", code: 143, lasts: 32 * time.Second, peers: map[string]time.Duration{"pi-launcher-0": 2200 * time.Millisecond}},
+			{at: 61 * time.Second, kind: faultDisruption, replica: "pi-worker-0", disruption: "eviction", peers: map[string]time.Duration{"pi-launcher-0": 1600 * time.Millisecond}},
+		},
+		counted: 1, phase: result.PhaseFailed, reason: result.ReasonReplicaFailed, restarts: 0,
+	}, {
+		// Found by the same soak (seed 3300002041): the launcher restarted
+		// in place twice while no step watched, once for each worker that
+		// went; the step that re-attached counted all but the last.
+		name: "an MPI launcher that restarted in place many times for workers gone while no step watched costs nothing",
+		job:  withBackoffLimit(mpiSimJob(v1alpha1.LauncherCreationAtStartup, 3, v1alpha1.RestartPolicyOnFailure), 1), nodes: 3,
+		faults: []fault{
+			{at: 36 * time.Second, kind: faultKillDuringExit, replica: "pi-worker-1", code: 137, lasts: 26 * time.Second, peers: map[string]time.Duration{"pi-launcher-0": 500 * time.Millisecond}},
+			{at: 56 * time.Second, kind: faultDisruption, replica: "pi-worker-0", disruption: "eviction", peers: map[string]time.Duration{"pi-launcher-0": 1500 * time.Millisecond}},
+		},
+		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 1,
+	}, {
+		// Found by the same soak (seed 3300020829): a worker's pod that
+		// a finalizer kept after the pod garbage collector deleted it made
+		// the step that re-attached take over a whole-job restart, and it
+		// then counted the launcher's in-place restarts that followed the
+		// worker's loss: the job went on past backoffLimit 0.
+		name: "a re-attached step that takes over a restart does not count the MPI launcher's restarts after a worker went",
+		job:  withBackoffLimit(withKueue(mpiSimJob(v1alpha1.LauncherCreationAtStartup, 2, v1alpha1.RestartPolicyOnFailure)), 0), nodes: 2, room: 80 * time.Second,
+		faults: []fault{
+			{at: 40 * time.Second, kind: faultDisruption, replica: "pi-worker-0", disruption: "podgc", peers: map[string]time.Duration{"pi-launcher-0": 9 * time.Second}},
+			{at: 63 * time.Second, kind: faultKillStep, lasts: 29 * time.Second},
+		},
+		phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
+	}, {
 		// Review item 6: a panic in a parallel create ended the process.
 		name: "a panic in a pod create ends the run Failed and torn down",
 		job:  tfJob(v1alpha1.RestartPolicyExitCode), nodes: 2,

@@ -420,10 +420,11 @@ func (e simEnd) same(o simEnd) bool {
 	if e.boundedWait() && o.boundedWait() && e.restarts == o.restarts && e.at.Sub(o.at).Abs() <= simWaitsRace {
 		return true
 	}
-	if e.phase == string(result.PhaseFailed) && o.phase == e.phase && e.reason == o.reason {
+	if e.phase == string(result.PhaseFailed) && o.phase == e.phase && e.reason == o.reason && e.reason != result.ReasonInternalError {
 		// Failures a step saw one at a time cost a restart each; found at
 		// once with one the policy or backoffLimit does not retry, they end
 		// the job with the retryable ones unspent. What is charged is the same.
+		// (A panic ends the run wherever the handling of a failure stood.)
 		return e.charged == o.charged
 	}
 	return e.phase == o.phase && e.reason == o.reason && e.restarts == o.restarts
@@ -975,12 +976,16 @@ func (r *simRun) queue() int {
 // since two that close are one failure to a job that restarts as a whole
 // (the later taken for a consequence), and which came first would be the
 // order's.
-func (r *simRun) waitsItsTurn(seq int) time.Duration {
+func (r *simRun) waitsItsTurn(seq int) time.Duration { return r.waitsItsTurnAfter(seq, simSettle) }
+
+// waitsItsTurnAfter is waitsItsTurn with gap instead of the policy's settle
+// after the last one landed.
+func (r *simRun) waitsItsTurnAfter(seq int, gap time.Duration) time.Duration {
 	if seq > r.settled {
 		return time.Second
 	}
-	if !r.lastLanded.IsZero() && r.w.now().Sub(r.lastLanded) < simSettle {
-		return simSettle - r.w.now().Sub(r.lastLanded)
+	if !r.lastLanded.IsZero() && r.w.now().Sub(r.lastLanded) < gap {
+		return gap - r.w.now().Sub(r.lastLanded)
 	}
 	return 0
 }
@@ -1192,7 +1197,13 @@ func (r *simRun) disruptWhenThere(f *fault, seq, tries int) {
 	if r.end != nil {
 		return
 	}
-	if d := r.waitsItsTurn(seq); d > 0 {
+	gap := simSettle
+	if f.onLanding != nil {
+		// A panic ends the run wherever it stands: it lands once the
+		// decision on the fault before it was taken, whatever the order.
+		gap = simSettle + simDecisionSlack
+	}
+	if d := r.waitsItsTurnAfter(seq, gap); d > 0 {
 		w.after(d, 0, "retry disruption "+f.replica, func() { r.disruptWhenThere(f, seq, tries) })
 		return
 	}
