@@ -77,6 +77,19 @@ func rankProcess(rank int) int { return processWith("--checkpoint-dir", "RANK="+
 // processWith finds a process of this host whose command line contains part and whose
 // environment holds env (NAME=value); 0 when there is none.
 func processWith(part, env string) int {
+	found := hostProcesses(func(cmdline string, environ []string) bool {
+		return strings.Contains(cmdline, part) && slices.Contains(environ, env)
+	})
+	if len(found) == 0 {
+		return 0
+	}
+	return found[0]
+}
+
+// hostProcesses lists the processes of this host whose command line (its arguments
+// joined by NUL) and environment match.
+func hostProcesses(match func(cmdline string, environ []string) bool) []int {
+	var pids []int
 	entries, _ := os.ReadDir("/proc")
 	for _, entry := range entries {
 		pid, err := strconv.Atoi(entry.Name())
@@ -84,13 +97,13 @@ func processWith(part, env string) int {
 			continue
 		}
 		cmdline, err := os.ReadFile(filepath.Join("/proc", entry.Name(), "cmdline"))
-		if err != nil || !strings.Contains(string(cmdline), part) {
+		if err != nil {
 			continue
 		}
-		environ, err := os.ReadFile(filepath.Join("/proc", entry.Name(), "environ"))
-		if err == nil && slices.Contains(strings.Split(string(environ), "\x00"), env) {
-			return pid
+		environ, _ := os.ReadFile(filepath.Join("/proc", entry.Name(), "environ"))
+		if match(string(cmdline), strings.Split(string(environ), "\x00")) {
+			pids = append(pids, pid)
 		}
 	}
-	return 0
+	return pids
 }

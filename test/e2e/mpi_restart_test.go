@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,46 +25,12 @@ import (
 // when sshd dies (and 0 when the pod is stopped); `OnFailure` makes that exit retryable,
 // and MPI's default failure policy restarts the job as a whole. backoffLimit 1 allows the
 // one restart the worker's failure costs, and no more.
-var mpiRestartJob = `
-apiVersion: trainstep.dev/v1alpha1
-kind: TrainJob
-metadata:
-  name: mpirestart
-spec:
-  framework: mpi
-  slotsPerWorker: 1
-  launcherCreationPolicy: WaitForWorkersReady
-  sshAuthMountPath: ` + cluster.MPIUserSSHDir + `
-  replicaSpecs:
-    Launcher:
-      template:
-        spec:
-          securityContext: ` + mpiUserPod + `
-          containers:
-            - name: mpi-launcher
-              image: openmpi-allreduce
-              command: [mpirun]
-              args: [-n, "2", /bin/sh, -c, "sleep 17; exec ` + allReduceProgramPath + `"]
-              securityContext: ` + restrictedContainer + `
-    Worker:
-      replicas: 2
-      restartPolicy: OnFailure
-      template:
-        spec:
-          securityContext: ` + mpiUserPod + `
-          containers:
-            - name: mpi-worker
-              image: openmpi-allreduce
+var mpiRestartJob = mpiJobManifest("mpirestart", `[-n, "2", /bin/sh, -c, "sleep 17; exec `+allReduceProgramPath+`"]`, "OnFailure", `
               command: [/bin/sh, -c]
-              args: ["trap 'kill $!; exit 0' TERM; /usr/sbin/sshd -De -f ` + cluster.MPIUserSSHDConfig + ` & wait $!; exit 1"]
+              args: ["trap 'kill $!; exit 0' TERM; /usr/sbin/sshd -De -f `+cluster.MPIUserSSHDConfig+` & wait $!; exit 1"]
               env:
                 - name: POD_NAME
-                  valueFrom: {fieldRef: {fieldPath: metadata.name}}
-              securityContext: ` + restrictedContainer + `
-  runPolicy:
-    backoffLimit: 1
-    cleanPodPolicy: All
-`
+                  valueFrom: {fieldRef: {fieldPath: metadata.name}}`, 1)
 
 // TestRealNodeMPIWorkerFailureCostsOneRestart breaks a real OpenMPI job while its ranks
 // run: it kills worker-1's sshd from the node, so worker-1 exits 1 and the launcher's
@@ -172,30 +139,14 @@ func exitOf(s corev1.ContainerState) int32 {
 // processesWith finds the processes of this host whose command line starts with part and,
 // unless podSuffix is empty, whose environment's POD_NAME ends with podSuffix.
 func processesWith(part, podSuffix string) []int {
-	var pids []int
-	entries, _ := os.ReadDir("/proc")
-	for _, entry := range entries {
-		pid, err := strconv.Atoi(entry.Name())
-		if err != nil {
-			continue
+	return hostProcesses(func(cmdline string, environ []string) bool {
+		if !strings.HasPrefix(cmdline, part) {
+			return false
 		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", entry.Name(), "cmdline"))
-		if err != nil || !strings.HasPrefix(string(cmdline), part) {
-			continue
-		}
-		if podSuffix == "" {
-			pids = append(pids, pid)
-			continue
-		}
-		environ, _ := os.ReadFile(filepath.Join("/proc", entry.Name(), "environ"))
-		for _, kv := range strings.Split(string(environ), "\x00") {
-			if strings.HasPrefix(kv, "POD_NAME=") && strings.HasSuffix(kv, podSuffix) {
-				pids = append(pids, pid)
-				break
-			}
-		}
-	}
-	return pids
+		return podSuffix == "" || slices.ContainsFunc(environ, func(kv string) bool {
+			return strings.HasPrefix(kv, "POD_NAME=") && strings.HasSuffix(kv, podSuffix)
+		})
+	})
 }
 
 // descendantsOf lists the processes of this host below pid.

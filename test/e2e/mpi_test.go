@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,11 +33,22 @@ const allReduceProgramPath = cluster.MPIAllReduceProgramPath
 // names resolve, so its first mpirun succeeds and backoffLimit 0 allows no restart.
 // cleanPodPolicy All removes the workers, which never exit, and the launcher once the job
 // ends. The image is the ClusterWorkflowTemplate's image parameter.
-var mpiAllReduceJob = `
+var mpiAllReduceJob = mpiJobManifest("allreduce", `[-n, "2", `+allReduceProgramPath+`]`, "", `
+              command: [/usr/sbin/sshd]
+              args: [-De, -f, `+cluster.MPIUserSSHDConfig+`]`, 0)
+
+// mpiJobManifest is such an OpenMPI job: mpirun's arguments, the workers' restartPolicy
+// (their default when empty), the worker container's lines below its image (command,
+// args, env) and backoffLimit are the caller's.
+func mpiJobManifest(name, mpirunArgs, workerRestartPolicy, workerLines string, backoffLimit int) string {
+	if workerRestartPolicy != "" {
+		workerRestartPolicy = "\n      restartPolicy: " + workerRestartPolicy
+	}
+	return `
 apiVersion: trainstep.dev/v1alpha1
 kind: TrainJob
 metadata:
-  name: allreduce
+  name: ` + name + `
 spec:
   framework: mpi
   slotsPerWorker: 1
@@ -51,23 +63,22 @@ spec:
             - name: mpi-launcher
               image: openmpi-allreduce
               command: [mpirun]
-              args: [-n, "2", ` + allReduceProgramPath + `]
+              args: ` + mpirunArgs + `
               securityContext: ` + restrictedContainer + `
     Worker:
-      replicas: 2
+      replicas: 2` + workerRestartPolicy + `
       template:
         spec:
           securityContext: ` + mpiUserPod + `
           containers:
             - name: mpi-worker
-              image: openmpi-allreduce
-              command: [/usr/sbin/sshd]
-              args: [-De, -f, ` + cluster.MPIUserSSHDConfig + `]
+              image: openmpi-allreduce` + workerLines + `
               securityContext: ` + restrictedContainer + `
   runPolicy:
-    backoffLimit: 0
+    backoffLimit: ` + strconv.Itoa(backoffLimit) + `
     cleanPodPolicy: All
 `
+}
 
 // mpiUserPod is restrictedPod with the MPI image's user.
 var mpiUserPod = fmt.Sprintf(`{runAsNonRoot: true, runAsUser: %d, seccompProfile: {type: RuntimeDefault}}`, cluster.MPIUserID)
