@@ -78,9 +78,11 @@ func (c *Controller) adopt(ctx context.Context) error {
 		switch {
 		case !ok:
 			stale = append(stale, pod) // not part of the job as it is now specified
-		case pod.DeletionTimestamp != nil || jobAttemptOf(pod) < c.jobAttempt:
+		case pod.DeletionTimestamp != nil && disruptedAt(pod).IsZero() || jobAttemptOf(pod) < c.jobAttempt:
 			// A pod of an earlier job attempt (a whole-job restart was cut
-			// short) cannot join the current one's rendezvous.
+			// short) cannot join the current one's rendezvous. One of this
+			// attempt that a disruption is removing is adopted: it is lost
+			// to the disruption as the run watches, no restart of the step's.
 			// Replaced, not adopted: removed, then created at the next attempt.
 			st := c.replicas[id]
 			st.adopted(pod, attemptOf(pod, 0), restartsOf(pod))

@@ -573,6 +573,19 @@ func regressions() []regression {
 		},
 		phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
 	}, {
+		// Found by a 100,000-schedule soak (seed 3400039061): the step that
+		// re-attached found worker-0 being evicted, took its deletion for a
+		// whole-job restart of the earlier run's and carried it out, past
+		// worker-1's failure that restartPolicy Never does not retry. A pod
+		// a disruption is removing is adopted and lost to the disruption.
+		name: "a re-attached step does not take a worker's eviction for a restart under way",
+		job:  withBackoffLimit(withBuiltinGang(mpiSimJob(v1alpha1.LauncherCreationAtStartup, 2, v1alpha1.RestartPolicyNever)), 0), nodes: 2,
+		faults: []fault{
+			{at: 53 * time.Second, kind: faultKillDuringExit, replica: "pi-worker-1", code: 137, lasts: 22 * time.Second, peers: map[string]time.Duration{"pi-launcher-0": 600 * time.Millisecond}},
+			{at: 74 * time.Second, kind: faultDisruption, replica: "pi-worker-0", disruption: "eviction", peers: map[string]time.Duration{"pi-launcher-0": 900 * time.Millisecond}},
+		},
+		counted: 1, phase: result.PhaseFailed, reason: result.ReasonReplicaFailed, restarts: 0,
+	}, {
 		// Review item 6: a panic in a parallel create ended the process.
 		name: "a panic in a pod create ends the run Failed and torn down",
 		job:  tfJob(v1alpha1.RestartPolicyExitCode), nodes: 2,
