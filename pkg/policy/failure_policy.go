@@ -173,10 +173,11 @@ func decideJobRestart(v *View, js []judgement) (restart *JobRestart, permanent *
 	if cause.replica.FinishedAt.IsZero() {
 		// Gone with no end on record (lost while no step watched): it
 		// may well be the cause of its peers' error exits, but not of a
-		// rank killed or disrupted at a known time.
+		// rank killed or disrupted at a known time, nor of an MPI worker's
+		// exit (the workers do not talk to each other: only mpirun does).
 		for _, j := range failed {
 			if !j.replica.FinishedAt.IsZero() {
-				if endedFromOutside(j.replica) {
+				if endedFromOutside(j.replica) || !failsWithPeers(v.Job, j.replica.Type) {
 					cause = j
 				}
 				break
@@ -200,6 +201,13 @@ func decideJobRestart(v *View, js []judgement) (restart *JobRestart, permanent *
 		}
 	}
 	return &JobRestart{Cause: cause.replica.ReplicaID, Counted: cause.counted, Why: describeFailure(cause.replica)}, nil, 0
+}
+
+// failsWithPeers reports whether a replica of type rt fails when a peer
+// goes: every rank of a collective does, but an MPI worker only serves
+// mpirun (sshd), which is the launcher's.
+func failsWithPeers(job *v1alpha1.TrainJob, rt v1alpha1.ReplicaType) bool {
+	return job.Spec.Framework != v1alpha1.FrameworkMPI || rt != v1alpha1.ReplicaTypeWorker
 }
 
 // settling is how much longer r's failure waits for its peers' to be seen.

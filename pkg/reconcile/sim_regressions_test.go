@@ -586,6 +586,19 @@ func regressions() []regression {
 		},
 		counted: 1, phase: result.PhaseFailed, reason: result.ReasonReplicaFailed, restarts: 0,
 	}, {
+		// Found by the same soak (seed 3400050645): worker-1 exited 3
+		// (which ExitCode does not retry) and worker-0 was preempted, both
+		// while no step watched; worker-0's pod was gone, with no end on
+		// record, and was taken for the cause of worker-1's exit. MPI
+		// workers do not fail with each other: only mpirun does.
+		name: "an MPI worker's error exit while no step watched is no collateral of a worker gone without a trace",
+		job:  mpiSimJob(v1alpha1.LauncherCreationAtStartup, 3, v1alpha1.RestartPolicyExitCode), nodes: 2,
+		faults: []fault{
+			{at: 31 * time.Second, kind: faultKillDuringExit, replica: "pi-worker-1", code: 3, lasts: 31 * time.Second, peers: map[string]time.Duration{"pi-launcher-0": 500 * time.Millisecond}},
+			{at: 61 * time.Second, kind: faultDisruption, replica: "pi-worker-0", disruption: "preemption", peers: map[string]time.Duration{"pi-launcher-0": 500 * time.Millisecond}},
+		},
+		counted: 1, phase: result.PhaseFailed, reason: result.ReasonReplicaFailed, restarts: 0,
+	}, {
 		// Review item 6: a panic in a parallel create ended the process.
 		name: "a panic in a pod create ends the run Failed and torn down",
 		job:  tfJob(v1alpha1.RestartPolicyExitCode), nodes: 2,

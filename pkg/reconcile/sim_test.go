@@ -482,8 +482,8 @@ type simRun struct {
 	// order; settled counts those that landed or gave up. Each lands only
 	// once every earlier one has.
 	queued, settled int
-	// took lists the places of those that landed.
-	took []int
+	// took lists the places of those that landed, each with the job attempt it hit.
+	took []string
 	// awaiting are the exits meant for while the step is away.
 	awaiting []awaitedExit
 	// instances holds, per replica and job attempt, the first instance
@@ -1002,16 +1002,18 @@ func (r *simRun) nextTry(tries int) int {
 
 // landed records that the exit or disruption whose turn it was landed
 // (or gave up).
-func (r *simRun) landed(gaveUp bool) {
+func (r *simRun) landed(gaveUp bool, pod *corev1.Pod) {
 	r.settled++
 	if !gaveUp {
 		r.lastLanded = r.w.now()
-		r.took = append(r.took, r.settled)
+		r.took = append(r.took, fmt.Sprintf("%d@%d", r.settled, jobAttemptOf(pod)))
 	}
 }
 
-// landedFaults names, by their place in the script's queue, the exits and
-// disruptions that took effect, of how many were queued.
+// landedFaults names, by their place in the script's queue and the job
+// attempt of the instance each hit, the exits and disruptions that took
+// effect, of how many were queued. A fault that hit another attempt in
+// another order (it came before or after a restart) is another script.
 func (r *simRun) landedFaults() string {
 	return fmt.Sprintf("%v of %d", r.took, r.queued)
 }
@@ -1036,11 +1038,11 @@ func (r *simRun) exitWhenRunning(name string, code int32, f *fault, seq, tries i
 			next := r.nextTry(tries)
 			w.after(time.Second, 0, "retry exit "+name, func() { r.exitWhenRunning(name, code, f, seq, next) })
 		} else {
-			r.landed(true) // never ran again: the later ones go on
+			r.landed(true, nil) // never ran again: the later ones go on
 		}
 		return
 	}
-	r.landed(false)
+	r.landed(false, pod)
 	if !restarting && r.permanent(pod, code) && !r.followsPeersEnd(pod, code) {
 		// Not a peer stopped by a whole-job restart under way, nor one
 		// that failed after a peer of its attempt ended: a failure the
@@ -1215,11 +1217,11 @@ func (r *simRun) disruptWhenThere(f *fault, seq, tries int) {
 			next := r.nextTry(tries)
 			w.after(time.Second, 0, "retry disruption "+f.replica, func() { r.disruptWhenThere(f, seq, next) })
 		} else {
-			r.landed(true)
+			r.landed(true, nil)
 		}
 		return
 	}
-	r.landed(false)
+	r.landed(false, pod)
 	if f.onLanding != nil {
 		f.onLanding()
 	}
