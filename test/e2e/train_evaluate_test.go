@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -123,7 +124,8 @@ func TestRealNodeTrainEvaluateWorkflow(t *testing.T) {
 // checkReplicasTrained checks the replica pods left after the job: each ran on the real
 // node, worker 0 trained (its log has step lines and the final loss), its TF_CONFIG named
 // its peers by their Services' DNS names, and worker 0 reached the parameter server
-// through those names. (cleanPodPolicy Running deleted the parameter server itself.)
+// through those names; the parameter server, if it ended before the job and was kept, heard
+// from every training task.
 func (e *e2e) checkReplicasTrained(t *testing.T, job string, pods []corev1.Pod, steps int) {
 	t.Helper()
 	byName := map[string]*corev1.Pod{}
@@ -164,9 +166,19 @@ func (e *e2e) checkReplicasTrained(t *testing.T, job string, pods []corev1.Pod, 
 		t.Errorf("the job's TF_CONFIG cluster %s does not name the parameter server in the job's Service (%s…)", cluster, psAddress)
 	}
 	services, err := e.c.Client.CoreV1().Services(e.namespace).List(context.Background(), metav1.ListOptions{LabelSelector: jobNameLabel + "=" + job})
-	// cleanPodPolicy Running deletes the parameter server, still running at the job's end,
-	// and the job-wide Service goes first, before any pod: no Service is left.
-	if names := serviceNamesOf(services); err != nil || len(names) != 0 {
+	// The parameter server ends once every training task told it that training is over,
+	// which races with the job's end. Still running then, cleanPodPolicy Running deletes it,
+	// and the job-wide Service first: no Service is left. Ended, it is kept with the
+	// Service its peers' names resolve in.
+	names := serviceNamesOf(services)
+	if ps := byName[job+"-ps-0"]; ps != nil {
+		if err != nil || !slices.Equal(names, []string{job}) {
+			t.Errorf("the job's Services %v (%v) with the parameter server kept, want the one job-wide Service %s", names, err, job)
+		}
+		if psLog := e.logOf(t, ps.Name, "tensorflow"); !strings.Contains(psLog, "training is over and every training task knows") {
+			t.Errorf("the parameter server did not hear from every training task:\n%s", lastLines(psLog, 20))
+		}
+	} else if err != nil || len(names) != 0 {
 		t.Errorf("the job's Services %v (%v) after the job, want none: the job-wide Service %s goes with the running parameter server", names, err, job)
 	}
 	if !strings.Contains(workerLog, "1 parameter servers") {
