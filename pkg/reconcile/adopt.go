@@ -78,11 +78,9 @@ func (c *Controller) adopt(ctx context.Context) error {
 		switch {
 		case !ok:
 			stale = append(stale, pod) // not part of the job as it is now specified
-		case pod.DeletionTimestamp != nil && disruptedAt(pod).IsZero() || jobAttemptOf(pod) < c.jobAttempt:
+		case pod.DeletionTimestamp != nil && !c.disruptedRank(id, pod) || jobAttemptOf(pod) < c.jobAttempt:
 			// A pod of an earlier job attempt (a whole-job restart was cut
-			// short) cannot join the current one's rendezvous. One of this
-			// attempt that a disruption is removing is adopted: it is lost
-			// to the disruption as the run watches, no restart of the step's.
+			// short) cannot join the current one's rendezvous.
 			// Replaced, not adopted: removed, then created at the next attempt.
 			st := c.replicas[id]
 			st.adopted(pod, attemptOf(pod, 0), restartsOf(pod))
@@ -147,6 +145,15 @@ func (c *Controller) adopt(ctx context.Context) error {
 		c.event(corev1.EventTypeNormal, EventAdopted, "re-attached %d running replicas of an earlier attempt; replacing %d", adopted, len(stale))
 	}
 	return nil
+}
+
+// disruptedRank reports whether pod, being deleted, is a rank of a job that
+// restarts as a whole that a disruption is removing: it is adopted and lost
+// to the disruption as if the run had watched, not taken for a whole-job
+// restart of an earlier run's under way. (Its ranks restart no container
+// in place, so no in-place restart goes with it.)
+func (c *Controller) disruptedRank(id policy.ReplicaID, pod *corev1.Pod) bool {
+	return v1alpha1.RestartsWithJob(c.opts.Job, id.Type) && !disruptedAt(pod).IsZero()
 }
 
 // jobStart is when an earlier run started the job: the earliest creation
