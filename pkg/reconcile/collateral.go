@@ -30,7 +30,14 @@ func (c *Controller) collateralRestarts(st *replicaState) bool {
 // the API server's order, so a worker's end is seen before the launcher's
 // restart that followed it.
 func (c *Controller) noteCollateral(st *replicaState, pod *corev1.Pod) {
-	if pod.UID != st.uid || st.uid == "" || !c.collateralRestarts(st) {
+	if pod.UID != st.uid || st.uid == "" {
+		return
+	}
+	if st.id.Type == v1alpha1.ReplicaTypeWorker && podEnded(pod) && !podEnded(st.pod) {
+		c.collateralBefore(st, pod)
+		return
+	}
+	if !c.collateralRestarts(st) {
 		return
 	}
 	var before int32
@@ -39,7 +46,41 @@ func (c *Controller) noteCollateral(st *replicaState, pod *corev1.Pod) {
 	}
 	if grew := inPlaceRestarts(pod) - before; grew > 0 && c.workerEnded() {
 		st.collateral += grew
+		st.collateralAt = c.lastExitOf(st.id.Type, pod)
 	}
+}
+
+// collateralBefore judges, as a worker's end is seen, the launcher's last
+// in-place restart, seen before it: the kubelets report each pod on their
+// own, so mpirun's failure may reach the API server before the end of the
+// worker it followed. It is collateral when it came at or after the
+// worker's end (whole seconds, as pod times go).
+func (c *Controller) collateralBefore(worker *replicaState, pod *corev1.Pod) {
+	probe := *worker
+	probe.pod, probe.stage = pod, stageObserved
+	_, ended := c.workerEndedAt(&probe)
+	for _, st := range c.replicas {
+		if !c.collateralRestarts(st) || st.pod == nil || st.pod.UID != st.uid {
+			continue
+		}
+		exited := c.lastExitOf(st.id.Type, st.pod)
+		if exited.IsZero() || exited.Equal(st.collateralAt) || st.collateral >= inPlaceRestarts(st.pod) {
+			continue
+		}
+		if ended.IsZero() || !exited.Truncate(time.Second).Before(ended.Truncate(time.Second)) {
+			st.collateral++
+			st.collateralAt, st.dirty = exited, true
+		}
+	}
+}
+
+// lastExitOf is when the main container of pod last exited before its
+// current run, zero when it has not.
+func (c *Controller) lastExitOf(t v1alpha1.ReplicaType, pod *corev1.Pod) time.Time {
+	if main := c.mainContainerStatus(t, pod); main != nil && main.LastTerminationState.Terminated != nil {
+		return main.LastTerminationState.Terminated.FinishedAt.Time
+	}
+	return time.Time{}
 }
 
 // workerEnded reports whether a worker's current instance ended, is lost

@@ -92,8 +92,10 @@ type replicaState struct {
 	// restartsBefore counts in-place restarts of instances already removed.
 	restartsBefore int32
 	// collateral counts the current instance's in-place restarts that do
-	// not count: an MPI launcher's after a worker ended (collateral.go).
-	collateral int32
+	// not count: an MPI launcher's after a worker ended (collateral.go);
+	// collateralAt is the exit of the last of them.
+	collateral   int32
+	collateralAt time.Time
 	// recreations counts replacements of this replica (its share of the
 	// job's restarts, with the in-place restarts).
 	recreations int32
@@ -140,7 +142,7 @@ func (st *replicaState) createAccepted(uid types.UID, attempt int, now time.Time
 		return fmt.Errorf("replica %s: create accepted while %s", st.id, st.stage)
 	}
 	st.stage, st.uid, st.attempt, st.nextAttempt, st.createdAt, st.expectSince = stageCreated, uid, attempt, attempt, now, now
-	st.pod, st.collateral = nil, 0
+	st.pod, st.collateral, st.collateralAt = nil, 0, time.Time{}
 	if cached != nil && cached.UID == uid {
 		st.podSeen(cached, now)
 	}
@@ -153,7 +155,7 @@ func (st *replicaState) createAccepted(uid types.UID, attempt int, now time.Time
 func (st *replicaState) adopted(pod *corev1.Pod, attempt int, restartsBefore int32) {
 	st.stage, st.uid, st.attempt, st.nextAttempt = stageObserved, pod.UID, attempt, attempt
 	st.pod, st.dirty, st.createdAt = pod, true, pod.CreationTimestamp.Time
-	st.recreations, st.restartsBefore, st.collateral = restartsBefore, 0, 0
+	st.recreations, st.restartsBefore, st.collateral, st.collateralAt = restartsBefore, 0, 0, time.Time{}
 }
 
 // podSeen records an instance the informer delivered. Only the current
