@@ -25,10 +25,10 @@ func (c *Controller) collateralRestarts(st *replicaState) bool {
 }
 
 // noteCollateral counts the in-place restarts pod shows beyond those last
-// seen of the same instance as collateral while a worker has ended; called
-// with the controller's mutex held, before st takes pod. Pod events come in
-// the API server's order, so a worker's end is seen before the launcher's
-// restart that followed it.
+// seen of the same instance as collateral while a worker has ended; a
+// worker's end seen after the launcher's restart has it judged by time
+// (collateralBefore). Called with the controller's mutex held, before st
+// takes pod.
 func (c *Controller) noteCollateral(st *replicaState, pod *corev1.Pod) {
 	if pod.UID != st.uid || st.uid == "" {
 		return
