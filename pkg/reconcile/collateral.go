@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/policy"
 )
 
 // An MPI launcher is retried in place (its own failure: mpirun not reaching
@@ -15,13 +16,16 @@ import (
 // ended are collateral: the worker's end is what the job's restart counts
 // (or what the failure policy makes free), once.
 
-// collateralRestarts reports whether st's in-place restarts may be
+// collateralLauncher is the replica whose in-place restarts may be
 // collateral of its peers' ends: the launcher of an MPI job whose workers
-// restart with the job.
-func (c *Controller) collateralRestarts(st *replicaState) bool {
+// restart with the job; nil in any other job.
+func (c *Controller) collateralLauncher() *replicaState {
 	job := c.opts.Job
-	return st.id.Type == v1alpha1.ReplicaTypeLauncher && job.Spec.Framework == v1alpha1.FrameworkMPI &&
-		!v1alpha1.RestartsWithJob(job, v1alpha1.ReplicaTypeLauncher) && v1alpha1.RestartsWithJob(job, v1alpha1.ReplicaTypeWorker)
+	if job.Spec.Framework != v1alpha1.FrameworkMPI || v1alpha1.RestartsWithJob(job, v1alpha1.ReplicaTypeLauncher) ||
+		!v1alpha1.RestartsWithJob(job, v1alpha1.ReplicaTypeWorker) {
+		return nil
+	}
+	return c.replicas[policy.ReplicaID{Type: v1alpha1.ReplicaTypeLauncher}]
 }
 
 // noteCollateral counts the in-place restarts pod shows beyond those last
@@ -34,10 +38,10 @@ func (c *Controller) noteCollateral(st *replicaState, pod *corev1.Pod) {
 		return
 	}
 	if st.id.Type == v1alpha1.ReplicaTypeWorker && podEnded(pod) && !podEnded(st.pod) {
-		c.collateralBefore(st, pod)
+		c.collateralBefore(c.endOf(st.id.Type, pod))
 		return
 	}
-	if !c.collateralRestarts(st) {
+	if st != c.collateralLauncher() {
 		return
 	}
 	var before int32
@@ -50,28 +54,54 @@ func (c *Controller) noteCollateral(st *replicaState, pod *corev1.Pod) {
 	}
 }
 
-// collateralBefore judges, as a worker's end is seen, the launcher's last
-// in-place restart, seen before it: the kubelets report each pod on their
-// own, so mpirun's failure may reach the API server before the end of the
-// worker it followed. It is collateral when it came at or after the
-// worker's end (whole seconds, as pod times go).
-func (c *Controller) collateralBefore(worker *replicaState, pod *corev1.Pod) {
-	probe := *worker
-	probe.pod, probe.stage = pod, stageObserved
-	_, ended := c.workerEndedAt(&probe)
-	for _, st := range c.replicas {
-		if !c.collateralRestarts(st) || st.pod == nil || st.pod.UID != st.uid {
+// collateralBefore judges, as the end of a worker is seen, the launcher's
+// last in-place restart, seen before it: the kubelets report each pod on
+// their own, so mpirun's failure may reach the API server before the end of
+// the worker it followed.
+func (c *Controller) collateralBefore(ended time.Time) {
+	st := c.collateralLauncher()
+	if st == nil || st.pod == nil || st.pod.UID != st.uid || st.collateral >= inPlaceRestarts(st.pod) {
+		return
+	}
+	exited := c.lastExitOf(st.id.Type, st.pod)
+	if !exited.IsZero() && !exited.Equal(st.collateralAt) && cameAfter(exited, ended) {
+		st.collateral++
+		st.collateralAt, st.dirty = exited, true
+	}
+}
+
+// collateralWhileAway judges, as a run re-attaches, the adopted launcher's
+// in-place restarts: when its last one came at or after the end of a worker
+// that ended while no step watched, or such a worker is gone and its end
+// unknown, none of them count. The pod keeps no time of the earlier ones,
+// and a launcher that crash-loops while a worker is gone restarts many
+// times; a failure of its own before the worker's end goes uncounted with
+// them. Called with the controller's mutex held.
+func (c *Controller) collateralWhileAway() {
+	launcher := c.collateralLauncher()
+	if launcher == nil || launcher.stage != stageObserved || launcher.pod == nil || inPlaceRestarts(launcher.pod) == 0 {
+		return
+	}
+	exited := c.lastExitOf(launcher.id.Type, launcher.pod)
+	if exited.IsZero() {
+		return
+	}
+	for _, id := range c.order {
+		if id.Type != v1alpha1.ReplicaTypeWorker {
 			continue
 		}
-		exited := c.lastExitOf(st.id.Type, st.pod)
-		if exited.IsZero() || exited.Equal(st.collateralAt) || st.collateral >= inPlaceRestarts(st.pod) {
-			continue
-		}
-		if ended.IsZero() || !exited.Truncate(time.Second).Before(ended.Truncate(time.Second)) {
-			st.collateral++
-			st.collateralAt, st.dirty = exited, true
+		if ended, at := c.workerEndedAt(c.replicas[id]); ended && cameAfter(exited, at) {
+			launcher.collateral = inPlaceRestarts(launcher.pod)
+			return
 		}
 	}
+}
+
+// cameAfter reports whether an exit at exited came at or after a worker's
+// end at ended, in whole seconds as pod times go; always when the end is
+// unknown (zero).
+func cameAfter(exited, ended time.Time) bool {
+	return ended.IsZero() || !exited.Truncate(time.Second).Before(ended.Truncate(time.Second))
 }
 
 // lastExitOf is when the main container of pod last exited before its
@@ -114,45 +144,9 @@ func inPlaceRestarts(pod *corev1.Pod) int32 {
 	return n
 }
 
-// collateralWhileAway judges, as a run re-attaches, the adopted launcher's
-// in-place restarts: when its last one came at or after the end of a worker
-// that ended while no step watched (whole seconds, as pod times go), or such
-// a worker is gone and its end unknown, none of them count. The pod keeps
-// no time of the earlier ones, and a launcher that crash-loops while a
-// worker is gone restarts many times; a failure of its own before the
-// worker's end goes uncounted with them. Called with the controller's
-// mutex held.
-func (c *Controller) collateralWhileAway() {
-	var launcher *replicaState
-	for _, st := range c.replicas {
-		if c.collateralRestarts(st) && st.stage == stageObserved && st.pod != nil {
-			launcher = st
-		}
-	}
-	if launcher == nil || inPlaceRestarts(launcher.pod) == 0 || !c.workerEnded() {
-		return
-	}
-	main := c.mainContainerStatus(launcher.id.Type, launcher.pod)
-	if main == nil || main.LastTerminationState.Terminated == nil {
-		return
-	}
-	exited := main.LastTerminationState.Terminated.FinishedAt.Time.Truncate(time.Second)
-	for _, id := range c.order {
-		st := c.replicas[id]
-		if id.Type != v1alpha1.ReplicaTypeWorker {
-			continue
-		}
-		ended, at := c.workerEndedAt(st)
-		if ended && (at.IsZero() || !exited.Before(at.Truncate(time.Second))) {
-			launcher.collateral = inPlaceRestarts(launcher.pod)
-			return
-		}
-	}
-}
-
 // workerEndedAt reports whether worker st's current instance ended, is lost
-// or is being removed, and when it ended: its container's exit, else when it
-// was marked for removal; zero when unknown (gone without trace).
+// or is being removed, and when it ended (endOf); zero when unknown (gone
+// without trace).
 func (c *Controller) workerEndedAt(st *replicaState) (bool, time.Time) {
 	switch st.stage {
 	case stageVanished, stageLost, stageRemoving:
@@ -163,18 +157,23 @@ func (c *Controller) workerEndedAt(st *replicaState) (bool, time.Time) {
 	default:
 		return false, time.Time{}
 	}
-	pod := st.pod
-	if pod == nil {
+	if st.pod == nil {
 		return true, time.Time{}
 	}
-	if main := c.mainContainerStatus(st.id.Type, pod); main != nil && main.State.Terminated != nil {
-		return true, main.State.Terminated.FinishedAt.Time
+	return true, c.endOf(st.id.Type, st.pod)
+}
+
+// endOf is when pod, which ended, ended: its main container's exit, else
+// when it was marked for removal; zero when unknown.
+func (c *Controller) endOf(t v1alpha1.ReplicaType, pod *corev1.Pod) time.Time {
+	if main := c.mainContainerStatus(t, pod); main != nil && main.State.Terminated != nil {
+		return main.State.Terminated.FinishedAt.Time
 	}
 	if at := disruptedAt(pod); !at.IsZero() {
-		return true, at
+		return at
 	}
 	if pod.DeletionTimestamp != nil {
-		return true, pod.DeletionTimestamp.Time
+		return pod.DeletionTimestamp.Time
 	}
-	return true, time.Time{}
+	return time.Time{}
 }

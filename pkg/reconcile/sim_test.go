@@ -210,8 +210,7 @@ func drawSchedule(seed uint64) schedule {
 	} else if k := m.IntN(8); k < 2 {
 		// JAX (workers alone, restarted as a whole) and XGBoost (a master
 		// and workers, each restarted alone) too.
-		policies := []v1alpha1.RestartPolicy{v1alpha1.RestartPolicyNever, v1alpha1.RestartPolicyExitCode, v1alpha1.RestartPolicyOnFailure}
-		policy := policies[m.IntN(len(policies))]
+		policy := simRestartPolicies[m.IntN(len(simRestartPolicies))]
 		s.name, s.job = "jax-"+strings.ToLower(string(policy)), simpleJob("jx", v1alpha1.FrameworkJAX, policy, map[v1alpha1.ReplicaType]int32{v1alpha1.ReplicaTypeWorker: 3})
 		if k == 1 {
 			s.name, s.job = "xgboost-"+strings.ToLower(string(policy)), simpleJob("xg", v1alpha1.FrameworkXGBoost, policy,
@@ -334,13 +333,15 @@ func drawSchedule(seed uint64) schedule {
 	return s
 }
 
+// simRestartPolicies are those the MPI, JAX and XGBoost draws give their workers.
+var simRestartPolicies = []v1alpha1.RestartPolicy{v1alpha1.RestartPolicyNever, v1alpha1.RestartPolicyExitCode, v1alpha1.RestartPolicyOnFailure}
+
 // drawMPIJob draws an MPI job as the controller sees it (mpiSimJob), the
 // launcher created at once or once every worker is Ready.
 func drawMPIJob(m *rand.Rand) (string, *v1alpha1.TrainJob) {
 	creation := []v1alpha1.LauncherCreationPolicy{v1alpha1.LauncherCreationAtStartup, v1alpha1.LauncherCreationWaitForWorkersReady}[m.IntN(2)]
 	workers := int32(2 + m.IntN(2))
-	policies := []v1alpha1.RestartPolicy{v1alpha1.RestartPolicyNever, v1alpha1.RestartPolicyExitCode, v1alpha1.RestartPolicyOnFailure}
-	job := mpiSimJob(creation, workers, policies[m.IntN(len(policies))])
+	job := mpiSimJob(creation, workers, simRestartPolicies[m.IntN(len(simRestartPolicies))])
 	name := "mpi-" + strings.ToLower(string(job.Spec.ReplicaSpecs[v1alpha1.ReplicaTypeWorker].RestartPolicy))
 	if creation == v1alpha1.LauncherCreationWaitForWorkersReady {
 		name += "+wait"
