@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -97,7 +98,15 @@ func TestRealNodeTrainEvaluateWorkflow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.checkReplicasTrained(t, job, pods, metrics.Steps)
+	// The job's replicas: the parameter server and the workers the train step's set input asks for.
+	workers, err := strconv.Atoi(strings.TrimPrefix(param(t, train.Inputs.Parameters, "set"), "spec.replicaSpecs.Worker.replicas="))
+	if err != nil {
+		t.Fatalf("train's set input does not give the workers: %v", err)
+	}
+	e.checkReplicasTrained(t, job, pods, 1+workers, metrics.Steps)
+	if t.Failed() {
+		t.Logf("the train step's log, last lines:\n%s", lastLines(stepLog, 40))
+	}
 	for _, p := range pods {
 		if p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodPending {
 			t.Errorf("replica %s is still %s after the workflow ended", p.Name, p.Status.Phase)
@@ -121,12 +130,13 @@ func TestRealNodeTrainEvaluateWorkflow(t *testing.T) {
 	t.Logf("the job's pods and Services gone %s after deleting the Workflow", time.Since(deleted).Round(100*time.Millisecond))
 }
 
-// checkReplicasTrained checks the replica pods left after the job: each ran on the real
-// node, worker 0 trained (its log has step lines and the final loss), its TF_CONFIG named
-// its peers by their Services' DNS names, and worker 0 reached the parameter server
-// through those names; the parameter server, if it ended before the job and was kept, heard
-// from every training task.
-func (e *e2e) checkReplicasTrained(t *testing.T, job string, pods []corev1.Pod, steps int) {
+// checkReplicasTrained checks the replica pods left after the job (of replicas in all):
+// each ran on the real node, worker 0 trained (its log has step lines and the final loss),
+// its TF_CONFIG named its peers by their Services' DNS names, and worker 0 reached the
+// parameter server through those names; the parameter server, if it ended before the job
+// and was kept, heard from every training task. The job-wide Service is left exactly when
+// no replica was deleted.
+func (e *e2e) checkReplicasTrained(t *testing.T, job string, pods []corev1.Pod, replicas, steps int) {
 	t.Helper()
 	byName := map[string]*corev1.Pod{}
 	for i := range pods {
@@ -166,20 +176,24 @@ func (e *e2e) checkReplicasTrained(t *testing.T, job string, pods []corev1.Pod, 
 		t.Errorf("the job's TF_CONFIG cluster %s does not name the parameter server in the job's Service (%s…)", cluster, psAddress)
 	}
 	services, err := e.c.Client.CoreV1().Services(e.namespace).List(context.Background(), metav1.ListOptions{LabelSelector: jobNameLabel + "=" + job})
-	// The parameter server ends once every training task told it that training is over,
-	// which races with the job's end. Still running then, cleanPodPolicy Running deletes it,
-	// and the job-wide Service first: no Service is left. Ended, it is kept with the
-	// Service its peers' names resolve in.
+	// The parameter server ends once every training task told it that training is over, and
+	// a worker other than worker 0 ends once told that training is over: both race with the job's
+	// end. A replica still running then is deleted by cleanPodPolicy Running, and the
+	// job-wide Service first. With every replica ended and kept, the Service its peers' names
+	// resolve in is kept too.
 	names := serviceNamesOf(services)
+	switch {
+	case err != nil:
+		t.Errorf("listing the job's Services: %v", err)
+	case len(pods) == replicas && !slices.Equal(names, []string{job}):
+		t.Errorf("the job's Services %v with all %d replicas kept, want the one job-wide Service %s", names, replicas, job)
+	case len(pods) < replicas && len(names) != 0:
+		t.Errorf("the job's Services %v with %d of %d replicas kept, want none: the job-wide Service %s goes with the first replica deleted", names, len(pods), replicas, job)
+	}
 	if ps := byName[job+"-ps-0"]; ps != nil {
-		if err != nil || !slices.Equal(names, []string{job}) {
-			t.Errorf("the job's Services %v (%v) with the parameter server kept, want the one job-wide Service %s", names, err, job)
-		}
 		if psLog := e.logOf(t, ps.Name, "tensorflow"); !strings.Contains(psLog, "training is over and every training task knows") {
 			t.Errorf("the parameter server did not hear from every training task:\n%s", lastLines(psLog, 20))
 		}
-	} else if err != nil || len(names) != 0 {
-		t.Errorf("the job's Services %v (%v) after the job, want none: the job-wide Service %s goes with the running parameter server", names, err, job)
 	}
 	if !strings.Contains(workerLog, "1 parameter servers") {
 		t.Errorf("worker 0 did not connect to the parameter server:\n%s", lastLines(workerLog, 20))
