@@ -214,6 +214,7 @@ func (r *simRun) runAutoscaler(c *Controller, gen int) {
 		c.evaluateMetrics(r.ctx, simPodMetrics{w: w})
 		if after := c.WorkerTarget(); after != before {
 			w.logf("worker target %d -> %d (load %d%%)", before, after, w.load)
+			r.targets = append(r.targets, after)
 		}
 		r.runAutoscaler(c, gen)
 	})

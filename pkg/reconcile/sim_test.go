@@ -399,6 +399,9 @@ type simEnd struct {
 	// before the end: one whose replica never ran again, or that came
 	// after the end, changed nothing.
 	landed string
+	// targets lists the worker targets an elastic job's metrics moved it
+	// to before the end, in turn.
+	targets string
 }
 
 // same compares two ends of one fault script. A deadline races with
@@ -411,6 +414,12 @@ func (e simEnd) same(o simEnd) bool {
 	if e.landed != o.landed {
 		// Not the same faults took effect (the order decided whether a
 		// replica ran again in time): nothing to compare.
+		return true
+	}
+	if e.targets != o.targets {
+		// The metrics moved the worker target along another path: their
+		// evaluation counts the workers it has seen running, as the HPA's
+		// does, so when it came decides how many slots a failure leaves.
 		return true
 	}
 	if e.reason == result.ReasonDeadlineExceeded || o.reason == result.ReasonDeadlineExceeded {
@@ -451,7 +460,11 @@ func (e simEnd) near(t time.Time) bool {
 }
 
 func (e simEnd) String() string {
-	return fmt.Sprintf("%s/%s with %d counted restarts (%d re-attaches; faults landed: %s)", e.phase, e.reason, e.restarts, e.reattached, e.landed)
+	targets := ""
+	if e.targets != "[]" && e.targets != "" {
+		targets = "; worker targets " + e.targets
+	}
+	return fmt.Sprintf("%s/%s with %d counted restarts (%d re-attaches; faults landed: %s%s)", e.phase, e.reason, e.restarts, e.reattached, e.landed, targets)
 }
 
 // simRun is one schedule under one delivery order.
@@ -485,6 +498,8 @@ type simRun struct {
 	queued, settled int
 	// took lists the places of those that landed, each with the job attempt it hit.
 	took []string
+	// targets lists the worker targets the metrics moved the job to.
+	targets []int
 	// awaiting are the exits meant for while the step is away.
 	awaiting []awaitedExit
 	// instances holds, per replica and job attempt, the first instance
@@ -695,7 +710,7 @@ func (r *simRun) finish(phase, reason string, everything bool) {
 	w, c := r.w, r.w.ctrl
 	v := c.View()
 	r.end = &simEnd{phase: phase, reason: reason, restarts: v.Restarts, charged: v.Restarts + policy.CheckFailures(&v, c.opts.Timeouts).Counted(),
-		reattached: r.retries, at: w.now(), landed: r.landedFaults()}
+		reattached: r.retries, at: w.now(), landed: r.landedFaults(), targets: fmt.Sprint(r.targets)}
 	if d := w.job.Spec.RunPolicy.ActiveDeadlineSeconds; d != nil {
 		r.end.deadline = c.startTime.Add(time.Duration(*d) * time.Second)
 	}
@@ -1212,8 +1227,11 @@ func (r *simRun) disruptWhenThere(f *fault, seq, tries int) {
 	}
 	pod := w.livePod(f.replica)
 	// Preemption, a drain's eviction and the pod garbage collector take
-	// a running pod: one bound but not started has no peers to break.
-	if pod == nil || pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
+	// a running pod: one bound but not started has no peers to break. A
+	// panic's disruption waits for a step to panic in, whatever the order
+	// (its replica may run again before the killed step's successor starts).
+	panicWithoutStep := f.onLanding != nil && w.ctrl == nil
+	if pod == nil || pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning || panicWithoutStep {
 		if tries < 120 {
 			next := r.nextTry(tries)
 			w.after(time.Second, 0, "retry disruption "+f.replica, func() { r.disruptWhenThere(f, seq, next) })
