@@ -1227,11 +1227,8 @@ func (r *simRun) disruptWhenThere(f *fault, seq, tries int) {
 	}
 	pod := w.livePod(f.replica)
 	// Preemption, a drain's eviction and the pod garbage collector take
-	// a running pod: one bound but not started has no peers to break. A
-	// panic's disruption waits for a step to panic in, whatever the order
-	// (its replica may run again before the killed step's successor starts).
-	panicWithoutStep := f.onLanding != nil && w.ctrl == nil
-	if pod == nil || pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning || panicWithoutStep {
+	// a running pod: one bound but not started has no peers to break.
+	if pod == nil || pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
 		if tries < 120 {
 			next := r.nextTry(tries)
 			w.after(time.Second, 0, "retry disruption "+f.replica, func() { r.disruptWhenThere(f, seq, next) })
@@ -1242,6 +1239,11 @@ func (r *simRun) disruptWhenThere(f *fault, seq, tries int) {
 	}
 	r.landed(false, pod)
 	if f.onLanding != nil {
+		if w.ctrl != nil {
+			// A panic is armed only while a step runs: an order in which
+			// its disruption landed while no step ran is another script.
+			r.took[len(r.took)-1] += "+panic"
+		}
 		f.onLanding()
 	}
 	r.disrupt(pod, f.disruption)
