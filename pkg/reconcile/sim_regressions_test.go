@@ -79,6 +79,12 @@ func killDuringExit(at time.Duration, replica string, code int32, lasts time.Dur
 }
 
 func regressions() []regression {
+	// breaksLauncher makes a worker's end break mpirun, the launcher,
+	// after d: MPI workers do not fail with each other.
+	breaksLauncher := func(f fault, d time.Duration) fault {
+		f.peers = map[string]time.Duration{"pi-launcher-0": d}
+		return f
+	}
 	ddpPeers := func(f fault) fault {
 		f.peers = map[string]time.Duration{"ddp-master-0": 400 * time.Millisecond, "ddp-worker-0": 900 * time.Millisecond, "ddp-worker-1": 1300 * time.Millisecond}
 		delete(f.peers, f.replica)
@@ -497,7 +503,7 @@ func regressions() []regression {
 		name: "a worker's preemption costs an MPI job nothing, though mpirun fails with it",
 		job:  withBackoffLimit(mpiSimJob(v1alpha1.LauncherCreationAtStartup, 3, v1alpha1.RestartPolicyOnFailure), 0), nodes: 2,
 		faults: []fault{
-			{at: 81 * time.Second, kind: faultDisruption, replica: "pi-worker-0", disruption: "podgc", peers: map[string]time.Duration{"pi-launcher-0": 1100 * time.Millisecond}},
+			breaksLauncher(fault{at: 81 * time.Second, kind: faultDisruption, replica: "pi-worker-0", disruption: "podgc"}, 1100*time.Millisecond),
 		},
 		phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
 	}, {
@@ -505,7 +511,7 @@ func regressions() []regression {
 		name: "a worker's failure costs an MPI job one restart, not the launcher's as well",
 		job:  withBackoffLimit(mpiSimJob(v1alpha1.LauncherCreationWaitForWorkersReady, 2, v1alpha1.RestartPolicyExitCode), 1), nodes: 2,
 		faults: []fault{
-			{at: 40 * time.Second, kind: faultExit, replica: "pi-worker-1", code: 137, peers: map[string]time.Duration{"pi-launcher-0": 700 * time.Millisecond}},
+			breaksLauncher(fault{at: 40 * time.Second, kind: faultExit, replica: "pi-worker-1", code: 137}, 700*time.Millisecond),
 		},
 		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 1,
 	}, {
@@ -516,7 +522,7 @@ func regressions() []regression {
 		job:  mpiSimJob(v1alpha1.LauncherCreationAtStartup, 3, v1alpha1.RestartPolicyNever), nodes: 3,
 		faults: []fault{
 			{at: 30 * time.Second, kind: faultKillStep, lasts: 29 * time.Second},
-			{at: 56 * time.Second, kind: faultDisruption, replica: "pi-worker-2", disruption: "preemption", peers: map[string]time.Duration{"pi-launcher-0": 2200 * time.Millisecond}},
+			breaksLauncher(fault{at: 56 * time.Second, kind: faultDisruption, replica: "pi-worker-2", disruption: "preemption"}, 2200*time.Millisecond),
 		},
 		phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
 	}, {
@@ -530,8 +536,8 @@ func regressions() []regression {
 		name: "a disruption after a failure the policy does not retry is not its cause",
 		job:  mpiSimJob(v1alpha1.LauncherCreationAtStartup, 3, v1alpha1.RestartPolicyNever), nodes: 2,
 		faults: []fault{
-			{at: 37 * time.Second, kind: faultExit, replica: "pi-worker-1", code: 143, peers: map[string]time.Duration{"pi-launcher-0": 2200 * time.Millisecond}},
-			{at: 47 * time.Second, kind: faultDisruption, replica: "pi-worker-0", disruption: "podgc", peers: map[string]time.Duration{"pi-launcher-0": 700 * time.Millisecond}},
+			breaksLauncher(fault{at: 37 * time.Second, kind: faultExit, replica: "pi-worker-1", code: 143}, 2200*time.Millisecond),
+			breaksLauncher(fault{at: 47 * time.Second, kind: faultDisruption, replica: "pi-worker-0", disruption: "podgc"}, 700*time.Millisecond),
 		},
 		counted: 1, phase: result.PhaseFailed, reason: result.ReasonReplicaFailed, restarts: 0,
 	}, {
@@ -544,8 +550,8 @@ func regressions() []regression {
 		name: "a rank killed while no step watched is the cause before a peer that went later without a trace",
 		job:  mpiSimJob(v1alpha1.LauncherCreationAtStartup, 3, v1alpha1.RestartPolicyNever), nodes: 3,
 		faults: []fault{
-			{at: 33 * time.Second, kind: faultKillDuringExit, replica: "pi-worker-1", code: 143, lasts: 32 * time.Second, peers: map[string]time.Duration{"pi-launcher-0": 2200 * time.Millisecond}},
-			{at: 61 * time.Second, kind: faultDisruption, replica: "pi-worker-0", disruption: "eviction", peers: map[string]time.Duration{"pi-launcher-0": 1600 * time.Millisecond}},
+			breaksLauncher(killDuringExit(33*time.Second, "pi-worker-1", 143, 32*time.Second), 2200*time.Millisecond),
+			breaksLauncher(fault{at: 61 * time.Second, kind: faultDisruption, replica: "pi-worker-0", disruption: "eviction"}, 1600*time.Millisecond),
 		},
 		counted: 1, phase: result.PhaseFailed, reason: result.ReasonReplicaFailed, restarts: 0,
 	}, {
@@ -555,8 +561,8 @@ func regressions() []regression {
 		name: "an MPI launcher that restarted in place many times for workers gone while no step watched costs nothing",
 		job:  withBackoffLimit(mpiSimJob(v1alpha1.LauncherCreationAtStartup, 3, v1alpha1.RestartPolicyOnFailure), 1), nodes: 3,
 		faults: []fault{
-			{at: 36 * time.Second, kind: faultKillDuringExit, replica: "pi-worker-1", code: 137, lasts: 26 * time.Second, peers: map[string]time.Duration{"pi-launcher-0": 500 * time.Millisecond}},
-			{at: 56 * time.Second, kind: faultDisruption, replica: "pi-worker-0", disruption: "eviction", peers: map[string]time.Duration{"pi-launcher-0": 1500 * time.Millisecond}},
+			breaksLauncher(killDuringExit(36*time.Second, "pi-worker-1", 137, 26*time.Second), 500*time.Millisecond),
+			breaksLauncher(fault{at: 56 * time.Second, kind: faultDisruption, replica: "pi-worker-0", disruption: "eviction"}, 1500*time.Millisecond),
 		},
 		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 1,
 	}, {
@@ -568,7 +574,7 @@ func regressions() []regression {
 		name: "a re-attached step that takes over a restart does not count the MPI launcher's restarts after a worker went",
 		job:  withBackoffLimit(withKueue(mpiSimJob(v1alpha1.LauncherCreationAtStartup, 2, v1alpha1.RestartPolicyOnFailure)), 0), nodes: 2, room: 80 * time.Second,
 		faults: []fault{
-			{at: 40 * time.Second, kind: faultDisruption, replica: "pi-worker-0", disruption: "podgc", peers: map[string]time.Duration{"pi-launcher-0": 9 * time.Second}},
+			breaksLauncher(fault{at: 40 * time.Second, kind: faultDisruption, replica: "pi-worker-0", disruption: "podgc"}, 9*time.Second),
 			{at: 63 * time.Second, kind: faultKillStep, lasts: 29 * time.Second},
 		},
 		phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
@@ -581,8 +587,8 @@ func regressions() []regression {
 		name: "a re-attached step does not take a worker's eviction for a restart under way",
 		job:  withBackoffLimit(withBuiltinGang(mpiSimJob(v1alpha1.LauncherCreationAtStartup, 2, v1alpha1.RestartPolicyNever)), 0), nodes: 2,
 		faults: []fault{
-			{at: 53 * time.Second, kind: faultKillDuringExit, replica: "pi-worker-1", code: 137, lasts: 22 * time.Second, peers: map[string]time.Duration{"pi-launcher-0": 600 * time.Millisecond}},
-			{at: 74 * time.Second, kind: faultDisruption, replica: "pi-worker-0", disruption: "eviction", peers: map[string]time.Duration{"pi-launcher-0": 900 * time.Millisecond}},
+			breaksLauncher(killDuringExit(53*time.Second, "pi-worker-1", 137, 22*time.Second), 600*time.Millisecond),
+			breaksLauncher(fault{at: 74 * time.Second, kind: faultDisruption, replica: "pi-worker-0", disruption: "eviction"}, 900*time.Millisecond),
 		},
 		counted: 1, phase: result.PhaseFailed, reason: result.ReasonReplicaFailed, restarts: 0,
 	}, {
@@ -594,8 +600,8 @@ func regressions() []regression {
 		name: "an MPI worker's error exit while no step watched is no collateral of a worker gone without a trace",
 		job:  mpiSimJob(v1alpha1.LauncherCreationAtStartup, 3, v1alpha1.RestartPolicyExitCode), nodes: 2,
 		faults: []fault{
-			{at: 31 * time.Second, kind: faultKillDuringExit, replica: "pi-worker-1", code: 3, lasts: 31 * time.Second, peers: map[string]time.Duration{"pi-launcher-0": 500 * time.Millisecond}},
-			{at: 61 * time.Second, kind: faultDisruption, replica: "pi-worker-0", disruption: "preemption", peers: map[string]time.Duration{"pi-launcher-0": 500 * time.Millisecond}},
+			breaksLauncher(killDuringExit(31*time.Second, "pi-worker-1", 3, 31*time.Second), 500*time.Millisecond),
+			breaksLauncher(fault{at: 61 * time.Second, kind: faultDisruption, replica: "pi-worker-0", disruption: "preemption"}, 500*time.Millisecond),
 		},
 		counted: 1, phase: result.PhaseFailed, reason: result.ReasonReplicaFailed, restarts: 0,
 	}, {
