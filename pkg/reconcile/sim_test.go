@@ -401,7 +401,7 @@ type simEnd struct {
 	landed string
 	// targets lists the worker targets an elastic job's metrics moved it
 	// to before the end, in turn.
-	targets string
+	targets []int
 }
 
 // same compares two ends of one fault script. A deadline races with
@@ -416,7 +416,7 @@ func (e simEnd) same(o simEnd) bool {
 		// replica ran again in time): nothing to compare.
 		return true
 	}
-	if e.targets != o.targets {
+	if !slices.Equal(e.targets, o.targets) {
 		// The metrics moved the worker target along another path: their
 		// evaluation counts the workers it has seen running, as the HPA's
 		// does, so when it came decides how many slots a failure leaves.
@@ -461,8 +461,8 @@ func (e simEnd) near(t time.Time) bool {
 
 func (e simEnd) String() string {
 	targets := ""
-	if e.targets != "[]" && e.targets != "" {
-		targets = "; worker targets " + e.targets
+	if len(e.targets) > 0 {
+		targets = fmt.Sprintf("; worker targets %v", e.targets)
 	}
 	return fmt.Sprintf("%s/%s with %d counted restarts (%d re-attaches; faults landed: %s%s)", e.phase, e.reason, e.restarts, e.reattached, e.landed, targets)
 }
@@ -643,7 +643,7 @@ func (r *simRun) retryStep(d time.Duration, why string) bool {
 	w.ctrl, w.inbox = nil, nil
 	w.gen++
 	if r.retries >= simRetries {
-		r.end = &simEnd{phase: string(result.PhaseTransient), reason: "RetriesExhausted: " + why, restarts: r.restartsOnRecord(), reattached: r.retries, landed: r.landedFaults()}
+		r.end = &simEnd{phase: string(result.PhaseTransient), reason: "RetriesExhausted: " + why, restarts: r.restartsOnRecord(), reattached: r.retries, landed: r.landedFaults(), targets: slices.Clone(r.targets)}
 		r.abandoned = true
 		return false
 	}
@@ -710,7 +710,7 @@ func (r *simRun) finish(phase, reason string, everything bool) {
 	w, c := r.w, r.w.ctrl
 	v := c.View()
 	r.end = &simEnd{phase: phase, reason: reason, restarts: v.Restarts, charged: v.Restarts + policy.CheckFailures(&v, c.opts.Timeouts).Counted(),
-		reattached: r.retries, at: w.now(), landed: r.landedFaults(), targets: fmt.Sprint(r.targets)}
+		reattached: r.retries, at: w.now(), landed: r.landedFaults(), targets: slices.Clone(r.targets)}
 	if d := w.job.Spec.RunPolicy.ActiveDeadlineSeconds; d != nil {
 		r.end.deadline = c.startTime.Add(time.Duration(*d) * time.Second)
 	}
