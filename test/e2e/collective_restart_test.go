@@ -34,8 +34,8 @@ func TestRealNodeKilledRankRestartsTheAllReduceJob(t *testing.T) {
 	// Rank 2 is worker-1; wait until it trains past rank 0's first checkpoint (on a loaded
 	// machine a few seconds of training need not reach one).
 	var pid int
-	testutil.Eventually(t, 3*time.Minute, "rank 2 training past the first checkpoint", func(context.Context) (bool, error) {
-		pid = rankProcess(2)
+	testutil.Eventually(t, 3*time.Minute, "rank 2 training past the first checkpoint", func(ctx context.Context) (bool, error) {
+		pid = rankProcess(e.jobName(ctx), 2)
 		if pid == 0 {
 			return false, nil
 		}
@@ -70,15 +70,22 @@ func TestRealNodeKilledRankRestartsTheAllReduceJob(t *testing.T) {
 	}
 }
 
-// rankProcess finds, on this host (the real node), the demo trainer process whose
+// rankProcess finds, on this host (the real node), the demo trainer process of job whose
 // environment says RANK=rank; 0 when there is none.
-func rankProcess(rank int) int { return processWith("--checkpoint-dir", "RANK="+strconv.Itoa(rank)) }
+func rankProcess(job string, rank int) int {
+	return processWith(job, "--checkpoint-dir", "RANK="+strconv.Itoa(rank))
+}
 
-// processWith finds a process of this host whose command line contains part and whose
-// environment holds env (NAME=value); 0 when there is none.
-func processWith(part, env string) int {
+// processWith finds a process of job's replicas on this host whose command line contains
+// part and whose environment holds env (NAME=value); 0 when there is none. The job's name
+// in the environment keeps a test off the processes of the tests that run beside it.
+func processWith(job, part, env string) int {
+	if job == "" {
+		return 0
+	}
 	found := hostProcesses(func(cmdline string, environ []string) bool {
-		return strings.Contains(cmdline, part) && slices.Contains(environ, env)
+		return strings.Contains(cmdline, part) && slices.Contains(environ, env) &&
+			slices.Contains(environ, jobNameEnv+"="+job)
 	})
 	if len(found) == 0 {
 		return 0

@@ -50,6 +50,8 @@ const (
 	realNodeName = "real-node"
 	// jobNameLabel is on every object trainstep creates for a job.
 	jobNameLabel = "trainstep.dev/job-name"
+	// jobNameEnv is in the environment of every replica's main container: its job's name.
+	jobNameEnv = "TRAINSTEP_JOB_NAME"
 )
 
 // shippedImage is the trainstep image templates/ and workflows/ name, by tag and digest.
@@ -518,6 +520,16 @@ func (e *e2e) logOf(t *testing.T, pod, container string) string {
 		t.Fatalf("reading the log of %s/%s: %v", pod, container, err)
 	}
 	return string(data)
+}
+
+// jobName is the name of the job whose replicas run in the test's namespace (it holds
+// one job); empty until a replica exists.
+func (e *e2e) jobName(ctx context.Context) string {
+	pods, err := e.c.Client.CoreV1().Pods(e.namespace).List(ctx, metav1.ListOptions{LabelSelector: jobNameLabel})
+	if err != nil || len(pods.Items) == 0 {
+		return ""
+	}
+	return pods.Items[0].Labels[jobNameLabel]
 }
 
 // jobObjects lists the pods and Services of a job that still exist.

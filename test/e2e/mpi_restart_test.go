@@ -59,7 +59,7 @@ func TestRealNodeMPIWorkerFailureCostsOneRestart(t *testing.T) {
 	}, func() string { return e.podSummary(t) })
 	// sshd's listener and its sessions, not the shell that runs it (its exit is the test's).
 	// sshd overwrites its environment with its process title: it is found as the shell's child.
-	shells := processesWith("/bin/sh\x00-c\x00trap", "-worker-1")
+	shells := processesWith("/bin/sh\x00-c\x00trap", e.jobName(ctx)+"-worker-1")
 	if len(shells) != 1 {
 		t.Fatalf("found %d shells of worker-1 on the node, want 1; pods:\n%s", len(shells), e.podSummary(t))
 	}
@@ -137,15 +137,14 @@ func exitOf(s corev1.ContainerState) int32 {
 }
 
 // processesWith finds the processes of this host whose command line starts with part and,
-// unless podSuffix is empty, whose environment's POD_NAME ends with podSuffix.
-func processesWith(part, podSuffix string) []int {
+// unless pod is empty, whose environment's POD_NAME is pod (the pods of the tests that
+// run beside it have other names).
+func processesWith(part, pod string) []int {
 	return hostProcesses(func(cmdline string, environ []string) bool {
 		if !strings.HasPrefix(cmdline, part) {
 			return false
 		}
-		return podSuffix == "" || slices.ContainsFunc(environ, func(kv string) bool {
-			return strings.HasPrefix(kv, "POD_NAME=") && strings.HasSuffix(kv, podSuffix)
-		})
+		return pod == "" || slices.Contains(environ, "POD_NAME="+pod)
 	})
 }
 

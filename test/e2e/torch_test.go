@@ -74,8 +74,8 @@ func TestRealNodePyTorchDDPRestartsAsAWholeWhenARankDies(t *testing.T) {
 	wf := workflowFromYAML(t, fmt.Sprintf(mpiWorkflow, torchImage, manifest, pythonImage))
 	name := e.submit(t, wf)
 	var pid int
-	testutil.Eventually(t, 3*time.Minute, "rank 2 training past its first checkpoints", func(context.Context) (bool, error) {
-		pid = trainingProcess(2)
+	testutil.Eventually(t, 3*time.Minute, "rank 2 training past its first checkpoints", func(ctx context.Context) (bool, error) {
+		pid = trainingProcess(e.jobName(ctx), 2)
 		_, err := os.Stat(filepath.Join(ckpt, "checkpoint.pt"))
 		return pid != 0 && err == nil, nil
 	}, func() string { return e.podSummary(t) })
@@ -131,9 +131,11 @@ func TestRealNodePyTorchDDPRestartsAsAWholeWhenARankDies(t *testing.T) {
 	}
 }
 
-// trainingProcess finds, on this host, the DDP training process of the given rank; 0
+// trainingProcess finds, on this host, the DDP training process of job's given rank; 0
 // when there is none.
-func trainingProcess(rank int) int { return processWith("ddp_train.py", "RANK="+strconv.Itoa(rank)) }
+func trainingProcess(job string, rank int) int {
+	return processWith(job, "ddp_train.py", "RANK="+strconv.Itoa(rank))
+}
 
 // importTorchImage packs this machine's python3, Debian's python3-torch and the Python
 // packages it imports, the libraries they load, and the tests' training scripts.
