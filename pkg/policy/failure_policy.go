@@ -157,6 +157,7 @@ func decideJobRestart(v *View, js []judgement) (restart *JobRestart, permanent *
 	if len(failed) == 0 {
 		return nil, nil, 0
 	}
+	failed = append(failed, disruptedRunning(v, js)...)
 	slices.SortStableFunc(failed, func(a, b judgement) int {
 		// A pod's times have whole seconds: a kill and its peers' failures
 		// often share one, and then the rank that was killed or disrupted
@@ -201,6 +202,22 @@ func decideJobRestart(v *View, js []judgement) (restart *JobRestart, permanent *
 		}
 	}
 	return &JobRestart{Cause: cause.replica.ReplicaID, Counted: cause.counted, Why: describeFailure(cause.replica)}, nil, 0
+}
+
+// disruptedRunning judges the replicas still running whose pods were
+// marked for removal by a disruption as if they had ended then, lost: a
+// node that stops answering keeps such a pod's end from being seen, while
+// a peer's collective call fails on it.
+func disruptedRunning(v *View, js []judgement) []judgement {
+	var going []judgement
+	for _, j := range js {
+		if r := j.replica; r.Phase == PhaseRunning && !r.DisruptedAt.IsZero() {
+			ended := *r
+			ended.Phase, ended.Lost, ended.FinishedAt = PhaseMissing, true, r.DisruptedAt
+			going = append(going, judge(v, &ended))
+		}
+	}
+	return going
 }
 
 // failsWithPeers reports whether a replica of type rt fails when a peer

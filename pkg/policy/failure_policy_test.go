@@ -38,6 +38,14 @@ func disrupted(r *Replica) {
 	r.Phase, r.Lost, r.Conditions = PhaseMissing, true, []string{"DisruptionTarget"}
 }
 
+// markedForPreemption is a running replica whose pod a disruption marked
+// for removal at at; its end is not seen yet.
+func markedForPreemption(at time.Time) func(*Replica) {
+	return func(r *Replica) {
+		r.Phase, r.Conditions, r.DisruptedAt = PhaseRunning, []string{"DisruptionTarget"}, at
+	}
+}
+
 func TestFailurePolicy(t *testing.T) {
 	now := t0.Add(time.Minute)
 	at := now.Add(-10 * time.Second)
@@ -88,6 +96,19 @@ func TestFailurePolicy(t *testing.T) {
 			set(master, 0, func(r *Replica) { r.Phase, r.Lost, r.LostUnseen = PhaseMissing, true, true }),
 			set(worker, 1, both(exited(143), finishedAt(at)))),
 		want: Decision{Outcome: OutcomeFailed, Reason: result.ReasonReplicaFailed, Message: "replica Worker/1 failed with exit code 143"},
+	}, {
+		name: "a rank still running whose pod a preemption marked is the cause of a peer's later error exit",
+		view: viewOf(ddp(v1alpha1.RestartPolicyNever, 0),
+			set(worker, 0, markedForPreemption(at)),
+			set(worker, 1, both(exited(1), finishedAt(at.Add(3*time.Second))))),
+		want: Decision{Outcome: OutcomeRunning, RestartJob: &JobRestart{Cause: ReplicaID{worker, 0}, Counted: false,
+			Why: "worker-0 disrupted (preemption, eviction or a lost node)"}},
+	}, {
+		name: "a peer's error exit before a rank's pod was marked for preemption is the cause",
+		view: viewOf(ddp(v1alpha1.RestartPolicyNever, 0),
+			set(worker, 0, markedForPreemption(at.Add(3*time.Second))),
+			set(worker, 1, both(exited(1), finishedAt(at)))),
+		want: Decision{Outcome: OutcomeFailed, Reason: result.ReasonReplicaFailed, Message: "replica Worker/1 failed with exit code 1"},
 	}, {
 		name: "an MPI worker's error exit is no collateral of a worker gone with no end on record",
 		view: viewOf(func() *v1alpha1.TrainJob {

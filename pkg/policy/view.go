@@ -74,6 +74,11 @@ type Replica struct {
 	// its main container was still running without a readiness probe: its
 	// node stopped answering (zero otherwise).
 	NodeNotReadySince time.Time
+	// DisruptedAt is when the pod was marked for removal by a disruption
+	// (its DisruptionTarget condition), zero when it was not: a running
+	// replica so marked is going, and its peers' failures after that
+	// moment followed it.
+	DisruptedAt time.Time
 	// FinishedAt is when the main container ended (zero when unknown):
 	// the first replica of a collective job to die is the cause, the rest
 	// followed it.

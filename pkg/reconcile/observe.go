@@ -87,7 +87,7 @@ func (c *Controller) observeElastic(v *policy.View) {
 
 // replicaFromPod reads one replica's state from its pod.
 func (c *Controller) replicaFromPod(id policy.ReplicaID, st *replicaState, pod *corev1.Pod) policy.Replica {
-	r := policy.Replica{ReplicaID: id, Attempt: attemptOf(pod, st.attempt), Node: pod.Spec.NodeName}
+	r := policy.Replica{ReplicaID: id, Attempt: attemptOf(pod, st.attempt), Node: pod.Spec.NodeName, DisruptedAt: disruptedAt(pod)}
 	main := c.mainContainerStatus(id.Type, pod)
 	r.Restarts = inPlaceRestarts(pod)
 	if pod.UID == st.uid {
@@ -104,7 +104,7 @@ func (c *Controller) replicaFromPod(id policy.ReplicaID, st *replicaState, pod *
 		// it was marked for removal, so that an earlier peer's failure
 		// stays the first end.
 		if main == nil || main.State.Terminated == nil {
-			r.Phase, r.Lost, r.FinishedAt = policy.PhaseMissing, true, disruptedAt(pod)
+			r.Phase, r.Lost, r.FinishedAt = policy.PhaseMissing, true, r.DisruptedAt
 		}
 	default:
 		r.Phase = policy.PhasePending

@@ -621,6 +621,20 @@ func regressions() []regression {
 		},
 		counted: 2, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 1,
 	}, {
+		// Found by a 100,000-schedule soak (seed 4100069980): worker-0 was
+		// preempted, and its node stopped answering before its process
+		// ended, so its end was never seen; worker-1's collective broke, and
+		// its exit 1 (which Never does not retry) was taken for the first
+		// end: the job failed. A rank whose pod a disruption is removing
+		// ended, for its peers, when it was marked.
+		name: "a rank preempted on a node that stops answering is the cause of its peer's exit",
+		job:  withBackoffLimit(withPodGroup(ddpJob(v1alpha1.RestartPolicyNever)), 0), nodes: 2, room: 80 * time.Second,
+		faults: []fault{
+			ddpPeers(fault{at: 43 * time.Second, kind: faultDisruption, replica: "ddp-worker-0", disruption: "preemption"}),
+			{at: 82 * time.Second, kind: faultNodeDown, node: simNodeOf("ddp-worker-0", 2), lasts: 70 * time.Second},
+		},
+		phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
+	}, {
 		// Review item 6: a panic in a parallel create ended the process.
 		name: "a panic in a pod create ends the run Failed and torn down",
 		job:  tfJob(v1alpha1.RestartPolicyExitCode), nodes: 2,
