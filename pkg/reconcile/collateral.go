@@ -73,28 +73,54 @@ func (c *Controller) collateralBefore(ended time.Time) {
 // collateralWhileAway judges, as a run re-attaches, the adopted launcher's
 // in-place restarts: when its last one came at or after the end of a worker
 // that ended while no step watched, or such a worker is gone and its end
-// unknown, none of them count. The pod keeps no time of the earlier ones,
-// and a launcher that crash-loops while a worker is gone restarts many
-// times; a failure of its own before the worker's end goes uncounted with
-// them. Called with the controller's mutex held.
+// unknown, that one is collateral. The pod keeps no time of the earlier
+// ones, only when the run that failed last started: when that came before
+// every worker's end, they came before it too and count; otherwise none of
+// them does (a launcher that crash-loops while a worker is gone restarts
+// many times). Called with the controller's mutex held.
 func (c *Controller) collateralWhileAway() {
 	launcher := c.collateralLauncher()
 	if launcher == nil || launcher.stage != stageObserved || launcher.pod == nil || inPlaceRestarts(launcher.pod) == 0 {
 		return
 	}
-	exited := c.lastExitOf(launcher.id.Type, launcher.pod)
+	exited, started := c.lastRunOf(launcher.id.Type, launcher.pod)
 	if exited.IsZero() {
 		return
 	}
+	first, ended := c.firstWorkerEnd()
+	if !ended || !cameAfter(exited, first) {
+		return
+	}
+	launcher.collateral = inPlaceRestarts(launcher.pod)
+	if !first.IsZero() && !started.IsZero() && !cameAfter(started, first) {
+		launcher.collateral = 1
+	}
+}
+
+// firstWorkerEnd is the earliest end of the workers whose current instance
+// ended, zero when one of them went with its end unknown; ended is false
+// when none did. Called with the controller's mutex held.
+func (c *Controller) firstWorkerEnd() (first time.Time, ended bool) {
+	unknown := false
 	for _, id := range c.order {
 		if id.Type != v1alpha1.ReplicaTypeWorker {
 			continue
 		}
-		if ended, at := c.workerEndedAt(c.replicas[id]); ended && cameAfter(exited, at) {
-			launcher.collateral = inPlaceRestarts(launcher.pod)
-			return
+		done, at := c.workerEndedAt(c.replicas[id])
+		switch {
+		case !done:
+			continue
+		case at.IsZero():
+			unknown = true
+		case !ended || at.Before(first):
+			first = at
 		}
+		ended = true
 	}
+	if unknown {
+		return time.Time{}, ended
+	}
+	return first, ended
 }
 
 // cameAfter reports whether an exit at exited came at or after a worker's
@@ -107,10 +133,19 @@ func cameAfter(exited, ended time.Time) bool {
 // lastExitOf is when the main container of pod last exited before its
 // current run, zero when it has not.
 func (c *Controller) lastExitOf(t v1alpha1.ReplicaType, pod *corev1.Pod) time.Time {
+	exited, _ := c.lastRunOf(t, pod)
+	return exited
+}
+
+// lastRunOf is when the main container of pod's run before its current one
+// exited and when it had started; zero when there was none (or the kubelet
+// gave no start).
+func (c *Controller) lastRunOf(t v1alpha1.ReplicaType, pod *corev1.Pod) (exited, started time.Time) {
 	if main := c.mainContainerStatus(t, pod); main != nil && main.LastTerminationState.Terminated != nil {
-		return main.LastTerminationState.Terminated.FinishedAt.Time
+		last := main.LastTerminationState.Terminated
+		return last.FinishedAt.Time, last.StartedAt.Time
 	}
-	return time.Time{}
+	return time.Time{}, time.Time{}
 }
 
 // workerEnded reports whether a worker's current instance ended, is lost

@@ -635,6 +635,21 @@ func regressions() []regression {
 		},
 		phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
 	}, {
+		// Found by a 10,000-schedule run (seed 4300001595): the launcher
+		// exited 3 while no step watched and restarted in place; a worker
+		// was preempted later, and mpirun failed again with it. The step
+		// that re-attached after that took every in-place restart for the
+		// worker's collateral: the job went on past backoffLimit 0. The run
+		// that failed last started before the worker's end, so the restart
+		// before it was the launcher's own.
+		name: "an MPI launcher's own failure while no step watched counts though a worker's end broke it again",
+		job:  withBackoffLimit(withKueue(mpiSimJob(v1alpha1.LauncherCreationAtStartup, 2, v1alpha1.RestartPolicyOnFailure)), 0), nodes: 3,
+		faults: []fault{
+			killDuringExit(60*time.Second, "pi-launcher-0", 3, 25*time.Second),
+			breaksLauncher(fault{at: 78 * time.Second, kind: faultDisruption, replica: "pi-worker-0", disruption: "preemption"}, 1100*time.Millisecond),
+		},
+		counted: 1, phase: result.PhaseFailed, reason: result.ReasonBackoffLimitExceeded, restarts: 1,
+	}, {
 		// Review item 6: a panic in a parallel create ended the process.
 		name: "a panic in a pod create ends the run Failed and torn down",
 		job:  tfJob(v1alpha1.RestartPolicyExitCode), nodes: 2,

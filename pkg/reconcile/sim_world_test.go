@@ -751,7 +751,7 @@ func (w *simWorld) exit(pod *corev1.Pod, code int32) bool {
 	if cs.State.Running == nil {
 		return false
 	}
-	term := &corev1.ContainerStateTerminated{ExitCode: code, FinishedAt: metav1.NewTime(w.now()), Reason: "Error"}
+	term := &corev1.ContainerStateTerminated{ExitCode: code, StartedAt: cs.State.Running.StartedAt, FinishedAt: metav1.NewTime(w.now()), Reason: "Error"}
 	if code == 0 {
 		term.Reason, term.Message = "Completed", `{"loss":0.1}`
 	}
