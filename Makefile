@@ -30,11 +30,13 @@ IMAGE ?= $(IMAGE_REPO):$(RELEASE)
 # $(IMAGE_REPO):$(RELEASE)@sha256:<digest> (`make image-pin` writes it, `make image-verify`
 # checks it). The digest is reproducible from the sources given the same Go toolchain,
 # RELEASE_GO (the go command fetches it when it is not the local one), and the same CA
-# bundle, the file CA_CERTIFICATES whose sha256 is RELEASE_CA_SHA256 (Debian 12's
-# ca-certificates 20230311+deb12u1).
+# bundle, the file CA_CERTIFICATES whose sha256 is RELEASE_CA_SHA256: Debian 12's
+# ca-certificates 20230311+deb12u1 as update-ca-certificates bundles the package's own
+# certificates (CA_PACKAGE_DIR), without the ones a machine adds to its own bundle.
 RELEASE_GO := go1.26.8
-CA_CERTIFICATES ?= /etc/ssl/certs/ca-certificates.crt
-RELEASE_CA_SHA256 := 66848390d4bd02ebe8532d6515089559691374e83f877ad7017d992849916ba3
+CA_PACKAGE_DIR ?= /usr/share/ca-certificates/mozilla
+CA_CERTIFICATES ?= $(BIN)/release-ca-certificates.crt
+RELEASE_CA_SHA256 := a3413a37a8e09cc21b2c11c9ffb23d92d2fc9d1933c9e7617f5c4fba4f72d37d
 # The files that name the release image: every shipped reference is rewritten by image-pin.
 PINNED_FILES = $(shell git ls-files templates workflows docs README.md | grep -E '\.(ya?ml|md)$$')
 # `make test` and `make integration` run the tests that need the test cluster's real node
@@ -84,9 +86,19 @@ image-verify: ## Rebuild the release image and check its digest is the one templ
 # release-image builds the release's image archive and its digest, as the release does: the
 # version is RELEASE exactly (never -dirty: pinning itself changes files), with RELEASE_GO.
 .PHONY: release-image
-release-image:
+release-image: $(CA_CERTIFICATES)
 	GOTOOLCHAIN=$(RELEASE_GO) $(GO) run ./hack/image -o $(BIN)/trainstep-release.tar -tag $(IMAGE_REPO):$(RELEASE) -version $(RELEASE) \
 	  -ca-certificates $(CA_CERTIFICATES) -ca-certificates-sha256 $(RELEASE_CA_SHA256) -digest-file $(BIN)/trainstep-release.digest
+
+# The release's CA bundle, as update-ca-certificates writes it from the package alone: each
+# certificate in order of its path, ending in a newline. Built afresh each time (it is small).
+$(BIN)/release-ca-certificates.crt: FORCE
+	@mkdir -p $(BIN)
+	@set -e; for f in $$(find -L $(CA_PACKAGE_DIR) -type f -name '*.crt' | LC_ALL=C sort); do sed -e '$$a\' "$$f"; done > $@.new
+	@mv $@.new $@
+
+.PHONY: FORCE
+FORCE:
 
 ##@ Test
 
