@@ -62,6 +62,7 @@ func (c *Controller) continueJobRestart(ctx context.Context) (bool, error) {
 		st := c.replicas[id]
 		switch st.stage {
 		case stageLost:
+			st.keepRestarts()
 			st.stage, st.uid, st.lostUnseen = stageAbsent, "", false
 		case stageCreated, stageObserved, stageVanished:
 			st.deleteSent()

@@ -297,6 +297,7 @@ func (st *replicaState) recreateStarted(now time.Time, counted bool) {
 // (or it needed none): recreated at the same attempt, no restart counted.
 func (st *replicaState) release(now time.Time) {
 	st.deleting = false
+	st.keepRestarts()
 	switch st.stage {
 	case stageCreated, stageObserved:
 		st.stage, st.expectSince = stageRemoving, now
@@ -305,6 +306,17 @@ func (st *replicaState) release(now time.Time) {
 		st.stage, st.uid, st.pod = stageAbsent, "", nil
 	}
 	st.nextAttempt = st.attempt
+}
+
+// keepRestarts folds the in-place restarts of the instance about to go
+// into restartsBefore, where they stay counted once it is gone: a whole-job
+// restart does not undo a launcher's own failures. Only the stages whose
+// restarts the view counts (observe) have any to fold.
+func (st *replicaState) keepRestarts() {
+	switch st.stage {
+	case stageObserved, stageVanished, stageLost:
+		st.restartsBefore += st.last.Restarts
+	}
 }
 
 // restartsSoFar is this replica's share of the job's restarts before its

@@ -650,6 +650,22 @@ func regressions() []regression {
 		},
 		counted: 1, phase: result.PhaseFailed, reason: result.ReasonBackoffLimitExceeded, restarts: 1,
 	}, {
+		// Found by a 100,000-schedule soak (seed 4500057151): the launcher
+		// of the job's second attempt exited 1, its own failure, and
+		// restarted in place; a worker's node stopped answering later, and
+		// the free whole-job restart for it dropped the launcher's restart
+		// from the count. A whole-job restart keeps the in-place restarts
+		// of the instances it removes.
+		name:  "a free whole-job restart keeps the MPI launcher's own in-place restarts counted",
+		job:   withCleanPodPolicy(withBackoffLimit(withKueue(mpiSimJob(v1alpha1.LauncherCreationAtStartup, 2, v1alpha1.RestartPolicyExitCode)), 2), v1alpha1.CleanPodPolicyNone),
+		nodes: 2, room: 80 * time.Second,
+		faults: []fault{
+			breaksLauncher(fault{at: 27 * time.Second, kind: faultExit, replica: "pi-worker-1", code: 137}, 800*time.Millisecond),
+			killDuringExit(47*time.Second, "pi-launcher-0", 1, 15*time.Second),
+			{at: 86 * time.Second, kind: faultNodeDown, node: simNodeOf("pi-worker-1", 2), lasts: 70 * time.Second},
+		},
+		counted: 2, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 2,
+	}, {
 		// Review item 6: a panic in a parallel create ended the process.
 		name: "a panic in a pod create ends the run Failed and torn down",
 		job:  tfJob(v1alpha1.RestartPolicyExitCode), nodes: 2,
