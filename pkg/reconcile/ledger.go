@@ -17,7 +17,8 @@ import (
 // ledgerJob is the restart ledger's key of whole-job restarts.
 const ledgerJob = "job"
 
-// ledgerEntry is one replica's last counted recreation, or the job's last
+// ledgerEntry is one replica's last recreation that carried restarts
+// (counted, or free after in-place restarts), or the job's last
 // whole-job restart (counted or not: its attempt is what a run that
 // re-attaches before the next attempt's pods exist goes on from).
 type ledgerEntry struct {
@@ -31,9 +32,10 @@ type ledgerEntry struct {
 	Attempt int `json:"attempt,omitempty"`
 }
 
-// restartLedger is written ahead of every counted delete, on the job's
-// first Service, so that the count survives a step that dies before the
-// replacement (which carries it in its annotations) is created.
+// restartLedger is written ahead of every counted delete (and of a free
+// one whose instance restarted in place), on the job's first Service, so
+// that the count survives a step that dies before the replacement (which
+// carries it in its annotations) is created.
 type restartLedger map[string]ledgerEntry
 
 // ledgerService names the Service that carries the ledger ("" when the job

@@ -666,6 +666,21 @@ func regressions() []regression {
 		},
 		counted: 2, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 2,
 	}, {
+		// Found by the same soak (seed 4500016334): the launcher exited 143
+		// and restarted in place, then the pod garbage collector removed it;
+		// a quota refused its free replacement until the step gave up, and
+		// the step that re-attached found no trace of the in-place restart.
+		// A free recreation records the restarts it carries in the ledger.
+		name:  "an MPI launcher's in-place restart counts after a quota kept its free replacement past the step's end",
+		job:   withCleanPodPolicy(withBackoffLimit(withKueue(mpiSimJob(v1alpha1.LauncherCreationAtStartup, 2, v1alpha1.RestartPolicyNever)), 1), v1alpha1.CleanPodPolicyNone),
+		nodes: 3, room: 80 * time.Second,
+		faults: []fault{
+			{at: 30 * time.Second, kind: faultExit, replica: "pi-launcher-0", code: 143},
+			{at: 63 * time.Second, kind: faultDisruption, replica: "pi-launcher-0", disruption: "podgc"},
+			{at: 92 * time.Second, kind: faultQuota, lasts: 121 * time.Second},
+		},
+		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 1,
+	}, {
 		// Review item 6: a panic in a parallel create ended the process.
 		name: "a panic in a pod create ends the run Failed and torn down",
 		job:  tfJob(v1alpha1.RestartPolicyExitCode), nodes: 2,
