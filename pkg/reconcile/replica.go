@@ -290,7 +290,7 @@ func (st *replicaState) recreateStarted(now time.Time, counted bool) {
 		st.recreations++
 	}
 	st.restartDecided = ""
-	st.restartsBefore += st.last.Restarts
+	st.keepRestarts()
 }
 
 // release gives back an instance for a gang retry once its delete landed
@@ -308,15 +308,14 @@ func (st *replicaState) release(now time.Time) {
 	st.nextAttempt = st.attempt
 }
 
-// keepRestarts folds the in-place restarts of the instance about to go
-// into restartsBefore, where they stay counted once it is gone: a whole-job
-// restart does not undo a launcher's own failures. Only the stages whose
-// restarts the view counts (observe) have any to fold.
+// keepRestarts folds the in-place restarts of the instance going into
+// restartsBefore, where they stay counted once it is gone (a whole-job
+// restart does not undo a launcher's own failures), whatever its stage: the
+// informer may have delivered its delete already. Taken out of st.last, they
+// are folded once, and a next instance not seen yet brings none of them.
 func (st *replicaState) keepRestarts() {
-	switch st.stage {
-	case stageObserved, stageVanished, stageLost:
-		st.restartsBefore += st.last.Restarts
-	}
+	st.restartsBefore += st.last.Restarts
+	st.last.Restarts = 0
 }
 
 // restartsSoFar is this replica's share of the job's restarts before its

@@ -256,3 +256,35 @@ func TestAdoptedReplicaContinuesTheRestartCount(t *testing.T) {
 		t.Errorf("after one more recreation: restarts %d, next attempt %d; want 3, 3", st.restartsSoFar(), st.nextAttempt)
 	}
 }
+
+// A release keeps the in-place restarts of the instance it removes, also
+// when the informer delivered its delete before the call returned, and only
+// once: the next instance, created but not seen yet, brings none of them.
+func TestReleaseKeepsTheInPlaceRestartsOnce(t *testing.T) {
+	now := time.Unix(1000, 0)
+	for _, deliveredFirst := range []bool{false, true} {
+		st := newReplicaState(policy.ReplicaID{Type: v1alpha1.ReplicaTypeLauncher}, "job-launcher-0")
+		if err := st.createAccepted("a", 0, now, podWithUID("a")); err != nil {
+			t.Fatal(err)
+		}
+		st.last.Restarts = 2 // what the view last counted of instance a
+		st.deleteSent()
+		if deliveredFirst {
+			st.podDeleted("a")
+		}
+		st.release(now)
+		if st.restartsSoFar() != 2 {
+			t.Errorf("delete delivered first %v: restarts so far %d after the release, want 2", deliveredFirst, st.restartsSoFar())
+		}
+		if st.stage == stageRemoving {
+			st.podDeleted("a")
+		}
+		if err := st.createAccepted("b", 0, now, nil); err != nil {
+			t.Fatal(err)
+		}
+		st.release(now)
+		if st.restartsSoFar() != 2 {
+			t.Errorf("delete delivered first %v: restarts so far %d after releasing the next instance unseen, want still 2", deliveredFirst, st.restartsSoFar())
+		}
+	}
+}
