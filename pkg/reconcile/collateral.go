@@ -92,9 +92,17 @@ func (c *Controller) collateralWhileAway() {
 		return
 	}
 	launcher.collateral = inPlaceRestarts(launcher.pod)
-	if !first.IsZero() && !started.IsZero() && !cameAfter(started, first) {
+	if !started.IsZero() && !cameAfter(started, first) {
 		launcher.collateral = 1
 	}
+}
+
+// workerEnded reports whether a worker's current instance ended, is lost
+// or is being removed (a whole-job restart removes them all); called with
+// the controller's mutex held.
+func (c *Controller) workerEnded() bool {
+	_, ended := c.firstWorkerEnd()
+	return ended
 }
 
 // firstWorkerEnd is the earliest end of the workers whose current instance
@@ -146,20 +154,6 @@ func (c *Controller) lastRunOf(t v1alpha1.ReplicaType, pod *corev1.Pod) (exited,
 		return last.FinishedAt.Time, last.StartedAt.Time
 	}
 	return time.Time{}, time.Time{}
-}
-
-// workerEnded reports whether a worker's current instance ended, is lost
-// or is being removed (a whole-job restart removes them all); called with
-// the controller's mutex held.
-func (c *Controller) workerEnded() bool {
-	for _, id := range c.order {
-		if id.Type == v1alpha1.ReplicaTypeWorker {
-			if ended, _ := c.workerEndedAt(c.replicas[id]); ended {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // podEnded reports whether pod failed, is being deleted or is marked for

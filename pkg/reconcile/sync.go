@@ -477,15 +477,16 @@ func (c *Controller) recreate(ctx context.Context, ids []policy.ReplicaID, count
 			st.deleteSent()
 		}
 		plans = append(plans, plan{st: st, doomed: doomed, cause: cause})
-		switch {
-		case counted:
-			st.restartDecided = st.uid
-			entries[st.name] = ledgerEntry{UID: st.uid, Restarts: st.restartsSoFar() + 1 + st.last.Restarts}
-		case st.last.Restarts > 0:
-			// A free recreation still carries the instance's in-place
-			// restarts to its replacement, which a quota may keep from
-			// being created before this run ends.
-			entries[st.name] = ledgerEntry{UID: st.uid, Restarts: st.restartsSoFar() + st.last.Restarts}
+		// A free recreation still carries the instance's in-place restarts
+		// to its replacement, which a quota may keep from being created
+		// before this run ends.
+		if counted || st.last.Restarts > 0 {
+			restarts := st.restartsSoFar() + st.last.Restarts
+			if counted {
+				st.restartDecided = st.uid
+				restarts++
+			}
+			entries[st.name] = ledgerEntry{UID: st.uid, Restarts: restarts}
 		}
 	}
 	c.mu.Unlock()
