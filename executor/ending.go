@@ -90,8 +90,10 @@ func (r *runEnd) carryOut(ctx context.Context, decision policy.Decision, superse
 			facts.Lease, facts.RetakeFailure = r.retakeLease(teardownCtx)
 			continue
 		case policy.TearDown:
-			view = r.ctrl.View()
 			facts.Teardown = r.tearDown(teardownCtx, e.DeleteAll)
+			// The view the cleanup planned from: a replica that ended
+			// since the last sync was kept, and the outputs say so.
+			view = r.ctrl.View()
 			continue
 		case policy.LeaveObjects:
 			view = r.ctrl.View()

@@ -623,8 +623,9 @@ func (c *Controller) syncRecovered(ctx context.Context) (d policy.Decision, err 
 	return c.sync(ctx)
 }
 
-// View returns the last view of the job the controller decided on, or the
-// replicas as they stand when it decided nothing yet.
+// View returns the last view of the job the controller decided on (after
+// Cleanup, the one its deletions were planned from), or the replicas as
+// they stand when it decided nothing yet.
 func (c *Controller) View() policy.View {
 	v := c.view
 	if v.Job == nil {

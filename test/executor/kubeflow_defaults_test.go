@@ -13,7 +13,9 @@ import (
 // A TFJob that leaves cleanPodPolicy unset keeps nothing running once its
 // step ended: the operator's default None would keep the parameter server
 // (and its GPUs) until someone deleted the TFJob, which in a workflow
-// nobody does. The run says so when it starts.
+// nobody does. The run says so when it starts. The job succeeds when both
+// workers have (AllWorkers): under the default policy worker 0's success
+// ends it, and a worker 1 still running then is rightly deleted.
 func TestKubeflowTFJobWithoutCleanPodPolicyLeavesNoRunningPod(t *testing.T) {
 	t.Parallel()
 	c := cluster.Get(t)
@@ -22,6 +24,7 @@ func TestKubeflowTFJobWithoutCleanPodPolicyLeavesNoRunningPod(t *testing.T) {
 kind: TFJob
 metadata: {name: tfps}
 spec:
+  successPolicy: AllWorkers
   tfReplicaSpecs:
     PS:
       replicas: 1
