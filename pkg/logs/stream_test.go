@@ -177,11 +177,16 @@ func TestPodStreamerDoesNotRepeatReplayedLinesAcrossRestarts(t *testing.T) {
 	server.add(stamped(4, "restarted"))
 	streamer.Observe(replicaPod("a", running(1)), "worker-0", testContainer)
 	testutil.Eventually(t, 5*time.Second, "the restarted instance's line", func() bool { return len(outputLines(&out)) == 4 })
+	// The old instance's read of its rest may have printed that line: wait
+	// for the new instance's own follow, or a later retirement would find it
+	// not yet following and read its log once.
+	testutil.Eventually(t, 5*time.Second, "the restarted instance's follow", func() bool { return len(server.requestsMade()) == 3 })
 
 	// Then the pod is recreated and logs another line.
 	server.add(stamped(1500, "recreated"))
 	streamer.Observe(replicaPod("b", running(0)), "worker-0", testContainer)
 	testutil.Eventually(t, 5*time.Second, "the recreated pod's line", func() bool { return len(outputLines(&out)) == 5 })
+	testutil.Eventually(t, 5*time.Second, "the recreated pod's follow", func() bool { return len(server.requestsMade()) == 4 })
 
 	testutil.Eventually(t, 5*time.Second, "the restarted container's old stream to be cancelled", func() bool {
 		return server.requestsMade()[0].ctx.Err() != nil
