@@ -27,6 +27,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -166,14 +167,20 @@ func (e *e2e) enforceRestricted(t *testing.T) {
 	if _, err := e.c.Client.CoreV1().Namespaces().Patch(ctx, e.namespace, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatalf("enforcing PodSecurity restricted in %s: %v", e.namespace, err)
 	}
-	// The label holds at once: a root pod is refused.
+	// The admission reads namespaces from its own cache: the label holds once
+	// a pod that sets no securityContext is refused for it.
 	root := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "root-probe", Namespace: e.namespace},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: pythonImage}}},
 	}
-	if _, err := e.c.Client.CoreV1().Pods(e.namespace).Create(ctx, root, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err == nil {
-		t.Fatalf("namespace %s labelled restricted still admits a pod that sets no securityContext", e.namespace)
-	}
+	testutil.Eventually(t, 10*time.Second, "namespace "+e.namespace+" labelled restricted to refuse a pod that sets no securityContext",
+		func(ctx context.Context) (bool, error) {
+			_, err := e.c.Client.CoreV1().Pods(e.namespace).Create(ctx, root, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if err == nil {
+				return false, fmt.Errorf("the dry-run create was admitted")
+			}
+			return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "PodSecurity"), err
+		})
 }
 
 // startShared builds trainstep's image (what `make image IMAGE=<localImage>` runs), starts
