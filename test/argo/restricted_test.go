@@ -14,7 +14,6 @@ import (
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/trainstep/trainstep/pkg/render"
 	"github.com/trainstep/trainstep/pkg/spec"
@@ -188,17 +187,7 @@ func TestEveryShippedPodPassesPodSecurityRestricted(t *testing.T) {
 	ns := c.Namespace(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	patch := []byte(`{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"restricted","pod-security.kubernetes.io/enforce-version":"latest"}}}`)
-	if _, err := c.Client.CoreV1().Namespaces().Patch(ctx, ns, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	root := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "example.com/probe:1"}}},
-	}
-	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, root, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err == nil {
-		t.Fatalf("namespace %s labelled restricted admits a pod that sets no securityContext", ns)
-	}
+	c.EnforceRestricted(t, ns)
 
 	pods := shippedPods(t, cat, ns)
 	// Two job manifests, the train template's callers and the templates' steps at least.

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
 	"github.com/trainstep/trainstep/internal/testutil"
@@ -145,6 +146,32 @@ func (c *Cluster) NamespaceWithPrefix(t testing.TB, prefix string) string {
 		t.Fatal(err)
 	}
 	return ns.Name
+}
+
+// EnforceRestricted labels namespace ns pod-security.kubernetes.io/enforce: restricted and
+// waits until the API server refuses a pod there that sets no securityContext: the
+// PodSecurity admission reads namespaces from its own cache, so the label does not hold at
+// once.
+func (c *Cluster) EnforceRestricted(t testing.TB, ns string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	patch := []byte(`{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"restricted","pod-security.kubernetes.io/enforce-version":"latest"}}}`)
+	if _, err := c.Client.CoreV1().Namespaces().Patch(ctx, ns, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("enforcing PodSecurity restricted in %s: %v", ns, err)
+	}
+	probe := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "root-probe", Namespace: ns},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "example.com/probe:1"}}},
+	}
+	testutil.Eventually(t, 10*time.Second, "namespace "+ns+" labelled restricted to refuse a pod that sets no securityContext",
+		func(ctx context.Context) (bool, error) {
+			_, err := c.Client.CoreV1().Pods(ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if err == nil {
+				return false, fmt.Errorf("the dry-run create was admitted")
+			}
+			return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "PodSecurity"), err
+		})
 }
 
 // ServiceAccountToken returns a one-hour token for ServiceAccount ns/sa, minted with the

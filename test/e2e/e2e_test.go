@@ -27,11 +27,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
@@ -149,38 +147,11 @@ func setUp(t *testing.T) *e2e {
 			t.Logf("%s\ncomponent logs:\n%s", e.podSummary(t), e.c.LogTails(40))
 		}
 	})
-	e.enforceRestricted(t)
+	e.c.EnforceRestricted(t, e.namespace)
 	root := repoRoot(t)
 	e.applyDeploy(t, root)
 	e.applyTemplate(t, root)
 	return e
-}
-
-// enforceRestricted labels the test's namespace pod-security.kubernetes.io/enforce:
-// restricted: from then on the API server refuses every pod of it that the profile does not
-// allow.
-func (e *e2e) enforceRestricted(t *testing.T) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	patch := []byte(`{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"restricted","pod-security.kubernetes.io/enforce-version":"latest"}}}`)
-	if _, err := e.c.Client.CoreV1().Namespaces().Patch(ctx, e.namespace, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatalf("enforcing PodSecurity restricted in %s: %v", e.namespace, err)
-	}
-	// The admission reads namespaces from its own cache: the label holds once
-	// a pod that sets no securityContext is refused for it.
-	root := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "root-probe", Namespace: e.namespace},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: pythonImage}}},
-	}
-	testutil.Eventually(t, 10*time.Second, "namespace "+e.namespace+" labelled restricted to refuse a pod that sets no securityContext",
-		func(ctx context.Context) (bool, error) {
-			_, err := e.c.Client.CoreV1().Pods(e.namespace).Create(ctx, root, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-			if err == nil {
-				return false, fmt.Errorf("the dry-run create was admitted")
-			}
-			return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "PodSecurity"), err
-		})
 }
 
 // startShared builds trainstep's image (what `make image IMAGE=<localImage>` runs), starts

@@ -1,14 +1,11 @@
 package executor_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/trainstep/trainstep/executor"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
@@ -25,12 +22,7 @@ func TestAPodTheNamespaceRefusesIsInvalidAndCreatesNothing(t *testing.T) {
 	t.Parallel()
 	c := cluster.Get(t)
 	ns := c.Namespace(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	patch := []byte(`{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"restricted","pod-security.kubernetes.io/enforce-version":"latest"}}}`)
-	if _, err := c.Client.CoreV1().Namespaces().Patch(ctx, ns, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	c.EnforceRestricted(t, ns)
 
 	job := newJob("refused", v1alpha1.FrameworkTensorFlow).replicas(worker, 2, exitsAfter("2s", 0))
 	start := time.Now()
