@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -110,6 +112,22 @@ func startWith(t *testing.T, job *v1alpha1.TrainJob, setup func(h *harness, o *O
 		}
 		return false, nil, nil
 	})
+	// The fake's watch starts from now, whatever resourceVersion the
+	// reflector asks for: an object created between an informer's List and
+	// its Watch would never reach the cache. Run starts once every informer
+	// watches.
+	var watches atomic.Int32
+	h.client.PrependWatchReactor("*", func(action k8stesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if w, ok := action.(k8stesting.WatchActionImpl); ok {
+			opts = w.ListOptions
+		}
+		w, err := h.client.Tracker().Watch(action.GetResource(), action.GetNamespace(), opts)
+		if err == nil {
+			watches.Add(1)
+		}
+		return true, w, err
+	})
 	opts := Options{Core: h.client.CoreV1(), Job: job, Identity: id, Renderer: renderer, Desired: desired,
 		Rule: frameworks.SuccessRuleFor(job), Timeouts: policy.Timeouts{Stuck: time.Hour, Pending: time.Hour}, Logger: testLogger(t)}
 	if setup != nil {
@@ -121,6 +139,7 @@ func startWith(t *testing.T, job *v1alpha1.TrainJob, setup func(h *harness, o *O
 	if err := h.ctrl.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	testutil.Eventually(t, waitTimeout, "every informer to watch", func() bool { return int(watches.Load()) >= len(h.ctrl.informers) })
 	go func() {
 		d, err := h.ctrl.Run(ctx)
 		if err != nil && h.runErr == nil {
