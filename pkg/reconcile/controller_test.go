@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/uuid"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -112,22 +110,6 @@ func startWith(t *testing.T, job *v1alpha1.TrainJob, setup func(h *harness, o *O
 		}
 		return false, nil, nil
 	})
-	// The fake's watch starts from now, whatever resourceVersion the
-	// reflector asks for: an object created between an informer's List and
-	// its Watch would never reach the cache. Run starts once every informer
-	// watches.
-	var watches atomic.Int32
-	h.client.PrependWatchReactor("*", func(action k8stesting.Action) (bool, watch.Interface, error) {
-		var opts metav1.ListOptions
-		if w, ok := action.(k8stesting.WatchActionImpl); ok {
-			opts = w.ListOptions
-		}
-		w, err := h.client.Tracker().Watch(action.GetResource(), action.GetNamespace(), opts)
-		if err == nil {
-			watches.Add(1)
-		}
-		return true, w, err
-	})
 	opts := Options{Core: h.client.CoreV1(), Job: job, Identity: id, Renderer: renderer, Desired: desired,
 		Rule: frameworks.SuccessRuleFor(job), Timeouts: policy.Timeouts{Stuck: time.Hour, Pending: time.Hour}, Logger: testLogger(t)}
 	if setup != nil {
@@ -139,7 +121,20 @@ func startWith(t *testing.T, job *v1alpha1.TrainJob, setup func(h *harness, o *O
 	if err := h.ctrl.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, waitTimeout, "every informer to watch", func() bool { return int(watches.Load()) >= len(h.ctrl.informers) })
+	// The fake's watch starts at its call, whatever resourceVersion the
+	// reflector asks for: an object created between an informer's List and
+	// its Watch would never reach the cache. The fake registers a watch
+	// while it holds the lock Actions takes, so a watch listed is one that
+	// delivers.
+	testutil.Eventually(t, waitTimeout, "every informer to watch", func() bool {
+		watches := 0
+		for _, a := range h.client.Actions() {
+			if a.GetVerb() == "watch" {
+				watches++
+			}
+		}
+		return watches >= len(h.ctrl.informers)
+	})
 	go func() {
 		d, err := h.ctrl.Run(ctx)
 		if err != nil && h.runErr == nil {
