@@ -50,6 +50,11 @@ type Admission struct {
 	UngatedAt time.Time
 	// RetryAt is when the next attempt may start (BackingOff).
 	RetryAt time.Time
+	// QuotaReleases counts the times this attempt's pods were given back
+	// because a ResourceQuota refused the rest. ForQuota: the backoff
+	// follows such a release, and the same attempt is tried again after it.
+	QuotaReleases int
+	ForQuota      bool
 }
 
 // Start is the state of a job before its first pod exists.
@@ -64,6 +69,9 @@ type Pods struct {
 	// Created is when each existing pod was created (its
 	// creationTimestamp), in any order; empty when not known.
 	Created []time.Time
+	// QuotaRefuses says a ResourceQuota refused some of the job's creates
+	// the last time they were tried.
+	QuotaRefuses bool
 }
 
 // existedSince is when n of the pods existed: the n-th earliest creation,
@@ -128,6 +136,8 @@ type Step struct {
 	RecheckAfter time.Duration
 	// Message explains ReleaseAll and GiveUp.
 	Message string
+	// QuotaRelease: the ReleaseAll gives back a gang a quota refused in part.
+	QuotaRelease bool
 }
 
 // recheckWhileReleasing is how often to look while released pods are still
@@ -145,7 +155,7 @@ func (p Params) Next(a Admission, pods Pods, now time.Time, jitter float64) Step
 			need = min(need, p.MinAvailable)
 		}
 		if pods.Existing < need {
-			return Step{Next: a}
+			return p.quotaRelease(a, pods, now, jitter)
 		}
 		next := a
 		next.Stage, next.UngatedAt = StageWaiting, now
@@ -190,6 +200,9 @@ func (p Params) Next(a Admission, pods Pods, now time.Time, jitter float64) Step
 		}
 		if pods.Existing > 0 {
 			return Step{Next: a, RecheckAfter: recheckWhileReleasing}
+		}
+		if a.ForQuota {
+			return Step{Action: ActionRetry, Next: Admission{Attempt: a.Attempt, Stage: StageCreating, QuotaReleases: a.QuotaReleases}}
 		}
 		return Step{Action: ActionRetry, Next: Admission{Attempt: a.Attempt + 1, Stage: StageCreating}}
 	}

@@ -165,3 +165,44 @@ func TestGangOfAnElasticJobOnMetricsIsItsStartingWorkers(t *testing.T) {
 		t.Errorf("GangSize without metrics = %d, want every slot up to maxReplicas 4", got)
 	}
 }
+
+// A built-in gang a ResourceQuota refuses in part gives back the pods it
+// created, so that it holds no part of the quota while it waits, and
+// creates the whole gang again once the quota has room; the gates are
+// lifted only then, and nothing counts as a restart.
+func TestBuiltinGangAQuotaRefusesInPartIsReleasedAndTriedAgain(t *testing.T) {
+	t.Parallel()
+	job := tfJob(v1alpha1.RestartPolicyNever)
+	job.Spec.RunPolicy.SchedulingPolicy.Gang = v1alpha1.GangBuiltin
+	h := startWith(t, job, func(hh *harness, o *Options) {
+		failFirst(hh, "create", "mnist-worker-1", 2, quotaRefusal("mnist-worker-1"))
+	})
+	names := []string{"mnist-ps-0", "mnist-worker-0", "mnist-worker-1"}
+	testutil.Eventually(h.t, waitTimeout, "every gate lifted", func() bool {
+		for _, n := range names {
+			if p := h.pod(n); p == nil || gang.HasGate(p) {
+				return false
+			}
+		}
+		return true
+	})
+	deletes, released, lifted := 0, map[string]bool{}, false
+	for _, a := range h.client.Actions() {
+		switch {
+		case a.GetVerb() == "delete" && a.GetResource().Resource == "pods":
+			deletes++
+			released[a.(k8stesting.DeleteAction).GetName()] = true
+			if lifted {
+				t.Errorf("a pod was released after the gates were lifted")
+			}
+		case a.GetVerb() == "patch" && a.GetResource().Resource == "pods":
+			lifted = true
+		}
+	}
+	if deletes == 0 || released["mnist-worker-1"] {
+		t.Errorf("released %v (%d deletes), want the pods the quota let in and not the one it refused", released, deletes)
+	}
+	if r := h.ctrl.View().Restarts; r != 0 {
+		t.Errorf("restarts = %d, want 0: a release for quota is no restart", r)
+	}
+}
