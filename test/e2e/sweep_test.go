@@ -108,7 +108,9 @@ func sweepTrialsOf(t *testing.T, wf *unstructured.Unstructured) []sweepTrial {
 	if len(trials) != sweepTrials {
 		t.Fatalf("the sweep ran %d trials, want %d; nodes:\n%s", len(trials), sweepTrials, nodeSummary(wf))
 	}
-	sort.Slice(trials, func(i, j int) bool { return len(trials[i].number) < len(trials[j].number) || trials[i].number < trials[j].number })
+	sort.Slice(trials, func(i, j int) bool {
+		return len(trials[i].number) < len(trials[j].number) || trials[i].number < trials[j].number
+	})
 	return trials
 }
 
