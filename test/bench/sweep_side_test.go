@@ -1,0 +1,289 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// sweepTimeout bounds one side of a sweep: generous, as a quota lets a
+// quarter of the trials run at a time.
+const sweepTimeout = 15 * time.Minute
+
+// sweepSide is what one side of a sweep is given.
+type sweepSide struct {
+	trials []TrialSpec
+	// gangs: the trials run under a gang; every bind is checked against its
+	// trial's live pods.
+	gangs bool
+	// prepare, when set, readies the side's namespace (a quota, a queue).
+	prepare func(t *testing.T, ns string)
+	// during, when set, runs beside the trials (the isolation check's kills).
+	during func(ctx context.Context, steps map[string]*trialStep, tracker *SweepTracker) error
+}
+
+// sweepMeter measures what the API server did during a side's run.
+type sweepMeter struct {
+	h      *harness
+	launch *LaunchMeter
+	load   APIServerLoad
+}
+
+// startSweepMeter waits for a quiet cluster (Quiesce), as every launch of
+// the bench starts from, then reads kube-apiserver's metrics.
+func (h *harness) startSweepMeter(ctx context.Context) (*sweepMeter, IdleWait, error) {
+	client := h.admin.CoreV1().RESTClient()
+	launch, idle, err := Quiesce(ctx, client)
+	if err != nil {
+		return nil, idle, err
+	}
+	m := &sweepMeter{h: h, launch: launch}
+	if m.load, err = ReadAPIServerLoad(ctx, client); err != nil {
+		return nil, idle, err
+	}
+	return m, idle, m.launch.Start()
+}
+
+// stop fills what the API server did since start into run.
+func (m *sweepMeter) stop(ctx context.Context, run *SweepRun) error {
+	cost, err := m.launch.Stop(ctx)
+	if err != nil {
+		return err
+	}
+	load, err := ReadAPIServerLoad(ctx, m.h.admin.CoreV1().RESTClient())
+	if err != nil {
+		return err
+	}
+	load = load.Since(m.load)
+	run.APIServerCPU, run.EtcdCPU = cost.CPU["kube-apiserver"], cost.CPU["etcd"]
+	run.P50, run.P99, run.ServerRequests, run.Throttled = load.Quantile(0.5), load.Quantile(0.99), load.Requests(), load.Throttled
+	run.StoreWrites = cost.Writes.Total()
+	run.Cost = cost.String()
+	return nil
+}
+
+// sweepSteps are a trainstep side's steps, by trial, and its tracker.
+type sweepSteps struct {
+	steps   map[string]*trialStep
+	tracker *SweepTracker
+}
+
+// runSweepTrainstep starts every trial's step at once, as Argo starts a
+// sweep's steps, each in a step pod created before, and follows them to
+// their end.
+func (h *harness) runSweepTrainstep(t *testing.T, side sweepSide) (SweepRun, sweepSteps, error) {
+	run := SweepRun{Load: LoadAverage()}
+	sn := h.newSweepNamespace(t)
+	if side.prepare != nil {
+		side.prepare(t, sn.ns)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sweepTimeout)
+	defer cancel()
+	steps := map[string]*trialStep{}
+	stepPods := make([]*corev1.Pod, len(side.trials))
+	for _, trial := range side.trials {
+		steps[trial.Name] = newTrialStep(t, h, sn, trial)
+	}
+	err := forEach(len(side.trials), func(i int) (err error) {
+		stepPods[i], err = steps[side.trials[i].Name].createStepPod(ctx, 0)
+		return err
+	})
+	if err != nil {
+		return run, sweepSteps{}, err
+	}
+	tracker, err := TrackSweep(ctx, h.c.Config, sn.ns, side.trials, side.gangs)
+	if err != nil {
+		return run, sweepSteps{}, err
+	}
+	meter, idle, err := h.startSweepMeter(ctx)
+	if err != nil {
+		return run, sweepSteps{}, err
+	}
+	t.Logf("trainstep, %d trials: started %s", len(side.trials), idle)
+	start := time.Now()
+	for i, trial := range side.trials {
+		steps[trial.Name].start(ctx, stepPods[i])
+	}
+	duringErr := make(chan error, 1)
+	if side.during != nil {
+		go func() { duringErr <- side.during(ctx, steps, tracker) }()
+	} else {
+		duringErr <- nil
+	}
+	all := make([]*trialStep, 0, len(steps))
+	for _, trial := range side.trials {
+		all = append(all, steps[trial.Name])
+	}
+	if err := waitSteps(ctx, all); err != nil {
+		return run, sweepSteps{steps, tracker}, err
+	}
+	run.AllDone = lastExit(all).Sub(start)
+	if at := tracker.AllRunningAt(); !at.IsZero() {
+		run.AllRunning = at.Sub(start)
+	}
+	if err := meter.stop(ctx, &run); err != nil {
+		return run, sweepSteps{steps, tracker}, err
+	}
+	if err := <-duringErr; err != nil {
+		run.Problems = append(run.Problems, err.Error())
+	}
+	run.Spans = tracker.RunningSpans(start)
+	run.Steps, run.TypicalRequests = summarizeSteps(all)
+	run.TypicalTimeline = typicalTimeline(all)
+	for _, s := range all {
+		run.Retried += len(s.attempts) - 1
+		run.Problems = append(run.Problems, s.problems()...)
+	}
+	run.Problems = append(run.Problems, trackerProblems(tracker, side)...)
+	if run.AllRunning == 0 {
+		run.Problems = append(run.Problems, "not every trial had all its replicas running at once")
+	}
+	return run, sweepSteps{steps, tracker}, nil
+}
+
+// trackerProblems are the trials the tracker saw duplicated or admitted
+// with half a gang; without a gang (nothing is given back), also those
+// with a pod made twice.
+func trackerProblems(tracker *SweepTracker, side sweepSide) []string {
+	var out []string
+	checks := tracker.Checks()
+	for _, trial := range side.trials {
+		c := checks[trial.Name]
+		switch {
+		case c.Duplicated():
+			out = append(out, fmt.Sprintf("%s duplicated: %d pods lived at once for %d replicas", trial.Name, c.MostLive, c.Replicas))
+		case !side.gangs && c.Pods != c.Replicas:
+			out = append(out, fmt.Sprintf("%s: %d pods made for %d replicas", trial.Name, c.Pods, c.Replicas))
+		}
+		for _, h := range c.HalfAdmitted {
+			out = append(out, fmt.Sprintf("%s half admitted: %s", trial.Name, h))
+		}
+	}
+	return out
+}
+
+// summarizeSteps sums each step's attempts, and returns the request counts
+// of the step with the median number of requests.
+func summarizeSteps(steps []*trialStep) ([]StepSummary, map[string]int) {
+	out := make([]StepSummary, 0, len(steps))
+	byTotal := map[string]map[string]int{}
+	for _, s := range steps {
+		sum := StepSummary{Trial: s.trial.Name, Attempts: len(s.attempts)}
+		all := map[string]int{}
+		for _, a := range s.attempts {
+			sum.Exit, sum.Stages = a.exit.Code, a.stages
+			sum.PeakRSSBytes = max(sum.PeakRSSBytes, a.exit.PeakRSS)
+			sum.CPU += a.exit.CPU
+			sum.Throttled += a.throttled
+			for k, n := range a.requests {
+				all[k] += n
+			}
+		}
+		sum.count(all)
+		byTotal[s.trial.Name] = all
+		out = append(out, sum)
+	}
+	sorted := append([]StepSummary(nil), out...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Requests < sorted[j].Requests })
+	if len(sorted) == 0 {
+		return out, nil
+	}
+	return out, byTotal[sorted[len(sorted)/2].Trial]
+}
+
+// typicalTimeline is the --timeline of the step whose last create came
+// with the median one's.
+func typicalTimeline(steps []*trialStep) string {
+	var firsts []stepAttempt
+	for _, s := range steps {
+		if a := s.attempts[0]; a.stages["last create"] > 0 {
+			firsts = append(firsts, a)
+		}
+	}
+	if len(firsts) == 0 {
+		return ""
+	}
+	sort.Slice(firsts, func(i, j int) bool { return firsts[i].stages["last create"] < firsts[j].stages["last create"] })
+	return firsts[len(firsts)/2].timeline
+}
+
+// runSweepBaseline creates the objects `trainstep render` prints for every
+// trial from the plain client-go loop, as the trainstep ServiceAccount, and
+// waits until every trial's pods ran and ended.
+func (h *harness) runSweepBaseline(t *testing.T, side sweepSide) (SweepRun, error) {
+	run := SweepRun{Load: LoadAverage()}
+	sn := h.newSweepNamespace(t)
+	ctx, cancel := context.WithTimeout(context.Background(), sweepTimeout)
+	defer cancel()
+	var all Objects
+	for _, trial := range side.trials {
+		objs, err := Render(ctx, h.binary, newTrialStep(t, h, sn, trial).file, sn.ns)
+		if err != nil {
+			return run, err
+		}
+		all.NetworkPolicies = append(all.NetworkPolicies, objs.NetworkPolicies...)
+		all.ConfigMaps = append(all.ConfigMaps, objs.ConfigMaps...)
+		all.Services = append(all.Services, objs.Services...)
+		all.Pods = append(all.Pods, objs.Pods...)
+	}
+	client, err := UnlimitedClient(sn.config)
+	if err != nil {
+		return run, err
+	}
+	tracker, err := TrackSweep(ctx, h.c.Config, sn.ns, side.trials, false)
+	if err != nil {
+		return run, err
+	}
+	meter, idle, err := h.startSweepMeter(ctx)
+	if err != nil {
+		return run, err
+	}
+	t.Logf("baseline, %d trials: started %s", len(side.trials), idle)
+	start := time.Now()
+	if err := createBaseline(ctx, client, all, func() {}); err != nil {
+		return run, fmt.Errorf("baseline creates: %w", err)
+	}
+	if err := tracker.WaitFor(ctx, "every trial running", func(c SweepCounts) bool { return c.AllRunning == len(side.trials) }); err != nil {
+		return run, err
+	}
+	run.AllRunning = tracker.AllRunningAt().Sub(start)
+	if err := tracker.WaitFor(ctx, "every pod ended", func(c SweepCounts) bool { return c.Ended == len(all.Pods) }); err != nil {
+		return run, err
+	}
+	run.AllDone = time.Since(start)
+	if err := meter.stop(ctx, &run); err != nil {
+		return run, err
+	}
+	run.Spans = tracker.RunningSpans(start)
+	run.Problems = trackerProblems(tracker, sweepSide{trials: side.trials})
+	return run, nil
+}
+
+// quotaNamespace puts a ResourceQuota of gpus GPUs on namespace ns.
+func (h *harness) quotaNamespace(t *testing.T, ns string, gpus int64) {
+	t.Helper()
+	quota := &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "gpus"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{
+			corev1.ResourceName("requests." + string(ResourceGPU)): *resource.NewQuantity(gpus, resource.DecimalSI),
+		}},
+	}
+	if _, err := h.admin.CoreV1().ResourceQuotas(ns).Create(context.Background(), quota, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating the ResourceQuota: %v", err)
+	}
+	// The quota admits nothing until the controller manager counted it.
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		q, err := h.admin.CoreV1().ResourceQuotas(ns).Get(ctx, quota.Name, metav1.GetOptions{})
+		return err == nil && q.Status.Hard != nil, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for the ResourceQuota's status: %v", err)
+	}
+}
