@@ -60,6 +60,11 @@ type SweepRun struct {
 	// TypicalTimeline is the --timeline of the step with the median last
 	// create, for the log.
 	TypicalTimeline string `json:"-"`
+	// ThrottledRequests are the steps' requests turned away with 429, by
+	// "verb resource", all steps together.
+	ThrottledRequests map[string]int `json:",omitempty"`
+	// StepProfile is `go tool pprof -top` of one step's CPU profile.
+	StepProfile string `json:",omitempty"`
 	// Retried counts the steps' attempts after their first: exits 12 that
 	// Argo retries, and the isolation check's kills.
 	Retried int `json:",omitempty"`

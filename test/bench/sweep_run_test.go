@@ -87,6 +87,8 @@ type trialStep struct {
 	file    string
 	dir     string
 	started time.Time // the sweep's start
+	// profiled: the step's first attempt runs with --cpu-profile.
+	profiled bool
 
 	mu       sync.Mutex
 	proc     *Process
@@ -102,13 +104,15 @@ type stepAttempt struct {
 	stepUID   types.UID
 	exit      Exit
 	requests  map[string]int
-	throttled int
+	throttled map[string]int
 	phase     string
 	replicas  string // the replicas.json output
 	restarts  string
 	// timeline is its --timeline table, stages when it reached LaunchStages.
 	timeline string
 	stages   map[string]time.Duration
+	// cpuProfile is its --cpu-profile, when the step is the one profiled.
+	cpuProfile string
 }
 
 func newTrialStep(t *testing.T, h *harness, sn sweepNamespace, trial TrialSpec) *trialStep {
@@ -192,9 +196,13 @@ func (s *trialStep) runAttempt(ctx context.Context, pod *corev1.Pod, attempt int
 	timeline := filepath.Join(dir, "timeline.txt")
 	args := append(s.trial.IdentityArgs(), "--owner-pod", pod.Name, "--owner-uid", string(pod.UID),
 		"--workflow-name", "bench-sweep", "--trainer-status-address", "127.0.0.1:0", "--timeline", timeline)
+	if s.profiled && attempt == 0 {
+		a.cpuProfile = filepath.Join(dir, "cpu.pprof")
+		args = append(args, "--cpu-profile", a.cpuProfile)
+	}
 	s.mu.Lock()
 	p, err := StartTrainstep(RunOptions{Binary: s.h.binary, Kubeconfig: s.sn.kubeconfig, Namespace: s.sn.ns, JobFile: s.file,
-		Dir: dir, ExtraArgs: args, MemorySample: stepMemorySample})
+		Dir: dir, ExtraArgs: args, MemorySample: stepMemorySample, Env: s.h.stepEnv})
 	s.proc = p
 	s.mu.Unlock()
 	if err != nil {

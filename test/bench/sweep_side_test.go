@@ -34,6 +34,26 @@ type sweepMeter struct {
 	h      *harness
 	launch *LaunchMeter
 	load   APIServerLoad
+	// cpu is this cluster's kube-apiserver's and etcd's CPU time at the
+	// start, read by their process IDs: other clusters on the machine run
+	// programs of the same names.
+	cpu map[string]time.Duration
+}
+
+// sweepMetered are the components whose CPU a sweep side reports.
+var sweepMetered = []string{"kube-apiserver", "etcd"}
+
+func (m *sweepMeter) componentCPU() (map[string]time.Duration, error) {
+	pids := m.h.c.ComponentPIDs()
+	out := map[string]time.Duration{}
+	for _, name := range sweepMetered {
+		cpu, err := processCPU(pids[name])
+		if err != nil {
+			return nil, err
+		}
+		out[name] = cpu
+	}
+	return out, nil
 }
 
 // startSweepMeter waits for a quiet cluster (Quiesce), as every launch of
@@ -46,6 +66,9 @@ func (h *harness) startSweepMeter(ctx context.Context) (*sweepMeter, IdleWait, e
 	}
 	m := &sweepMeter{h: h, launch: launch}
 	if m.load, err = ReadAPIServerLoad(ctx, client); err != nil {
+		return nil, idle, err
+	}
+	if m.cpu, err = m.componentCPU(); err != nil {
 		return nil, idle, err
 	}
 	return m, idle, m.launch.Start()
@@ -62,7 +85,11 @@ func (m *sweepMeter) stop(ctx context.Context, run *SweepRun) error {
 		return err
 	}
 	load = load.Since(m.load)
-	run.APIServerCPU, run.EtcdCPU = cost.CPU["kube-apiserver"], cost.CPU["etcd"]
+	cpu, err := m.componentCPU()
+	if err != nil {
+		return err
+	}
+	run.APIServerCPU, run.EtcdCPU = cpu["kube-apiserver"]-m.cpu["kube-apiserver"], cpu["etcd"]-m.cpu["etcd"]
 	run.P50, run.P99, run.ServerRequests, run.Throttled = load.Quantile(0.5), load.Quantile(0.99), load.Requests(), load.Throttled
 	run.StoreWrites = cost.Writes.Total()
 	run.Cost = cost.String()
@@ -91,6 +118,9 @@ func (h *harness) runSweepTrainstep(t *testing.T, side sweepSide) (SweepRun, swe
 	for _, trial := range side.trials {
 		steps[trial.Name] = newTrialStep(t, h, sn, trial)
 	}
+	// One step, in the middle of the sweep, runs profiled: where a step's CPU goes.
+	profiled := steps[side.trials[len(side.trials)/2].Name]
+	profiled.profiled = true
 	err := forEach(len(side.trials), func(i int) (err error) {
 		stepPods[i], err = steps[side.trials[i].Name].createStepPod(ctx, 0)
 		return err
@@ -135,8 +165,11 @@ func (h *harness) runSweepTrainstep(t *testing.T, side sweepSide) (SweepRun, swe
 		run.Problems = append(run.Problems, err.Error())
 	}
 	run.Spans = tracker.RunningSpans(start)
-	run.Steps, run.TypicalRequests = summarizeSteps(all)
+	run.Steps, run.TypicalRequests, run.ThrottledRequests = summarizeSteps(all)
 	run.TypicalTimeline = typicalTimeline(all)
+	if p := profiled.attempts[0].cpuProfile; p != "" {
+		run.StepProfile = pprofTop(t, h.binary, p) + "\n\nby cumulative CPU:\n" + pprofTop(t, h.binary, p, "-cum", "-nodecount=30")
+	}
 	for _, s := range all {
 		run.Retried += len(s.attempts) - 1
 		run.Problems = append(run.Problems, s.problems()...)
@@ -170,10 +203,12 @@ func trackerProblems(tracker *SweepTracker, side sweepSide) []string {
 }
 
 // summarizeSteps sums each step's attempts, and returns the request counts
-// of the step with the median number of requests.
-func summarizeSteps(steps []*trialStep) ([]StepSummary, map[string]int) {
+// of the step with the median number of requests, and the requests turned
+// away with 429 over every step.
+func summarizeSteps(steps []*trialStep) ([]StepSummary, map[string]int, map[string]int) {
 	out := make([]StepSummary, 0, len(steps))
 	byTotal := map[string]map[string]int{}
+	throttled := map[string]int{}
 	for _, s := range steps {
 		sum := StepSummary{Trial: s.trial.Name, Attempts: len(s.attempts)}
 		all := map[string]int{}
@@ -181,9 +216,12 @@ func summarizeSteps(steps []*trialStep) ([]StepSummary, map[string]int) {
 			sum.Exit, sum.Stages = a.exit.Code, a.stages
 			sum.PeakRSSBytes = max(sum.PeakRSSBytes, a.exit.PeakRSS)
 			sum.CPU += a.exit.CPU
-			sum.Throttled += a.throttled
 			for k, n := range a.requests {
 				all[k] += n
+			}
+			for k, n := range a.throttled {
+				sum.Throttled += n
+				throttled[k] += n
 			}
 		}
 		sum.count(all)
@@ -193,9 +231,9 @@ func summarizeSteps(steps []*trialStep) ([]StepSummary, map[string]int) {
 	sorted := append([]StepSummary(nil), out...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Requests < sorted[j].Requests })
 	if len(sorted) == 0 {
-		return out, nil
+		return out, nil, throttled
 	}
-	return out, byTotal[sorted[len(sorted)/2].Trial]
+	return out, byTotal[sorted[len(sorted)/2].Trial], throttled
 }
 
 // typicalTimeline is the --timeline of the step whose last create came

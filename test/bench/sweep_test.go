@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,8 +24,16 @@ import (
 
 // scenarioEnv picks what `make bench` measures: empty or "all" for
 // everything, "sweep" for the sweep scenario alone (logged, BENCHMARKS.md
-// left as it was).
-const scenarioEnv = "TRAINSTEP_BENCH_SCENARIO"
+// left as it was). The other knobs narrow the sweep scenario while working
+// on it: the sizes of its launch rounds, its parts (launch, quota,
+// isolation), and environment variables given to every step
+// ("KUBE_FEATURE_WatchListClient=true"), to see what a change would do.
+const (
+	scenarioEnv   = "TRAINSTEP_BENCH_SCENARIO"
+	sweepSizesEnv = "TRAINSTEP_BENCH_SWEEP_SIZES"
+	sweepPartsEnv = "TRAINSTEP_BENCH_SWEEP_PARTS"
+	sweepStepEnv  = "TRAINSTEP_BENCH_STEP_ENV"
+)
 
 // How long every trial's replicas run: in the launch rounds, longer than
 // the launch itself, so that no trial's end and teardown fall into the
@@ -53,17 +63,45 @@ const (
 // each size, the quota runs of every gang kind, and the isolation check.
 func (h *harness) measureSweepScenario(t *testing.T, report *Report) {
 	h.addSweepPool(t)
+	if env := os.Getenv(sweepStepEnv); env != "" {
+		h.stepEnv = strings.Split(env, ",")
+	}
 	rounds := sweepRounds
 	if os.Getenv(runsEnv) != "" {
 		rounds = benchRuns(t).small
 	}
-	for _, n := range SweepSizes {
-		report.Sweeps = append(report.Sweeps, h.measureSweep(t, n, rounds))
+	parts := os.Getenv(sweepPartsEnv)
+	part := func(name string) bool { return parts == "" || slices.Contains(strings.Split(parts, ","), name) }
+	if part("launch") {
+		for _, n := range sweepSizes(t) {
+			report.Sweeps = append(report.Sweeps, h.measureSweep(t, n, rounds))
+		}
 	}
-	for _, g := range quotaGangs {
-		report.Quotas = append(report.Quotas, h.measureQuota(t, g, TargetSweepTrials))
+	if part("quota") {
+		for _, g := range quotaGangs {
+			report.Quotas = append(report.Quotas, h.measureQuota(t, g, TargetSweepTrials))
+		}
 	}
-	report.Isolation = h.measureIsolation(t, TargetSweepTrials)
+	if part("isolation") {
+		report.Isolation = h.measureIsolation(t, TargetSweepTrials)
+	}
+}
+
+// sweepSizes are SweepSizes, or those sweepSizesEnv names.
+func sweepSizes(t *testing.T) []int {
+	value := os.Getenv(sweepSizesEnv)
+	if value == "" {
+		return SweepSizes
+	}
+	var sizes []int
+	for _, field := range strings.Split(value, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(field))
+		if err != nil || n < 1 {
+			t.Fatalf("%s: %q is not a list of trial counts", sweepSizesEnv, value)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes
 }
 
 func (h *harness) addSweepPool(t *testing.T) {
@@ -125,10 +163,12 @@ func logSweepRun(t *testing.T, side string, run SweepRun) {
 			run.StepSpread(func(s StepSummary) float64 { return float64(s.Lists) }).Format("%.0f"),
 			run.StepSpread(func(s StepSummary) float64 { return s.CPU.Seconds() }).Format("%.3f"),
 			run.StepsThrottled(), run.Retried, run.TypicalRequests)
+		t.Logf("%s steps' requests turned away with 429: %v", side, run.ThrottledRequests)
 	}
 	if len(run.Steps) > 0 {
 		t.Logf("%s steps reached, from their start: %s", side, run.StageMedians())
 		t.Logf("the timeline of the step with the median last create:\n%s", run.TypicalTimeline)
+		t.Logf("the CPU profile of one step:\n%s", run.StepProfile)
 	}
 	t.Logf("%s: %s", side, run.Cost)
 	for _, p := range run.Problems {

@@ -222,22 +222,22 @@ func (p *Process) APIRequests() (map[string]int, error) {
 	return requests, err
 }
 
-// APIStats reads the run's request counts and, apart, how many requests
-// the API server turned away with 429 (each then sent again, and counted
-// again among the requests).
-func (p *Process) APIStats() (requests map[string]int, throttled int, err error) {
+// APIStats reads the run's request counts and, apart, the requests the API
+// server turned away with 429, by "verb resource" (each then sent again, and
+// counted again among the requests).
+func (p *Process) APIStats() (requests, throttled map[string]int, err error) {
 	data, err := os.ReadFile(p.StatsFile)
 	if err != nil {
-		return nil, 0, fmt.Errorf("reading API request counts: %w", err)
+		return nil, nil, fmt.Errorf("reading API request counts: %w", err)
 	}
 	counts := map[string]int{}
 	if err := json.Unmarshal(data, &counts); err != nil {
-		return nil, 0, fmt.Errorf("decoding API request counts %s: %w", p.StatsFile, err)
+		return nil, nil, fmt.Errorf("decoding API request counts %s: %w", p.StatsFile, err)
 	}
-	requests = map[string]int{}
+	requests, throttled = map[string]int{}, map[string]int{}
 	for key, n := range counts {
-		if strings.HasPrefix(key, apistats.ThrottledPrefix) {
-			throttled += n
+		if kind, ok := strings.CutPrefix(key, apistats.ThrottledPrefix); ok {
+			throttled[kind] += n
 			continue
 		}
 		requests[key] = n
