@@ -20,6 +20,7 @@ import (
 	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/gang"
+	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/result"
 )
 
@@ -201,6 +202,10 @@ func TestBuiltinGangAQuotaRefusesInPartIsReleasedAndTriedAgain(t *testing.T) {
 	}
 	if deletes == 0 || released["mnist-worker-1"] {
 		t.Errorf("released %v (%d deletes), want the pods the quota let in and not the one it refused", released, deletes)
+	}
+	h.setStatus("mnist-worker-0", corev1.PodSucceeded, 0)
+	if d := h.decision(); d.Outcome != policy.OutcomeSucceeded {
+		t.Fatalf("decision %+v, want Succeeded", d)
 	}
 	if r := h.ctrl.View().Restarts; r != 0 {
 		t.Errorf("restarts = %d, want 0: a release for quota is no restart", r)
