@@ -74,7 +74,8 @@ func newJobLease(cfg *Config, s *preparedRun) *jobLease {
 func (l *jobLease) acquire(ctx context.Context, job string, takeBack bool, apiTimeout time.Duration) error {
 	// Taking the lease back, the API server may still be away: the elector
 	// retries, and creates the Lease itself if it went.
-	if err := ensureLease(ctx, l.conn, l.name, job, l.owner); err != nil && !takeBack {
+	created, err := ensureLease(ctx, l.conn, l.name, job, l.owner)
+	if err != nil && !takeBack {
 		return err
 	}
 	started, stopped, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
@@ -121,8 +122,12 @@ func (l *jobLease) acquire(ctx context.Context, job string, takeBack bool, apiTi
 		select {
 		case <-started:
 			l.lost, l.stop = stopped, stop
-			if err := l.own(ctx); err != nil {
-				l.log.Warn("pointing the job's lease at this step", zap.Error(err))
+			// A Lease this run created has its owner already; one an earlier
+			// attempt created is pointed at this run's.
+			if !created {
+				if err := l.own(ctx); err != nil {
+					l.log.Warn("pointing the job's lease at this step", zap.Error(err))
+				}
 			}
 			l.log.Info("holding the job's lease", zap.String("holder", l.identity))
 			return nil
@@ -147,18 +152,19 @@ func (l *jobLease) acquire(ctx context.Context, job string, takeBack bool, apiTi
 }
 
 // ensureLease creates the job's Lease, labelled and owned like the job's
-// other objects, so that the garbage collector removes it with its owner.
-func ensureLease(ctx context.Context, conn *connection, name, job string, owner *metav1.OwnerReference) error {
+// other objects, so that the garbage collector removes it with its owner;
+// created says this call made it.
+func ensureLease(ctx context.Context, conn *connection, name, job string, owner *metav1.OwnerReference) (created bool, err error) {
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: conn.namespace,
 		Labels: map[string]string{v1alpha1.LabelJobName: job}}}
 	if owner != nil {
 		lease.OwnerReferences = []metav1.OwnerReference{*owner}
 	}
-	_, err := conn.coordination.Leases(conn.namespace).Create(ctx, lease, metav1.CreateOptions{})
+	_, err = conn.coordination.Leases(conn.namespace).Create(ctx, lease, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating the job's lease %s: %w", name, err)
+		return false, fmt.Errorf("creating the job's lease %s: %w", name, err)
 	}
-	return nil
+	return err == nil, nil
 }
 
 // own points the Lease's owner at this run's owner, so that it outlives the
