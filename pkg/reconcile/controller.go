@@ -272,6 +272,10 @@ func (c *Controller) Start(ctx context.Context) error {
 			c.keepJobWide(cm, inf.GetStore())
 		}
 	}
+	for _, inf := range c.informers {
+		go inf.RunWithContext(ctx)
+	}
+	// The Secrets are read while the informers list.
 	// Secrets are read by name, not watched: list and watch would let the
 	// step read every Secret of its namespace at once. One an earlier
 	// attempt left (labelled with the job) is re-attached by adopt; the
@@ -298,9 +302,6 @@ func (c *Controller) Start(ctx context.Context) error {
 		}
 	}
 
-	for _, inf := range c.informers {
-		go inf.RunWithContext(ctx)
-	}
 	// cache.WaitForCacheSync looks every 100 ms: most of a new job's time to
 	// its first create, when the first lists take a few milliseconds.
 	allSynced := func(context.Context) (bool, error) {
