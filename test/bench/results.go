@@ -67,6 +67,9 @@ type Report struct {
 	Sweeps    []SweepResult    `json:",omitempty"`
 	Quotas    []QuotaResult    `json:",omitempty"`
 	Isolation *IsolationResult `json:",omitempty"`
+	// SweepProfile is one more run of the largest sweep, every step under
+	// --cpu-profile.
+	SweepProfile *SweepRun `json:",omitempty"`
 }
 
 // ProfileResult is one more trainstep run of a job of Replicas workers, profiled.

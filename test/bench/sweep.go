@@ -63,7 +63,8 @@ type SweepRun struct {
 	// ThrottledRequests are the steps' requests turned away with 429, by
 	// "verb resource", all steps together.
 	ThrottledRequests map[string]int `json:",omitempty"`
-	// StepProfile is `go tool pprof -top` of one step's CPU profile.
+	// StepProfile is `go tool pprof -top` of the steps' CPU profiles
+	// merged, in the run that profiles them.
 	StepProfile string `json:",omitempty"`
 	// Retried counts the steps' attempts after their first: exits 12 that
 	// Argo retries, and the isolation check's kills.
@@ -268,6 +269,12 @@ func (r Report) sweepTargets() []Target {
 	for _, s := range r.Sweeps {
 		problems = append(problems, s.Problems()...)
 		runs += len(s.Trainstep)
+	}
+	if p := r.SweepProfile; p != nil {
+		runs++
+		for _, problem := range p.Problems {
+			problems = append(problems, "the profiled run: "+problem)
+		}
 	}
 	targets = append(targets, Target{
 		Name: "lost, duplicated or half-admitted trials, every sweep round", Goal: "0",

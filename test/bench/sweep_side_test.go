@@ -3,7 +3,11 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,6 +29,9 @@ type sweepSide struct {
 	gangs bool
 	// prepare, when set, readies the side's namespace (a quota, a queue).
 	prepare func(t *testing.T, ns string)
+	// profile: every step runs with --cpu-profile, and the run keeps their
+	// profiles' top, merged.
+	profile bool
 	// during, when set, runs beside the trials (the isolation check's kills).
 	during func(ctx context.Context, steps map[string]*trialStep, tracker *SweepTracker) error
 }
@@ -54,6 +61,38 @@ func (m *sweepMeter) componentCPU() (map[string]time.Duration, error) {
 		out[name] = cpu
 	}
 	return out, nil
+}
+
+// profileAPIServer, when apiserverProfileEnv asks for it, takes a CPU
+// profile of kube-apiserver from now on, in the background, and returns
+// what logs its top once it is taken.
+func (h *harness) profileAPIServer(t *testing.T, ctx context.Context) func() {
+	seconds := os.Getenv(apiserverProfileEnv)
+	if seconds == "" {
+		return func() {}
+	}
+	done := make(chan []byte, 1)
+	go func() {
+		data, err := h.admin.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", seconds).DoRaw(ctx)
+		if err != nil {
+			t.Logf("profiling kube-apiserver: %v", err)
+		}
+		done <- data
+	}()
+	return func() {
+		data := <-done
+		if len(data) == 0 {
+			return
+		}
+		path := filepath.Join(t.TempDir(), "apiserver.pprof")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, opts := range [][]string{{"-nodecount=25"}, {"-cum", "-nodecount=60"}} {
+			out, err := exec.Command("go", append(append([]string{"tool", "pprof", "-top"}, opts...), path)...).CombinedOutput()
+			t.Logf("kube-apiserver's CPU profile (%v): %v\n%s", opts, err, out)
+		}
+	}
 }
 
 // startSweepMeter waits for a quiet cluster (Quiesce), as every launch of
@@ -118,9 +157,9 @@ func (h *harness) runSweepTrainstep(t *testing.T, side sweepSide) (SweepRun, swe
 	for _, trial := range side.trials {
 		steps[trial.Name] = newTrialStep(t, h, sn, trial)
 	}
-	// One step, in the middle of the sweep, runs profiled: where a step's CPU goes.
-	profiled := steps[side.trials[len(side.trials)/2].Name]
-	profiled.profiled = true
+	for _, s := range steps {
+		s.profiled = side.profile
+	}
 	err := forEach(len(side.trials), func(i int) (err error) {
 		stepPods[i], err = steps[side.trials[i].Name].createStepPod(ctx, 0)
 		return err
@@ -137,6 +176,7 @@ func (h *harness) runSweepTrainstep(t *testing.T, side sweepSide) (SweepRun, swe
 		return run, sweepSteps{}, err
 	}
 	t.Logf("trainstep, %d trials: started %s", len(side.trials), idle)
+	defer h.profileAPIServer(t, ctx)()
 	start := time.Now()
 	for i, trial := range side.trials {
 		steps[trial.Name].start(ctx, stepPods[i])
@@ -167,8 +207,8 @@ func (h *harness) runSweepTrainstep(t *testing.T, side sweepSide) (SweepRun, swe
 	run.Spans = tracker.RunningSpans(start)
 	run.Steps, run.TypicalRequests, run.ThrottledRequests = summarizeSteps(all)
 	run.TypicalTimeline = typicalTimeline(all)
-	if p := profiled.attempts[0].cpuProfile; p != "" {
-		run.StepProfile = pprofTop(t, h.binary, p) + "\n\nby cumulative CPU:\n" + pprofTop(t, h.binary, p, "-cum", "-nodecount=30")
+	if side.profile {
+		run.StepProfile = stepsProfile(t, h.binary, all)
 	}
 	for _, s := range all {
 		run.Retried += len(s.attempts) - 1
@@ -236,6 +276,30 @@ func summarizeSteps(steps []*trialStep) ([]StepSummary, map[string]int, map[stri
 	return out, byTotal[sorted[len(sorted)/2].Trial], throttled
 }
 
+// stepsProfile is `go tool pprof -top` of every step's first CPU profile
+// merged, by the functions' own CPU and by trainstep's own functions'
+// cumulative CPU.
+func stepsProfile(t *testing.T, binary string, steps []*trialStep) string {
+	var profiles []string
+	for _, s := range steps {
+		if p := s.attempts[0].cpuProfile; p != "" {
+			profiles = append(profiles, p)
+		}
+	}
+	if len(profiles) == 0 {
+		return ""
+	}
+	top := func(options ...string) string {
+		args := append(append([]string{"tool", "pprof", "-top"}, options...), binary)
+		out, err := exec.Command("go", append(args, profiles...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go tool pprof: %v\n%s", err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	return top("-nodecount=25") + "\n\n" + top("-cum", "-nodecount=40", "-show=^github.com/trainstep/|^main\\.|^k8s.io/client-go/(tools|rest)")
+}
+
 // typicalTimeline is the --timeline of the step whose last create came
 // with the median one's.
 func typicalTimeline(steps []*trialStep) string {
@@ -284,6 +348,7 @@ func (h *harness) runSweepBaseline(t *testing.T, side sweepSide) (SweepRun, erro
 		return run, err
 	}
 	t.Logf("baseline, %d trials: started %s", len(side.trials), idle)
+	defer h.profileAPIServer(t, ctx)()
 	start := time.Now()
 	if err := createBaseline(ctx, client, all, func() {}); err != nil {
 		return run, fmt.Errorf("baseline creates: %w", err)

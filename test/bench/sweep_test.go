@@ -33,6 +33,9 @@ const (
 	sweepSizesEnv = "TRAINSTEP_BENCH_SWEEP_SIZES"
 	sweepPartsEnv = "TRAINSTEP_BENCH_SWEEP_PARTS"
 	sweepStepEnv  = "TRAINSTEP_BENCH_STEP_ENV"
+	// apiserverProfileEnv, a number of seconds, has each sweep side take a
+	// CPU profile of kube-apiserver that long from its start, and log its top.
+	apiserverProfileEnv = "TRAINSTEP_BENCH_APISERVER_PROFILE"
 )
 
 // How long every trial's replicas run: in the launch rounds, longer than
@@ -76,6 +79,9 @@ func (h *harness) measureSweepScenario(t *testing.T, report *Report) {
 		for _, n := range sweepSizes(t) {
 			report.Sweeps = append(report.Sweeps, h.measureSweep(t, n, rounds))
 		}
+	}
+	if part("profile") {
+		report.SweepProfile = h.measureSweepProfile(t, TargetSweepTrials)
 	}
 	if part("quota") {
 		for _, g := range quotaGangs {
@@ -150,6 +156,19 @@ func (h *harness) measureSweep(t *testing.T, n, rounds int) SweepResult {
 	return res
 }
 
+// measureSweepProfile runs n trials at once once more, every step under
+// --cpu-profile: where the steps' CPU goes.
+func (h *harness) measureSweepProfile(t *testing.T, n int) *SweepRun {
+	var res *SweepRun
+	t.Run(fmt.Sprintf("sweep/%d/profile", n), func(t *testing.T) {
+		run, _, err := h.runSweepTrainstep(t, sweepSide{trials: SweepTrials(n, sweepRunFor, "", "", false), profile: true})
+		check(t, "trainstep", err)
+		res = &run
+		logSweepRun(t, "trainstep, every step profiled", run)
+	})
+	return res
+}
+
 func logSweepRun(t *testing.T, side string, run SweepRun) {
 	t.Logf("%s: all running %s, all done %s; kube-apiserver CPU %s, etcd %s, p50 %s, p99 %s, %d requests, %d answered 429, %d etcd writes (load %s)",
 		side, ms(run.AllRunning), ms(run.AllDone), ms(run.APIServerCPU), ms(run.EtcdCPU), ms(run.P50), ms(run.P99),
@@ -168,7 +187,9 @@ func logSweepRun(t *testing.T, side string, run SweepRun) {
 	if len(run.Steps) > 0 {
 		t.Logf("%s steps reached, from their start: %s", side, run.StageMedians())
 		t.Logf("the timeline of the step with the median last create:\n%s", run.TypicalTimeline)
-		t.Logf("the CPU profile of one step:\n%s", run.StepProfile)
+		if run.StepProfile != "" {
+			t.Logf("the steps' CPU profiles, merged:\n%s", run.StepProfile)
+		}
 	}
 	t.Logf("%s: %s", side, run.Cost)
 	for _, p := range run.Problems {
