@@ -21,6 +21,8 @@ type APIServerLoad struct {
 	// seconds (+Inf the last), cumulatively, as Prometheus does.
 	Buckets   map[float64]float64
 	Throttled int
+	// ByRequest counts the requests answered, by "VERB resource[/subresource]".
+	ByRequest map[string]int
 }
 
 // ReadAPIServerLoad reads kube-apiserver's metrics (an admin's client).
@@ -36,7 +38,7 @@ func ReadAPIServerLoad(ctx context.Context, client rest.Interface) (APIServerLoa
 var longRunningVerbs = map[string]bool{"WATCH": true, "CONNECT": true, "WATCHLIST": true}
 
 func parseAPIServerLoad(metrics []byte) (APIServerLoad, error) {
-	l := APIServerLoad{Buckets: map[float64]float64{}}
+	l := APIServerLoad{Buckets: map[float64]float64{}, ByRequest: map[string]int{}}
 	var parseErr error
 	err := eachSample(metrics, func(name string, labels map[string]string, v float64) {
 		switch name {
@@ -54,6 +56,11 @@ func parseAPIServerLoad(metrics []byte) (APIServerLoad, error) {
 			if labels["code"] == "429" {
 				l.Throttled += int(v)
 			}
+			key := labels["verb"] + " " + resourceOf(labels)
+			if sub := labels["subresource"]; sub != "" {
+				key += "/" + sub
+			}
+			l.ByRequest[key] += int(v)
 		}
 	}, "apiserver_request_duration_seconds_bucket", "apiserver_request_total")
 	if err == nil {
@@ -64,9 +71,14 @@ func parseAPIServerLoad(metrics []byte) (APIServerLoad, error) {
 
 // Since is what happened after before was read.
 func (l APIServerLoad) Since(before APIServerLoad) APIServerLoad {
-	out := APIServerLoad{Buckets: map[float64]float64{}, Throttled: l.Throttled - before.Throttled}
+	out := APIServerLoad{Buckets: map[float64]float64{}, Throttled: l.Throttled - before.Throttled, ByRequest: map[string]int{}}
 	for le, n := range l.Buckets {
 		out.Buckets[le] = n - before.Buckets[le]
+	}
+	for k, n := range l.ByRequest {
+		if d := n - before.ByRequest[k]; d > 0 {
+			out.ByRequest[k] = d
+		}
 	}
 	return out
 }

@@ -51,6 +51,9 @@ type SweepRun struct {
 	ServerRequests        int
 	Throttled             int
 	StoreWrites           int
+	// ServerRequestsBy lists the requests kube-apiserver answered by verb
+	// and resource, the most first.
+	ServerRequestsBy string `json:",omitempty"`
 	// Cost is the CPU by program, the watches cut and the writes, as logged.
 	Cost string `json:",omitempty"`
 	// Steps are trainstep's steps, one per trial; TypicalRequests the
@@ -63,6 +66,8 @@ type SweepRun struct {
 	// ThrottledRequests are the steps' requests turned away with 429, by
 	// "verb resource", all steps together.
 	ThrottledRequests map[string]int `json:",omitempty"`
+	// ClientLog counts what client-go logged in the steps, by message.
+	ClientLog map[string]int `json:",omitempty"`
 	// StepProfile is `go tool pprof -top` of the steps' CPU profiles
 	// merged, in the run that profiles them.
 	StepProfile string `json:",omitempty"`

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -131,6 +132,7 @@ func (m *sweepMeter) stop(ctx context.Context, run *SweepRun) error {
 	run.APIServerCPU, run.EtcdCPU = cpu["kube-apiserver"]-m.cpu["kube-apiserver"], cpu["etcd"]-m.cpu["etcd"]
 	run.P50, run.P99, run.ServerRequests, run.Throttled = load.Quantile(0.5), load.Quantile(0.99), load.Requests(), load.Throttled
 	run.StoreWrites = cost.Writes.Total()
+	run.ServerRequestsBy = mostFirst(load.ByRequest, 20)
 	run.Cost = cost.String()
 	return nil
 }
@@ -207,6 +209,7 @@ func (h *harness) runSweepTrainstep(t *testing.T, side sweepSide) (SweepRun, swe
 	run.Spans = tracker.RunningSpans(start)
 	run.Steps, run.TypicalRequests, run.ThrottledRequests = summarizeSteps(all)
 	run.TypicalTimeline = typicalTimeline(all)
+	run.ClientLog = clientLogLines(all)
 	if side.profile {
 		run.StepProfile = stepsProfile(t, h.binary, all)
 	}
@@ -298,6 +301,26 @@ func stepsProfile(t *testing.T, binary string, steps []*trialStep) string {
 		return strings.TrimSpace(string(out))
 	}
 	return top("-nodecount=25") + "\n\n" + top("-cum", "-nodecount=40", "-show=^github.com/trainstep/|^main\\.|^k8s.io/client-go/(tools|rest)")
+}
+
+// clientLogLines counts the lines client-go logged in the steps (through
+// trainstep's "klog" logger: a watch ended, a request retried), by message.
+func clientLogLines(steps []*trialStep) map[string]int {
+	lines := map[string]int{}
+	for _, s := range steps {
+		for _, a := range s.attempts {
+			for _, line := range strings.Split(a.exit.Stderr, "\n") {
+				if !strings.Contains(line, `"logger":"klog`) {
+					continue
+				}
+				var entry struct{ Msg string }
+				if json.Unmarshal([]byte(line), &entry) == nil {
+					lines[tail(entry.Msg, 160)]++
+				}
+			}
+		}
+	}
+	return lines
 }
 
 // typicalTimeline is the --timeline of the step whose last create came

@@ -183,6 +183,7 @@ func logSweepRun(t *testing.T, side string, run SweepRun) {
 			run.StepSpread(func(s StepSummary) float64 { return s.CPU.Seconds() }).Format("%.3f"),
 			run.StepsThrottled(), run.Retried, run.TypicalRequests)
 		t.Logf("%s steps' requests turned away with 429: %v", side, run.ThrottledRequests)
+		t.Logf("%s steps' client-go log lines: %v", side, run.ClientLog)
 	}
 	if len(run.Steps) > 0 {
 		t.Logf("%s steps reached, from their start: %s", side, run.StageMedians())
@@ -192,6 +193,7 @@ func logSweepRun(t *testing.T, side string, run SweepRun) {
 		}
 	}
 	t.Logf("%s: %s", side, run.Cost)
+	t.Logf("%s: kube-apiserver answered %s", side, run.ServerRequestsBy)
 	for _, p := range run.Problems {
 		t.Errorf("%s: %s", side, p)
 	}
