@@ -90,12 +90,14 @@ type trialStep struct {
 	// profiled: the step's first attempt runs with --cpu-profile.
 	profiled bool
 
-	mu       sync.Mutex
-	proc     *Process
-	killed   bool
-	attempts []stepAttempt
-	done     chan struct{}
-	err      error
+	mu     sync.Mutex
+	proc   *Process
+	killed bool
+	// abandoned: the sweep ran out of time; the step was stopped.
+	abandoned bool
+	attempts  []stepAttempt
+	done      chan struct{}
+	err       error
 }
 
 // stepAttempt is one process of a trial's step.
@@ -165,7 +167,7 @@ func (s *trialStep) run(ctx context.Context, pod *corev1.Pod) error {
 		a, err := s.runAttempt(ctx, pod, attempt)
 		s.mu.Lock()
 		s.attempts = append(s.attempts, a)
-		killed := s.killed
+		killed, abandoned := s.killed, s.abandoned
 		s.killed = false
 		s.mu.Unlock()
 		if err != nil {
@@ -173,6 +175,8 @@ func (s *trialStep) run(ctx context.Context, pod *corev1.Pod) error {
 		}
 		pod = nil
 		switch {
+		case abandoned:
+			return nil
 		case killed:
 		case a.exit.Code == result.ExitTransient && attempt < argoRetryLimit:
 			select {
@@ -239,6 +243,17 @@ func (s *trialStep) kill() error {
 	return s.proc.Signal(syscall.SIGKILL)
 }
 
+// abandon stops the step for good: SIGTERM, as Argo stops a step (the job
+// is torn down, exit 13).
+func (s *trialStep) abandon() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.abandoned = true
+	if s.proc != nil {
+		_ = s.proc.Signal(syscall.SIGTERM)
+	}
+}
+
 // last is the step's last attempt.
 func (s *trialStep) last() stepAttempt {
 	s.mu.Lock()
@@ -264,6 +279,9 @@ func (s *trialStep) problems() []string {
 	}
 	var out []string
 	last := s.attempts[len(s.attempts)-1]
+	if s.abandoned {
+		return []string{fmt.Sprintf("%s lost: its step had not ended when the sweep's time ran out; stopped", name)}
+	}
 	if last.exit.Code != result.ExitSucceeded || last.phase != string(result.PhaseSucceeded) {
 		out = append(out, fmt.Sprintf("%s lost: its last step exited %d, phase %q: %s", name, last.exit.Code, last.phase,
 			strings.Join(logLinesAbout(last.exit.Stderr, `"level":"error"`, `"level":"warn"`), " ")))
@@ -282,16 +300,26 @@ func (s *trialStep) problems() []string {
 	return out
 }
 
-// waitSteps waits for every step to end, or ctx.
-func waitSteps(ctx context.Context, steps []*trialStep) error {
+// waitSteps waits for every step to end. Those that have not when
+// deadline ends are stopped (abandon) and waited for until ctx ends; it
+// returns how many there were.
+func waitSteps(ctx, deadline context.Context, steps []*trialStep) (int, error) {
+	abandoned := 0
 	for _, s := range steps {
 		select {
 		case <-s.done:
+			continue
+		case <-deadline.Done():
+		}
+		abandoned++
+		s.abandon()
+		select {
+		case <-s.done:
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s's step: %w", s.trial.Name, ctx.Err())
+			return abandoned, fmt.Errorf("waiting for %s's step, stopped: %w", s.trial.Name, ctx.Err())
 		}
 	}
-	return nil
+	return abandoned, nil
 }
 
 // lastExit is when the last step's last process exited.

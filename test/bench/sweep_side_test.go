@@ -19,8 +19,32 @@ import (
 )
 
 // sweepTimeout bounds one side of a sweep: generous, as a quota lets a
-// quarter of the trials run at a time.
-const sweepTimeout = 15 * time.Minute
+// quarter of the trials run at a time. Steps that have not ended at
+// sweepDeadline are stopped, and the side reports them lost.
+const (
+	sweepTimeout  = 15 * time.Minute
+	sweepDeadline = 10 * time.Minute
+)
+
+// sweepDeadline is sweepDeadline, or sweepDeadlineEnv's.
+func (h *harness) sweepDeadline() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(sweepDeadlineEnv)); err == nil && d > 0 {
+		return d
+	}
+	return sweepDeadline
+}
+
+// stepsEnded says every step ended.
+func stepsEnded(steps []*trialStep) bool {
+	for _, s := range steps {
+		select {
+		case <-s.done:
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // sweepSide is what one side of a sweep is given.
 type sweepSide struct {
@@ -193,8 +217,21 @@ func (h *harness) runSweepTrainstep(t *testing.T, side sweepSide) (SweepRun, swe
 	for _, trial := range side.trials {
 		all = append(all, steps[trial.Name])
 	}
-	if err := waitSteps(ctx, all); err != nil {
+	deadline, cancelDeadline := context.WithTimeout(ctx, h.sweepDeadline())
+	defer cancelDeadline()
+	go func() {
+		// What the sweep holds when its time runs out: trials waiting with part of their pods.
+		<-deadline.Done()
+		if ctx.Err() == nil && deadline.Err() == context.DeadlineExceeded && !stepsEnded(all) {
+			t.Logf("the sweep's time ran out: %s", tracker.Unfinished())
+		}
+	}()
+	abandoned, err := waitSteps(ctx, deadline, all)
+	if err != nil {
 		return run, sweepSteps{steps, tracker}, err
+	}
+	if abandoned > 0 {
+		run.Problems = append(run.Problems, fmt.Sprintf("%d trials had not ended after %s", abandoned, h.sweepDeadline()))
 	}
 	run.AllDone = lastExit(all).Sub(start)
 	if at := tracker.AllRunningAt(); !at.IsZero() {

@@ -36,6 +36,9 @@ const (
 	// apiserverProfileEnv, a number of seconds, has each sweep side take a
 	// CPU profile of kube-apiserver that long from its start, and log its top.
 	apiserverProfileEnv = "TRAINSTEP_BENCH_APISERVER_PROFILE"
+	// sweepDeadlineEnv shortens the time a sweep side's steps get before
+	// they are stopped and reported lost (a Go duration).
+	sweepDeadlineEnv = "TRAINSTEP_BENCH_SWEEP_DEADLINE"
 )
 
 // How long every trial's replicas run: in the launch rounds, longer than

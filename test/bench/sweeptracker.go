@@ -327,3 +327,24 @@ func (s *SweepTracker) WaitTrialRunning(ctx context.Context, trial string) error
 		}
 	}
 }
+
+// Unfinished says how the trials that have not had every replica running
+// stand: how many, the pods they hold, how many of those are bound.
+func (s *SweepTracker) Unfinished() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	waiting, live, bound := 0, 0, 0
+	for name, t := range s.trials {
+		if len(t.spans) > 0 {
+			continue
+		}
+		waiting++
+		live += t.live
+		for _, uid := range t.uids {
+			if p := s.pods[uid]; p.trial == name && p.live && !p.bound.IsZero() {
+				bound++
+			}
+		}
+	}
+	return fmt.Sprintf("%d trials never had every replica running; they hold %d live pods, %d of them bound", waiting, live, bound)
+}
