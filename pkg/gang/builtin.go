@@ -53,8 +53,11 @@ type Admission struct {
 	// QuotaReleases counts the times this attempt's pods were given back
 	// because a ResourceQuota refused the rest. ForQuota: the backoff
 	// follows such a release, and the same attempt is tried again after it.
+	// PartialSince is when the quota was first seen refusing the rest of
+	// pods that exist (zero while it is not).
 	QuotaReleases int
 	ForQuota      bool
+	PartialSince  time.Time
 }
 
 // Start is the state of a job before its first pod exists.
@@ -98,6 +101,9 @@ type Params struct {
 	// clock starts once MinAvailable pods exist, and there is one attempt,
 	// since giving pods back that hold nothing frees nothing.
 	SchedulerHolds bool
+	// QuotaPatience is how long pods of the gang may hold part of a
+	// ResourceQuota that refuses the rest before they are given back.
+	QuotaPatience time.Duration
 }
 
 // Backoff bounds used when a job's own timeout does not suggest shorter ones.
@@ -124,6 +130,7 @@ func ParamsFor(job *v1alpha1.TrainJob) Params {
 	}
 	// Waiting much longer than an attempt itself only delays the job.
 	p.MaxBackoff = min(p.MaxBackoff, max(p.Timeout, p.BaseBackoff))
+	p.QuotaPatience = min(QuotaPatience, p.Timeout)
 	return p
 }
 

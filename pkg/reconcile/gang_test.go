@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -168,15 +169,29 @@ func TestGangOfAnElasticJobOnMetricsIsItsStartingWorkers(t *testing.T) {
 }
 
 // A built-in gang a ResourceQuota refuses in part gives back the pods it
-// created, so that it holds no part of the quota while it waits, and
-// creates the whole gang again once the quota has room; the gates are
-// lifted only then, and nothing counts as a restart.
+// created once the quota has refused the rest for its patience (here the
+// 2 s scheduling timeout), so that it holds no part of the quota while it
+// waits, and creates the whole gang again once the quota has room; the
+// gates are lifted only then, and nothing counts as a restart.
 func TestBuiltinGangAQuotaRefusesInPartIsReleasedAndTriedAgain(t *testing.T) {
 	t.Parallel()
 	job := tfJob(v1alpha1.RestartPolicyNever)
 	job.Spec.RunPolicy.SchedulingPolicy.Gang = v1alpha1.GangBuiltin
+	job.Spec.RunPolicy.SchedulingPolicy.ScheduleTimeoutSeconds = ptr.To[int32](2)
+	// The quota refuses worker 1 until the gang gave back what it created.
+	var refusing atomic.Bool
+	refusing.Store(true)
 	h := startWith(t, job, func(hh *harness, o *Options) {
-		failFirst(hh, "create", "mnist-worker-1", 2, quotaRefusal("mnist-worker-1"))
+		hh.client.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+			if action.(k8stesting.CreateAction).GetObject().(metav1.Object).GetName() == "mnist-worker-1" && refusing.Load() {
+				return true, nil, quotaRefusal("mnist-worker-1")
+			}
+			return false, nil, nil
+		})
+		hh.client.PrependReactor("delete", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+			refusing.Store(false)
+			return false, nil, nil
+		})
 	})
 	names := []string{"mnist-ps-0", "mnist-worker-0", "mnist-worker-1"}
 	testutil.Eventually(h.t, waitTimeout, "every gate lifted", func() bool {
