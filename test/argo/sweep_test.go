@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -91,7 +92,9 @@ func workflowArgument(t *testing.T, wf *wfv1.Workflow, name string) string {
 
 // generatedTrial is one item of generate's output, as withParam reads it.
 type generatedTrial struct {
-	Trial, Parameters, Args string
+	Trial      string
+	Parameters json.RawMessage
+	Args       string
 }
 
 func generate(t *testing.T, env map[string]string) []generatedTrial {
@@ -118,8 +121,8 @@ func TestSweepGeneratesOneTrialPerStratum(t *testing.T) {
 	strata := map[int]bool{}
 	for i, tr := range trials {
 		var params struct{ LR float64 }
-		if err := json.Unmarshal([]byte(tr.Parameters), &params); err != nil {
-			t.Fatalf("trial %d's parameters %q: %v", i, tr.Parameters, err)
+		if err := json.Unmarshal(tr.Parameters, &params); err != nil {
+			t.Fatalf("trial %d's parameters %s: %v", i, tr.Parameters, err)
 		}
 		if tr.Trial != fmt.Sprint(i) || tr.Args != fmt.Sprintf("--lr=%v", params.LR) {
 			t.Errorf("trial %d: number %q, args %q, want %d and --lr=%v", i, tr.Trial, tr.Args, i, params.LR)
@@ -132,7 +135,7 @@ func TestSweepGeneratesOneTrialPerStratum(t *testing.T) {
 	}
 	again := generate(t, nil)
 	other := generate(t, map[string]string{"SEED": "2"})
-	if fmt.Sprint(again) != fmt.Sprint(trials) || fmt.Sprint(other) == fmt.Sprint(trials) {
+	if !reflect.DeepEqual(again, trials) || reflect.DeepEqual(other, trials) {
 		t.Errorf("seed 1 twice drew %v and %v, seed 2 %v: want the same sets from the same seed only", trials, again, other)
 	}
 }
@@ -148,7 +151,7 @@ func TestSweepGeneratesEveryKindOfHyperparameter(t *testing.T) {
 			Steps     json.Number
 			Optimizer string
 		}
-		if err := json.Unmarshal([]byte(tr.Parameters), &params); err != nil {
+		if err := json.Unmarshal(tr.Parameters, &params); err != nil {
 			t.Fatal(err)
 		}
 		n, err := params.Steps.Int64()

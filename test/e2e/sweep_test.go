@@ -89,9 +89,22 @@ func sweepTrialsOf(t *testing.T, wf *unstructured.Unstructured) []sweepTrial {
 		if n.Type != "DAG" || n.TemplateName != "trial" {
 			continue
 		}
-		tr := sweepTrial{number: param(t, n.Inputs.Parameters, "trial"), parameters: param(t, n.Inputs.Parameters, "parameters"),
-			args: param(t, n.Inputs.Parameters, "args"), phase: n.Phase}
+		// The trial's generated sample: its number, parameter set and args.
+		var sample struct {
+			Trial      string
+			Parameters json.RawMessage
+			Args       string
+		}
+		if err := json.Unmarshal([]byte(param(t, n.Inputs.Parameters, "sample")), &sample); err != nil {
+			t.Fatalf("trial %s's sample input: %v", n.DisplayName, err)
+		}
+		tr := sweepTrial{number: sample.Trial, parameters: string(sample.Parameters), args: sample.Args, phase: n.Phase}
 		if n.Phase == "Succeeded" {
+			// Its outputs hand the sample on next to the job's.
+			tr.parameters, tr.args = param(t, n.Outputs.Parameters, "parameters"), param(t, n.Outputs.Parameters, "args")
+			if got := param(t, n.Outputs.Parameters, "trial"); got != sample.Trial {
+				t.Errorf("trial %s's output trial = %q", sample.Trial, got)
+			}
 			tr.metrics, tr.jobName = param(t, n.Outputs.Parameters, "metrics"), param(t, n.Outputs.Parameters, "job-name")
 		}
 		// The train step's last attempt, a pod node under the trial's DAG.
