@@ -80,10 +80,13 @@ func (c *Controller) admitGang(ctx context.Context) (time.Duration, error) {
 			return 0, c.apiError(fmt.Errorf("releasing the gang's pods: %w", err))
 		}
 		g.state = step.Next
-		c.event(corev1.EventTypeWarning, EventGangRetry, "%s", step.Message)
 		if step.QuotaRelease {
+			// One text for every release, so that the recorder counts them on
+			// one Event instead of writing one each; the log has the detail.
+			c.event(corev1.EventTypeWarning, EventGangRetry, "a ResourceQuota refused part of the gang for %s; released its pods, to try again as a whole", g.params.QuotaPatience)
 			c.opts.Logger.Info("a ResourceQuota refused part of the gang; released its pods", zap.String("detail", step.Message))
 		} else {
+			c.event(corev1.EventTypeWarning, EventGangRetry, "%s", step.Message)
 			c.opts.Logger.Info("gang not schedulable; released its pods", zap.String("detail", step.Message))
 		}
 	case gang.ActionRetry:
