@@ -172,24 +172,9 @@ type sweepSteps struct {
 // their end.
 func (h *harness) runSweepTrainstep(t *testing.T, side sweepSide) (SweepRun, sweepSteps, error) {
 	run := SweepRun{Load: LoadAverage()}
-	sn := h.newSweepNamespace(t)
-	if side.prepare != nil {
-		side.prepare(t, sn.ns)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), sweepTimeout)
 	defer cancel()
-	steps := map[string]*trialStep{}
-	stepPods := make([]*corev1.Pod, len(side.trials))
-	for _, trial := range side.trials {
-		steps[trial.Name] = newTrialStep(t, h, sn, trial)
-	}
-	for _, s := range steps {
-		s.profiled = side.profile
-	}
-	err := forEach(len(side.trials), func(i int) (err error) {
-		stepPods[i], err = steps[side.trials[i].Name].createStepPod(ctx, 0)
-		return err
-	})
+	steps, all, stepPods, sn, err := h.prepareSteps(t, ctx, side)
 	if err != nil {
 		return run, sweepSteps{}, err
 	}
@@ -197,25 +182,22 @@ func (h *harness) runSweepTrainstep(t *testing.T, side sweepSide) (SweepRun, swe
 	if err != nil {
 		return run, sweepSteps{}, err
 	}
+	out := sweepSteps{steps, tracker}
 	meter, idle, err := h.startSweepMeter(ctx)
 	if err != nil {
-		return run, sweepSteps{}, err
+		return run, out, err
 	}
 	t.Logf("trainstep, %d trials: started %s", len(side.trials), idle)
 	defer h.profileAPIServer(t, ctx)()
 	start := time.Now()
-	for i, trial := range side.trials {
-		steps[trial.Name].start(ctx, stepPods[i])
+	for i, s := range all {
+		s.start(ctx, stepPods[i])
 	}
 	duringErr := make(chan error, 1)
 	if side.during != nil {
 		go func() { duringErr <- side.during(ctx, steps, tracker) }()
 	} else {
 		duringErr <- nil
-	}
-	all := make([]*trialStep, 0, len(steps))
-	for _, trial := range side.trials {
-		all = append(all, steps[trial.Name])
 	}
 	deadline, cancelDeadline := context.WithTimeout(ctx, h.sweepDeadline())
 	defer cancelDeadline()
@@ -228,7 +210,7 @@ func (h *harness) runSweepTrainstep(t *testing.T, side sweepSide) (SweepRun, swe
 	}()
 	abandoned, err := waitSteps(ctx, deadline, all)
 	if err != nil {
-		return run, sweepSteps{steps, tracker}, err
+		return run, out, err
 	}
 	if abandoned > 0 {
 		run.Problems = append(run.Problems, fmt.Sprintf("%d trials had not ended after %s", abandoned, h.sweepDeadline()))
@@ -238,11 +220,39 @@ func (h *harness) runSweepTrainstep(t *testing.T, side sweepSide) (SweepRun, swe
 		run.AllRunning = at.Sub(start)
 	}
 	if err := meter.stop(ctx, &run); err != nil {
-		return run, sweepSteps{steps, tracker}, err
+		return run, out, err
 	}
 	if err := <-duringErr; err != nil {
 		run.Problems = append(run.Problems, err.Error())
 	}
+	h.summarizeTrainstepRun(t, &run, side, all, tracker, start)
+	return run, out, nil
+}
+
+// prepareSteps makes a side's namespace and its trials' steps, each with
+// its first step pod running; all are the steps in the trials' order.
+func (h *harness) prepareSteps(t *testing.T, ctx context.Context, side sweepSide) (map[string]*trialStep, []*trialStep, []*corev1.Pod, sweepNamespace, error) {
+	sn := h.newSweepNamespace(t)
+	if side.prepare != nil {
+		side.prepare(t, sn.ns)
+	}
+	steps := map[string]*trialStep{}
+	all := make([]*trialStep, len(side.trials))
+	for i, trial := range side.trials {
+		all[i] = newTrialStep(t, h, sn, trial)
+		all[i].profiled = side.profile
+		steps[trial.Name] = all[i]
+	}
+	stepPods := make([]*corev1.Pod, len(all))
+	err := forEach(len(all), func(i int) (err error) {
+		stepPods[i], err = all[i].createStepPod(ctx, 0)
+		return err
+	})
+	return steps, all, stepPods, sn, err
+}
+
+// summarizeTrainstepRun fills what the steps and the tracker say into run.
+func (h *harness) summarizeTrainstepRun(t *testing.T, run *SweepRun, side sweepSide, all []*trialStep, tracker *SweepTracker, start time.Time) {
 	run.Spans = tracker.RunningSpans(start)
 	run.Steps, run.TypicalRequests, run.ThrottledRequests = summarizeSteps(all)
 	run.TypicalTimeline = typicalTimeline(all)
@@ -258,7 +268,6 @@ func (h *harness) runSweepTrainstep(t *testing.T, side sweepSide) (SweepRun, swe
 	if run.AllRunning == 0 {
 		run.Problems = append(run.Problems, "not every trial had all its replicas running at once")
 	}
-	return run, sweepSteps{steps, tracker}, nil
 }
 
 // trackerProblems are the trials the tracker saw duplicated or admitted
