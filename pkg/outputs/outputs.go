@@ -9,8 +9,9 @@
 // metrics.json a JSON object ("{}" when there are none: the deciding
 // replica's termination message over the last reported status's metrics),
 // trainer-status.json the last reported status ("{}" when none came),
-// termination-message the deciding replica's termination message as it
-// wrote it ("" when there is none). The result line on stdout carries the same values, its
+// termination-message the deciding replica's termination message with the
+// bytes a terminal acts on escaped, as its log lines are ("" when there is
+// none). The result line on stdout carries the same values, its
 // durationSeconds with the same one decimal place. Every file is
 // written through a temporary file and a rename, so a reader sees either the
 // old content or the new one, never half a file.
@@ -32,6 +33,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/trainstep/trainstep/pkg/logs"
 	"github.com/trainstep/trainstep/pkg/result"
 )
 
@@ -45,8 +47,9 @@ const (
 	FileRestarts        = "restarts"
 	FileReplicas        = "replicas.json"
 	FileMetrics         = "metrics.json"
-	// FileTerminationMessage keeps the raw termination message, so a message
-	// that is not a JSON object (and gives metrics.json "{}") is not lost.
+	// FileTerminationMessage keeps the termination message, escaped as the
+	// log is, so a message that is not a JSON object (and gives
+	// metrics.json "{}") is not lost.
 	FileTerminationMessage = "termination-message"
 	// FileTrainerStatus keeps the last status the replicas reported
 	// (Kubeflow Trainer's trainerStatus object), "{}" when none came.
@@ -94,7 +97,7 @@ func Write(dir string, r result.Result) error {
 		{FileRestarts, []byte(strconv.FormatInt(int64(r.Restarts), 10))},
 		{FileReplicas, replicas},
 		{FileMetrics, metrics},
-		{FileTerminationMessage, []byte(r.TerminationMessage)},
+		{FileTerminationMessage, []byte(logs.EscapeText(r.TerminationMessage))},
 		{FileTrainerStatus, trainerStatus(r)},
 	}
 	var errs []error

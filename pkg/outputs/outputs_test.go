@@ -376,3 +376,23 @@ func readDir(t *testing.T, dir string) map[string]string {
 	}
 	return files
 }
+
+// A termination message is a replica's bytes: its output parameter, which
+// Argo's UI and CLI show, carries no escape sequence (here OSC 52, which
+// writes the reader's clipboard, and a bidirectional override), while its
+// lines stay lines.
+func TestTerminationMessageIsEscapedAsTheLogIs(t *testing.T) {
+	dir := t.TempDir()
+	msg := "loss diverged\n\x1b]52;c;ZXZpbA==\x07done \u202eevil"
+	if err := Write(dir, result.Result{Phase: result.PhaseFailed, TerminationMessage: msg}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, FileTerminationMessage))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `loss diverged` + "\n" + `\x1b]52;c;ZXZpbA==\x07done \u202eevil`
+	if string(got) != want {
+		t.Errorf("termination-message = %q, want %q", got, want)
+	}
+}
