@@ -44,8 +44,18 @@ type Config struct {
 	// (OwnerWorkflow + OwnerWorkflowUID); both live in PodNamespace.
 	OwnerPod, OwnerUID              string
 	OwnerWorkflow, OwnerWorkflowUID string
-	// WorkflowName, when known, labels every object for `argo logs -l`.
+	// WorkflowName, when known, labels every object for `argo logs -l`
+	// (the proven workflow's name wins, when WorkflowUID is set).
 	WorkflowName string
+	// WorkflowUID and WorkflowNode are the Argo workflow and the step's
+	// node (node.name): together the job's owner identity, which every
+	// retry of the step presents and no other step can. The workflow is
+	// proven from the pod the step's token is bound to (identity.go).
+	WorkflowUID, WorkflowNode string
+	// Identity is the owner identity of a run outside Argo: runs given the
+	// same one re-attach to each other's objects. Empty (and no workflow):
+	// the run draws its own, and logs it.
+	Identity string
 	// NoNetworkPolicy leaves out the job's NetworkPolicy (render.NetworkPolicy),
 	// which otherwise admits only the job's own pods to its replicas.
 	NoNetworkPolicy bool

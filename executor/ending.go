@@ -188,7 +188,7 @@ func (r *runEnd) retakeLease(ctx context.Context) (policy.LeaseState, string) {
 	bound := min(r.cfg.TerminationGrace/2, 2*r.cfg.LeaseDuration)
 	takeCtx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	err := r.lease.acquire(takeCtx, r.s.identity.JobName, true, bound)
+	err := r.lease.acquire(takeCtx, true, bound)
 	switch {
 	case errors.Is(err, errLeaseLost):
 		return policy.LeaseSuperseded, ""

@@ -210,10 +210,15 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 	if err != nil {
 		return nil, err
 	}
-	id := render.Identity{Namespace: conn.namespace, JobName: job.Name, Owner: owner, Labels: map[string]string{}}
-	if cfg.WorkflowName != "" {
-		id.Labels[v1alpha1.LabelWorkflow] = cfg.WorkflowName
+	identity, err := proveIdentity(ctx, cfg, conn)
+	if err != nil {
+		return nil, err
 	}
+	id := render.Identity{Namespace: conn.namespace, JobName: job.Name, OwnerID: identity.key, Owner: owner, Labels: map[string]string{}}
+	if workflow := firstNonEmpty(identity.workflow, cfg.WorkflowName); workflow != "" {
+		id.Labels[v1alpha1.LabelWorkflow] = workflow
+	}
+	logIdentity(cfg, job.Name, identity)
 	renderer, err := render.NewRenderer(job, id)
 	if err != nil {
 		return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
@@ -237,6 +242,10 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 		return nil, err
 	}
 	cfg.Timeline.Mark("preflight done")
+	endpoint := servesTrainerStatus(cfg) && cfg.TrainerStatus && len(endpointDenied) == 0
+	if err := checkNoForeignObjects(ctx, conn, id, namedObjects(job, planned, endpoint, !cfg.NoNetworkPolicy), cfg.APITimeout); err != nil {
+		return nil, err
+	}
 	if podGroups, hasPodGroup := gang.PodGroupResource(gang.Kind(job)); hasPodGroup {
 		if err := conn.checkPodGroupAPI(ctx, cfg.APITimeout, podGroups); err != nil {
 			return nil, err
@@ -247,7 +256,7 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 			return nil, err
 		}
 	}
-	inputs, err := renderInputs(ctx, conn, job, cfg.APITimeout)
+	inputs, err := renderInputs(ctx, conn, job, id, cfg.APITimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -264,6 +273,7 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 	}
 	if !cfg.NoNetworkPolicy {
 		desired.NetworkPolicy = render.NetworkPolicy(job, id)
+		desired.StatusNetworkPolicy = render.StatusNetworkPolicy(job, id)
 	}
 	if err := conn.admitPods(ctx, cfg.APITimeout, renderer); err != nil {
 		return nil, err
@@ -312,7 +322,7 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 	events := newEventRecorder(s.conn.core, s.conn.namespace)
 	defer events.flush(cfg.Logger)
 	lease := newJobLease(cfg, s)
-	if err := lease.acquire(ctx, job.Name, false, cfg.APITimeout); err != nil {
+	if err := lease.acquire(ctx, false, cfg.APITimeout); err != nil {
 		e := policy.End(policy.EndingFacts{Lease: policy.LeaseNeverHeld, Stopped: terminated(),
 			Decision: policy.Decision{Outcome: policy.OutcomeRunning}, Err: runError(err)})
 		if e.Action == policy.EndWithError {
@@ -348,7 +358,7 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 // newController builds the job's controller.
 func newController(cfg *Config, job *v1alpha1.TrainJob, s *preparedRun, events *eventRecorder, streamer *logStreamer) *reconcile.Controller {
 	return reconcile.New(reconcile.Options{
-		Core: s.conn.core, Dynamic: s.conn.dynamic, Job: job, Identity: s.identity, Renderer: s.renderer, Desired: s.desired,
+		Core: s.conn.core, Dynamic: s.conn.dynamic, Metadata: s.conn.metadata, Job: job, Identity: s.identity, Renderer: s.renderer, Desired: s.desired,
 		Rule:        frameworks.SuccessRuleFor(job),
 		Timeouts:    policy.Timeouts{Stuck: cfg.StuckTimeout, Pending: cfg.PendingTimeout, NodeLost: cfg.NodeLostTimeout},
 		APITimeout:  cfg.APITimeout,
@@ -403,7 +413,7 @@ func reconcileHoldingLease(ctx context.Context, cfg *Config, s *preparedRun, ctr
 		}
 		s.log.Warn("could not renew the job's lease; writing nothing until it is held again")
 		lease.stop()
-		if err := lease.acquire(ctx, s.identity.JobName, true, cfg.APITimeout); err != nil {
+		if err := lease.acquire(ctx, true, cfg.APITimeout); err != nil {
 			if errors.Is(err, errLeaseLost) {
 				return decision, true, nil
 			}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trainstep/trainstep/executor"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/render"
 	"github.com/trainstep/trainstep/pkg/result"
@@ -27,6 +28,7 @@ type renderFlags struct {
 	spec          specFlags
 	output        string
 	networkPolicy bool
+	identity      string
 }
 
 func newRenderCommand() *cobra.Command {
@@ -48,6 +50,7 @@ objects, file after file.`,
 	f.spec.register(cmd)
 	cmd.Flags().StringVarP(&f.output, "output", "o", "yaml", "output format: yaml or json")
 	cmd.Flags().BoolVar(&f.networkPolicy, "network-policy", true, "show the job's NetworkPolicy, as 'trainstep run' creates it unless given --network-policy=false")
+	cmd.Flags().StringVar(&f.identity, "identity", "", "show the objects with the trainstep.dev/identity label of 'trainstep run --identity' given this value (default: without the label, which a run always sets)")
 	return cmd
 }
 
@@ -69,7 +72,7 @@ func (f *renderFlags) run(cmd *cobra.Command, args []string) error {
 	}
 	streams := make([]objectStream, 0, len(all))
 	for _, l := range all {
-		r, shared, err := prepareRender(l.job, f.networkPolicy)
+		r, shared, err := prepareRender(l.job, f.networkPolicy, f.identity)
 		if err != nil {
 			return fmt.Errorf("%s%w", filePrefix(paths, l.path), err)
 		}
@@ -108,9 +111,12 @@ func hideSecretData(secret *corev1.Secret) {
 
 // prepareRender prepares one loaded job's renderer, without a cluster, and
 // renders its shared objects.
-func prepareRender(job *v1alpha1.TrainJob, networkPolicy bool) (*render.Renderer, *render.Objects, error) {
+func prepareRender(job *v1alpha1.TrainJob, networkPolicy bool, identity string) (*render.Renderer, *render.Objects, error) {
 	var err error
 	id := render.Identity{Namespace: job.Namespace, JobName: job.Name}
+	if identity != "" {
+		id.OwnerID = executor.RunIdentity(identity)
+	}
 	if id.Namespace == "" {
 		id.Namespace = defaultRenderNamespace
 	}

@@ -28,6 +28,10 @@ import (
 
 const ns = "team"
 
+// testOwnerID is the owner identity of the tests' jobs: their objects'
+// trainstep.dev/identity label.
+const testOwnerID = "0wner1dent1ty"
+
 // waitTimeout bounds every wait on the controller: it acts within milliseconds.
 const waitTimeout = 10 * time.Second
 
@@ -75,7 +79,7 @@ func start(t *testing.T, job *v1alpha1.TrainJob) *harness {
 // client or changed the options.
 func startWith(t *testing.T, job *v1alpha1.TrainJob, setup func(h *harness, o *Options)) *harness {
 	t.Helper()
-	id := render.Identity{Namespace: ns, JobName: job.Name}
+	id := render.Identity{Namespace: ns, JobName: job.Name, OwnerID: testOwnerID}
 	renderer, err := render.NewRenderer(job, id)
 	if err != nil {
 		t.Fatal(err)

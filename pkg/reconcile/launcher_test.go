@@ -219,7 +219,7 @@ func TestLauncherAfterAdoption(t *testing.T) {
 			var progress <-chan string
 			h := startWith(t, job, func(h *harness, o *Options) {
 				progress = progressLines(o)
-				renderer, err := render.NewRenderer(job, render.Identity{Namespace: ns, JobName: job.Name})
+				renderer, err := render.NewRenderer(job, render.Identity{Namespace: ns, JobName: job.Name, OwnerID: testOwnerID})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -3,9 +3,11 @@ package reconcile
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,104 +22,117 @@ import (
 
 var networkPolicies = networkingv1.SchemeGroupVersion.WithResource("networkpolicies")
 
-// ensureNetworkPolicy creates the job's NetworkPolicy once, before any pod,
-// so no replica is ever reachable from outside the job. One an earlier
-// attempt of the job left is re-attached to this run's owner; one of the
-// same name that is not the job's (another label) ends the run Invalid:
-// it is neither used nor, later, deleted.
-func (c *Controller) ensureNetworkPolicy(ctx context.Context) error {
-	np := c.opts.Desired.NetworkPolicy
-	if np == nil || c.networkPolicyUID != "" {
-		return nil
+// ensureNetworkPolicies creates the job's NetworkPolicies once, before any
+// pod, so no replica is ever reachable from outside the job. One an
+// earlier attempt of the job left is re-attached to this run's owner; one
+// of the same name that is not the job's (another label) ends the run
+// Invalid: it is neither used nor, later, deleted.
+func (c *Controller) ensureNetworkPolicies(ctx context.Context) error {
+	for _, np := range c.opts.Desired.NetworkPolicies() {
+		if c.networkPolicyUIDs[np.Name] != "" {
+			continue
+		}
+		client, err := c.networkPolicyClient(np)
+		if err != nil {
+			return err
+		}
+		obj, err := toUnstructured(np)
+		if err != nil {
+			return err
+		}
+		created, err := client.Create(ctx, obj, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			created, err = c.adoptNetworkPolicy(ctx, client, np)
+		}
+		if err != nil {
+			return fmt.Errorf("creating NetworkPolicy %s: %w", np.Name, err)
+		}
+		c.networkPolicyUIDs[np.Name] = created.GetUID()
+		c.createdAny.Store(true)
 	}
-	client, err := c.networkPolicyClient()
-	if err != nil {
-		return err
-	}
-	obj, err := toUnstructured(np)
-	if err != nil {
-		return err
-	}
-	created, err := client.Create(ctx, obj, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		created, err = c.adoptNetworkPolicy(ctx, client, np)
-	}
-	if err != nil {
-		return fmt.Errorf("creating NetworkPolicy %s: %w", np.Name, err)
-	}
-	c.networkPolicyUID = created.GetUID()
-	c.createdAny.Store(true)
 	return nil
 }
 
 // adoptNetworkPolicy takes over the NetworkPolicy an earlier attempt of
-// the job created: its labels must be the job's.
+// the job created: its labels must be the job's (name and identity), and
+// its spec is what this run renders — written back if it differs, since
+// adopting it means trusting what it lets in.
 func (c *Controller) adoptNetworkPolicy(ctx context.Context, client dynamic.ResourceInterface, np *networkingv1.NetworkPolicy) (*unstructured.Unstructured, error) {
 	existing, err := client.Get(ctx, np.Name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}
 	if !isJobsObject(existing.GetLabels(), np.Labels) {
-		return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf(
-			"NetworkPolicy %s/%s exists and is not job %s's (labels %v, owners %s): rename the job or remove that object",
-			existing.GetNamespace(), existing.GetName(), c.opts.Identity.JobName, existing.GetLabels(), describeOwners(existing.GetOwnerReferences())))
+		return nil, result.Invalid(result.ReasonNotOwned, fmt.Errorf(
+			"NetworkPolicy %s/%s exists and is not job %s's (%s): trainstep neither uses nor deletes it; rename the job or remove that object",
+			existing.GetNamespace(), existing.GetName(), c.opts.Identity.JobName, DescribeOwnership(existing)))
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"ownerReferences": np.OwnerReferences,
-		"uid":             existing.GetUID(), // the patch applies to that object only
-	}})
+	rendered, err := toUnstructured(np)
 	if err != nil {
 		return nil, err
 	}
-	return client.Patch(ctx, np.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	// A JSON patch applies to that object only (the UID test) and replaces
+	// the spec whole, where a merge patch would keep extra selector keys.
+	ops := adoptOps(existing.GetUID(), np.OwnerReferences)
+	if !holdsRendered(existing.Object["spec"], rendered.Object["spec"]) {
+		ops = append(ops, map[string]any{"op": "add", "path": "/spec", "value": np.Spec})
+		c.event(corev1.EventTypeWarning, EventRestoredSpec, "NetworkPolicy %s of an earlier attempt did not hold the rendered rules; restored", np.Name)
+	}
+	patch, err := json.Marshal(ops)
+	if err != nil {
+		return nil, err
+	}
+	return client.Patch(ctx, np.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
 }
 
-// isJobsObject reports whether an object's labels carry the job's name and,
-// when the job's objects carry one, its workflow.
+// adoptOps are the JSON patch operations that re-attach the object uid to
+// this run's owners: a test of the UID, so the patch changes that object
+// only (when it has one: a fake client's objects have none), and the
+// owners, [] when the run has none (an earlier attempt's are cleared).
+func adoptOps(uid types.UID, owners []metav1.OwnerReference) []map[string]any {
+	var ops []map[string]any
+	if uid != "" {
+		ops = append(ops, map[string]any{"op": "test", "path": "/metadata/uid", "value": uid})
+	}
+	if owners == nil {
+		owners = []metav1.OwnerReference{}
+	}
+	return append(ops, map[string]any{"op": "add", "path": "/metadata/ownerReferences", "value": owners})
+}
+
+// isJobsObject reports whether an object's labels carry the job's name, its
+// identity and, when the job's objects carry one, its workflow.
 func isJobsObject(have, want map[string]string) bool {
-	for _, key := range []string{v1alpha1.LabelJobName, v1alpha1.LabelWorkflow} {
+	for _, key := range []string{v1alpha1.LabelJobName, v1alpha1.LabelIdentity, v1alpha1.LabelWorkflow} {
 		if w, ok := want[key]; ok && have[key] != w {
 			return false
 		}
 	}
-	return true
+	return have[v1alpha1.LabelIdentity] == want[v1alpha1.LabelIdentity]
 }
 
-func describeOwners(refs []metav1.OwnerReference) string {
-	if len(refs) == 0 {
-		return "none"
-	}
-	out := ""
-	for i, r := range refs {
-		if i > 0 {
-			out += ", "
+// deleteNetworkPolicies removes the job's NetworkPolicies at the end:
+// exactly the objects this run created or re-attached (UID precondition).
+func (c *Controller) deleteNetworkPolicies(ctx context.Context) error {
+	var errs []error
+	for _, np := range c.opts.Desired.NetworkPolicies() {
+		uid := c.networkPolicyUIDs[np.Name]
+		if uid == "" {
+			continue
 		}
-		out += r.Kind + "/" + r.Name
+		client, err := c.networkPolicyClient(np)
+		if err != nil {
+			return err
+		}
+		err = client.Delete(ctx, np.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			errs = append(errs, fmt.Errorf("deleting NetworkPolicy %s: %w", np.Name, err))
+		}
 	}
-	return out
+	return errors.Join(errs...)
 }
 
-// deleteNetworkPolicy removes the job's NetworkPolicy at the end: exactly
-// the object this run created or re-attached (UID precondition).
-func (c *Controller) deleteNetworkPolicy(ctx context.Context) error {
-	np := c.opts.Desired.NetworkPolicy
-	if np == nil || c.networkPolicyUID == "" {
-		return nil
-	}
-	client, err := c.networkPolicyClient()
-	if err != nil {
-		return err
-	}
-	uid := c.networkPolicyUID
-	err = client.Delete(ctx, np.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("deleting NetworkPolicy %s: %w", np.Name, err)
-	}
-	return nil
-}
-
-func (c *Controller) networkPolicyClient() (dynamic.ResourceInterface, error) {
-	np := c.opts.Desired.NetworkPolicy
+func (c *Controller) networkPolicyClient(np *networkingv1.NetworkPolicy) (dynamic.ResourceInterface, error) {
 	if c.opts.Dynamic == nil {
 		return nil, fmt.Errorf("creating NetworkPolicy %s: no dynamic client", np.Name)
 	}

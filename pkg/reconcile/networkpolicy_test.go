@@ -2,8 +2,13 @@ package reconcile
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/types"
 
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -33,17 +38,35 @@ func networkPolicyController(t *testing.T, existing ...runtime.Object) (*Control
 		obj.SetUID("uid-created")
 		return false, nil, nil
 	})
-	id := render.Identity{Namespace: "team-a", JobName: "ddp", Owner: &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: "step-2", UID: "uid-step-2"}}
+	id := render.Identity{Namespace: "team-a", JobName: "ddp", OwnerID: "id-of-this-step",
+		Owner: &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: "step-2", UID: "uid-step-2"}}
 	job := &v1alpha1.TrainJob{Spec: v1alpha1.TrainJobSpec{Framework: v1alpha1.FrameworkPyTorch}}
-	c := &Controller{opts: Options{Dynamic: dyn, Identity: id, Desired: &render.Objects{NetworkPolicy: render.NetworkPolicy(job, id)}}}
+	c := &Controller{
+		opts:              Options{Dynamic: dyn, Identity: id, Desired: &render.Objects{NetworkPolicy: render.NetworkPolicy(job, id)}, Logger: zap.NewNop()},
+		networkPolicyUIDs: map[string]types.UID{},
+	}
 	return c, dyn
+}
+
+// earlierNetworkPolicy is the job's NetworkPolicy as an earlier attempt
+// of the step left it, with the identity given.
+func earlierNetworkPolicy(t *testing.T, identity string) *unstructured.Unstructured {
+	t.Helper()
+	job := &v1alpha1.TrainJob{Spec: v1alpha1.TrainJobSpec{Framework: v1alpha1.FrameworkPyTorch}}
+	np := render.NetworkPolicy(job, render.Identity{Namespace: "team-a", JobName: "ddp", OwnerID: identity})
+	np.UID = "uid-np"
+	obj, err := toUnstructured(np)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obj
 }
 
 func TestNetworkPolicyIsCreatedOnceAndDeletedByUID(t *testing.T) {
 	c, dyn := networkPolicyController(t)
 	ctx := context.Background()
 	for range 2 {
-		if err := c.ensureNetworkPolicy(ctx); err != nil {
+		if err := c.ensureNetworkPolicies(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -53,10 +76,10 @@ func TestNetworkPolicyIsCreatedOnceAndDeletedByUID(t *testing.T) {
 			creates++
 		}
 	}
-	if creates != 1 || c.networkPolicyUID == "" {
-		t.Errorf("%d creates, uid %q: want one create and its UID kept", creates, c.networkPolicyUID)
+	if creates != 1 || c.networkPolicyUIDs["ddp"] == "" {
+		t.Errorf("%d creates, uid %q: want one create and its UID kept", creates, c.networkPolicyUIDs["ddp"])
 	}
-	if err := c.deleteNetworkPolicy(ctx); err != nil {
+	if err := c.deleteNetworkPolicies(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := dyn.Resource(networkPolicies).Namespace("team-a").Get(ctx, "ddp", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -68,35 +91,65 @@ func TestNetworkPolicyIsCreatedOnceAndDeletedByUID(t *testing.T) {
 // owner becomes this step); one of the job's name without the job's label
 // ends the run Invalid and stays as it was.
 func TestNetworkPolicyOfTheJobIsAdoptedAndAForeignOneRefused(t *testing.T) {
-	earlier := &networkingv1.NetworkPolicy{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
-		ObjectMeta: metav1.ObjectMeta{Name: "ddp", Namespace: "team-a", UID: "uid-np", Labels: map[string]string{v1alpha1.LabelJobName: "ddp"}},
-	}
+	earlier := earlierNetworkPolicy(t, "id-of-this-step")
 	c, dyn := networkPolicyController(t, earlier)
 	ctx := context.Background()
-	if err := c.ensureNetworkPolicy(ctx); err != nil {
+	if err := c.ensureNetworkPolicies(ctx); err != nil {
 		t.Fatalf("adopting the earlier attempt's: %v", err)
 	}
 	got, err := dyn.Resource(networkPolicies).Namespace("team-a").Get(ctx, "ddp", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if refs := got.GetOwnerReferences(); len(refs) != 1 || refs[0].UID != "uid-step-2" || c.networkPolicyUID != "uid-np" {
-		t.Errorf("owners %v, uid %q: want this step as owner and the object's UID kept", refs, c.networkPolicyUID)
+	if refs := got.GetOwnerReferences(); len(refs) != 1 || refs[0].UID != "uid-step-2" || c.networkPolicyUIDs["ddp"] != "uid-np" {
+		t.Errorf("owners %v, uid %q: want this step as owner and the object's UID kept", refs, c.networkPolicyUIDs["ddp"])
 	}
 
-	foreign := earlier.DeepCopy()
-	foreign.Labels = map[string]string{"team": "frontend"}
-	c, dyn = networkPolicyController(t, foreign)
-	err = c.ensureNetworkPolicy(ctx)
-	if result.PhaseOf(err) != result.PhaseInvalid || !strings.Contains(err.Error(), "NetworkPolicy team-a/ddp exists and is not job ddp's") {
-		t.Fatalf("ensure: %v, want Invalid naming the NetworkPolicy", err)
+	for name, labels := range map[string]map[string]string{
+		"no job label":                {"team": "frontend"},
+		"the job's name, no identity": {v1alpha1.LabelJobName: "ddp"},
+		"another step's identity":     {v1alpha1.LabelJobName: "ddp", v1alpha1.LabelIdentity: "id-of-another-workflow"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			foreign := earlier.DeepCopy()
+			foreign.SetLabels(labels)
+			c, dyn := networkPolicyController(t, foreign)
+			err := c.ensureNetworkPolicies(ctx)
+			if result.PhaseOf(err) != result.PhaseInvalid || !strings.Contains(err.Error(), "NetworkPolicy team-a/ddp exists and is not job ddp's") {
+				t.Fatalf("ensure: %v, want Invalid naming the NetworkPolicy", err)
+			}
+			if err := c.deleteNetworkPolicies(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got, err := dyn.Resource(networkPolicies).Namespace("team-a").Get(ctx, "ddp", metav1.GetOptions{})
+			if err != nil || len(got.GetOwnerReferences()) != 0 || !maps.Equal(got.GetLabels(), labels) {
+				t.Errorf("the foreign NetworkPolicy was changed or deleted: %v (%v)", got, err)
+			}
+		})
 	}
-	if err := c.deleteNetworkPolicy(ctx); err != nil {
+}
+
+// Adopting a NetworkPolicy means trusting what it lets in: one of the
+// job's identity whose rules were widened (a pod selector that admits
+// every pod) is written back to the rendered rules, whole.
+func TestAdoptedNetworkPolicyIsRestoredToTheRenderedRules(t *testing.T) {
+	earlier := earlierNetworkPolicy(t, "id-of-this-step")
+	widened := map[string]any{"podSelector": map[string]any{}, "ingress": []any{map[string]any{}}, "policyTypes": []any{"Ingress"}}
+	earlier.Object["spec"] = widened
+	c, dyn := networkPolicyController(t, earlier)
+	ctx := context.Background()
+	if err := c.ensureNetworkPolicies(ctx); err != nil {
 		t.Fatal(err)
 	}
-	got, err = dyn.Resource(networkPolicies).Namespace("team-a").Get(ctx, "ddp", metav1.GetOptions{})
-	if err != nil || len(got.GetOwnerReferences()) != 0 || got.GetLabels()["team"] != "frontend" {
-		t.Errorf("the foreign NetworkPolicy was changed or deleted: %v (%v)", got, err)
+	got, err := dyn.Resource(networkPolicies).Namespace("team-a").Get(ctx, "ddp", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := toUnstructured(c.opts.Desired.NetworkPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want.Object["spec"], got.Object["spec"]); diff != "" {
+		t.Errorf("the adopted NetworkPolicy's spec (-rendered +live):\n%s", diff)
 	}
 }

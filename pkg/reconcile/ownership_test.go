@@ -23,6 +23,7 @@ func TestAForeignConfigMapIsNeitherUsedNorDeleted(t *testing.T) {
 	}{
 		{"unlabelled", nil},
 		{"labelled, but another owner", map[string]string{v1alpha1.LabelJobName: "mnist"}},
+		{"labelled with another step's identity", map[string]string{v1alpha1.LabelJobName: "mnist", v1alpha1.LabelIdentity: "not" + testOwnerID}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.TFClusterConfigMapName("mnist"), Namespace: ns, Labels: tc.labels, UID: "theirs",

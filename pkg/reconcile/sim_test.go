@@ -594,7 +594,7 @@ func (r *simRun) startController() bool {
 	w.inbox = map[schema.GroupVersionResource][]pendingEvent{}
 	w.syncPending = false
 	job := w.job
-	id := render.Identity{Namespace: ns, JobName: job.Name}
+	id := render.Identity{Namespace: ns, JobName: job.Name, OwnerID: testOwnerID}
 	renderer, err := render.NewRenderer(job, id)
 	if err != nil {
 		panic(err)

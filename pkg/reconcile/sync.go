@@ -38,7 +38,7 @@ func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 	if err := c.ensurePodGroup(ctx); err != nil {
 		return policy.Decision{}, c.apiError(err)
 	}
-	if err := c.ensureNetworkPolicy(ctx); err != nil {
+	if err := c.ensureNetworkPolicies(ctx); err != nil {
 		return policy.Decision{}, c.apiError(err)
 	}
 	if err := c.confirmExpectations(ctx); err != nil {
@@ -416,6 +416,10 @@ func (c *Controller) adoptExisting(ctx context.Context, name string) (types.UID,
 	case pod.DeletionTimestamp != nil:
 		return "", 0, nil
 	}
+	if !c.ofThisJob(pod.Labels) {
+		c.event(corev1.EventTypeWarning, EventNotOwned, "pod %s exists but is not this job's; not using it", name)
+		return "", 0, notOwned("pod", name, pod)
+	}
 	if !c.controls(pod) {
 		c.event(corev1.EventTypeWarning, EventNotOwned, "pod %s exists but is not controlled by this job's owner; not adopting it", name)
 		return "", 0, fmt.Errorf("pod %s exists and is controlled by %s, not by this job", name, controllerName(pod))
@@ -427,7 +431,7 @@ func (c *Controller) adoptExisting(ctx context.Context, name string) (types.UID,
 // controls reports whether pod belongs to this run: labelled with the job
 // and controlled by this run's owner (or by nothing when the run has none).
 func (c *Controller) controls(pod *corev1.Pod) bool {
-	if pod.Labels[v1alpha1.LabelJobName] != c.opts.Identity.JobName {
+	if !c.ofThisJob(pod.Labels) {
 		return false
 	}
 	if owner := c.opts.Identity.Owner; owner != nil {

@@ -160,7 +160,7 @@ func podRestartPolicy(p v1alpha1.RestartPolicy) corev1.RestartPolicy {
 // podLabels layers the template's labels, the extra labels and trainstep's
 // own, the later winning.
 func podLabels(template map[string]string, id Identity, rt v1alpha1.ReplicaType, index, attempt int) map[string]string {
-	own := ReplicaLabels(id.JobName, rt, index)
+	own := ReplicaLabels(id, rt, index)
 	own[v1alpha1.LabelAttempt] = strconv.Itoa(attempt)
 	out := withExtraLabels(id, own)
 	for k, v := range template {

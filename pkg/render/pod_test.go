@@ -172,15 +172,26 @@ func TestNamesAndSelectors(t *testing.T) {
 		t.Errorf("PodName = %q, want mnist-evaluator-0", got)
 	}
 	want := map[string]string{"trainstep.dev/job-name": "mnist", "trainstep.dev/replica-type": "ps", "trainstep.dev/replica-index": "4"}
-	if diff := cmp.Diff(want, render.ReplicaLabels("mnist", ps, 4)); diff != "" {
+	if diff := cmp.Diff(want, render.ReplicaLabels(render.Identity{JobName: "mnist"}, ps, 4)); diff != "" {
 		t.Errorf("ReplicaLabels (-want +got):\n%s", diff)
 	}
-	sel := render.JobSelector("mnist")
-	if !sel.Matches(labels.Set{"trainstep.dev/job-name": "mnist", "trainstep.dev/replica-type": "worker"}) {
+	id := render.Identity{JobName: "mnist", OwnerID: "a1b2"}
+	want["trainstep.dev/identity"] = "a1b2"
+	if diff := cmp.Diff(want, render.ReplicaLabels(id, ps, 4)); diff != "" {
+		t.Errorf("ReplicaLabels with an identity (-want +got):\n%s", diff)
+	}
+	sel := render.JobSelector(id)
+	if !sel.Matches(labels.Set{"trainstep.dev/job-name": "mnist", "trainstep.dev/identity": "a1b2", "trainstep.dev/replica-type": "worker"}) {
 		t.Error("JobSelector does not match a replica of the job")
 	}
-	if sel.Matches(labels.Set{"trainstep.dev/job-name": "other"}) {
-		t.Error("JobSelector matches another job")
+	for _, other := range []labels.Set{
+		{"trainstep.dev/job-name": "other", "trainstep.dev/identity": "a1b2"},
+		{"trainstep.dev/job-name": "mnist"},
+		{"trainstep.dev/job-name": "mnist", "trainstep.dev/identity": "c3d4"},
+	} {
+		if sel.Matches(other) {
+			t.Errorf("JobSelector matches %v, not the job's", other)
+		}
 	}
 }
 

@@ -28,6 +28,10 @@ import (
 type Identity struct {
 	Namespace string
 	JobName   string
+	// OwnerID is the hash of the owner identity the run proved (see
+	// v1alpha1.LabelIdentity): every object carries it, and the run's
+	// selectors ask for it. Empty only where nothing is created (render).
+	OwnerID string
 	// Owner, when set, becomes the controller reference of every object so
 	// that the garbage collector removes them with their owner.
 	Owner *metav1.OwnerReference
@@ -63,6 +67,20 @@ type Objects struct {
 	// NetworkPolicy, when the caller renders one (NetworkPolicy), admits
 	// only the job's own pods to its replicas; it is created before them.
 	NetworkPolicy *networkingv1.NetworkPolicy
+	// StatusNetworkPolicy, when the step serves the progress endpoint
+	// (StatusNetworkPolicy), admits only the job's pods to the step's pod.
+	StatusNetworkPolicy *networkingv1.NetworkPolicy
+}
+
+// NetworkPolicies are the job's NetworkPolicies, those rendered.
+func (o *Objects) NetworkPolicies() []*networkingv1.NetworkPolicy {
+	var out []*networkingv1.NetworkPolicy
+	for _, np := range []*networkingv1.NetworkPolicy{o.NetworkPolicy, o.StatusNetworkPolicy} {
+		if np != nil {
+			out = append(out, np)
+		}
+	}
+	return out
 }
 
 // List returns the objects in creation order: Secrets and ConfigMaps before
@@ -72,8 +90,8 @@ func (o *Objects) List() []runtime.Object {
 	if o.PodGroup != nil {
 		list = append(list, o.PodGroup)
 	}
-	if o.NetworkPolicy != nil {
-		list = append(list, o.NetworkPolicy)
+	for _, np := range o.NetworkPolicies() {
+		list = append(list, np)
 	}
 	for _, s := range o.Secrets {
 		list = append(list, s)

@@ -112,7 +112,7 @@ func (r *Renderer) Service(rt v1alpha1.ReplicaType, index int) (*corev1.Service,
 		return nil, nil
 	}
 	name := PodName(r.id.JobName, rt, index)
-	return headlessService(r.id, name, ReplicaLabels(r.id.JobName, rt, index), ReplicaLabels(r.id.JobName, rt, index), r.ports[rt]), nil
+	return headlessService(r.id, name, ReplicaLabels(r.id, rt, index), ReplicaLabels(r.id, rt, index), r.ports[rt]), nil
 }
 
 // SharedObjects renders the objects of the job as a whole, which exist
@@ -124,14 +124,14 @@ func (r *Renderer) SharedObjects(in Inputs) (*Objects, error) {
 	at := placement(r.id)
 	objs := &Objects{}
 	if r.layout == v1alpha1.ServiceLayoutPerJob {
-		objs.Services = []*corev1.Service{headlessService(r.id, r.id.JobName, sharedLabels(r.job, r.id.JobName), JobLabels(r.id.JobName), nil)}
+		objs.Services = []*corev1.Service{headlessService(r.id, r.id.JobName, sharedLabels(r.job, r.id), JobLabels(r.id), nil)}
 	}
 	for _, cm := range r.fw.ConfigMaps(r.job, at) {
 		if err := checkConfigMapSize(r.job, cm); err != nil {
 			return nil, fmt.Errorf("rendering job %q: %w", r.id.JobName, err)
 		}
 		cm.TypeMeta = typeMeta("ConfigMap")
-		cm.ObjectMeta = jobObjectMeta(r.id, cm.Name, sharedLabels(r.job, r.id.JobName))
+		cm.ObjectMeta = jobObjectMeta(r.id, cm.Name, sharedLabels(r.job, r.id))
 		objs.ConfigMaps = append(objs.ConfigMaps, cm)
 	}
 	secrets, err := r.fw.Secrets(r.job, at, frameworks.SSHKeyPair{Private: in.SSHPrivateKey, Public: in.SSHPublicKey})
@@ -140,18 +140,18 @@ func (r *Renderer) SharedObjects(in Inputs) (*Objects, error) {
 	}
 	for _, s := range secrets {
 		s.TypeMeta = typeMeta("Secret")
-		s.ObjectMeta = jobObjectMeta(r.id, s.Name, sharedLabels(r.job, r.id.JobName))
+		s.ObjectMeta = jobObjectMeta(r.id, s.Name, sharedLabels(r.job, r.id))
 		objs.Secrets = append(objs.Secrets, s)
 	}
 	if r.id.TrainerStatus != nil {
-		secret, service, err := r.trainerStatusObjects(in)
+		secrets, service, err := r.trainerStatusObjects(in)
 		if err != nil {
 			return nil, err
 		}
-		objs.Secrets = append(objs.Secrets, secret)
+		objs.Secrets = append(objs.Secrets, secrets...)
 		objs.Services = append(objs.Services, service)
 	}
-	objs.PodGroup = gang.PodGroup(r.job, jobObjectMeta(r.id, r.id.JobName, JobLabels(r.id.JobName)))
+	objs.PodGroup = gang.PodGroup(r.job, jobObjectMeta(r.id, r.id.JobName, JobLabels(r.id)))
 	return objs, nil
 }
 

@@ -35,31 +35,48 @@ func TrainerStatusHosts(namespace, jobName string) []string {
 	return []string{svc + "." + namespace + ".svc", svc, svc + "." + namespace, svc + "." + namespace + ".svc.cluster.local", "localhost", "127.0.0.1"}
 }
 
-// trainerStatusObjects renders the endpoint's Secret (the CA, the serving
-// pair and the token) and its Service, which selects the step's own pod by
-// LabelTrainerStatus.
-func (r *Renderer) trainerStatusObjects(in Inputs) (*corev1.Secret, *corev1.Service, error) {
+// trainerStatusObjects renders the endpoint's two Secrets (the CA and the
+// token the replicas mount; the serving pair only the step reads) and its
+// Service, which selects the step's own pod by LabelTrainerStatus: the
+// job's identity, which no other job's step can put on its pod.
+func (r *Renderer) trainerStatusObjects(in Inputs) ([]*corev1.Secret, *corev1.Service, error) {
 	if in.TrainerStatus == nil {
 		return nil, nil, fmt.Errorf("rendering job %q: the progress endpoint needs its CA, certificate and token", r.id.JobName)
 	}
 	name := v1alpha1.TrainerStatusName(r.id.JobName)
-	secret := &corev1.Secret{
-		TypeMeta:   typeMeta("Secret"),
-		ObjectMeta: jobObjectMeta(r.id, name, JobLabels(r.id.JobName)),
-		Type:       corev1.SecretTypeOpaque,
-		Data:       in.TrainerStatus.SecretData(),
+	secret := func(name string, data map[string][]byte) *corev1.Secret {
+		return &corev1.Secret{
+			TypeMeta:   typeMeta("Secret"),
+			ObjectMeta: jobObjectMeta(r.id, name, JobLabels(r.id)),
+			Type:       corev1.SecretTypeOpaque,
+			Data:       data,
+		}
+	}
+	secrets := []*corev1.Secret{
+		secret(name, in.TrainerStatus.ClientData()),
+		secret(v1alpha1.TrainerStatusTLSName(r.id.JobName), in.TrainerStatus.ServingData()),
 	}
 	service := &corev1.Service{
 		TypeMeta:   typeMeta("Service"),
-		ObjectMeta: jobObjectMeta(r.id, name, JobLabels(r.id.JobName)),
+		ObjectMeta: jobObjectMeta(r.id, name, JobLabels(r.id)),
 		Spec: corev1.ServiceSpec{
-			Selector: map[string]string{v1alpha1.LabelTrainerStatus: r.id.JobName},
+			Selector: map[string]string{v1alpha1.LabelTrainerStatus: TrainerStatusSelectorValue(r.id)},
 			Ports: []corev1.ServicePort{{
 				Name: "https", Port: TrainerStatusServicePort, TargetPort: intstr.FromInt32(r.id.TrainerStatus.Port), Protocol: corev1.ProtocolTCP,
 			}},
 		},
 	}
-	return secret, service, nil
+	return secrets, service, nil
+}
+
+// TrainerStatusSelectorValue is the value of LabelTrainerStatus on the
+// step pod that serves the job's endpoint: the job's identity (its name
+// when the run has none, as `trainstep render` shows it).
+func TrainerStatusSelectorValue(id Identity) string {
+	if id.OwnerID != "" {
+		return id.OwnerID
+	}
+	return id.JobName
 }
 
 // addTrainerStatus gives every container of the pod the endpoint's

@@ -63,14 +63,16 @@ func TestRenderTrainerStatusSecretAndService(t *testing.T) {
 	job := newJob(v1alpha1.FrameworkTensorFlow, "mnist", replicas{ps: 1, worker: 2})
 	objs, err := render.Render(job, withTrainerStatus(identity("team-a", "mnist")), render.Inputs{TrainerStatus: statusMaterial})
 	require.NoError(t, err)
-	var secret *corev1.Secret
+	secrets := map[string]*corev1.Secret{}
 	for _, s := range objs.Secrets {
-		if s.Name == "mnist-status" {
-			secret = s
-		}
+		secrets[s.Name] = s
 	}
+	secret := secrets["mnist-status"]
 	require.NotNil(t, secret)
-	assert.Equal(t, statusMaterial.SecretData(), secret.Data)
+	assert.Equal(t, statusMaterial.ClientData(), secret.Data)
+	assert.NotContains(t, secret.Data, "tls.key", "the Secret replicas may mount holds no serving key")
+	require.NotNil(t, secrets["mnist-status-tls"])
+	assert.Equal(t, statusMaterial.ServingData(), secrets["mnist-status-tls"].Data)
 	assert.Equal(t, "mnist", secret.Labels[v1alpha1.LabelJobName])
 	assert.Equal(t, controllerRef(), secret.OwnerReferences)
 	var svc *corev1.Service

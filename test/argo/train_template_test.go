@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trainstep/trainstep/executor"
 	"github.com/trainstep/trainstep/pkg/outputs"
 	"github.com/trainstep/trainstep/pkg/result"
 )
@@ -88,6 +89,54 @@ func TestJobNameIsStableAcrossRetriesAndDistinctBetweenSteps(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// identityOf renders one attempt of a step and returns the identity its
+// job's objects carry, as trainstep works it out from --workflow-uid and
+// --workflow-node.
+func identityOf(t *testing.T, train *wfv1.Template, s argoStep) string {
+	t.Helper()
+	r := renderTrain(t, train, s)
+	uid, okUID := flagValue(r.tmpl.Container.Args, "--workflow-uid")
+	node, okNode := flagValue(r.tmpl.Container.Args, "--workflow-node")
+	if !okUID || !okNode || uid != string(s.workflowUID) {
+		t.Fatalf("--workflow-uid %q (want %q), --workflow-node %q in %q", uid, s.workflowUID, node, r.tmpl.Container.Args)
+	}
+	if _, ok := flagValue(r.tmpl.Container.Args, "--identity"); ok {
+		t.Fatalf("the template passes --identity, an identity not proven: %q", r.tmpl.Container.Args)
+	}
+	return executor.WorkflowIdentity(uid, node)
+}
+
+// The identity of a step's objects is the workflow's and the step's own:
+// the same for every retry attempt, another for every other step and
+// workflow, and no value of any parameter a submitter passes changes it
+// (unlike the job name, which is theirs to choose).
+func TestIdentityIsTheWorkflowStepsAndNoParameterChangesIt(t *testing.T) {
+	const uid, otherUID = "6f1c2a4e-1111-4d2b-9a7e-0c5d3e9f8a10", "0b9e8d7c-2222-4a3b-8c1d-5e6f7a8b9c0d"
+	step := func(wfUID, node string, attempt int) argoStep {
+		return argoStep{workflowName: "pipeline-x7k2p", workflowUID: typesUID(wfUID), namespace: "ml", nodeName: node, attempt: attempt}
+	}
+	for kind, train := range trainTemplates(t) {
+		t.Run(kind, func(t *testing.T) {
+			first := identityOf(t, train, step(uid, "pipeline-x7k2p.train", 0))
+			if got := identityOf(t, train, step(uid, "pipeline-x7k2p.train(1)", 2)); got != first {
+				t.Errorf("a retry attempt's identity %s differs from the first's %s", got, first)
+			}
+			for _, other := range []argoStep{step(uid, "pipeline-x7k2p.train-large", 0), step(otherUID, "pipeline-x7k2p.train", 0)} {
+				if got := identityOf(t, train, other); got == first {
+					t.Errorf("step %s of workflow %s has the identity of another step", other.nodeName, other.workflowUID)
+				}
+			}
+			hostile := step(uid, "pipeline-x7k2p.train", 0)
+			for _, p := range train.Inputs.Parameters {
+				hostile.arguments = append(hostile.arguments, wfv1.Parameter{Name: p.Name, Value: wfv1.AnyStringPtr("--workflow-uid=" + otherUID)})
+			}
+			if got := identityOf(t, train, hostile); got != first {
+				t.Errorf("parameters changed the identity: %s, want %s", got, first)
+			}
+		})
 	}
 }
 

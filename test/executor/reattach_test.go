@@ -112,8 +112,8 @@ func TestObjectsInTheJobsWayAreNeitherUsedNorDeleted(t *testing.T) {
 		job  *jobBuilder
 		name string
 	}{
-		{newJob("foo", v1alpha1.FrameworkTensorFlow).replicas(ps, 1, nil).replicas(worker, 2, nil), "configmap foo-tf-cluster"},
-		{newJob("github-deploy", v1alpha1.FrameworkMPI).replicas(v1alpha1.ReplicaTypeLauncher, 1, nil).replicas(worker, 2, nil), "secret github-deploy-ssh"},
+		{newJob("foo", v1alpha1.FrameworkTensorFlow).replicas(ps, 1, nil).replicas(worker, 2, nil), "configmap foo-tf-cluster (no trainstep.dev/job-name label"},
+		{newJob("github-deploy", v1alpha1.FrameworkMPI).replicas(v1alpha1.ReplicaTypeLauncher, 1, nil).replicas(worker, 2, nil), "secret github-deploy-ssh (no trainstep.dev/job-name label"},
 	} {
 		out := runJob(t, c, ns, tc.job.yaml(t))
 		if out.res.Phase != result.PhaseInvalid || out.res.Reason != result.ReasonNotOwned || !strings.Contains(out.res.Message, tc.name) {

@@ -306,8 +306,13 @@ func TFClusterConfigMapName(jobName string) string { return jobName + TFClusterC
 func MPISSHSecretName(jobName string) string { return jobName + MPISSHSecretSuffix }
 
 // TrainerStatusName is the name of the Service that reaches the step's
-// progress endpoint and of the Secret holding its CA, certificate and token.
+// progress endpoint and of the Secret holding its CA and token, which the
+// replicas mount.
 func TrainerStatusName(jobName string) string { return jobName + "-status" }
+
+// TrainerStatusTLSName is the name of the Secret holding the endpoint's
+// serving certificate and key, which only the step reads.
+func TrainerStatusTLSName(jobName string) string { return jobName + "-status-tls" }
 
 // ParseMetricsFrom splits a metricsFrom value "<Type>/<index>"; the type is
 // returned in Kubeflow's spelling.

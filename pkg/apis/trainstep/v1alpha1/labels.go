@@ -6,6 +6,12 @@ package v1alpha1
 const (
 	// LabelJobName holds the job name on every object.
 	LabelJobName = "trainstep.dev/job-name"
+	// LabelIdentity holds, on every object, the hash of the owner identity
+	// the run that created it proved: the workflow and the retried step
+	// (node) that run the job, or the identity a run by hand was given. A
+	// run uses, adopts and deletes only objects of its own identity; the
+	// job name, which a submitter chooses, proves nothing.
+	LabelIdentity = "trainstep.dev/identity"
 	// LabelReplicaType holds the lower-case replica type (worker, ps, …).
 	LabelReplicaType = "trainstep.dev/replica-type"
 	// LabelReplicaIndex holds the replica's index within its type.
@@ -21,9 +27,10 @@ const (
 	// ConfigMap and SSH Secret, as MPI Operator v2 labels them; users
 	// select them with `kubectl get -l app=<job>`.
 	LabelMPIApp = "app"
-	// LabelTrainerStatus holds the job name on the step's own pod, the one
-	// serving the job's progress endpoint: the <job>-status Service selects
-	// it, and a retried step moves it to its own pod.
+	// LabelTrainerStatus holds the job's identity (LabelIdentity's value)
+	// on the step's own pod, the one serving the job's progress endpoint:
+	// the <job>-status Service selects it, and a retried step moves it to
+	// its own pod.
 	LabelTrainerStatus = "trainstep.dev/trainer-status"
 
 	// AnnotationFramework records the framework on every pod, for humans.
