@@ -154,10 +154,14 @@ func decideJobRestart(v *View, js []judgement) (restart *JobRestart, permanent *
 			failed = append(failed, j)
 		}
 	}
+	// A rank marked for a disruption while it still runs is the notice the
+	// others need: the whole job stops now, every rank together, while the
+	// collective still works and each can checkpoint — not when a peer's
+	// next collective fails on the rank gone.
+	failed = append(failed, disruptedRunning(v, js)...)
 	if len(failed) == 0 {
 		return nil, nil, 0
 	}
-	failed = append(failed, disruptedRunning(v, js)...)
 	slices.SortStableFunc(failed, func(a, b judgement) int {
 		// A pod's times have whole seconds: a kill and its peers' failures
 		// often share one, and then the rank that was killed or disrupted
@@ -205,9 +209,9 @@ func decideJobRestart(v *View, js []judgement) (restart *JobRestart, permanent *
 }
 
 // disruptedRunning judges the replicas still running whose pods were
-// marked for removal by a disruption as if they had ended then, lost: a
-// node that stops answering keeps such a pod's end from being seen, while
-// a peer's collective call fails on it.
+// marked for removal by a disruption (or whose node is being drained) as
+// if they had ended then, lost: their peers are stopped with them at once,
+// and a node that stops answering keeps such a pod's end from being seen.
 func disruptedRunning(v *View, js []judgement) []judgement {
 	var going []judgement
 	for _, j := range js {

@@ -1142,7 +1142,27 @@ func replicaTypeOf(job *v1alpha1.TrainJob, pod *corev1.Pod) v1alpha1.ReplicaType
 }
 
 // breakPeers makes the peers of a job that restarts as a whole exit 1.
-func (r *simRun) breakPeers(f *fault) {
+func (r *simRun) breakPeers(f *fault) { r.breakPeerInstances(f, r.peerInstances(f)) }
+
+// peerInstances are the instances of f's peers live now: those that share
+// the collective f breaks.
+func (r *simRun) peerInstances(f *fault) map[string]types.UID {
+	uids := map[string]types.UID{}
+	if f == nil {
+		return uids
+	}
+	for p := range f.peers {
+		if pod := r.w.livePod(p); pod != nil {
+			uids[p] = pod.UID
+		}
+	}
+	return uids
+}
+
+// breakPeerInstances makes the instances uids of f's peers exit 1, each
+// after its delay. Only the instances that shared the broken collective
+// fail: a peer of the next job attempt, created meanwhile, does not.
+func (r *simRun) breakPeerInstances(f *fault, uids map[string]types.UID) {
 	w := r.w
 	if f == nil || !restartsAsWhole(w.job) {
 		return
@@ -1152,11 +1172,7 @@ func (r *simRun) breakPeers(f *fault) {
 		if !ok || !breaksWith(w.job, f.replica, p) {
 			continue
 		}
-		// Only the instances that shared the broken collective fail.
-		var uid types.UID
-		if pod := w.livePod(p); pod != nil {
-			uid = pod.UID
-		}
+		uid := uids[p]
 		w.after(d, 0, "peer breaks "+p, func() { r.breakPeer(p, uid, 0) })
 	}
 }
@@ -1247,23 +1263,23 @@ func (r *simRun) disruptWhenThere(f *fault, seq, tries int) {
 		f.onLanding()
 	}
 	r.disrupt(pod, f.disruption)
-	r.breakPeersOnceStopped(f, pod.UID, 0)
+	r.breakPeersOnceStopped(f, pod.UID, r.peerInstances(f), 0)
 }
 
 // breakPeersOnceStopped breaks the peers of a disrupted instance once it
 // stopped: their collective breaks when its process ends, not when its pod
 // is marked (its kubelet may take seconds, or a finalizer keep the pod
 // after). A rank on a node that stopped answering is cut off at once.
-func (r *simRun) breakPeersOnceStopped(f *fault, uid types.UID, tries int) {
+func (r *simRun) breakPeersOnceStopped(f *fault, uid types.UID, peers map[string]types.UID, tries int) {
 	w := r.w
 	pod := w.livePod(f.replica)
 	if pod != nil && pod.UID == uid && pod.Status.Phase == corev1.PodRunning && tries < 600 {
 		if n := w.node(pod.Spec.NodeName); n != nil && n.up {
-			w.after(100*time.Millisecond, 0, "peers of "+f.replica+" wait", func() { r.breakPeersOnceStopped(f, uid, tries+1) })
+			w.after(100*time.Millisecond, 0, "peers of "+f.replica+" wait", func() { r.breakPeersOnceStopped(f, uid, peers, tries+1) })
 			return
 		}
 	}
-	r.breakPeers(f)
+	r.breakPeerInstances(f, peers)
 }
 
 var disruptionReasons = map[string]string{"preemption": "PreemptionByScheduler", "eviction": "EvictionByEvictionAPI", "podgc": "DeletionByPodGC"}
