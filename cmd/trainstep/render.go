@@ -25,10 +25,10 @@ import (
 const defaultRenderNamespace = "default"
 
 type renderFlags struct {
-	spec          specFlags
-	output        string
-	networkPolicy bool
-	identity      string
+	spec                            specFlags
+	output                          string
+	networkPolicy, disruptionBudget bool
+	identity                        string
 }
 
 func newRenderCommand() *cobra.Command {
@@ -36,7 +36,7 @@ func newRenderCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "render [-f] JOB.yaml... [-o yaml|json]",
 		Short: "Print every object the job would create, without a cluster",
-		Long: `Print every object the job would create: its NetworkPolicy, Secrets, ConfigMaps, headless
+		Long: `Print every object the job would create: its NetworkPolicy and PodDisruptionBudget, Secrets, ConfigMaps, headless
 Services and replica Pods, in creation order, as a multi-document YAML stream
 or a JSON v1 List. Nothing is sent to a cluster.
 
@@ -50,6 +50,7 @@ objects, file after file.`,
 	f.spec.register(cmd)
 	cmd.Flags().StringVarP(&f.output, "output", "o", "yaml", "output format: yaml or json")
 	cmd.Flags().BoolVar(&f.networkPolicy, "network-policy", true, "show the job's NetworkPolicy, as 'trainstep run' creates it unless given --network-policy=false")
+	cmd.Flags().BoolVar(&f.disruptionBudget, "disruption-budget", true, "show the PodDisruptionBudget of a job whose ranks restart as a whole, as 'trainstep run' creates it unless given --disruption-budget=false")
 	cmd.Flags().StringVar(&f.identity, "identity", "", "show the objects with the trainstep.dev/identity label of 'trainstep run --identity' given this value (default: without the label, which a run always sets)")
 	return cmd
 }
@@ -73,6 +74,9 @@ func (f *renderFlags) run(cmd *cobra.Command, args []string) error {
 	streams := make([]objectStream, 0, len(all))
 	for _, l := range all {
 		r, shared, err := prepareRender(l.job, f.networkPolicy, f.identity)
+		if err == nil && f.disruptionBudget {
+			shared.DisruptionBudget = render.DisruptionBudget(l.job, r.Identity())
+		}
 		if err != nil {
 			return fmt.Errorf("%s%w", filePrefix(paths, l.path), err)
 		}
@@ -294,7 +298,8 @@ func encodeJSONList(w io.Writer, objs objectStream) error {
 
 // printable is obj as JSON without the fields an object that was never
 // created holds only because its Go type has them: a null
-// creationTimestamp, an empty status ({} or {loadBalancer: {}}).
+// creationTimestamp, a status (empty, or a PodDisruptionBudget's zero
+// counts).
 func printable(obj runtime.Object) ([]byte, error) {
 	raw, err := json.Marshal(obj)
 	if err != nil {
@@ -307,9 +312,7 @@ func printable(obj runtime.Object) ([]byte, error) {
 		return nil, err
 	}
 	dropUnset(tree)
-	if status, ok := tree["status"]; ok && isEmpty(status) {
-		delete(tree, "status")
-	}
+	delete(tree, "status")
 	return json.Marshal(tree)
 }
 

@@ -69,6 +69,11 @@ func (c *Controller) adopt(ctx context.Context) error {
 			c.jobRestarts = max(c.jobRestarts, annotationCount(pod, v1alpha1.AnnotationJobRestarts))
 		}
 	}
+	for _, pod := range pods {
+		if _, ok := desired[pod.Name]; ok && jobAttemptOf(pod) == c.jobAttempt && pod.Annotations[v1alpha1.AnnotationRestartReason] != "" {
+			c.attemptReason = pod.Annotations[v1alpha1.AnnotationRestartReason]
+		}
+	}
 	c.restarts += c.jobRestarts
 	c.startTime = c.jobStart(pods, desired)
 	found := map[policy.ReplicaID]bool{}
@@ -198,9 +203,14 @@ func (c *Controller) lostWhileAway(found map[policy.ReplicaID]bool) {
 // so the garbage collector does not remove adopted objects with the dead
 // owner of an earlier attempt).
 func (c *Controller) setOwner(ctx context.Context, obj metav1.Object) error {
+	return c.setOwnerTo(ctx, obj, c.opts.Identity.Owner)
+}
+
+// setOwnerTo points obj's owner references at owner (none when nil).
+func (c *Controller) setOwnerTo(ctx context.Context, obj metav1.Object, owner *metav1.OwnerReference) error {
 	var want []metav1.OwnerReference
-	if c.opts.Identity.Owner != nil {
-		want = []metav1.OwnerReference{*c.opts.Identity.Owner}
+	if owner != nil {
+		want = []metav1.OwnerReference{*owner}
 	}
 	if equality.Semantic.DeepEqual(obj.GetOwnerReferences(), want) || len(obj.GetOwnerReferences()) == 0 && len(want) == 0 {
 		return nil

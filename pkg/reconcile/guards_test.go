@@ -24,6 +24,8 @@ import (
 	"github.com/trainstep/trainstep/pkg/result"
 )
 
+var networkPolicies = networkingv1.SchemeGroupVersion.WithResource("networkpolicies")
+
 func networkPolicyController(t *testing.T, existing ...runtime.Object) (*Controller, *dynamicfake.FakeDynamicClient) {
 	t.Helper()
 	scheme := runtime.NewScheme()
@@ -42,8 +44,8 @@ func networkPolicyController(t *testing.T, existing ...runtime.Object) (*Control
 		Owner: &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: "step-2", UID: "uid-step-2"}}
 	job := &v1alpha1.TrainJob{Spec: v1alpha1.TrainJobSpec{Framework: v1alpha1.FrameworkPyTorch}}
 	c := &Controller{
-		opts:              Options{Dynamic: dyn, Identity: id, Desired: &render.Objects{NetworkPolicy: render.NetworkPolicy(job, id)}, Logger: zap.NewNop()},
-		networkPolicyUIDs: map[string]types.UID{},
+		opts:      Options{Dynamic: dyn, Identity: id, Desired: &render.Objects{NetworkPolicy: render.NetworkPolicy(job, id)}, Logger: zap.NewNop()},
+		guardUIDs: map[string]types.UID{},
 	}
 	return c, dyn
 }
@@ -66,7 +68,7 @@ func TestNetworkPolicyIsCreatedOnceAndDeletedByUID(t *testing.T) {
 	c, dyn := networkPolicyController(t)
 	ctx := context.Background()
 	for range 2 {
-		if err := c.ensureNetworkPolicies(ctx); err != nil {
+		if err := c.ensureGuards(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -76,10 +78,10 @@ func TestNetworkPolicyIsCreatedOnceAndDeletedByUID(t *testing.T) {
 			creates++
 		}
 	}
-	if creates != 1 || c.networkPolicyUIDs["ddp"] == "" {
-		t.Errorf("%d creates, uid %q: want one create and its UID kept", creates, c.networkPolicyUIDs["ddp"])
+	if creates != 1 || c.guardUIDs["NetworkPolicy/ddp"] == "" {
+		t.Errorf("%d creates, uid %q: want one create and its UID kept", creates, c.guardUIDs["NetworkPolicy/ddp"])
 	}
-	if err := c.deleteNetworkPolicies(ctx); err != nil {
+	if err := c.deleteGuards(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := dyn.Resource(networkPolicies).Namespace("team-a").Get(ctx, "ddp", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -94,15 +96,15 @@ func TestNetworkPolicyOfTheJobIsAdoptedAndAForeignOneRefused(t *testing.T) {
 	earlier := earlierNetworkPolicy(t, "id-of-this-step")
 	c, dyn := networkPolicyController(t, earlier)
 	ctx := context.Background()
-	if err := c.ensureNetworkPolicies(ctx); err != nil {
+	if err := c.ensureGuards(ctx); err != nil {
 		t.Fatalf("adopting the earlier attempt's: %v", err)
 	}
 	got, err := dyn.Resource(networkPolicies).Namespace("team-a").Get(ctx, "ddp", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if refs := got.GetOwnerReferences(); len(refs) != 1 || refs[0].UID != "uid-step-2" || c.networkPolicyUIDs["ddp"] != "uid-np" {
-		t.Errorf("owners %v, uid %q: want this step as owner and the object's UID kept", refs, c.networkPolicyUIDs["ddp"])
+	if refs := got.GetOwnerReferences(); len(refs) != 1 || refs[0].UID != "uid-step-2" || c.guardUIDs["NetworkPolicy/ddp"] != "uid-np" {
+		t.Errorf("owners %v, uid %q: want this step as owner and the object's UID kept", refs, c.guardUIDs["NetworkPolicy/ddp"])
 	}
 
 	for name, labels := range map[string]map[string]string{
@@ -114,11 +116,11 @@ func TestNetworkPolicyOfTheJobIsAdoptedAndAForeignOneRefused(t *testing.T) {
 			foreign := earlier.DeepCopy()
 			foreign.SetLabels(labels)
 			c, dyn := networkPolicyController(t, foreign)
-			err := c.ensureNetworkPolicies(ctx)
+			err := c.ensureGuards(ctx)
 			if result.PhaseOf(err) != result.PhaseInvalid || !strings.Contains(err.Error(), "NetworkPolicy team-a/ddp exists and is not job ddp's") {
 				t.Fatalf("ensure: %v, want Invalid naming the NetworkPolicy", err)
 			}
-			if err := c.deleteNetworkPolicies(ctx); err != nil {
+			if err := c.deleteGuards(ctx); err != nil {
 				t.Fatal(err)
 			}
 			got, err := dyn.Resource(networkPolicies).Namespace("team-a").Get(ctx, "ddp", metav1.GetOptions{})
@@ -138,7 +140,7 @@ func TestAdoptedNetworkPolicyIsRestoredToTheRenderedRules(t *testing.T) {
 	earlier.Object["spec"] = widened
 	c, dyn := networkPolicyController(t, earlier)
 	ctx := context.Background()
-	if err := c.ensureNetworkPolicies(ctx); err != nil {
+	if err := c.ensureGuards(ctx); err != nil {
 		t.Fatal(err)
 	}
 	got, err := dyn.Resource(networkPolicies).Namespace("team-a").Get(ctx, "ddp", metav1.GetOptions{})

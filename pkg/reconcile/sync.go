@@ -38,7 +38,7 @@ func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 	if err := c.ensurePodGroup(ctx); err != nil {
 		return policy.Decision{}, c.apiError(err)
 	}
-	if err := c.ensureNetworkPolicies(ctx); err != nil {
+	if err := c.ensureGuards(ctx); err != nil {
 		return policy.Decision{}, c.apiError(err)
 	}
 	if err := c.confirmExpectations(ctx); err != nil {
@@ -369,6 +369,9 @@ func (c *Controller) createReplica(ctx context.Context, p podCreate) error {
 	}
 	if restarts > 0 {
 		pod.Annotations[v1alpha1.AnnotationRestarts] = strconv.Itoa(int(restarts))
+	}
+	if c.attemptReason != "" {
+		pod.Annotations[v1alpha1.AnnotationRestartReason] = c.attemptReason
 	}
 	if jobRestarts > 0 {
 		pod.Annotations[v1alpha1.AnnotationJobRestarts] = strconv.Itoa(int(jobRestarts))

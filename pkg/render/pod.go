@@ -26,6 +26,15 @@ const (
 	// of it), a file of its own for a local process. One name on both
 	// backends, so a script writes its metrics the same way everywhere.
 	EnvTerminationMessagePath = "TRAINSTEP_TERMINATION_MESSAGE_PATH"
+	// EnvJobAttempt is the job's whole-job attempt the pod belongs to (0
+	// first), and EnvRestartReason why the attempt before it ended:
+	// "disruption" (a preemption, a drain, an eviction: not the job's
+	// fault; uncounted), "failure" (counted against backoffLimit), ""
+	// on the first attempt. Read through the downward API from the pod's
+	// own label and annotation, so the pod spec is the same whatever the
+	// attempt: a training script resumes from its checkpoint when told to.
+	EnvJobAttempt    = "TRAINSTEP_JOB_ATTEMPT"
+	EnvRestartReason = "TRAINSTEP_RESTART_REASON"
 )
 
 // PodName is the name of a replica's pod: "<job>-<lower-case type>-<index>".
@@ -93,6 +102,8 @@ func (r *Renderer) Pod(rt v1alpha1.ReplicaType, index int, attempt int) (*corev1
 			corev1.EnvVar{Name: EnvReplicaType, Value: strings.ToLower(string(rt))},
 			corev1.EnvVar{Name: EnvReplicaIndex, Value: strconv.Itoa(index)},
 			corev1.EnvVar{Name: EnvTerminationMessagePath, Value: terminationMessagePath(main)},
+			fromPod(EnvJobAttempt, "metadata.labels['"+v1alpha1.LabelJobAttempt+"']"),
+			fromPod(EnvRestartReason, "metadata.annotations['"+v1alpha1.AnnotationRestartReason+"']"),
 		)
 	}
 	setHostname(&podSpec, r.layout, r.id.JobName, rt, index)
@@ -113,6 +124,11 @@ func (r *Renderer) Pod(rt v1alpha1.ReplicaType, index int, attempt int) (*corev1
 	}
 	applyGang(pod, r.gang)
 	return pod, nil
+}
+
+// fromPod is an env var the downward API reads from the pod's field path.
+func fromPod(name, fieldPath string) corev1.EnvVar {
+	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: fieldPath}}}
 }
 
 // setHostname gives a pod of a job under the per-job layout its hostname

@@ -81,6 +81,9 @@ func NewRenderer(job *v1alpha1.TrainJob, id Identity) (*Renderer, error) {
 	return r, nil
 }
 
+// Identity is where the objects go and who owns them, as rendered.
+func (r *Renderer) Identity() Identity { return copyIdentity(r.id) }
+
 // Replicas lists every replica of the job in creation order: replica types
 // in v1alpha1.SortedReplicaTypes order, replicas by index.
 func (r *Renderer) Replicas() []frameworks.ReplicaRef {

@@ -20,7 +20,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
@@ -54,10 +54,13 @@ func TestTrainTemplateRunsEveryFrameworkAsTheDeployedServiceAccount(t *testing.T
 	applyAdmissionPolicy(t, c, ns)
 	token := c.ServiceAccountToken(t, ns, serviceAccountName)
 	checkStepAccess(t, kubernetes.NewForConfigOrDie(c.ConfigForToken(token)), ns)
-	kubeconfig := c.KubeconfigForToken(t, token, ns)
 	binary := buildTrainstep(t)
 	train := trainTemplates(t)["WorkflowTemplate"]
-	workflow, workflowUID := "e2e-"+strings.ToLower(string(uuid.NewUUID())[:5]), uuid.NewUUID()
+	// The Workflow owns the step pods, as Argo's do: the step proves its
+	// workflow from the pod its token is bound to.
+	c.InstallArgoCRDs(t)
+	wf := createWorkflow(t, c, ns, "e2e-"+strings.ToLower(string(uuid.NewUUID())[:5]))
+	workflow, workflowUID := wf.GetName(), wf.GetUID()
 
 	for _, framework := range []string{"tensorflow", "pytorch", "pytorch-elastic", "mpi", "jax", "xgboost"} {
 		t.Run(framework, func(t *testing.T) {
@@ -69,7 +72,8 @@ func TestTrainTemplateRunsEveryFrameworkAsTheDeployedServiceAccount(t *testing.T
 				arguments: []wfv1.Parameter{{Name: "job", Value: wfv1.AnyStringPtr(string(manifest))}},
 			}
 			rendered := renderTrain(t, train, step)
-			stepPod := createStepPod(t, c, ns, rendered, workflow)
+			stepPod := createStepPod(t, c, ns, rendered, wf)
+			kubeconfig := c.KubeconfigForToken(t, c.PodToken(t, stepPod), ns)
 			run := runStep(t, binary, rendered, stepPod, kubeconfig)
 
 			if run.exitCode != result.ExitSucceeded {
@@ -142,12 +146,15 @@ func exitingJob(t *testing.T, path string) (manifest []byte, job *v1alpha1.Train
 
 // createStepPod creates the pod Argo would run the step in: its name, uid
 // and namespace reach trainstep through the downward API.
-func createStepPod(t *testing.T, c *cluster.Cluster, ns string, r renderedStep, workflow string) *corev1.Pod {
+func createStepPod(t *testing.T, c *cluster.Cluster, ns string, r renderedStep, wf *unstructured.Unstructured) *corev1.Pod {
 	t.Helper()
+	yes := true
 	pod, err := c.Client.CoreV1().Pods(ns).Create(context.Background(), &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   r.podName,
-			Labels: map[string]string{common.LabelKeyWorkflow: workflow},
+			Labels: map[string]string{common.LabelKeyWorkflow: wf.GetName()},
+			// Argo's controller makes the Workflow the controller of its pods.
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "Workflow", Name: wf.GetName(), UID: wf.GetUID(), Controller: &yes}},
 		},
 		Spec: corev1.PodSpec{
 			ServiceAccountName: r.tmpl.ServiceAccountName,
@@ -495,17 +502,24 @@ func checkReplicasBelongToTheStep(t *testing.T, c *cluster.Cluster, ns, jobName,
 		t.Fatalf("no replica pod matches %s (the deciding replicas stay after success)", selector)
 	}
 	for _, p := range pods.Items {
-		if !ownedBy(p.OwnerReferences, step.UID) {
-			t.Errorf("replica %s is not owned by the step pod %s (%s): %+v", p.Name, step.Name, step.UID, p.OwnerReferences)
+		if ref := metav1.GetControllerOf(&p); ref == nil || ref.Kind != "Workflow" || ref.Name != workflow {
+			t.Errorf("replica %s is not controlled by workflow %s, which outlives the step pod %s: %+v", p.Name, workflow, step.Name, p.OwnerReferences)
 		}
 	}
 }
 
-func ownedBy(refs []metav1.OwnerReference, uid types.UID) bool {
-	for _, r := range refs {
-		if r.UID == uid {
-			return true
-		}
+// createWorkflow creates a Workflow object that owns step pods (no Argo
+// controller acts on it here).
+func createWorkflow(t *testing.T, c *cluster.Cluster, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	wf := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+		"metadata": map[string]any{"name": name, "namespace": ns},
+		"spec":     map[string]any{"workflowTemplateRef": map[string]any{"name": "trainstep"}},
+	}}
+	created, err := c.Dynamic().Resource(cluster.WorkflowResource).Namespace(ns).Create(context.Background(), wf, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating workflow %s: %v", name, err)
 	}
-	return false
+	return created
 }

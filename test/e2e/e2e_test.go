@@ -194,7 +194,7 @@ func startShared(t *testing.T, binDir string) error {
 		return err
 	}
 	// The step's image is the template's own, no parameter: the test's replaces it.
-	data = []byte(replaceOnce(t, "templates/clusterworkflowtemplate.yaml", string(data), shippedImage, localImage))
+	data = []byte(replaceTimes(t, "templates/clusterworkflowtemplate.yaml", string(data), shippedImage, localImage, templateImages))
 	if err := yaml.UnmarshalStrict(data, &cwt.Object); err != nil {
 		return fmt.Errorf("reading %s: %w", path, err)
 	}
@@ -287,7 +287,7 @@ func (e *e2e) applyKustomization(t *testing.T, dir string) {
 // trainstep image replaced by localImage.
 func (e *e2e) applyTemplate(t *testing.T, root string) {
 	t.Helper()
-	text := replaceOnce(t, "templates/workflowtemplate.yaml", string(readFile(t, filepath.Join(root, "templates", "workflowtemplate.yaml"))), shippedImage, localImage)
+	text := replaceTimes(t, "templates/workflowtemplate.yaml", string(readFile(t, filepath.Join(root, "templates", "workflowtemplate.yaml"))), shippedImage, localImage, templateImages)
 	tmpl := &unstructured.Unstructured{}
 	if err := yaml.UnmarshalStrict([]byte(text), &tmpl.Object); err != nil {
 		t.Fatalf("reading templates/workflowtemplate.yaml: %v", err)
@@ -331,11 +331,21 @@ func pinToRealNode(t *testing.T, wf *unstructured.Unstructured) {
 // replaceOnce replaces the one occurrence of old in text.
 func replaceOnce(t *testing.T, what, text, old, replacement string) string {
 	t.Helper()
-	if n := strings.Count(text, old); n != 1 {
-		t.Fatalf("%s names %s %d times, want once: update the test", what, old, n)
-	}
-	return strings.Replace(text, old, replacement, 1)
+	return replaceTimes(t, what, text, old, replacement, 1)
 }
+
+// replaceTimes replaces old, which text must hold times times.
+func replaceTimes(t *testing.T, what, text, old, replacement string, times int) string {
+	t.Helper()
+	if n := strings.Count(text, old); n != times {
+		t.Fatalf("%s names %s %d times, want %d: update the test", what, old, n, times)
+	}
+	return strings.ReplaceAll(text, old, replacement)
+}
+
+// templateImages is how many times each template file names the trainstep
+// image: its train and cleanup templates.
+const templateImages = 2
 
 // submit creates the Workflow and returns its name.
 func (e *e2e) submit(t *testing.T, wf *unstructured.Unstructured) string {

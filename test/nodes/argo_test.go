@@ -253,11 +253,12 @@ func applyClusterTemplate(ctx context.Context, t *testing.T, dyn dynamic.Interfa
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(text, shippedImage); n != 1 {
-		t.Fatalf("templates/clusterworkflowtemplate.yaml names %s %d times, want once: update the test", shippedImage, n)
+	// Its train and cleanup templates.
+	if n := strings.Count(text, shippedImage); n != 2 {
+		t.Fatalf("templates/clusterworkflowtemplate.yaml names %s %d times, want twice: update the test", shippedImage, n)
 	}
 	cwt := &unstructured.Unstructured{}
-	if err := yaml.UnmarshalStrict([]byte(strings.Replace(text, shippedImage, localImage, 1)), &cwt.Object); err != nil {
+	if err := yaml.UnmarshalStrict([]byte(strings.ReplaceAll(text, shippedImage, localImage)), &cwt.Object); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := dyn.Resource(clusterWorkflowTemplates).Create(ctx, cwt, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -144,13 +144,12 @@ func (e *environment) valueFrom(pod *corev1.Pod, src *corev1.EnvVarSource) (stri
 	case "status.podIP", "status.podIPs", "status.hostIP", "status.hostIPs":
 		return Loopback, true
 	}
+	// A key the pod lacks is "", as the kubelet resolves it.
 	if key, ok := subscript(path, "metadata.labels"); ok {
-		value, found := pod.Labels[key]
-		return value, found
+		return pod.Labels[key], true
 	}
 	if key, ok := subscript(path, "metadata.annotations"); ok {
-		value, found := pod.Annotations[key]
-		return value, found
+		return pod.Annotations[key], true
 	}
 	return "", false
 }

@@ -49,6 +49,10 @@ const (
 	// restart: a step that dies between a delete and the replacement's
 	// create leaves the count there for the run that re-attaches.
 	AnnotationRestartLedger = "trainstep.dev/restart-ledger"
+	// AnnotationRestartReason records, on each pod of a whole-job attempt
+	// after the first, why the attempt before it ended: "disruption" or
+	// "failure" (the replicas read it as TRAINSTEP_RESTART_REASON).
+	AnnotationRestartReason = "trainstep.dev/restart-reason"
 	// AnnotationWorkerTarget records, on the job's first Service, the
 	// worker count elasticPolicy.metrics last set, before any pod is
 	// created or deleted for it: a run that re-attaches goes on from it, as
