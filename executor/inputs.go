@@ -16,15 +16,15 @@ import (
 	"github.com/trainstep/trainstep/pkg/sshkey"
 )
 
-// renderInputs gathers what the renderer needs besides the job: for MPI, the
-// SSH key pair — the one an earlier attempt already stored (its replicas
+// renderInputs gathers what the renderer needs besides the job: for a
+// framework whose replicas log in to each other (MPI), the SSH key pair — the one an earlier attempt already stored (its replicas
 // trust it), else a new one. A Secret of that name without the job's label
 // is someone else's: its key is never used, and the run ends Invalid.
 func renderInputs(ctx context.Context, conn *connection, job *v1alpha1.TrainJob, apiTimeout time.Duration) (render.Inputs, error) {
-	if job.Spec.Framework != v1alpha1.FrameworkMPI {
+	name, publicKeyKey, ok := frameworks.SSHSecret(job, job.Name)
+	if !ok {
 		return render.Inputs{}, nil
 	}
-	name := v1alpha1.MPISSHSecretName(job.Name)
 	var existing *corev1.Secret
 	err := retryTransient(ctx, apiTimeout, func() error {
 		s, err := conn.core.Secrets(conn.namespace).Get(ctx, name, metav1.GetOptions{})
@@ -50,7 +50,7 @@ func renderInputs(ctx context.Context, conn *connection, job *v1alpha1.TrainJob,
 			name, v1alpha1.LabelJobName, job.Name, owner))
 	}
 	if existing != nil && len(existing.Data[corev1.SSHAuthPrivateKey]) > 0 {
-		return render.Inputs{SSHPrivateKey: existing.Data[corev1.SSHAuthPrivateKey], SSHPublicKey: existing.Data[frameworks.MPISSHPublicKeyKey]}, nil
+		return render.Inputs{SSHPrivateKey: existing.Data[corev1.SSHAuthPrivateKey], SSHPublicKey: existing.Data[publicKeyKey]}, nil
 	}
 	private, public, err := sshkey.Generate()
 	if err != nil {

@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"errors"
+	"github.com/trainstep/trainstep/pkg/frameworks/mpi"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +31,7 @@ func TestRenderInputsRefusesAnSSHSecretNotTheJobs(t *testing.T) {
 		{"the job's own, from an earlier attempt", map[string]string{v1alpha1.LabelJobName: "github-deploy"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.MPISSHSecretName(job.Name), Namespace: "team", Labels: tc.labels},
+			secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: mpi.SSHSecretName(job.Name), Namespace: "team", Labels: tc.labels},
 				Data: map[string][]byte{corev1.SSHAuthPrivateKey: planted}}
 			conn := &connection{core: fake.NewClientset(secret).CoreV1(), namespace: "team"}
 			in, err := renderInputs(context.Background(), conn, job, time.Second)

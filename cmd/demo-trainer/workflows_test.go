@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -120,7 +121,7 @@ func replicaView(t *testing.T, job *v1alpha1.TrainJob) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for rt, rs := range job.Spec.ReplicaSpecs {
-		c := v1alpha1.MainContainer(job, rt)
+		c := frameworks.MainContainer(job, rt)
 		if c == nil {
 			continue
 		}

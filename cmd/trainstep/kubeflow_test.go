@@ -15,7 +15,7 @@ import (
 func TestConvertPrintsAnEquivalentTrainJob(t *testing.T) {
 	for _, name := range []string{"tfjob_dist_mnist.yaml", "pytorchjob_elastic_echo.yaml", "pytorchjob_elastic_imagenet.yaml", "pytorchjob_workers_only.yaml", "jaxjob_cpu_demo.yaml", "xgboostjob_iris.yaml"} {
 		t.Run(name, func(t *testing.T) {
-			manifest, err := os.ReadFile(filepath.Join("..", "..", "pkg", "kubeflow", "testdata", name))
+			manifest, err := os.ReadFile(filepath.Join("..", "..", "pkg", "frameworks", "testdata", name))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -122,7 +122,7 @@ func TestTrainingOperatorElasticExamplesRender(t *testing.T) {
 		{"pytorchjob_elastic_imagenet.yaml", 3, "1:3"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
-			manifest, err := os.ReadFile(filepath.Join("..", "..", "pkg", "kubeflow", "testdata", tc.file))
+			manifest, err := os.ReadFile(filepath.Join("..", "..", "pkg", "frameworks", "testdata", tc.file))
 			if err != nil {
 				t.Fatal(err)
 			}

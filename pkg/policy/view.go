@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 )
 
 // Phase is where one replica's current instance stands.
@@ -152,7 +153,7 @@ func (v *View) OfType(t v1alpha1.ReplicaType) []Replica {
 func Desired(job *v1alpha1.TrainJob) []ReplicaID {
 	var ids []ReplicaID
 	for _, t := range v1alpha1.SortedReplicaTypes(job) {
-		n := int(v1alpha1.ReplicaSlots(job, t))
+		n := frameworks.Replicas(job, t)
 		for i := 0; i < n; i++ {
 			ids = append(ids, ReplicaID{Type: t, Index: i})
 		}

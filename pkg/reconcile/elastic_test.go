@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,7 +30,7 @@ func elasticJob(replicas, lo, hi int32) *v1alpha1.TrainJob {
 					Template: corev1.PodTemplateSpec{Spec: container}},
 			}},
 	}
-	v1alpha1.SetDefaults(job)
+	frameworks.SetDefaults(job)
 	return job
 }
 

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,7 +26,7 @@ func ddpJob(restartPolicy v1alpha1.RestartPolicy) *v1alpha1.TrainJob {
 			v1alpha1.ReplicaTypeWorker: {Replicas: &two, RestartPolicy: restartPolicy, Template: corev1.PodTemplateSpec{Spec: container}},
 		}, RunPolicy: v1alpha1.RunPolicy{BackoffLimit: &limit}},
 	}
-	v1alpha1.SetDefaults(job)
+	frameworks.SetDefaults(job)
 	return job
 }
 

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ func mpiJob(creation v1alpha1.LauncherCreationPolicy) *v1alpha1.TrainJob {
 			// These tests follow the launcher alone through its restarts.
 			RunPolicy: v1alpha1.RunPolicy{FailurePolicy: &v1alpha1.FailurePolicy{Restart: v1alpha1.FailureRestartReplica}}},
 	}
-	v1alpha1.SetDefaults(job)
+	frameworks.SetDefaults(job)
 	return job
 }
 

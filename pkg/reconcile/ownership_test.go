@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"github.com/trainstep/trainstep/pkg/frameworks/tensorflow"
 	"strings"
 	"testing"
 
@@ -25,7 +26,7 @@ func TestAForeignConfigMapIsNeitherUsedNorDeleted(t *testing.T) {
 		{"labelled, but another owner", map[string]string{v1alpha1.LabelJobName: "mnist"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.TFClusterConfigMapName("mnist"), Namespace: ns, Labels: tc.labels, UID: "theirs",
+			foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: tensorflow.ClusterConfigMapName("mnist"), Namespace: ns, Labels: tc.labels, UID: "theirs",
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "someone", UID: "someone", Controller: ptrTrue()}}},
 				Data: map[string]string{"discover_hosts.sh": "planted"}}
 			h := startWith(t, tfJob(v1alpha1.RestartPolicyExitCode), func(h *harness, o *Options) {

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"github.com/trainstep/trainstep/pkg/frameworks/mpi"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,7 +29,7 @@ func TestSecretsAreReadByNameNeverListedOrWatched(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			job := mpiJob(v1alpha1.LauncherCreationAtStartup)
-			secretName := v1alpha1.MPISSHSecretName(job.Name)
+			secretName := mpi.SSHSecretName(job.Name)
 			const earlierUID = types.UID("earlier-attempt")
 			h := startWith(t, job, func(h *harness, _ *Options) {
 				if !earlier {

@@ -91,7 +91,7 @@ func (o *Objects) List() []runtime.Object {
 }
 
 // Render returns every object of job, a job that has been defaulted
-// (v1alpha1.SetDefaults) and validated (v1alpha1.Validate). Replica types
+// (frameworks.SetDefaults) and validated (frameworks.Validate). Replica types
 // come in v1alpha1.SortedReplicaTypes order, replicas by index.
 //
 // Render holds every pod at once; a controller creating a large job renders

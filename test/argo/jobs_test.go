@@ -2,6 +2,7 @@ package argo_test
 
 import (
 	"fmt"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 	"regexp"
 	"sort"
 	"strings"
@@ -136,17 +137,17 @@ func TestDistributedExamplesRunDistributedImages(t *testing.T) {
 			t.Errorf("%s: %v", where, err)
 			continue
 		}
-		if v1alpha1.TotalReplicas(job) < 2 {
+		if int32(frameworks.TotalReplicas(job)) < 2 {
 			continue
 		}
 		for rt := range job.Spec.ReplicaSpecs {
-			main := v1alpha1.MainContainer(job, rt)
+			main := frameworks.MainContainer(job, rt)
 			if main == nil {
 				continue
 			}
 			repo, _, _ := strings.Cut(main.Image, ":")
 			if why, single := singleProcessImages[repo]; single {
-				t.Errorf("%s: %s runs %s as one of %d replicas: %s", where, rt, main.Image, v1alpha1.TotalReplicas(job), why)
+				t.Errorf("%s: %s runs %s as one of %d replicas: %s", where, rt, main.Image, int32(frameworks.TotalReplicas(job)), why)
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package frameworks
+package mpi
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks/framework"
 )
 
 // Names and paths of MPI Operator v2 (pkg/controller/mpi_job_controller.go),
@@ -46,30 +47,35 @@ const (
 	mpiSSHConnectionAttemptsArgs = "-o ConnectionAttempts=10"
 )
 
-// mpi follows MPI Operator v2's MPIJob: a launcher that reaches the workers
-// over SSH, one job-wide headless Service, a hostfile ConfigMap and an SSH
-// auth Secret.
-type mpi struct{}
+// ConfigMapSuffix and SSHSecretSuffix name an MPI job's hostfile
+// ConfigMap and SSH auth Secret (MPI Operator v2's names).
+const (
+	ConfigMapSuffix = "-config"
+	SSHSecretSuffix = "-ssh"
+)
 
-func (m mpi) ConfigurePod(job *v1alpha1.TrainJob, at Placement, replica ReplicaRef, spec *corev1.PodSpec) error {
-	return configureOne(m, job, at, replica, spec)
-}
+// ConfigMapName is the name of an MPI job's hostfile ConfigMap.
+func ConfigMapName(jobName string) string { return jobName + ConfigMapSuffix }
 
-// Prepare computes nothing ahead: an MPI pod names only itself and the job;
-// the peer list is the hostfile ConfigMap, built once by ConfigMaps.
-func (mpi) Prepare(job *v1alpha1.TrainJob, at Placement) (PodConfigurer, error) {
+// SSHSecretName is the name of an MPI job's SSH auth Secret.
+func SSHSecretName(jobName string) string { return jobName + SSHSecretSuffix }
+
+// Prepare implements framework.Framework. It computes nothing ahead: an
+// MPI pod names only itself and the job; the peer list is the hostfile
+// ConfigMap, built once by ConfigMaps.
+func (Framework) Prepare(job *v1alpha1.TrainJob, at framework.Placement) (framework.PodConfigurer, error) {
 	return mpiPods{job: job, at: at}, nil
 }
 
 // mpiPods configures the launcher and worker pods of one job.
 type mpiPods struct {
 	job *v1alpha1.TrainJob
-	at  Placement
+	at  framework.Placement
 }
 
-func (p mpiPods) ConfigurePod(replica ReplicaRef, spec *corev1.PodSpec) error {
+func (p mpiPods) ConfigurePod(replica framework.ReplicaRef, spec *corev1.PodSpec) error {
 	job, at := p.job, p.at
-	main := MainContainer(job.Spec.Framework, spec)
+	main := conventions.MainContainer(spec)
 	if main == nil {
 		return fmt.Errorf("configuring MPI %s: the pod template has no main container", replica)
 	}
@@ -89,8 +95,8 @@ func (p mpiPods) ConfigurePod(replica ReplicaRef, spec *corev1.PodSpec) error {
 	return nil
 }
 
-func configureLauncher(job *v1alpha1.TrainJob, at Placement, spec *corev1.PodSpec, main *corev1.Container) {
-	main.Env = append(main.Env, envVar(EnvMPIJobRole, "launcher"))
+func configureLauncher(job *v1alpha1.TrainJob, at framework.Placement, spec *corev1.PodSpec, main *corev1.Container) {
+	main.Env = append(main.Env, framework.EnvVar(EnvMPIJobRole, "launcher"))
 	main.Env = append(main.Env, mpiImplementationEnv(job)...)
 	if !runLauncherAsWorker(job) {
 		// Keep a launcher that runs no ranks off the GPUs.
@@ -100,7 +106,7 @@ func configureLauncher(job *v1alpha1.TrainJob, at Placement, spec *corev1.PodSpe
 	spec.Volumes = append(spec.Volumes, corev1.Volume{
 		Name: mpiConfigVolume,
 		VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-			LocalObjectReference: corev1.LocalObjectReference{Name: v1alpha1.MPIConfigMapName(at.JobName)},
+			LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(at.JobName)},
 			Items: []corev1.KeyToPath{
 				{Key: MPIHostfileKey, Path: MPIHostfileKey, Mode: int32Ptr(0o444)},
 				{Key: MPIDiscoverHostsKey, Path: MPIDiscoverHostsKey, Mode: int32Ptr(0o555)},
@@ -114,29 +120,29 @@ func configureLauncher(job *v1alpha1.TrainJob, at Placement, spec *corev1.PodSpe
 // SSH retry while workers start.
 func mpiImplementationEnv(job *v1alpha1.TrainJob) []corev1.EnvVar {
 	hostfile := MPIConfigMountPath + "/" + MPIHostfileKey
-	slots := itoa(slotsPerWorker(job))
+	slots := framework.Itoa(slotsPerWorker(job))
 	switch mpiImplementation(job) {
 	case v1alpha1.MPIImplementationIntel:
 		return []corev1.EnvVar{
-			envVar(EnvIntelHydraHostFile, hostfile),
-			envVar(EnvIntelHydraBootstrapArgs, mpiSSHConnectionAttemptsArgs),
-			envVar(EnvIntelPerHost, slots),
+			framework.EnvVar(EnvIntelHydraHostFile, hostfile),
+			framework.EnvVar(EnvIntelHydraBootstrapArgs, mpiSSHConnectionAttemptsArgs),
+			framework.EnvVar(EnvIntelPerHost, slots),
 		}
 	case v1alpha1.MPIImplementationMPICH:
 		return []corev1.EnvVar{
-			envVar(EnvHydraHostFile, hostfile),
-			envVar(EnvHydraLaunchExtraArgs, mpiSSHConnectionAttemptsArgs),
+			framework.EnvVar(EnvHydraHostFile, hostfile),
+			framework.EnvVar(EnvHydraLaunchExtraArgs, mpiSSHConnectionAttemptsArgs),
 		}
 	}
 	return []corev1.EnvVar{
-		envVar(EnvOMPIKeepFQDNHostnames, "true"),
-		envVar(EnvOMPIDefaultHostfile, hostfile),
-		envVar(EnvOMPIRSHArgs, mpiSSHConnectionAttemptsArgs),
-		envVar(EnvOMPIDefaultSlots, slots),
+		framework.EnvVar(EnvOMPIKeepFQDNHostnames, "true"),
+		framework.EnvVar(EnvOMPIDefaultHostfile, hostfile),
+		framework.EnvVar(EnvOMPIRSHArgs, mpiSSHConnectionAttemptsArgs),
+		framework.EnvVar(EnvOMPIDefaultSlots, slots),
 	}
 }
 
-func configureWorker(job *v1alpha1.TrainJob, at Placement, spec *corev1.PodSpec, main *corev1.Container) {
+func configureWorker(job *v1alpha1.TrainJob, at framework.Placement, spec *corev1.PodSpec, main *corev1.Container) {
 	// Intel MPI and MPICH reach the launcher by its bare hostname. MPI
 	// Operator v2 writes this search domain with the default cluster domain.
 	search := fmt.Sprintf("%s.%s.%s", at.JobName, at.Namespace, mpiClusterDNSSuffix)
@@ -147,7 +153,7 @@ func configureWorker(job *v1alpha1.TrainJob, at Placement, spec *corev1.PodSpec,
 	if len(main.Command) == 0 && len(main.Args) == 0 {
 		main.Command = []string{"/usr/sbin/sshd", "-De"}
 	}
-	main.Env = append(main.Env, envVar(EnvMPIJobRole, "worker"))
+	main.Env = append(main.Env, framework.EnvVar(EnvMPIJobRole, "worker"))
 	mountSSHAuth(job, at, spec, main)
 }
 
@@ -162,16 +168,16 @@ func configureWorker(job *v1alpha1.TrainJob, at Placement, spec *corev1.PodSpec,
 // fsGroup gets the main container's group, else its user, as fsGroup; when
 // neither is known the files stay 0644, readable by whichever user the image
 // runs as, as MPI Operator mounts them.
-func mountSSHAuth(job *v1alpha1.TrainJob, at Placement, spec *corev1.PodSpec, main *corev1.Container) {
+func mountSSHAuth(job *v1alpha1.TrainJob, at framework.Placement, spec *corev1.PodSpec, main *corev1.Container) {
 	mountPath := sshAuthMountPath(job)
 	mode := int32Ptr(0o600)
-	if mountPath != v1alpha1.DefaultSSHAuthMountPath && !ensureFSGroup(spec, main) {
+	if mountPath != DefaultSSHAuthMountPath && !ensureFSGroup(spec, main) {
 		mode = nil
 	}
 	spec.Volumes = append(spec.Volumes, corev1.Volume{
 		Name: mpiSSHAuthVolume,
 		VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName:  v1alpha1.MPISSHSecretName(at.JobName),
+			SecretName:  SSHSecretName(at.JobName),
 			DefaultMode: mode,
 			Items: []corev1.KeyToPath{
 				{Key: corev1.SSHAuthPrivateKey, Path: "id_rsa"},
@@ -183,8 +189,9 @@ func mountSSHAuth(job *v1alpha1.TrainJob, at Placement, spec *corev1.PodSpec, ma
 	main.VolumeMounts = append(main.VolumeMounts, corev1.VolumeMount{Name: mpiSSHAuthVolume, MountPath: mountPath})
 }
 
-// ConfigMaps returns the hostfile ConfigMap "<job>-config".
-func (mpi) ConfigMaps(job *v1alpha1.TrainJob, at Placement) []*corev1.ConfigMap {
+// ConfigMaps implements framework.SharedObjects: the hostfile ConfigMap
+// "<job>-config".
+func (Framework) ConfigMaps(job *v1alpha1.TrainJob, at framework.Placement) ([]*corev1.ConfigMap, error) {
 	hosts := mpiHosts(job, at)
 	slots := slotsPerWorker(job)
 	var hostfile strings.Builder
@@ -196,43 +203,43 @@ func (mpi) ConfigMaps(job *v1alpha1.TrainJob, at Placement) []*corev1.ConfigMap 
 		}
 	}
 	return []*corev1.ConfigMap{{
-		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.MPIConfigMapName(at.JobName)},
+		ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName(at.JobName)},
 		Data: map[string]string{
 			MPIHostfileKey:      hostfile.String(),
 			MPIDiscoverHostsKey: discoverHostsScript(job, at),
 		},
-	}}
+	}}, nil
 }
 
 // mpiHosts lists the hosts that run ranks: the launcher when it runs as a
 // worker, then every worker, as "<pod>.<job>.<ns>.svc".
-func mpiHosts(job *v1alpha1.TrainJob, at Placement) []string {
+func mpiHosts(job *v1alpha1.TrainJob, at framework.Placement) []string {
 	var hosts []string
 	if runLauncherAsWorker(job) {
 		hosts = append(hosts, mpiHost(at, v1alpha1.ReplicaTypeLauncher, 0))
 	}
-	for i := 0; i < Replicas(job, v1alpha1.ReplicaTypeWorker); i++ {
+	for i := 0; i < framework.Count(job, v1alpha1.ReplicaTypeWorker); i++ {
 		hosts = append(hosts, mpiHost(at, v1alpha1.ReplicaTypeWorker, i))
 	}
 	return hosts
 }
 
-func mpiHost(at Placement, rt v1alpha1.ReplicaType, index int) string {
-	return fmt.Sprintf("%s.%s.%s.svc", v1alpha1.ReplicaName(at.JobName, rt, index), at.JobName, at.Namespace)
+func mpiHost(at framework.Placement, rt v1alpha1.ReplicaType, index int) string {
+	return fmt.Sprintf("%s.%s.%s.svc", framework.ReplicaName(at.JobName, rt, index), at.JobName, at.Namespace)
 }
 
 // discoverHostsScript is Horovod's host discovery script. MPI Operator v2
 // lists the running workers sorted by pod name; trainstep starts every
 // worker at once, so it lists them all, sorted the same way.
-func discoverHostsScript(job *v1alpha1.TrainJob, at Placement) string {
+func discoverHostsScript(job *v1alpha1.TrainJob, at framework.Placement) string {
 	var script strings.Builder
 	script.WriteString("#!/bin/sh\n")
 	if runLauncherAsWorker(job) {
 		fmt.Fprintf(&script, "echo %s\n", mpiHost(at, v1alpha1.ReplicaTypeLauncher, 0))
 	}
-	workers := make([]string, Replicas(job, v1alpha1.ReplicaTypeWorker))
+	workers := make([]string, framework.Count(job, v1alpha1.ReplicaTypeWorker))
 	for i := range workers {
-		workers[i] = v1alpha1.ReplicaName(at.JobName, v1alpha1.ReplicaTypeWorker, i)
+		workers[i] = framework.ReplicaName(at.JobName, v1alpha1.ReplicaTypeWorker, i)
 	}
 	sort.Strings(workers)
 	for _, pod := range workers {
@@ -244,13 +251,14 @@ func discoverHostsScript(job *v1alpha1.TrainJob, at Placement) string {
 // errMissingSSHKeys is returned when an MPI job is rendered without keys.
 var errMissingSSHKeys = errors.New("an MPI job needs an SSH key pair (private and public key)")
 
-// Secrets returns the SSH auth Secret "<job>-ssh" holding keys.
-func (mpi) Secrets(_ *v1alpha1.TrainJob, at Placement, keys SSHKeyPair) ([]*corev1.Secret, error) {
+// Secrets implements framework.SharedObjects: the SSH auth Secret
+// "<job>-ssh" holding keys.
+func (Framework) Secrets(_ *v1alpha1.TrainJob, at framework.Placement, keys framework.SSHKeyPair) ([]*corev1.Secret, error) {
 	if len(keys.Private) == 0 || len(keys.Public) == 0 {
 		return nil, errMissingSSHKeys
 	}
 	return []*corev1.Secret{{
-		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.MPISSHSecretName(at.JobName)},
+		ObjectMeta: metav1.ObjectMeta{Name: SSHSecretName(at.JobName)},
 		Type:       corev1.SecretTypeSSHAuth,
 		Data: map[string][]byte{
 			corev1.SSHAuthPrivateKey: append([]byte(nil), keys.Private...),
@@ -259,12 +267,19 @@ func (mpi) Secrets(_ *v1alpha1.TrainJob, at Placement, keys SSHKeyPair) ([]*core
 	}}, nil
 }
 
-// SuccessRule: the launcher runs mpirun, so its success is the job's.
-func (mpi) SuccessRule(job *v1alpha1.TrainJob) SuccessRule {
-	if rule, ok := leaderIfPresent(job, v1alpha1.ReplicaTypeLauncher); ok {
-		return rule
-	}
-	return allOfEveryType(job)
+// LabelApp holds the job name on an MPI job's Service, hostfile ConfigMap
+// and SSH Secret, as MPI Operator v2 labels them (and no pod or PodGroup);
+// users select them with `kubectl get -l app=<job>`.
+const LabelApp = "app"
+
+// Labels implements framework.SharedObjects.
+func (Framework) Labels(jobName string) map[string]string {
+	return map[string]string{LabelApp: jobName}
+}
+
+// SSHSecret implements framework.SSHKeys.
+func (Framework) SSHSecret(jobName string) (name, publicKeyKey string) {
+	return SSHSecretName(jobName), MPISSHPublicKeyKey
 }
 
 func mpiImplementation(job *v1alpha1.TrainJob) v1alpha1.MPIImplementation {
@@ -283,7 +298,7 @@ func slotsPerWorker(job *v1alpha1.TrainJob) int {
 
 func sshAuthMountPath(job *v1alpha1.TrainJob) string {
 	if job.Spec.SSHAuthMountPath == "" {
-		return v1alpha1.DefaultSSHAuthMountPath
+		return DefaultSSHAuthMountPath
 	}
 	return job.Spec.SSHAuthMountPath
 }

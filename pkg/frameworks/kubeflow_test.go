@@ -1,6 +1,11 @@
-package kubeflow
+package frameworks_test
 
 import (
+	"github.com/trainstep/trainstep/pkg/frameworks"
+	"github.com/trainstep/trainstep/pkg/frameworks/mpi"
+	"github.com/trainstep/trainstep/pkg/frameworks/pytorch"
+	"github.com/trainstep/trainstep/pkg/frameworks/tensorflow"
+	"github.com/trainstep/trainstep/pkg/kubeflow"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +22,7 @@ import (
 
 // decodeFile reads a testdata manifest strictly into the object its
 // apiVersion/kind names.
-func decodeFile(t *testing.T, name string) Object {
+func decodeFile(t *testing.T, name string) kubeflow.Object {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
@@ -27,14 +32,15 @@ func decodeFile(t *testing.T, name string) Object {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var header Header
+	var header kubeflow.Header
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(data, &header); err != nil {
 		t.Fatal(err)
 	}
-	obj, ok := New(header.APIVersion, header.Kind)
+	kind, ok := frameworks.KubeflowKind(header.APIVersion, header.Kind)
 	if !ok {
 		t.Fatalf("%s: %s %s not supported", name, header.APIVersion, header.Kind)
 	}
+	obj := kind.New()
 	strict, err := kjson.UnmarshalStrict(data, obj, kjson.DisallowUnknownFields)
 	if err != nil || len(strict) > 0 {
 		t.Fatalf("%s: decoding: %v %v", name, err, strict)
@@ -133,6 +139,7 @@ func TestToTrainJob(t *testing.T) {
 			CleanPodPolicy: "Running",
 			Elastic: &v1alpha1.ElasticPolicy{
 				RDZVBackend: ptr(v1alpha1.BackendC10D), MinReplicas: i32(1), MaxReplicas: i32(2), MaxRestarts: i32(100),
+				GrowIntoCapacity: ptr(false), // the operator keeps the Worker replicas
 			},
 		}},
 		{file: "pytorchjob_elastic_imagenet.yaml", want: jobSummary{
@@ -183,7 +190,7 @@ func TestToTrainJob(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.file, func(t *testing.T) {
-			job, warnings := decodeFile(t, tc.file).ToTrainJob()
+			job, warnings := convert(t, decodeFile(t, tc.file))
 			if job.APIVersion != v1alpha1.APIVersion || job.Kind != v1alpha1.Kind {
 				t.Errorf("type = %s %s, want a TrainJob", job.APIVersion, job.Kind)
 			}
@@ -205,6 +212,16 @@ func TestToTrainJob(t *testing.T) {
 const unsetCleanPodPolicyWarning = "spec.runPolicy.cleanPodPolicy is unset: replicas still running when the step ends are deleted (Running), " +
 	"where the operator's default None would keep them until the job object is deleted; in a workflow nothing deletes one"
 
+// convert converts a manifest that converts without error.
+func convert(t *testing.T, obj kubeflow.Object) (*v1alpha1.TrainJob, []string) {
+	t.Helper()
+	job, warnings, err := obj.ToTrainJob()
+	if err != nil {
+		t.Fatalf("ToTrainJob: %v", err)
+	}
+	return job, warnings
+}
+
 func manifestSays(t *testing.T, file, field string) bool {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("testdata", file))
@@ -214,11 +231,9 @@ func manifestSays(t *testing.T, file, field string) bool {
 	return strings.Contains(string(data), field+":")
 }
 
-func ptr[T any](v T) *T { return &v }
-
 func TestToTrainJobKubeflowSpecifics(t *testing.T) {
 	t.Run("MPI worker replicas default to 0 as the MPI Operator does", func(t *testing.T) {
-		job, _ := (&MPIJob{Spec: MPIJobSpec{MPIReplicaSpecs: map[string]*ReplicaSpec{"Launcher": {}, "Worker": {}}}}).ToTrainJob()
+		job, _ := convert(t, &mpi.MPIJob{Spec: mpi.MPIJobSpec{MPIReplicaSpecs: map[string]*kubeflow.ReplicaSpec{"Launcher": {}, "Worker": {}}}})
 		if got := job.Spec.ReplicaSpecs["Worker"].Replicas; got == nil || *got != 0 {
 			t.Errorf("worker replicas = %v, want 0", got)
 		}
@@ -228,47 +243,47 @@ func TestToTrainJobKubeflowSpecifics(t *testing.T) {
 	})
 	t.Run("declared cleanPodPolicy is kept", func(t *testing.T) {
 		all := "All"
-		job, _ := (&PyTorchJob{Spec: PyTorchJobSpec{RunPolicy: RunPolicy{CleanPodPolicy: &all}}}).ToTrainJob()
+		job, _ := convert(t, &pytorch.PyTorchJob{Spec: pytorch.PyTorchJobSpec{RunPolicy: kubeflow.RunPolicy{CleanPodPolicy: &all}}})
 		if got := *job.Spec.RunPolicy.CleanPodPolicy; got != v1alpha1.CleanPodPolicyAll {
 			t.Errorf("cleanPodPolicy = %s, want All", got)
 		}
 	})
 	t.Run("TF AllWorkers success policy", func(t *testing.T) {
 		all := "AllWorkers"
-		job, _ := (&TFJob{Spec: TFJobSpec{SuccessPolicy: &all}}).ToTrainJob()
+		job, _ := convert(t, &tensorflow.TFJob{Spec: tensorflow.TFJobSpec{SuccessPolicy: &all}})
 		if job.Spec.SuccessPolicy != v1alpha1.SuccessPolicyAllWorkers {
 			t.Errorf("successPolicy = %s", job.Spec.SuccessPolicy)
 		}
 	})
 	t.Run("MPIJob launcherCreationPolicy carries over", func(t *testing.T) {
 		for _, policy := range []string{"", "AtStartup", "WaitForWorkersReady"} {
-			mpi := decodeFile(t, "mpijob_pi.yaml").(*MPIJob)
+			mpi := decodeFile(t, "mpijob_pi.yaml").(*mpi.MPIJob)
 			mpi.Spec.LauncherCreationPolicy = policy
-			job, warnings := mpi.ToTrainJob()
+			job, warnings := convert(t, mpi)
 			if string(job.Spec.LauncherCreationPolicy) != policy {
 				t.Errorf("launcherCreationPolicy %q became %q", policy, job.Spec.LauncherCreationPolicy)
 			}
 			if len(warnings) != 1 { // only ttlSecondsAfterFinished, as in TestToTrainJob
 				t.Errorf("launcherCreationPolicy %q: warnings %q", policy, warnings)
 			}
-			v1alpha1.SetDefaults(job)
-			if errs := v1alpha1.Validate(job); len(errs) != 0 {
+			frameworks.SetDefaults(job)
+			if errs := frameworks.Validate(job); len(errs) != 0 {
 				t.Errorf("launcherCreationPolicy %q: %v", policy, errs.ToAggregate())
 			}
 		}
-		mpi := decodeFile(t, "mpijob_pi.yaml").(*MPIJob)
+		mpi := decodeFile(t, "mpijob_pi.yaml").(*mpi.MPIJob)
 		mpi.Spec.LauncherCreationPolicy = "Later"
-		job, _ := mpi.ToTrainJob()
-		v1alpha1.SetDefaults(job)
+		job, _ := convert(t, mpi)
+		frameworks.SetDefaults(job)
 		want := `spec.launcherCreationPolicy: Unsupported value: "Later": supported values: "AtStartup", "WaitForWorkersReady"`
-		if errs := v1alpha1.Validate(job); len(errs) != 1 || errs[0].Error() != want {
+		if errs := frameworks.Validate(job); len(errs) != 1 || errs[0].Error() != want {
 			t.Errorf("errors = %v, want %s", errs, want)
 		}
 	})
 	t.Run("warnings for accepted but ignored fields", func(t *testing.T) {
-		_, tfWarnings := (&TFJob{Spec: TFJobSpec{EnableDynamicWorker: true,
-			RunPolicy: RunPolicy{ManagedBy: ptr("kubeflow.org/training-operator"), SchedulingPolicy: &SchedulingPolicy{Queue: "q"}}}}).ToTrainJob()
-		_, ptWarnings := (&PyTorchJob{Spec: PyTorchJobSpec{ElasticPolicy: &v1alpha1.ElasticPolicy{NProcPerNode: i32(2)}}}).ToTrainJob()
+		_, tfWarnings := convert(t, &tensorflow.TFJob{Spec: tensorflow.TFJobSpec{EnableDynamicWorker: true,
+			RunPolicy: kubeflow.RunPolicy{ManagedBy: ptr("kubeflow.org/training-operator"), SchedulingPolicy: &kubeflow.SchedulingPolicy{Queue: "q"}}}})
+		_, ptWarnings := convert(t, &pytorch.PyTorchJob{Spec: pytorch.PyTorchJobSpec{ElasticPolicy: &v1alpha1.ElasticPolicy{NProcPerNode: i32(2)}}})
 		got := append(tfWarnings, ptWarnings...)
 		want := []string{
 			unsetCleanPodPolicyWarning,
@@ -283,9 +298,9 @@ func TestToTrainJobKubeflowSpecifics(t *testing.T) {
 		}
 	})
 	t.Run("missing default container name is a warning", func(t *testing.T) {
-		obj := decodeFile(t, "pytorchjob_simple.yaml").(*PyTorchJob)
+		obj := decodeFile(t, "pytorchjob_simple.yaml").(*pytorch.PyTorchJob)
 		obj.Spec.PyTorchReplicaSpecs["Worker"].Template.Spec.Containers[0].Name = "trainer"
-		_, warnings := obj.ToTrainJob()
+		_, warnings := convert(t, obj)
 		want := []string{`spec.pytorchReplicaSpecs.Worker.template.spec.containers: no container named "pytorch" (the Training Operator requires one); trainstep uses the first container, "trainer"`, unsetCleanPodPolicyWarning}
 		if diff := cmp.Diff(want, warnings); diff != "" {
 			t.Errorf("warnings (-want +got):\n%s", diff)
@@ -299,20 +314,18 @@ func TestUnsupported(t *testing.T) {
 		want             string // substring; "" means not a known look-alike
 	}{
 		{"trainer.kubeflow.org/v1alpha1", "TrainJob", "Kubeflow Trainer v2"},
-		{"kubeflow.org/v1", "MPIJob", "older MPIJob version; trainstep reads MPIJob kubeflow.org/v2beta1"},
-		{"kubeflow.org/v1alpha2", "MPIJob", "older MPIJob version"},
-		{"kubeflow.org/v1", "PaddleJob", "no Paddle framework"},
-		{"kubeflow.org/v1", "MXJob", "no MX framework"},
+		{"kubeflow.org/v1alpha2", "MPIJob", "older MPIJob version; trainstep reads MPIJob kubeflow.org/v2beta1"},
+		{"kubeflow.org/v1", "MXJob", "no MXNet framework"},
 		{"kubeflow.org/v1beta2", "TFJob", "older version; trainstep reads kubeflow.org/v1 TFJob"},
 		{"batch/v1", "Job", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.apiVersion+" "+tc.kind, func(t *testing.T) {
-			got := Unsupported(tc.apiVersion, tc.kind)
+			got := frameworks.KubeflowUnsupported(tc.apiVersion, tc.kind)
 			if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
 				t.Errorf("Unsupported = %q, want it to contain %q", got, tc.want)
 			}
-			if _, ok := New(tc.apiVersion, tc.kind); ok {
+			if _, ok := frameworks.KubeflowKind(tc.apiVersion, tc.kind); ok {
 				t.Errorf("New accepted an unsupported kind")
 			}
 		})
@@ -323,7 +336,7 @@ func TestUnsupported(t *testing.T) {
 // is carried over; an empty rule list stays empty.
 func TestFailurePolicyIsCarriedOver(t *testing.T) {
 	in := &v1alpha1.FailurePolicy{Restart: v1alpha1.FailureRestartReplica, Rules: []v1alpha1.FailurePolicyRule{}}
-	job, _ := (&PyTorchJob{Spec: PyTorchJobSpec{RunPolicy: RunPolicy{FailurePolicy: in}}}).ToTrainJob()
+	job, _ := convert(t, &pytorch.PyTorchJob{Spec: pytorch.PyTorchJobSpec{RunPolicy: kubeflow.RunPolicy{FailurePolicy: in}}})
 	fp := job.Spec.RunPolicy.FailurePolicy
 	if fp == nil || fp == in || fp.Restart != v1alpha1.FailureRestartReplica || fp.Rules == nil || len(fp.Rules) != 0 {
 		t.Fatalf("failure policy %+v, want a copy: restart Replica with no rules", fp)

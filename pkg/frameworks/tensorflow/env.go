@@ -1,4 +1,4 @@
-package frameworks
+package tensorflow
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks/framework"
 )
 
 // EnvTFConfig is the variable TensorFlow reads its cluster and task from.
@@ -22,82 +23,80 @@ const EnvTFCluster = "TRAINSTEP_TF_CLUSTER"
 // TFClusterKey is the key of the cluster in the job's cluster ConfigMap.
 const TFClusterKey = "cluster"
 
-// tensorflow follows the Training Operator v1.9's TFJob: a TF_CONFIG on the
-// main container of every replica of a distributed job. The cluster, which
-// lists every replica, is kept once in a ConfigMap and expanded into
-// TF_CONFIG by the kubelet: written into every pod, it made each pod grow
-// with the job (18 KiB at 512 replicas), and the bytes of a job's pods, which
-// the API server stores and sends to every watcher, grow with its square.
-type tensorflow struct {
-}
+// ClusterConfigMapSuffix names the ConfigMap "<job>-tf-cluster" that holds
+// a distributed job's cluster, which every replica's TF_CONFIG refers to.
+const ClusterConfigMapSuffix = "-tf-cluster"
 
-func (t tensorflow) ConfigurePod(job *v1alpha1.TrainJob, at Placement, replica ReplicaRef, spec *corev1.PodSpec) error {
-	return configureOne(t, job, at, replica, spec)
-}
+// ClusterConfigMapName is the name of a distributed job's cluster ConfigMap.
+func ClusterConfigMapName(jobName string) string { return jobName + ClusterConfigMapSuffix }
 
-func (tensorflow) Prepare(job *v1alpha1.TrainJob, at Placement) (PodConfigurer, error) {
+// Prepare implements framework.Framework.
+func (Framework) Prepare(job *v1alpha1.TrainJob, at framework.Placement) (framework.PodConfigurer, error) {
 	// A job of one replica trains locally: TensorFlow must not wait for peers.
-	if TotalReplicas(job) == 1 {
-		return tfPods{framework: job.Spec.Framework, jobName: at.JobName}, nil
+	if framework.Total(job) == 1 {
+		return tfPods{jobName: at.JobName}, nil
 	}
 	cluster, err := newTFCluster(job, at)
 	if err != nil {
 		return nil, err
 	}
 	names := fmt.Sprintf("the job name %q or the namespace %q", at.JobName, at.Namespace)
-	if err := checkEnvVarSize(job, EnvTFConfig, cluster.longest(job), names); err != nil {
+	if err := framework.CheckEnvVarSize(framework.Total(job), EnvTFConfig, cluster.longest(job), names); err != nil {
 		return nil, err
 	}
-	return tfPods{framework: job.Spec.Framework, jobName: at.JobName, cluster: &cluster}, nil
+	return tfPods{jobName: at.JobName, cluster: &cluster}, nil
 }
 
 // tfPods sets TF_CONFIG on the main container of each pod of a job.
 type tfPods struct {
-	framework v1alpha1.Framework
-	jobName   string
+	jobName string
 	// cluster is nil for a job that trains locally.
 	cluster *tfCluster
 }
 
-func (p tfPods) ConfigurePod(replica ReplicaRef, spec *corev1.PodSpec) error {
+func (p tfPods) ConfigurePod(replica framework.ReplicaRef, spec *corev1.PodSpec) error {
 	if p.cluster == nil {
 		return nil
 	}
-	main := MainContainer(p.framework, spec)
+	main := conventions.MainContainer(spec)
 	if main == nil {
 		return nil
 	}
 	main.Env = append(main.Env, corev1.EnvVar{Name: EnvTFCluster, ValueFrom: &corev1.EnvVarSource{
 		ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
-			LocalObjectReference: corev1.LocalObjectReference{Name: v1alpha1.TFClusterConfigMapName(p.jobName)},
+			LocalObjectReference: corev1.LocalObjectReference{Name: ClusterConfigMapName(p.jobName)},
 			Key:                  TFClusterKey,
 		},
 	}})
-	main.Env = append(main.Env, envVar(EnvTFConfig, tfConfig("$("+EnvTFCluster+")", replica)))
+	main.Env = append(main.Env, framework.EnvVar(EnvTFConfig, tfConfig("$("+EnvTFCluster+")", replica)))
 	return nil
 }
 
 // ConfigMaps returns a distributed job's cluster ConfigMap
 // "<job>-tf-cluster". It is immutable: the kubelet need not watch it.
-func (tensorflow) ConfigMaps(job *v1alpha1.TrainJob, at Placement) []*corev1.ConfigMap {
-	if TotalReplicas(job) == 1 {
-		return nil
+func (Framework) ConfigMaps(job *v1alpha1.TrainJob, at framework.Placement) ([]*corev1.ConfigMap, error) {
+	if framework.Total(job) == 1 {
+		return nil, nil
 	}
 	cluster, err := tfClusterJSON(job, at)
 	if err != nil {
-		return nil // Prepare reports the same error before anything is created
+		return nil, err
 	}
 	immutable := true
 	return []*corev1.ConfigMap{{
-		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.TFClusterConfigMapName(at.JobName)},
+		ObjectMeta: metav1.ObjectMeta{Name: ClusterConfigMapName(at.JobName)},
 		Immutable:  &immutable,
 		Data:       map[string]string{TFClusterKey: cluster},
-	}}
+	}}, nil
 }
 
-func (tensorflow) Secrets(*v1alpha1.TrainJob, Placement, SSHKeyPair) ([]*corev1.Secret, error) {
+// Secrets implements framework.SharedObjects: TensorFlow has none.
+func (Framework) Secrets(*v1alpha1.TrainJob, framework.Placement, framework.SSHKeyPair) ([]*corev1.Secret, error) {
 	return nil, nil
 }
+
+// Labels implements framework.SharedObjects: the Training Operator adds none.
+func (Framework) Labels(string) map[string]string { return nil }
 
 // TFConfig returns the TF_CONFIG JSON of one replica, as its process sees
 // it (the cluster expanded): every replica of every type (evaluator
@@ -106,7 +105,7 @@ func (tensorflow) Secrets(*v1alpha1.TrainJob, Placement, SSHKeyPair) ([]*corev1.
 // replica's own type and index, and environment "cloud". (The operator's
 // CUSTOM_CLUSTER_DOMAIN suffix is not offered: both forms resolve in every
 // cluster through the pods' DNS search path.)
-func TFConfig(job *v1alpha1.TrainJob, at Placement, replica ReplicaRef) (string, error) {
+func TFConfig(job *v1alpha1.TrainJob, at framework.Placement, replica framework.ReplicaRef) (string, error) {
 	cluster, err := newTFCluster(job, at)
 	if err != nil {
 		return "", err
@@ -123,13 +122,13 @@ type tfCluster struct {
 	cluster string
 }
 
-func newTFCluster(job *v1alpha1.TrainJob, at Placement) (tfCluster, error) {
+func newTFCluster(job *v1alpha1.TrainJob, at framework.Placement) (tfCluster, error) {
 	cluster, err := tfClusterJSON(job, at)
 	return tfCluster{cluster: cluster}, err
 }
 
 // tfClusterJSON encodes TF_CONFIG's cluster of job.
-func tfClusterJSON(job *v1alpha1.TrainJob, at Placement) (string, error) {
+func tfClusterJSON(job *v1alpha1.TrainJob, at framework.Placement) (string, error) {
 	cluster := make(map[string][]string, len(job.Spec.ReplicaSpecs))
 	// The Training Operator's "<pod>.<ns>.svc" under its own layout;
 	// "<pod>.<job>" under the job's Service.
@@ -138,11 +137,11 @@ func tfClusterJSON(job *v1alpha1.TrainJob, at Placement) (string, error) {
 		domain = ""
 	}
 	for rt := range job.Spec.ReplicaSpecs {
-		n := Replicas(job, rt)
-		suffix := domain + ":" + strconv.Itoa(int(Port(job, rt)))
+		n := framework.Count(job, rt)
+		suffix := domain + ":" + strconv.Itoa(int(conventions.PortOf(job, rt)))
 		addresses := make([]string, 0, n)
 		for i := 0; i < n; i++ {
-			addresses = append(addresses, PeerHost(job, at, rt, i)+suffix)
+			addresses = append(addresses, framework.PeerHost(job, at, rt, i)+suffix)
 		}
 		cluster[strings.ToLower(string(rt))] = addresses
 	}
@@ -158,11 +157,11 @@ func tfClusterJSON(job *v1alpha1.TrainJob, at Placement) (string, error) {
 const tfPrefix, tfTypeKey, tfIndexKey, tfEnd = `{"cluster":`, `,"task":{"type":`, `,"index":`, `},"environment":"cloud"}`
 
 // config is the replica's whole TF_CONFIG.
-func (c *tfCluster) config(replica ReplicaRef) string { return tfConfig(c.cluster, replica) }
+func (c *tfCluster) config(replica framework.ReplicaRef) string { return tfConfig(c.cluster, replica) }
 
 // tfConfig is TF_CONFIG with cluster as its "cluster" value and the
 // replica's task, as encoding the whole document would give.
-func tfConfig(cluster string, replica ReplicaRef) string {
+func tfConfig(cluster string, replica framework.ReplicaRef) string {
 	return tfPrefix + cluster + tfTypeKey + tfTaskType(replica.Type) + tfIndexKey + strconv.Itoa(replica.Index) + tfEnd
 }
 
@@ -171,7 +170,7 @@ func tfConfig(cluster string, replica ReplicaRef) string {
 func (c *tfCluster) longest(job *v1alpha1.TrainJob) int {
 	longest := 0
 	for rt := range job.Spec.ReplicaSpecs {
-		if n := Replicas(job, rt); n > 0 {
+		if n := framework.Count(job, rt); n > 0 {
 			longest = max(longest, len(tfPrefix)+len(c.cluster)+len(tfTypeKey)+len(tfTaskType(rt))+len(tfIndexKey)+len(strconv.Itoa(n-1))+len(tfEnd))
 		}
 	}
@@ -182,23 +181,4 @@ func (c *tfCluster) longest(job *v1alpha1.TrainJob) int {
 func tfTaskType(rt v1alpha1.ReplicaType) string {
 	data, _ := json.Marshal(strings.ToLower(string(rt))) // a string always encodes
 	return string(data)
-}
-
-// SuccessRule follows the TFJob controller's UpdateJobStatus: a Chief (or
-// Master) decides when the job has one; otherwise Worker 0 decides under
-// the Default policy and every worker must succeed under AllWorkers.
-func (tensorflow) SuccessRule(job *v1alpha1.TrainJob) SuccessRule {
-	for _, rt := range []v1alpha1.ReplicaType{v1alpha1.ReplicaTypeChief, v1alpha1.ReplicaTypeMaster} {
-		if rule, ok := leaderIfPresent(job, rt); ok {
-			return rule
-		}
-	}
-	if Replicas(job, v1alpha1.ReplicaTypeWorker) == 0 {
-		return allOfEveryType(job)
-	}
-	if job.Spec.SuccessPolicy == v1alpha1.SuccessPolicyAllWorkers {
-		return SuccessRule{AllOf: []v1alpha1.ReplicaType{v1alpha1.ReplicaTypeWorker}}
-	}
-	rule, _ := leaderIfPresent(job, v1alpha1.ReplicaTypeWorker)
-	return rule
 }
