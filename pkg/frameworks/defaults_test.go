@@ -180,7 +180,7 @@ func TestSetDefaultsNormalisesReplicaTypes(t *testing.T) {
 			}
 			job := newJob(tc.framework, specs)
 			SetDefaults(job)
-			if diff := cmp.Diff(tc.want, v1alpha1.SortedReplicaTypes(job)); diff != "" {
+			if diff := cmp.Diff(tc.want, SortedReplicaTypes(job)); diff != "" {
 				t.Errorf("replica types (-want +got):\n%s", diff)
 			}
 		})

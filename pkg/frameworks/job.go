@@ -172,3 +172,23 @@ func ScalesOnMetrics(job *v1alpha1.TrainJob) bool {
 	e, ok := Elastic(job)
 	return ok && e.OnMetrics
 }
+
+// AllReplicas lists every replica trainstep may create for the job, in
+// creation order: types as frameworks.SortedReplicaTypes orders them (the
+// deciding replica first), replicas by index.
+func AllReplicas(job *v1alpha1.TrainJob) []ReplicaRef {
+	refs := make([]ReplicaRef, 0, TotalReplicas(job))
+	for _, rt := range SortedReplicaTypes(job) {
+		for i := 0; i < Replicas(job, rt); i++ {
+			refs = append(refs, ReplicaRef{Type: rt, Index: i})
+		}
+	}
+	return refs
+}
+
+// SortedReplicaTypes returns the job's replica types in a stable order,
+// the deciding replica first, so that rendering, logs and outputs never
+// depend on map iteration.
+func SortedReplicaTypes(job *v1alpha1.TrainJob) []v1alpha1.ReplicaType {
+	return framework.SortedReplicaTypes(job)
+}

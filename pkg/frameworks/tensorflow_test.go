@@ -236,7 +236,7 @@ func TestTFConfigOfLargeJobMatchesWholeEncoding(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Prepare: %v", err)
 	}
-	for _, rt := range v1alpha1.SortedReplicaTypes(job) {
+	for _, rt := range frameworks.SortedReplicaTypes(job) {
 		for i := 0; i < frameworks.Replicas(job, rt); i++ {
 			spec := job.Spec.ReplicaSpecs[rt].Template.Spec.DeepCopy()
 			if err := pods.ConfigurePod(frameworks.ReplicaRef{Type: rt, Index: i}, spec); err != nil {

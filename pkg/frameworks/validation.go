@@ -126,7 +126,7 @@ func validateReplicaSpecs(job *v1alpha1.TrainJob, f framework.Framework, own fra
 	if len(job.Spec.ReplicaSpecs) == 0 {
 		return append(errs, field.Required(specsPath, fmt.Sprintf("%s needs at least one of %s", f.Name(), joinTypes(allowed))))
 	}
-	for _, rt := range v1alpha1.SortedReplicaTypes(job) {
+	for _, rt := range SortedReplicaTypes(job) {
 		p := specsPath.Child(string(rt))
 		if !containsType(allowed, rt) {
 			errs = append(errs, field.NotSupported(p, rt, allowed))
@@ -306,7 +306,7 @@ func validateFailurePolicy(job *v1alpha1.TrainJob, fp *v1alpha1.FailurePolicy, p
 		}
 		for j, rt := range rule.ReplicaTypes {
 			if _, ok := job.Spec.ReplicaSpecs[rt]; !ok {
-				errs = append(errs, field.NotSupported(rp.Child("replicaTypes").Index(j), rt, v1alpha1.SortedReplicaTypes(job)))
+				errs = append(errs, field.NotSupported(rp.Child("replicaTypes").Index(j), rt, SortedReplicaTypes(job)))
 			}
 		}
 	}

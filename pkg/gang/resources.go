@@ -9,7 +9,7 @@ import (
 
 // MinResources is what a PodGroup asks to be free before any of its pods
 // start: schedulingPolicy.minResources when set, else the requests of the
-// first MinMember replicas (replica types in v1alpha1.SortedReplicaTypes
+// first MinMember replicas (replica types in frameworks.SortedReplicaTypes
 // order, so the replicas a job cannot run without come first). An MPI
 // launcher created only once the workers are Ready is no member the group
 // starts with: the workers' requests are summed instead.
@@ -20,7 +20,7 @@ func MinResources(job *v1alpha1.TrainJob) corev1.ResourceList {
 	total := corev1.ResourceList{}
 	left := MinMember(job)
 	held, _, holds := frameworks.HeldUntilReady(job)
-	for _, t := range v1alpha1.SortedReplicaTypes(job) {
+	for _, t := range frameworks.SortedReplicaTypes(job) {
 		spec := job.Spec.ReplicaSpecs[t]
 		if spec == nil || holds && t == held {
 			continue

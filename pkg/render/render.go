@@ -92,7 +92,7 @@ func (o *Objects) List() []runtime.Object {
 
 // Render returns every object of job, a job that has been defaulted
 // (frameworks.SetDefaults) and validated (frameworks.Validate). Replica types
-// come in v1alpha1.SortedReplicaTypes order, replicas by index.
+// come in frameworks.SortedReplicaTypes order, replicas by index.
 //
 // Render holds every pod at once; a controller creating a large job renders
 // each replica when it creates it, with a Renderer.

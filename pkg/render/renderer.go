@@ -57,7 +57,7 @@ type Renderer struct {
 // Renderer is in use.
 func NewRenderer(job *v1alpha1.TrainJob, id Identity) (*Renderer, error) {
 	id = copyIdentity(id)
-	for _, rt := range v1alpha1.SortedReplicaTypes(job) {
+	for _, rt := range frameworks.SortedReplicaTypes(job) {
 		if job.Spec.ReplicaSpecs[rt] == nil {
 			return nil, fmt.Errorf("rendering job %q: replica type %s has no spec", id.JobName, rt)
 		}
@@ -76,16 +76,10 @@ func NewRenderer(job *v1alpha1.TrainJob, id Identity) (*Renderer, error) {
 	return r, nil
 }
 
-// Replicas lists every replica of the job in creation order: replica types
-// in v1alpha1.SortedReplicaTypes order, replicas by index.
+// Replicas lists every replica of the job in creation order
+// (frameworks.AllReplicas).
 func (r *Renderer) Replicas() []frameworks.ReplicaRef {
-	refs := make([]frameworks.ReplicaRef, 0, frameworks.TotalReplicas(r.job))
-	for _, rt := range v1alpha1.SortedReplicaTypes(r.job) {
-		for i := 0; i < frameworks.Replicas(r.job, rt); i++ {
-			refs = append(refs, frameworks.ReplicaRef{Type: rt, Index: i})
-		}
-	}
-	return refs
+	return frameworks.AllReplicas(r.job)
 }
 
 // PodObject is what to send to create pod, a Pod this Renderer rendered

@@ -142,7 +142,7 @@ func TestLoadKubeflowExamples(t *testing.T) {
 				t.Errorf("cleanPodPolicy = %s, want %s", got, tc.clean)
 			}
 			if len(job.Spec.ReplicaSpecs) != len(tc.replicas) {
-				t.Errorf("replica types = %v", v1alpha1.SortedReplicaTypes(job))
+				t.Errorf("replica types = %v", frameworks.SortedReplicaTypes(job))
 			}
 			for rt, want := range tc.replicas {
 				spec := job.Spec.ReplicaSpecs[rt]

@@ -65,7 +65,7 @@ func splitTypePrefix(raw string) (typ, rest string) {
 // forEachMain calls apply on the main container of every replica type, or
 // of typ only; a typ the job does not have is an error naming the flag.
 func forEachMain(job *v1alpha1.TrainJob, flag, raw, typ string, apply func(*corev1.Container)) error {
-	types := v1alpha1.SortedReplicaTypes(job)
+	types := frameworks.SortedReplicaTypes(job)
 	if typ != "" {
 		rt, _ := frameworks.CanonicalReplicaType(typ)
 		if _, ok := job.Spec.ReplicaSpecs[rt]; !ok {

@@ -24,5 +24,5 @@ func LeaderIfPresent(job *v1alpha1.TrainJob, rt v1alpha1.ReplicaType) (SuccessRu
 // AllOfEveryType is the fallback for a job that has none of the replica
 // types its framework decides success by: every replica must succeed.
 func AllOfEveryType(job *v1alpha1.TrainJob) SuccessRule {
-	return SuccessRule{AllOf: v1alpha1.SortedReplicaTypes(job)}
+	return SuccessRule{AllOf: SortedReplicaTypes(job)}
 }
