@@ -4,7 +4,7 @@
 // its gang size, its Kubeflow kinds and what it needs on one machine.
 //
 // Everything trainstep knows about one framework is in its folder
-// (tensorflow, pytorch, mpi, jax, xgboost), behind the
+// (tensorflow, pytorch, mpi, jax, xgboost, paddle), behind the
 // framework.Framework interface; this package lists them in one table and
 // answers for them, so no other package switches on a framework. Adding a
 // framework is adding its folder and a line in the table.
@@ -22,6 +22,7 @@ import (
 	"github.com/trainstep/trainstep/pkg/frameworks/framework"
 	"github.com/trainstep/trainstep/pkg/frameworks/jax"
 	"github.com/trainstep/trainstep/pkg/frameworks/mpi"
+	"github.com/trainstep/trainstep/pkg/frameworks/paddle"
 	"github.com/trainstep/trainstep/pkg/frameworks/pytorch"
 	"github.com/trainstep/trainstep/pkg/frameworks/tensorflow"
 	"github.com/trainstep/trainstep/pkg/frameworks/xgboost"
@@ -34,6 +35,7 @@ var table = []framework.Framework{
 	mpi.Framework{},
 	jax.Framework{},
 	xgboost.Framework{},
+	paddle.Framework{},
 }
 
 // For returns framework fw.

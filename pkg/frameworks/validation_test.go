@@ -3,6 +3,7 @@ package frameworks
 import (
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/frameworks/framework"
+	"github.com/trainstep/trainstep/pkg/frameworks/paddle"
 	"strings"
 	"testing"
 
@@ -20,6 +21,7 @@ func validJob(f v1alpha1.Framework) *v1alpha1.TrainJob {
 		v1alpha1.FrameworkMPI:        {v1alpha1.ReplicaTypeLauncher, v1alpha1.ReplicaTypeWorker},
 		v1alpha1.FrameworkJAX:        {v1alpha1.ReplicaTypeWorker},
 		v1alpha1.FrameworkXGBoost:    {v1alpha1.ReplicaTypeMaster, v1alpha1.ReplicaTypeWorker},
+		paddle.Name:                  {v1alpha1.ReplicaTypeMaster, v1alpha1.ReplicaTypeWorker},
 	}[f]
 	specs := map[v1alpha1.ReplicaType]*v1alpha1.ReplicaSpec{}
 	for _, rt := range types {
@@ -83,7 +85,7 @@ func TestValidateErrors(t *testing.T) {
 			[]string{`metadata.namespace: Invalid value: "Team_A": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`}},
 		// framework and replica types
 		{"unknown framework", v1alpha1.FrameworkJAX, func(j *v1alpha1.TrainJob) { j.Spec.Framework = "caffe" },
-			[]string{`spec.framework: Unsupported value: "caffe": supported values: "tensorflow", "pytorch", "mpi", "jax", "xgboost"`}},
+			[]string{`spec.framework: Unsupported value: "caffe": supported values: "tensorflow", "pytorch", "mpi", "jax", "xgboost", "paddle"`}},
 		{"no replica specs", v1alpha1.FrameworkJAX, func(j *v1alpha1.TrainJob) { j.Spec.ReplicaSpecs = nil },
 			[]string{"spec.replicaSpecs: Required value: jax needs at least one of Worker"}},
 		{"type not allowed for framework", v1alpha1.FrameworkPyTorch, func(j *v1alpha1.TrainJob) {

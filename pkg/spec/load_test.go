@@ -202,7 +202,7 @@ func TestLoadUnknownFields(t *testing.T) {
 
 func TestLoadUnsupportedKinds(t *testing.T) {
 	supported := "supported: trainstep.dev/v1alpha1 TrainJob, kubeflow.org/v1 TFJob, kubeflow.org/v1 PyTorchJob, " +
-		"kubeflow.org/v2beta1 MPIJob, kubeflow.org/v1 JAXJob, kubeflow.org/v1 XGBoostJob"
+		"kubeflow.org/v2beta1 MPIJob, kubeflow.org/v1 JAXJob, kubeflow.org/v1 XGBoostJob, kubeflow.org/v1 PaddleJob"
 	cases := []struct {
 		name, manifest, want string
 	}{
