@@ -58,6 +58,10 @@ type Options struct {
 	RestartDelay time.Duration
 	// OnView, when set, is called with the replicas after every decision.
 	OnView func(*policy.View)
+	// JobEnv is what trainstep gives every container before the template's
+	// own variables, as in a cluster (the progress endpoint's): the
+	// template may refer to them, and a variable it sets itself wins.
+	JobEnv []corev1.EnvVar
 	// Environ is the environment every process starts from; nil means
 	// trainstep's own.
 	Environ []string
@@ -188,7 +192,7 @@ func newBackend(opts Options, dir string) (*backend, error) {
 	}
 	p := &planner{
 		job: job, identity: render.Identity{Namespace: namespace, JobName: job.Name, Labels: map[string]string{}},
-		dir: dir, baseEnv: opts.Environ, env: env, setupEnv: plainVars(setup.Env), leaders: leaders, logs: opts.Logs,
+		dir: dir, baseEnv: opts.Environ, env: env, jobEnv: plainVars(opts.JobEnv), setupEnv: plainVars(setup.Env), leaders: leaders, logs: opts.Logs,
 		maxGrace: opts.MaxStopGrace, lookPath: exec.LookPath,
 	}
 	plans, warnings, err := p.plans()

@@ -39,12 +39,19 @@ type environment struct {
 	configMaps map[string]map[string]string
 }
 
-// containerEnv returns the container's variables in order, and a warning
-// for each one that cannot be resolved on this machine (left out).
-func (e *environment) containerEnv(self framework.ReplicaRef, pod *corev1.Pod, c *corev1.Container, path *field.Path) ([]envVar, []string) {
+// containerEnv returns the container's variables in order, after before
+// (trainstep's own, which the container's may refer to and override), and
+// a warning for each one that cannot be resolved on this machine (left out).
+func (e *environment) containerEnv(self framework.ReplicaRef, pod *corev1.Pod, c *corev1.Container, path *field.Path, before []envVar) ([]envVar, []string) {
 	var vars []envVar
 	var warnings []string
 	defined := map[string]string{}
+	for _, v := range before {
+		if !declares(c, v.name) {
+			defined[v.name] = v.value
+			vars = append(vars, v)
+		}
+	}
 	for i, v := range c.Env {
 		value := expand(v.Value, lookupIn(defined))
 		if v.ValueFrom != nil {
@@ -64,6 +71,16 @@ func (e *environment) containerEnv(self framework.ReplicaRef, pod *corev1.Pod, c
 	}
 	vars, rewriteWarnings := e.pointAtLocalPeers(self, vars, defined)
 	return vars, append(warnings, rewriteWarnings...)
+}
+
+// declares reports whether c sets variable name itself.
+func declares(c *corev1.Container, name string) bool {
+	for _, v := range c.Env {
+		if v.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // pointAtLocalPeers rewrites replica host names to 127.0.0.1, their ports

@@ -46,6 +46,8 @@ type planner struct {
 	dir      string
 	baseEnv  []string
 	env      *environment
+	// jobEnv comes before every container's own variables (Options.JobEnv).
+	jobEnv []envVar
 	// setupEnv is what the framework adds to every process (LocalSetup).
 	setupEnv []envVar
 	leaders  map[frameworks.ReplicaRef]bool
@@ -107,7 +109,7 @@ func (p *planner) plan(renderer *render.Renderer, id policy.ReplicaID) (*plan, [
 			"the local backend runs the container's command on this machine and cannot use the image's entrypoint")}, nil
 	}
 
-	vars, warnings := p.env.containerEnv(frameworks.ReplicaRef{Type: id.Type, Index: id.Index}, pod, main, path)
+	vars, warnings := p.env.containerEnv(frameworks.ReplicaRef{Type: id.Type, Index: id.Index}, pod, main, path, p.jobEnv)
 	terminationLog := filepath.Join(p.dir, logs.ReplicaPrefix(string(id.Type), id.Index)+".termination-log")
 	vars = append(vars, envVar{name: EnvTerminationMessagePath, value: terminationLog})
 	vars = append(vars, p.setupEnv...)
