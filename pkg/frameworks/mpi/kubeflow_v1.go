@@ -69,8 +69,11 @@ func (j *MPIJobV1) Upgrade() (any, []string, error) {
 		}
 		spec := &kubeflow.ReplicaSpec{Replicas: kubeflow.Copy(in.Replicas), RestartPolicy: in.RestartPolicy, Template: *in.Template.DeepCopy()}
 		if spec.RestartPolicy == "" {
+			// v1's default for both types; v2beta1's launcher's is OnFailure.
 			spec.RestartPolicy = v1DefaultRestartPolicy
-			changes = append(changes, fmt.Sprintf("spec.mpiReplicaSpecs.%s.restartPolicy is Never, v1's default, written out (v2beta1's launcher default is OnFailure)", rt))
+			if rt == string(v1alpha1.ReplicaTypeLauncher) {
+				changes = append(changes, "spec.mpiReplicaSpecs.Launcher.restartPolicy is Never, v1's default, written out: v2beta1's is OnFailure")
+			}
 		}
 		path := "spec.mpiReplicaSpecs." + rt + ".template.spec.containers"
 		moved, err := mainContainerFirst(&spec.Template.Spec, j.Spec.MainContainer, path)
