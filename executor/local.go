@@ -3,9 +3,9 @@ package executor
 import (
 	"context"
 	"errors"
-	corev1 "k8s.io/api/core/v1"
 
 	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/backend/local"

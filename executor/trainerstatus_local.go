@@ -2,13 +2,13 @@ package executor
 
 import (
 	"fmt"
-	corev1 "k8s.io/api/core/v1"
 	"net"
 	"os"
 	"path/filepath"
 	"time"
 
 	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/backend/local"

@@ -1,12 +1,12 @@
 package main
 
 import (
-	"github.com/trainstep/trainstep/pkg/frameworks"
 	"testing"
 
 	"sigs.k8s.io/yaml"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 )
 
 // A template parameter holds several overrides, one per line, and passes

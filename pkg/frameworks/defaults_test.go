@@ -1,12 +1,13 @@
 package frameworks
 
 import (
-	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 )
 
 // podWith is a pod template with the given containers (name, image).

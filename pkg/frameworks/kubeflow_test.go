@@ -1,11 +1,6 @@
 package frameworks_test
 
 import (
-	"github.com/trainstep/trainstep/pkg/frameworks"
-	"github.com/trainstep/trainstep/pkg/frameworks/mpi"
-	"github.com/trainstep/trainstep/pkg/frameworks/pytorch"
-	"github.com/trainstep/trainstep/pkg/frameworks/tensorflow"
-	"github.com/trainstep/trainstep/pkg/kubeflow"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +13,11 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
+	"github.com/trainstep/trainstep/pkg/frameworks/mpi"
+	"github.com/trainstep/trainstep/pkg/frameworks/pytorch"
+	"github.com/trainstep/trainstep/pkg/frameworks/tensorflow"
+	"github.com/trainstep/trainstep/pkg/kubeflow"
 )
 
 // decodeFile reads a testdata manifest strictly into the object its

@@ -1,7 +1,6 @@
 package frameworks_test
 
 import (
-	"github.com/trainstep/trainstep/pkg/frameworks/tensorflow"
 	"strings"
 	"testing"
 
@@ -9,6 +8,7 @@ import (
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/frameworks"
+	"github.com/trainstep/trainstep/pkg/frameworks/tensorflow"
 )
 
 // Under the per-job layout every address trainstep renders names a pod

@@ -1,10 +1,11 @@
 package frameworks
 
 import (
-	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 )
 
 func TestServiceLayoutDefaultsAndValidation(t *testing.T) {

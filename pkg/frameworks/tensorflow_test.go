@@ -3,8 +3,6 @@ package frameworks_test
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/trainstep/trainstep/pkg/frameworks/framework"
-	"github.com/trainstep/trainstep/pkg/frameworks/tensorflow"
 	"strings"
 	"testing"
 
@@ -13,6 +11,8 @@ import (
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/frameworks"
+	"github.com/trainstep/trainstep/pkg/frameworks/framework"
+	"github.com/trainstep/trainstep/pkg/frameworks/tensorflow"
 )
 
 const (

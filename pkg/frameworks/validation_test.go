@@ -1,15 +1,16 @@
 package frameworks
 
 import (
-	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
-	"github.com/trainstep/trainstep/pkg/frameworks/framework"
-	"github.com/trainstep/trainstep/pkg/frameworks/paddle"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks/framework"
+	"github.com/trainstep/trainstep/pkg/frameworks/paddle"
 )
 
 // validJob returns a defaulted, valid job of each framework for the cases

@@ -1,7 +1,6 @@
 package gang
 
 import (
-	"github.com/trainstep/trainstep/pkg/frameworks"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -13,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 )
 
 // testJob has 1 Chief (2 cpu) and 3 Workers (1 cpu, 1 GPU given as a limit only).

@@ -3,7 +3,6 @@ package reconcile
 import (
 	"context"
 	"errors"
-	"github.com/trainstep/trainstep/pkg/frameworks/tensorflow"
 	"strings"
 	"testing"
 
@@ -11,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks/tensorflow"
 	"github.com/trainstep/trainstep/pkg/result"
 )
 

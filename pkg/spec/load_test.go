@@ -2,7 +2,6 @@ package spec
 
 import (
 	"errors"
-	"github.com/trainstep/trainstep/pkg/frameworks"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/result"
 )
 

@@ -1,13 +1,13 @@
 package spec
 
 import (
-	"github.com/trainstep/trainstep/pkg/frameworks"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 )
 
 func TestLoadSet(t *testing.T) {

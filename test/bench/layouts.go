@@ -2,10 +2,11 @@ package bench
 
 import (
 	"fmt"
-	"github.com/trainstep/trainstep/pkg/frameworks"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/trainstep/trainstep/pkg/frameworks"
 )
 
 // Targets of the per-job Service layout (one headless Service for the job)

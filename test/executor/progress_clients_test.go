@@ -102,7 +102,9 @@ spec:
 	}
 	// The process's view of its files, where the variables point.
 	files := mountedFiles(t, c, pod, trainerstatus.MountDir)
-	local := func(path string) string { return filepath.Join(files, strings.TrimPrefix(path, trainerstatus.MountDir+"/")) }
+	local := func(path string) string {
+		return filepath.Join(files, strings.TrimPrefix(path, trainerstatus.MountDir+"/"))
+	}
 	client := newStatusClient(t, c, ns, "clients") // the Service's address on this host, the CA of the job
 	post := func(percent int, loss string) int {
 		token, err := os.ReadFile(local(env[trainerstatus.EnvServerToken]))

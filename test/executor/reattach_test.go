@@ -2,8 +2,6 @@ package executor_test
 
 import (
 	"context"
-	"github.com/trainstep/trainstep/pkg/frameworks/mpi"
-	"github.com/trainstep/trainstep/pkg/frameworks/tensorflow"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +11,8 @@ import (
 
 	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks/mpi"
+	"github.com/trainstep/trainstep/pkg/frameworks/tensorflow"
 	"github.com/trainstep/trainstep/pkg/result"
 	"github.com/trainstep/trainstep/test/cluster"
 )
