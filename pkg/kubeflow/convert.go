@@ -173,3 +173,23 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// Replicas are what a Training Operator kind says of its replicas.
+type Replicas struct {
+	// Specs is the replica map, Field its path (spec.tfReplicaSpecs).
+	Specs map[string]*ReplicaSpec
+	Field string
+	// Container is the container name the operator requires.
+	Container string
+}
+
+// Job starts the TrainJob of a Training Operator manifest of framework f:
+// its metadata and labels, replicas, run policy and service layout (the
+// operator's, one Service per replica, unless the manifest says).
+func (c *Converter) Job(h *Header, f v1alpha1.Framework, replicas Replicas, runPolicy RunPolicy, layout string) *v1alpha1.TrainJob {
+	job := c.NewTrainJob(h, f)
+	job.Spec.ReplicaSpecs = c.ReplicaSpecs(replicas.Specs, replicas.Field, replicas.Container)
+	job.Spec.RunPolicy = c.RunPolicy(runPolicy)
+	job.Spec.ServiceLayout = ServiceLayout(layout)
+	return job
+}

@@ -67,3 +67,21 @@ func LocalPort(name, hostVar string, lookup func(string) (string, bool), peers P
 	}
 	return strconv.Itoa(port), true, warning
 }
+
+// NothingMounted is embedded by a framework whose pods mount nothing of
+// the job: on one machine there is nothing to write for them.
+type NothingMounted struct{}
+
+// LocalSetup implements Local.
+func (NothingMounted) LocalSetup(*v1alpha1.TrainJob, string) (LocalSetup, error) {
+	return LocalSetup{}, nil
+}
+
+// LocalPorts is the local value of variable name when ports pairs it with
+// the variable holding its host(s) (LocalPort), and not handled otherwise.
+func LocalPorts(ports map[string]string, name string, lookup func(string) (string, bool), peers Peers) (string, bool, string) {
+	if host, ok := ports[name]; ok {
+		return LocalPort(name, host, lookup, peers)
+	}
+	return "", false, ""
+}

@@ -40,7 +40,9 @@ var conventions = &framework.Conventions{
 }
 
 // Framework is JAX.
-type Framework struct{}
+type Framework struct {
+	framework.NothingMounted
+}
 
 // Name implements framework.Framework.
 func (Framework) Name() v1alpha1.Framework { return Name }
@@ -102,15 +104,7 @@ func (Framework) SuccessRule(job *v1alpha1.TrainJob) framework.SuccessRule {
 // LocalValue implements framework.Local: the coordinator's port becomes
 // Worker 0's local port.
 func (Framework) LocalValue(name, _ string, _ framework.ReplicaRef, lookup func(string) (string, bool), peers framework.Peers) (string, bool, string) {
-	if name == EnvCoordinatorPort {
-		return framework.LocalPort(name, EnvCoordinatorAddress, lookup, peers)
-	}
-	return "", false, ""
-}
-
-// LocalSetup implements framework.Local: JAX's pods mount nothing of the job.
-func (Framework) LocalSetup(*v1alpha1.TrainJob, string) (framework.LocalSetup, error) {
-	return framework.LocalSetup{}, nil
+	return framework.LocalPorts(map[string]string{EnvCoordinatorPort: EnvCoordinatorAddress}, name, lookup, peers)
 }
 
 // JAXJob is kubeflow.org/v1 JAXJob.
@@ -139,9 +133,7 @@ func (Framework) Kubeflow() []kubeflow.Kind {
 // ToTrainJob converts a JAXJob.
 func (j *JAXJob) ToTrainJob() (*v1alpha1.TrainJob, []string, error) {
 	c := &kubeflow.Converter{}
-	job := c.NewTrainJob(&j.Header, Name)
-	job.Spec.ReplicaSpecs = c.ReplicaSpecs(j.Spec.JAXReplicaSpecs, "spec.jaxReplicaSpecs", ContainerName)
-	job.Spec.ServiceLayout = kubeflow.ServiceLayout(j.Spec.ServiceLayout)
-	job.Spec.RunPolicy = c.RunPolicy(j.Spec.RunPolicy)
+	job := c.Job(&j.Header, Name, kubeflow.Replicas{Specs: j.Spec.JAXReplicaSpecs, Field: "spec.jaxReplicaSpecs", Container: ContainerName},
+		j.Spec.RunPolicy, j.Spec.ServiceLayout)
 	return job, c.Warnings(), nil
 }

@@ -44,10 +44,8 @@ func (Framework) Kubeflow() []kubeflow.Kind {
 // defaults its bounds): the replicas run as written.
 func (j *PaddleJob) ToTrainJob() (*v1alpha1.TrainJob, []string, error) {
 	c := &kubeflow.Converter{}
-	job := c.NewTrainJob(&j.Header, Name)
-	job.Spec.ReplicaSpecs = c.ReplicaSpecs(j.Spec.PaddleReplicaSpecs, "spec.paddleReplicaSpecs", ContainerName)
-	job.Spec.ServiceLayout = kubeflow.ServiceLayout(j.Spec.ServiceLayout)
-	job.Spec.RunPolicy = c.RunPolicy(j.Spec.RunPolicy)
+	job := c.Job(&j.Header, Name, kubeflow.Replicas{Specs: j.Spec.PaddleReplicaSpecs, Field: "spec.paddleReplicaSpecs", Container: ContainerName},
+		j.Spec.RunPolicy, j.Spec.ServiceLayout)
 	if j.Spec.ElasticPolicy != nil {
 		c.Warnf("spec.elasticPolicy is ignored, as Training Operator v1.9's PaddleJob controller ignores it: the replicas run as written")
 	}

@@ -4,7 +4,6 @@ import (
 	"net"
 	"strconv"
 
-	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/frameworks/framework"
 )
 
@@ -25,10 +24,4 @@ func (Framework) LocalValue(name, value string, self framework.ReplicaRef, _ fun
 		return "", false, ""
 	}
 	return net.JoinHostPort(host, strconv.Itoa(peers.Port(self))), true, ""
-}
-
-// LocalSetup implements framework.Local: Paddle's pods mount nothing of
-// the job.
-func (Framework) LocalSetup(*v1alpha1.TrainJob, string) (framework.LocalSetup, error) {
-	return framework.LocalSetup{}, nil
 }

@@ -35,7 +35,9 @@ var conventions = &framework.Conventions{
 }
 
 // Framework is PaddlePaddle.
-type Framework struct{}
+type Framework struct {
+	framework.NothingMounted
+}
 
 // Name implements framework.Framework.
 func (Framework) Name() v1alpha1.Framework { return Name }

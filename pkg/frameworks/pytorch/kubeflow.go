@@ -37,10 +37,8 @@ func (Framework) Kubeflow() []kubeflow.Kind {
 // does, unless it sets growIntoCapacity.
 func (j *PyTorchJob) ToTrainJob() (*v1alpha1.TrainJob, []string, error) {
 	c := &kubeflow.Converter{}
-	job := c.NewTrainJob(&j.Header, Name)
-	job.Spec.ReplicaSpecs = c.ReplicaSpecs(j.Spec.PyTorchReplicaSpecs, "spec.pytorchReplicaSpecs", ContainerName)
-	job.Spec.ServiceLayout = kubeflow.ServiceLayout(j.Spec.ServiceLayout)
-	job.Spec.RunPolicy = c.RunPolicy(j.Spec.RunPolicy)
+	job := c.Job(&j.Header, Name, kubeflow.Replicas{Specs: j.Spec.PyTorchReplicaSpecs, Field: "spec.pytorchReplicaSpecs", Container: ContainerName},
+		j.Spec.RunPolicy, j.Spec.ServiceLayout)
 	job.Spec.NprocPerNode = kubeflow.Copy(j.Spec.NprocPerNode)
 	if ep := j.Spec.ElasticPolicy; ep != nil {
 		job.Spec.ElasticPolicy = ep // same type; the decoded manifest is not reused

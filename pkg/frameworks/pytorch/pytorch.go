@@ -40,7 +40,9 @@ var conventions = &framework.Conventions{
 // which polls DNS for the master before a worker starts, is not added: it
 // needs an extra image from the operator's configuration, and
 // torch.distributed retries the master's address itself.
-type Framework struct{}
+type Framework struct {
+	framework.NothingMounted
+}
 
 // Name implements framework.Framework.
 func (Framework) Name() v1alpha1.Framework { return Name }

@@ -33,10 +33,8 @@ func (Framework) Kubeflow() []kubeflow.Kind {
 // ToTrainJob converts a TFJob. Kubeflow's SuccessPolicy "" is Default.
 func (j *TFJob) ToTrainJob() (*v1alpha1.TrainJob, []string, error) {
 	c := &kubeflow.Converter{}
-	job := c.NewTrainJob(&j.Header, Name)
-	job.Spec.ReplicaSpecs = c.ReplicaSpecs(j.Spec.TFReplicaSpecs, "spec.tfReplicaSpecs", ContainerName)
-	job.Spec.ServiceLayout = kubeflow.ServiceLayout(j.Spec.ServiceLayout)
-	job.Spec.RunPolicy = c.RunPolicy(j.Spec.RunPolicy)
+	job := c.Job(&j.Header, Name, kubeflow.Replicas{Specs: j.Spec.TFReplicaSpecs, Field: "spec.tfReplicaSpecs", Container: ContainerName},
+		j.Spec.RunPolicy, j.Spec.ServiceLayout)
 	job.Spec.SuccessPolicy = v1alpha1.SuccessPolicyDefault
 	if j.Spec.SuccessPolicy != nil && *j.Spec.SuccessPolicy != "" {
 		job.Spec.SuccessPolicy = v1alpha1.SuccessPolicy(*j.Spec.SuccessPolicy)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/frameworks/framework"
 )
 
@@ -26,12 +25,6 @@ func (Framework) LocalValue(name, value string, _ framework.ReplicaRef, _ func(s
 		return value, true, fmt.Sprintf("%s is left as it is: %v", name, err)
 	}
 	return rewritten, true, ""
-}
-
-// LocalSetup implements framework.Local: the cluster ConfigMap is read by
-// the local backend itself.
-func (Framework) LocalSetup(*v1alpha1.TrainJob, string) (framework.LocalSetup, error) {
-	return framework.LocalSetup{}, nil
 }
 
 // localConfig points every address of TF_CONFIG's cluster at the local

@@ -40,7 +40,10 @@ var conventions = &framework.Conventions{
 // the kubelet: written into every pod, it made each pod grow with the job
 // (18 KiB at 512 replicas), and the bytes of a job's pods, which the API
 // server stores and sends to every watcher, grow with its square.
-type Framework struct{}
+type Framework struct {
+	// The cluster ConfigMap is read by the local backend itself.
+	framework.NothingMounted
+}
 
 // Name implements framework.Framework.
 func (Framework) Name() v1alpha1.Framework { return Name }

@@ -49,7 +49,9 @@ var conventions = &framework.Conventions{
 }
 
 // Framework is XGBoost.
-type Framework struct{}
+type Framework struct {
+	framework.NothingMounted
+}
 
 // Name implements framework.Framework.
 func (Framework) Name() v1alpha1.Framework { return Name }
@@ -151,16 +153,7 @@ var localPorts = map[string]string{
 // LocalValue implements framework.Local: the ports become the local port
 // of the host they go with (the first worker's, for WORKER_PORT).
 func (Framework) LocalValue(name, _ string, _ framework.ReplicaRef, lookup func(string) (string, bool), peers framework.Peers) (string, bool, string) {
-	if host, ok := localPorts[name]; ok {
-		return framework.LocalPort(name, host, lookup, peers)
-	}
-	return "", false, ""
-}
-
-// LocalSetup implements framework.Local: XGBoost's pods mount nothing of
-// the job.
-func (Framework) LocalSetup(*v1alpha1.TrainJob, string) (framework.LocalSetup, error) {
-	return framework.LocalSetup{}, nil
+	return framework.LocalPorts(localPorts, name, lookup, peers)
 }
 
 // XGBoostJob is kubeflow.org/v1 XGBoostJob.
@@ -189,9 +182,7 @@ func (Framework) Kubeflow() []kubeflow.Kind {
 // ToTrainJob converts an XGBoostJob.
 func (j *XGBoostJob) ToTrainJob() (*v1alpha1.TrainJob, []string, error) {
 	c := &kubeflow.Converter{}
-	job := c.NewTrainJob(&j.Header, Name)
-	job.Spec.ReplicaSpecs = c.ReplicaSpecs(j.Spec.XGBReplicaSpecs, "spec.xgbReplicaSpecs", ContainerName)
-	job.Spec.ServiceLayout = kubeflow.ServiceLayout(j.Spec.ServiceLayout)
-	job.Spec.RunPolicy = c.RunPolicy(j.Spec.RunPolicy)
+	job := c.Job(&j.Header, Name, kubeflow.Replicas{Specs: j.Spec.XGBReplicaSpecs, Field: "spec.xgbReplicaSpecs", Container: ContainerName},
+		j.Spec.RunPolicy, j.Spec.ServiceLayout)
 	return job, c.Warnings(), nil
 }
