@@ -59,7 +59,7 @@ func TestTrainTemplateRunsEveryFrameworkAsTheDeployedServiceAccount(t *testing.T
 	train := trainTemplates(t)["WorkflowTemplate"]
 	workflow, workflowUID := "e2e-"+strings.ToLower(string(uuid.NewUUID())[:5]), uuid.NewUUID()
 
-	for _, framework := range []string{"tensorflow", "pytorch", "pytorch-elastic", "mpi", "jax", "xgboost"} {
+	for _, framework := range []string{"tensorflow", "pytorch", "pytorch-elastic", "mpi", "jax", "xgboost", "paddle"} {
 		t.Run(framework, func(t *testing.T) {
 			t.Parallel()
 			manifest, job, message := exitingJob(t, "workflows/jobs/"+framework+".yaml")

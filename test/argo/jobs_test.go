@@ -25,6 +25,7 @@ func TestJobSpecsCoverEveryFramework(t *testing.T) {
 		"workflows/jobs/mpi.yaml":             "mpi",
 		"workflows/jobs/jax.yaml":             "jax",
 		"workflows/jobs/xgboost.yaml":         "xgboost",
+		"workflows/jobs/paddle.yaml":          "paddle",
 	}
 	for path, kind := range want {
 		t.Run(path, func(t *testing.T) {
