@@ -8,7 +8,9 @@
 // pkg/frameworks lists them in one table that the rest of trainstep asks.
 // Like the frameworks, it only fills in pod specs and object bodies: it must
 // not set object metadata (names, labels, owners: pkg/render does), talk to
-// a cluster, read the environment, or use randomness or the clock.
+// a cluster, read the environment, or use randomness or the clock. The one
+// exception is Local.LocalSetup, which the local backend calls to write, on
+// its own machine, what a job's pods would mount.
 package framework
 
 import (
