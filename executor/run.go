@@ -256,7 +256,7 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 	if err != nil {
 		return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
 	}
-	perms := requiredPermissions(planned, eventObject != nil, v1alpha1.ScalesOnMetrics(job))
+	perms := requiredPermissions(planned, eventObject != nil, frameworks.ScalesOnMetrics(job))
 	if !cfg.NoNetworkPolicy {
 		perms = append(perms, networkPolicyPermissions()...)
 	}
@@ -288,7 +288,7 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 			return nil, err
 		}
 	}
-	if v1alpha1.ScalesOnMetrics(job) {
+	if frameworks.ScalesOnMetrics(job) {
 		if err := conn.checkMetricsAPI(ctx, cfg.APITimeout); err != nil {
 			return nil, err
 		}
@@ -328,7 +328,7 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 // job will create before anything is read or created. The objects rendered
 // with them are never sent.
 func plannedInputs(job *v1alpha1.TrainJob) render.Inputs {
-	if job.Spec.Framework != v1alpha1.FrameworkMPI {
+	if _, _, ok := frameworks.SSHSecret(job, job.Name); !ok {
 		return render.Inputs{}
 	}
 	unused := []byte("planned")

@@ -24,7 +24,7 @@ type specFlags struct {
 
 func (f *specFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringSliceVarP(&f.files, "file", "f", nil, "job manifest: a TrainJob or a Kubeflow TFJob, PyTorchJob, JAXJob, XGBoostJob or MPIJob (- reads stdin); also as an argument")
+	fl.StringSliceVarP(&f.files, "file", "f", nil, "job manifest: a TrainJob or a Kubeflow TFJob, PyTorchJob, JAXJob, XGBoostJob, PaddleJob or MPIJob (- reads stdin); also as an argument")
 	fl.StringVarP(&f.opts.Namespace, "namespace", "n", "", "namespace of the job's objects (default: metadata.namespace)")
 	fl.StringVar(&f.opts.Name, "name", "", "job name, prefix of every object's name (default: metadata.name)")
 	fl.BoolVar(&f.opts.Lenient, "lenient", false, "warn about unknown fields instead of rejecting the manifest")

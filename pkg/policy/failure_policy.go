@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 )
 
 // verdict is what the failure policy makes of one ended or lost replica.
@@ -42,7 +43,7 @@ func judge(v *View, r *Replica) judgement {
 		return judgement{replica: r, verdict: verdictKeep, rule: -1}
 	}
 	restart := v1alpha1.FailureRestartReplica
-	if v1alpha1.RestartsWithJob(v.Job, r.Type) {
+	if frameworks.RestartsWithJob(v.Job, r.Type) {
 		restart = v1alpha1.FailureRestartJob
 	}
 	if r.LostUnseen {
@@ -182,7 +183,7 @@ func decideJobRestart(v *View, js []judgement) (restart *JobRestart, permanent *
 		// exit (the workers do not talk to each other: only mpirun does).
 		for _, j := range failed {
 			if !j.replica.FinishedAt.IsZero() {
-				if endedFromOutside(j.replica) || !failsWithPeers(v.Job, j.replica.Type) {
+				if endedFromOutside(j.replica) || !frameworks.FailsWithPeers(v.Job, j.replica.Type) {
 					cause = j
 				}
 				break
@@ -222,13 +223,6 @@ func disruptedRunning(v *View, js []judgement) []judgement {
 		}
 	}
 	return going
-}
-
-// failsWithPeers reports whether a replica of type rt fails when a peer
-// goes: every rank of a collective does, but an MPI worker only serves
-// mpirun (sshd), which is the launcher's.
-func failsWithPeers(job *v1alpha1.TrainJob, rt v1alpha1.ReplicaType) bool {
-	return job.Spec.Framework != v1alpha1.FrameworkMPI || rt != v1alpha1.ReplicaTypeWorker
 }
 
 // settling is how much longer r's failure waits for its peers' to be seen.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/trainstep/trainstep/pkg/apierr"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/policy"
 )
 
@@ -93,7 +94,7 @@ func (c *Controller) adopt(ctx context.Context) error {
 			st.stage, st.nextAttempt, st.expectSince = stageRemoving, st.attempt+1, c.opts.Clock.Now()
 			if pod.DeletionTimestamp == nil {
 				stale = append(stale, pod)
-			} else if v1alpha1.RestartsWithJob(c.opts.Job, id.Type) && jobAttemptOf(pod) == c.jobAttempt {
+			} else if frameworks.RestartsWithJob(c.opts.Job, id.Type) && jobAttemptOf(pod) == c.jobAttempt {
 				restartUnderWay = true
 			}
 		default:
@@ -158,7 +159,7 @@ func (c *Controller) adopt(ctx context.Context) error {
 // restart of an earlier run's under way. (Its ranks restart no container
 // in place, so no in-place restart goes with it.)
 func (c *Controller) disruptedRank(id policy.ReplicaID, pod *corev1.Pod) bool {
-	return v1alpha1.RestartsWithJob(c.opts.Job, id.Type) && !disruptedAt(pod).IsZero()
+	return frameworks.RestartsWithJob(c.opts.Job, id.Type) && !disruptedAt(pod).IsZero()
 }
 
 // jobStart is when an earlier run started the job: the earliest creation
@@ -191,7 +192,7 @@ func (c *Controller) jobStart(pods []*corev1.Pod, desired map[string]policy.Repl
 func (c *Controller) lostWhileAway(found map[policy.ReplicaID]bool) {
 	for _, id := range c.order {
 		st := c.replicas[id]
-		if found[id] || st.stage != stageAbsent || !v1alpha1.RestartsWithJob(c.opts.Job, id.Type) {
+		if found[id] || st.stage != stageAbsent || !frameworks.RestartsWithJob(c.opts.Job, id.Type) {
 			continue
 		}
 		st.stage, st.lostUnseen = stageLost, true

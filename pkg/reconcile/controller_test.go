@@ -47,7 +47,7 @@ func tfJob(policyName v1alpha1.RestartPolicy) *v1alpha1.TrainJob {
 			// A Service per replica, as a Kubeflow TFJob has: the tests follow each one.
 			ServiceLayout: v1alpha1.ServiceLayoutPerReplica},
 	}
-	v1alpha1.SetDefaults(job)
+	frameworks.SetDefaults(job)
 	return job
 }
 

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/gang"
 	"github.com/trainstep/trainstep/pkg/policy"
 )
@@ -154,7 +155,7 @@ func (c *Controller) replicaFromPod(id policy.ReplicaID, st *replicaState, pod *
 // mainContainerStatus finds the status of the replica's main container.
 func (c *Controller) mainContainerStatus(t v1alpha1.ReplicaType, pod *corev1.Pod) *corev1.ContainerStatus {
 	name := ""
-	if main := v1alpha1.MainContainer(c.opts.Job, t); main != nil {
+	if main := frameworks.MainContainer(c.opts.Job, t); main != nil {
 		name = main.Name
 	}
 	for i := range pod.Status.ContainerStatuses {

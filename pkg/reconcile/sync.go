@@ -16,6 +16,7 @@ import (
 
 	"github.com/trainstep/trainstep/pkg/apierr"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/gang"
 	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/result"
@@ -309,11 +310,12 @@ func splitSources(objs []runtime.Object) (sources, rest []runtime.Object) {
 // it runs.
 func (c *Controller) rendezvousHostFirst(pending []podCreate) (host podCreate, rest []podCreate, ok bool) {
 	ep := c.opts.Job.Spec.ElasticPolicy
-	if len(pending) < 2 || !v1alpha1.IsElastic(c.opts.Job) || ep.RDZVHost != nil {
+	e, elastic := frameworks.Elastic(c.opts.Job)
+	if len(pending) < 2 || !elastic || ep.RDZVHost != nil {
 		return podCreate{}, pending, false
 	}
 	for i, p := range pending {
-		if p.st.id.Type == v1alpha1.ReplicaTypeWorker && p.st.id.Index == 0 {
+		if p.st.id.Type == e.Type && p.st.id.Index == 0 {
 			rest = append(append(rest, pending[:i]...), pending[i+1:]...)
 			return p, rest, true
 		}

@@ -24,7 +24,7 @@ const maxFuzzReplicas = 256
 // bytes. Loading may reject the input (always as Invalid); a job it accepts
 // must render, deterministically, into objects whose names are DNS labels.
 func FuzzRenderPipeline(f *testing.F) {
-	for _, pattern := range []string{"testdata/*.yaml", "../kubeflow/testdata/*.yaml"} {
+	for _, pattern := range []string{"testdata/*.yaml", "../frameworks/testdata/*.yaml"} {
 		paths, _ := filepath.Glob(pattern)
 		for _, path := range paths {
 			data, err := os.ReadFile(path)

@@ -58,8 +58,8 @@ func DisruptionBudget(job *v1alpha1.TrainJob, id Identity) *policyv1.PodDisrupti
 	var ranks []string
 	total := 0
 	gangJob := gang.Kind(job) != v1alpha1.GangNone && gang.Kind(job) != ""
-	for _, rt := range v1alpha1.SortedReplicaTypes(job) {
-		if v1alpha1.RestartsWithJob(job, rt) || gangJob && rt != v1alpha1.ReplicaTypeEvaluator {
+	for _, rt := range frameworks.SortedReplicaTypes(job) {
+		if frameworks.RestartsWithJob(job, rt) || gangJob && rt != v1alpha1.ReplicaTypeEvaluator {
 			ranks = append(ranks, strings.ToLower(string(rt)))
 			total += frameworks.Replicas(job, rt)
 		}

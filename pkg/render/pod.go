@@ -11,6 +11,7 @@ import (
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/frameworks"
+	"github.com/trainstep/trainstep/pkg/frameworks/framework"
 	"github.com/trainstep/trainstep/pkg/gang"
 )
 
@@ -40,7 +41,7 @@ const (
 // PodName is the name of a replica's pod: "<job>-<lower-case type>-<index>".
 // A recreated replica keeps its name; its attempt label tells them apart.
 func PodName(jobName string, rt v1alpha1.ReplicaType, index int) string {
-	return v1alpha1.ReplicaName(jobName, rt, index)
+	return framework.ReplicaName(jobName, rt, index)
 }
 
 // Pod renders replica index of type rt. attempt counts its recreations
@@ -84,7 +85,7 @@ func (r *Renderer) Pod(rt v1alpha1.ReplicaType, index int, attempt int) (*corev1
 	spec := r.job.Spec.ReplicaSpecs[rt]
 	template := spec.Template.DeepCopy()
 	podSpec := template.Spec
-	podSpec.RestartPolicy = podRestartPolicy(v1alpha1.InPlaceRestartPolicy(r.job, rt))
+	podSpec.RestartPolicy = podRestartPolicy(frameworks.InPlaceRestartPolicy(r.job, rt))
 	if podSpec.AutomountServiceAccountToken == nil {
 		// Training code has no business with the API server: a replica gets
 		// a token only when its template asks for one.
@@ -96,7 +97,7 @@ func (r *Renderer) Pod(rt v1alpha1.ReplicaType, index int, attempt int) (*corev1
 	if err := r.pods.ConfigurePod(replica, &podSpec); err != nil {
 		return nil, fmt.Errorf("rendering pod %s: %w", replica, err)
 	}
-	if main := frameworks.MainContainer(r.job.Spec.Framework, &podSpec); main != nil {
+	if main := frameworks.MainContainerOf(r.job, &podSpec); main != nil {
 		main.Env = append(main.Env,
 			corev1.EnvVar{Name: EnvJobName, Value: r.id.JobName},
 			corev1.EnvVar{Name: EnvReplicaType, Value: strings.ToLower(string(rt))},

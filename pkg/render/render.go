@@ -117,8 +117,8 @@ func (o *Objects) List() []runtime.Object {
 }
 
 // Render returns every object of job, a job that has been defaulted
-// (v1alpha1.SetDefaults) and validated (v1alpha1.Validate). Replica types
-// come in v1alpha1.SortedReplicaTypes order, replicas by index.
+// (frameworks.SetDefaults) and validated (frameworks.Validate). Replica types
+// come in frameworks.SortedReplicaTypes order, replicas by index.
 //
 // Render holds every pod at once; a controller creating a large job renders
 // each replica when it creates it, with a Renderer.

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 )
 
 // AllowPrivilegedFlag is the command-line flag that sets
@@ -51,7 +52,7 @@ type Policy struct {
 func Check(job *v1alpha1.TrainJob, p Policy) field.ErrorList {
 	var errs field.ErrorList
 	specs := field.NewPath("spec", "replicaSpecs")
-	for _, rt := range v1alpha1.SortedReplicaTypes(job) {
+	for _, rt := range frameworks.SortedReplicaTypes(job) {
 		rs := job.Spec.ReplicaSpecs[rt]
 		if rs == nil {
 			continue

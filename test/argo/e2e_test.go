@@ -62,7 +62,7 @@ func TestTrainTemplateRunsEveryFrameworkAsTheDeployedServiceAccount(t *testing.T
 	wf := createWorkflow(t, c, ns, "e2e-"+strings.ToLower(string(uuid.NewUUID())[:5]))
 	workflow, workflowUID := wf.GetName(), wf.GetUID()
 
-	for _, framework := range []string{"tensorflow", "pytorch", "pytorch-elastic", "mpi", "jax", "xgboost"} {
+	for _, framework := range []string{"tensorflow", "pytorch", "pytorch-elastic", "mpi", "jax", "xgboost", "paddle"} {
 		t.Run(framework, func(t *testing.T) {
 			t.Parallel()
 			manifest, job, message := exitingJob(t, "workflows/jobs/"+framework+".yaml")

@@ -94,12 +94,19 @@ type run struct {
 // startRun runs the executor in the background.
 func startRun(t *testing.T, c *cluster.Cluster, ns string, job *v1alpha1.TrainJob, edits ...func(*executor.Config)) *run {
 	t.Helper()
+	return startManifest(t, c, ns, job.Name, manifest(t, job), edits...)
+}
+
+// startManifest runs the executor on a manifest as written (a Kubeflow
+// kind, say) in the background.
+func startManifest(t *testing.T, c *cluster.Cluster, ns, name string, spec []byte, edits ...func(*executor.Config)) *run {
+	t.Helper()
 	r := &run{done: make(chan struct{}), signals: make(chan os.Signal, 1)}
 	cfg := executor.Config{
-		Spec: manifest(t, job), Kubeconfig: c.Kubeconfig, PodNamespace: ns,
+		Spec: spec, Kubeconfig: c.Kubeconfig, PodNamespace: ns,
 		QPS: 200, Burst: 400, OutputsDir: t.TempDir(),
 		APITimeout: 30 * time.Second, TerminationGrace: 30 * time.Second,
-		Logger: zaptest.NewLogger(t).Named(job.Name), Signals: r.signals,
+		Logger: zaptest.NewLogger(t).Named(name), Signals: r.signals,
 	}
 	for _, e := range edits {
 		e(&cfg)

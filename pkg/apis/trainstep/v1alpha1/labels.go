@@ -23,15 +23,20 @@ const (
 	LabelJobAttempt = "trainstep.dev/job-attempt"
 	// LabelWorkflow is Argo's workflow label, set when the workflow is known.
 	LabelWorkflow = "workflows.argoproj.io/workflow"
-	// LabelMPIApp holds the job name on an MPI job's Service, hostfile
-	// ConfigMap and SSH Secret, as MPI Operator v2 labels them; users
-	// select them with `kubectl get -l app=<job>`.
-	LabelMPIApp = "app"
 	// LabelTrainerStatus holds the job's identity (LabelIdentity's value)
 	// on the step's own pod, the one serving the job's progress endpoint:
 	// the <job>-status Service selects it, and a retried step moves it to
 	// its own pod.
 	LabelTrainerStatus = "trainstep.dev/trainer-status"
+
+	// LabelKueueQueueName and LabelKueuePriorityClass, on a job's own
+	// metadata, put it in that Kueue LocalQueue with that
+	// WorkloadPriorityClass, as Kueue's integrations read them off a job:
+	// defaulting makes them spec.runPolicy.schedulingPolicy's gang kueue,
+	// queue and workloadPriorityClass. They are Kueue's keys, never set on
+	// objects by anyone but trainstep's own gang handling.
+	LabelKueueQueueName     = "kueue.x-k8s.io/queue-name"
+	LabelKueuePriorityClass = "kueue.x-k8s.io/priority-class"
 
 	// AnnotationFramework records the framework on every pod, for humans.
 	AnnotationFramework = "trainstep.dev/framework"
