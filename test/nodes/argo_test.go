@@ -103,27 +103,11 @@ func TestRealNodesAllReduceWorkflowAcrossNodes(t *testing.T) {
 	if err := yaml.UnmarshalStrict([]byte(fmt.Sprintf(allReduceWorkflow, job)), &wf.Object); err != nil {
 		t.Fatal(err)
 	}
-	workflows := dyn.Resource(cluster.WorkflowResource).Namespace(ns)
-	created, err := workflows.Create(ctx, wf, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("submitting the Workflow: %v", err)
-	}
-	started = time.Now()
-	var phase string
-	testutil.Eventually(t, 5*time.Minute, "the Workflow to end", func(ctx context.Context) (bool, error) {
-		if wf, err = workflows.Get(ctx, created.GetName(), metav1.GetOptions{}); err != nil {
-			return false, err
-		}
-		phase, _, _ = unstructured.NestedString(wf.Object, "status", "phase")
-		// The step's outputs reach its node through a WorkflowTaskResult, which the
-		// controller may take in after the Workflow's phase (no task here reads them).
-		_, reported := trainOutputs(t, wf)["phase"]
-		return phase == "Failed" || phase == "Error" || phase == "Succeeded" && reported, nil
-	}, func() string { return "phase " + phase + "; nodes: " + nodeSummary(wf) + "; " + podsOf(c, ns) })
-	t.Logf("Workflow %s ended %s in %s", created.GetName(), phase, time.Since(started).Round(100*time.Millisecond))
+	run := submitWorkflow(ctx, t, dyn, ns, wf)
+	wf, phase := run.waitEnd(t, c, 5*time.Minute)
 	train := trainOutputs(t, wf)
 	if phase != "Succeeded" || train["phase"] != "Succeeded" {
-		t.Fatalf("Workflow %s: phase %s, train step's outputs %v; want Succeeded; nodes: %s; %s", created.GetName(), phase, train, nodeSummary(wf), podsOf(c, ns))
+		t.Fatalf("Workflow %s: phase %s, train step's outputs %v; want Succeeded; nodes: %s; %s", run.name, phase, train, nodeSummary(wf), podsOf(c, ns))
 	}
 	if train["restarts"] != "0" {
 		t.Errorf("train output restarts = %s, want 0", train["restarts"])
@@ -387,4 +371,43 @@ func repoRoot(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return root
+}
+
+// submittedWorkflow is a Workflow the test submitted.
+type submittedWorkflow struct {
+	workflows dynamic.ResourceInterface
+	name, ns  string
+}
+
+// submitWorkflow creates wf in ns.
+func submitWorkflow(ctx context.Context, t *testing.T, dyn dynamic.Interface, ns string, wf *unstructured.Unstructured) submittedWorkflow {
+	t.Helper()
+	workflows := dyn.Resource(cluster.WorkflowResource).Namespace(ns)
+	created, err := workflows.Create(ctx, wf, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("submitting the Workflow: %v", err)
+	}
+	return submittedWorkflow{workflows: workflows, name: created.GetName(), ns: ns}
+}
+
+// waitEnd waits until the Workflow ended, its train step's outputs in when it succeeded, and
+// returns it with its phase.
+func (w submittedWorkflow) waitEnd(t *testing.T, c *cluster.Cluster, within time.Duration) (*unstructured.Unstructured, string) {
+	t.Helper()
+	started := time.Now()
+	var wf *unstructured.Unstructured
+	var phase string
+	testutil.Eventually(t, within, "the Workflow to end", func(ctx context.Context) (bool, error) {
+		var err error
+		if wf, err = w.workflows.Get(ctx, w.name, metav1.GetOptions{}); err != nil {
+			return false, err
+		}
+		phase, _, _ = unstructured.NestedString(wf.Object, "status", "phase")
+		// The step's outputs reach its node through a WorkflowTaskResult, which the
+		// controller may take in after the Workflow's phase (no task here reads them).
+		_, reported := trainOutputs(t, wf)["phase"]
+		return phase == "Failed" || phase == "Error" || phase == "Succeeded" && reported, nil
+	}, func() string { return "phase " + phase + "; nodes: " + nodeSummary(wf) + "; " + podsOf(c, w.ns) })
+	t.Logf("Workflow %s ended %s in %s", w.name, phase, time.Since(started).Round(100*time.Millisecond))
+	return wf, phase
 }

@@ -431,11 +431,7 @@ func TestRealNodesDrainOfTheStepsNodeHandsTheJobOver(t *testing.T) {
 	if err := yaml.UnmarshalStrict([]byte(handOverWorkflow), &wf.Object); err != nil {
 		t.Fatal(err)
 	}
-	workflows := dyn.Resource(cluster.WorkflowResource).Namespace(ns)
-	created, err := workflows.Create(ctx, wf, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("submitting the Workflow: %v", err)
-	}
+	run := submitWorkflow(ctx, t, dyn, ns, wf)
 	// The job's replicas train, and the step pod runs on real-node.
 	var replicas map[string]types.UID
 	var step string
@@ -464,18 +460,10 @@ func TestRealNodesDrainOfTheStepsNodeHandsTheJobOver(t *testing.T) {
 		t.Fatalf("draining %s: %v", cluster.RealNodeName, err)
 	}
 	t.Logf("drained %s (the step pod %s)", cluster.RealNodeName, step)
-	var phase string
-	testutil.Eventually(t, 6*time.Minute, "the Workflow to end", func(ctx context.Context) (bool, error) {
-		if wf, err = workflows.Get(ctx, created.GetName(), metav1.GetOptions{}); err != nil {
-			return false, err
-		}
-		phase, _, _ = unstructured.NestedString(wf.Object, "status", "phase")
-		_, reported := trainOutputs(t, wf)["phase"]
-		return phase == "Failed" || phase == "Error" || phase == "Succeeded" && reported, nil
-	}, func() string { return "phase " + phase + "; nodes: " + nodeSummary(wf) + "; " + podsOf(c, ns) })
+	wf, phase := run.waitEnd(t, c, 6*time.Minute)
 	train := trainOutputs(t, wf)
 	if phase != "Succeeded" || train["phase"] != "Succeeded" {
-		t.Fatalf("Workflow %s: phase %s, train outputs %v; want Succeeded; nodes: %s; %s", created.GetName(), phase, train, nodeSummary(wf), podsOf(c, ns))
+		t.Fatalf("Workflow %s: phase %s, train outputs %v; want Succeeded; nodes: %s; %s", run.name, phase, train, nodeSummary(wf), podsOf(c, ns))
 	}
 	attempts := 0
 	nodes, err := cluster.WorkflowNodes(wf)
