@@ -166,9 +166,9 @@ func TestRealNodesDrainOfARanksNodeCheckpointsEveryRankAtOnce(t *testing.T) {
 	}{{"checkpoint on SIGTERM", 0}, {"periodic checkpoints only", 50}} {
 		t.Run(tc.name, func(t *testing.T) {
 			bothNodesUp(t, c)
-			d := checkpointJob(t, c, "drained", 500, tc.periodic, "100m", true)
+			d := checkpointJob(t, c, "drained", 300, tc.periodic, "100m", true)
 			r := d.start(t, 0)
-			pods := d.waitStep(t, r, 80)
+			pods := d.waitStep(t, r, 45)
 			node := workerPod(t, pods).Spec.NodeName
 			other := cluster.RealNodeName
 			if node == other {
@@ -232,7 +232,7 @@ func TestRealNodesDrainOfARanksNodeCheckpointsEveryRankAtOnce(t *testing.T) {
 func TestRealNodesDrainWithoutNodeRightsWaitsOnTheBudget(t *testing.T) {
 	c := twoNodes(t)
 	bothNodesUp(t, c)
-	d := checkpointJob(t, c, "budgeted", 700, 0, "100m", true)
+	d := checkpointJob(t, c, "budgeted", 450, 0, "100m", true)
 	ctx := context.Background()
 	applyDeploy(ctx, t, c, repoRoot(t), d.ns)
 	d.kubeconfig = c.KubeconfigForToken(t, c.ServiceAccountToken(t, d.ns, "trainstep"), d.ns)
@@ -240,7 +240,7 @@ func TestRealNodesDrainWithoutNodeRightsWaitsOnTheBudget(t *testing.T) {
 	pods := d.waitStep(t, r, 40)
 	node := workerPod(t, pods).Spec.NodeName
 	t.Cleanup(func() { _ = cluster.Cordon(context.Background(), c.Client, node, false) })
-	drainCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	drainCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	err := cluster.Drain(drainCtx, c.Client, node)
 	cancel()
 	if err == nil || !strings.Contains(err.Error(), d.name+"-") {
@@ -271,9 +271,9 @@ func TestRealNodesPreemptionStopsEveryRankAtOnce(t *testing.T) {
 	c := twoNodes(t)
 	bothNodesUp(t, c)
 	ctx := context.Background()
-	d := checkpointJob(t, c, "preempted", 500, 0, "600m", false)
+	d := checkpointJob(t, c, "preempted", 300, 0, "600m", false)
 	r := d.start(t, 0)
-	pods := d.waitStep(t, r, 60)
+	pods := d.waitStep(t, r, 40)
 	victim := workerPod(t, pods)
 	preemptor := fillNode(ctx, t, c, d.ns, victim.Spec.NodeName)
 	t.Logf("pod %s asks for the rest of %s", preemptor, victim.Spec.NodeName)
@@ -307,7 +307,7 @@ func TestRealNodesPreemptionStopsEveryRankAtOnce(t *testing.T) {
 
 // fillNode creates a pod of a higher priority than any job's, on node, that asks for what the
 // pods there leave of its CPU plus one core: it fits only once a job's rank is gone, so the
-// scheduler preempts one. It exits after 20 s, and returns its name.
+// scheduler preempts one. It exits after 10 s, and returns its name.
 func fillNode(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, node string) string {
 	t.Helper()
 	n, err := c.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
@@ -344,7 +344,7 @@ func fillNode(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, node st
 			NodeSelector:      map[string]string{"kubernetes.io/hostname": node},
 			RestartPolicy:     corev1.RestartPolicyNever,
 			Containers: []corev1.Container{{Name: "main", Image: torchImage, ImagePullPolicy: corev1.PullNever,
-				Command:   []string{"python3", "-c", "import time; time.sleep(20)"},
+				Command:   []string{"python3", "-c", "import time; time.sleep(10)"},
 				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: mustQuantity(t, want)}}}},
 		},
 	}, metav1.CreateOptions{})
@@ -403,13 +403,13 @@ spec:
                           template:
                             spec:
                               nodeSelector: {kubernetes.io/hostname: ` + secondNode + `}
-                              containers: [{name: pytorch, image: ` + localImage + `, command: [demo-trainer], args: ["--steps=1500", "--step-delay=100ms"]}]
+                              containers: [{name: pytorch, image: ` + localImage + `, command: [demo-trainer], args: ["--steps=1100", "--step-delay=100ms"]}]
                         Worker:
                           replicas: 1
                           template:
                             spec:
                               nodeSelector: {kubernetes.io/hostname: ` + secondNode + `}
-                              containers: [{name: pytorch, image: ` + localImage + `, command: [demo-trainer], args: ["--steps=1500", "--step-delay=100ms"]}]
+                              containers: [{name: pytorch, image: ` + localImage + `, command: [demo-trainer], args: ["--steps=1100", "--step-delay=100ms"]}]
 `
 
 // A drain of the node the step pod runs on, under the real Argo controller: the eviction
