@@ -17,16 +17,18 @@ import (
 // Drain empties a node as `kubectl drain --ignore-daemonsets --delete-emptydir-data` does: it
 // cordons the node, then evicts every pod on it through the Eviction API (which honours
 // PodDisruptionBudgets: a refused eviction is tried again every second, as kubectl does) and
-// waits until they are gone. It returns when the node is empty, or the error that stopped it
-// (ctx's when a budget held the drain). Mirror pods and DaemonSet pods stay, as with kubectl.
-func Drain(ctx context.Context, client kubernetes.Interface, node string) error {
+// waits until they are gone. It returns the pods it evicted when the node is empty, or the
+// error that stopped it (ctx's when a budget held the drain). Mirror pods and DaemonSet pods
+// stay, as with kubectl.
+func Drain(ctx context.Context, client kubernetes.Interface, node string) ([]string, error) {
 	if err := Cordon(ctx, client, node, true); err != nil {
-		return err
+		return nil, err
 	}
+	var evicted []string
 	for {
 		pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 		if err != nil {
-			return fmt.Errorf("listing the pods on %s: %w", node, err)
+			return evicted, fmt.Errorf("listing the pods on %s: %w", node, err)
 		}
 		var left []string
 		for _, p := range pods.Items {
@@ -40,19 +42,21 @@ func Drain(ctx context.Context, client kubernetes.Interface, node string) error 
 			eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
 			err := client.CoreV1().Pods(p.Namespace).EvictV1(ctx, eviction)
 			switch {
-			case err == nil, apierrors.IsNotFound(err):
+			case err == nil:
+				evicted = append(evicted, p.Namespace+"/"+p.Name)
+			case apierrors.IsNotFound(err):
 			case apierrors.IsTooManyRequests(err):
 				// A PodDisruptionBudget holds it: tried again, as kubectl drain does.
 			default:
-				return fmt.Errorf("evicting %s/%s: %w", p.Namespace, p.Name, err)
+				return evicted, fmt.Errorf("evicting %s/%s: %w", p.Namespace, p.Name, err)
 			}
 		}
 		if len(left) == 0 {
-			return nil
+			return evicted, nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("draining %s: %w; left: %s", node, ctx.Err(), strings.Join(left, ", "))
+			return evicted, fmt.Errorf("draining %s: %w; left: %s", node, ctx.Err(), strings.Join(left, ", "))
 		case <-time.After(time.Second):
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -177,7 +178,7 @@ func TestRealNodesDrainOfARanksNodeCheckpointsEveryRankAtOnce(t *testing.T) {
 			t.Cleanup(func() { _ = cluster.Cordon(context.Background(), c.Client, node, false) })
 			began := time.Now()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			err := cluster.Drain(ctx, c.Client, node)
+			_, err := cluster.Drain(ctx, c.Client, node)
 			cancel()
 			drained := time.Since(began)
 			if err != nil {
@@ -241,7 +242,7 @@ func TestRealNodesDrainWithoutNodeRightsWaitsOnTheBudget(t *testing.T) {
 	node := workerPod(t, pods).Spec.NodeName
 	t.Cleanup(func() { _ = cluster.Cordon(context.Background(), c.Client, node, false) })
 	drainCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	err := cluster.Drain(drainCtx, c.Client, node)
+	_, err := cluster.Drain(drainCtx, c.Client, node)
 	cancel()
 	if err == nil || !strings.Contains(err.Error(), d.name+"-") {
 		t.Fatalf("the drain: %v, want it held by the job's budget with a rank left on %s", err, node)
@@ -458,12 +459,15 @@ func TestRealNodesDrainOfTheStepsNodeHandsTheJobOver(t *testing.T) {
 	time.Sleep(5 * time.Second) // the step holds the job's lease and watches
 	t.Cleanup(func() { _ = cluster.Cordon(context.Background(), c.Client, cluster.RealNodeName, false) })
 	drainCtx, cancelDrain := context.WithTimeout(ctx, 2*time.Minute)
-	err = cluster.Drain(drainCtx, c.Client, cluster.RealNodeName)
+	evicted, err := cluster.Drain(drainCtx, c.Client, cluster.RealNodeName)
 	cancelDrain()
 	if err != nil {
 		t.Fatalf("draining %s: %v", cluster.RealNodeName, err)
 	}
-	t.Logf("drained %s (the step pod %s)", cluster.RealNodeName, step)
+	t.Logf("drained %s: evicted %v", cluster.RealNodeName, evicted)
+	if !slices.Contains(evicted, ns+"/"+step) {
+		t.Fatalf("the drain did not evict the step pod %s: %v", step, evicted)
+	}
 	wf, phase := run.waitEnd(t, c, 6*time.Minute)
 	train := trainOutputs(t, wf)
 	if phase != "Succeeded" || train["phase"] != "Succeeded" {
