@@ -117,8 +117,14 @@ func (f *runFlags) run(cmd *cobra.Command, args []string) error {
 	// reflectors); routed through zap, every stderr line has one format.
 	klog.SetLogger(zapr.NewLogger(logger.Named("klog")))
 	cfg := f.cfg
-	cfg.NoNetworkPolicy = !f.networkPolicy
-	cfg.SpecOptions, cfg.Local = f.spec.options(), f.local
+	var policyWarnings []string
+	var optsErr error
+	cfg.SpecOptions, policyWarnings, optsErr = f.spec.options()
+	cfg.Local, cfg.SpecOptions.Policy.Local = f.local, f.local
+	if cmd.Flags().Changed("network-policy") {
+		cfg.SpecOptions.Policy.NetworkPolicy.Disabled = !f.networkPolicy
+	}
+	cfg.NoNetworkPolicy = cfg.SpecOptions.Policy.NetworkPolicy.Disabled
 	cfg.Kubeconfig, cfg.KubeconfigPaths = f.kubeconfig, kubeconfigPaths()
 	cfg.LocalSupervisor = localSupervisor()
 	cfg.KubeContext = f.context
@@ -136,6 +142,12 @@ func (f *runFlags) run(cmd *cobra.Command, args []string) error {
 	}
 	if logErr != nil {
 		err = result.Invalid(result.ReasonInvalidArguments, logErr)
+	}
+	for _, w := range policyWarnings {
+		logger.Warn(w)
+	}
+	if err == nil {
+		err = optsErr
 	}
 	if err == nil {
 		err = memErr
