@@ -20,7 +20,9 @@ import (
 
 	"github.com/trainstep/trainstep/executor"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/replicapolicy"
 	"github.com/trainstep/trainstep/pkg/result"
+	"github.com/trainstep/trainstep/pkg/spec"
 	"github.com/trainstep/trainstep/test/cluster"
 )
 
@@ -100,6 +102,8 @@ func startRun(t *testing.T, c *cluster.Cluster, ns string, job *v1alpha1.TrainJo
 		QPS: 200, Burst: 400, OutputsDir: t.TempDir(),
 		APITimeout: 30 * time.Second, TerminationGrace: 30 * time.Second,
 		Logger: zaptest.NewLogger(t).Named(job.Name), Signals: r.signals,
+		// The tests' own priority classes, as a namespace's settings would allow them.
+		SpecOptions: spec.Options{Policy: replicapolicy.Policy{PriorityClasses: []string{"*"}}},
 	}
 	for _, e := range edits {
 		e(&cfg)
