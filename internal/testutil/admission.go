@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,38 +9,90 @@ import (
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 )
 
-// AdmissionPolicyFile is the shipped ValidatingAdmissionPolicy and its binding, below the
-// repository root.
+// AdmissionPolicyFile holds the shipped ValidatingAdmissionPolicies and their bindings,
+// below the repository root.
 const AdmissionPolicyFile = "deploy/admission/validatingadmissionpolicy.yaml"
 
-// AdmissionPolicy reads the shipped ValidatingAdmissionPolicy and its binding below root. With
-// a namespace, both are named after it and the binding matches that namespace alone, so that
-// tests sharing a cluster are not held to it; without, they are as shipped, for every namespace.
-func AdmissionPolicy(root, namespace string) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding, error) {
+// AdmissionPolicies are the shipped ValidatingAdmissionPolicies and their bindings.
+type AdmissionPolicies struct {
+	Policies []*admissionv1.ValidatingAdmissionPolicy
+	Bindings []*admissionv1.ValidatingAdmissionPolicyBinding
+}
+
+// ReadAdmissionPolicies reads AdmissionPolicyFile below root. With a namespace, every policy
+// and binding is named after it and every binding matches that namespace alone, so that
+// tests sharing a cluster are not held to them; without, they are as shipped, for every
+// namespace.
+func ReadAdmissionPolicies(root, namespace string) (*AdmissionPolicies, error) {
 	data, err := os.ReadFile(filepath.Join(root, AdmissionPolicyFile))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	docs := strings.Split(string(data), "\n---\n")
-	if len(docs) != 2 {
-		return nil, nil, fmt.Errorf("%s holds %d documents, want the policy and its binding", AdmissionPolicyFile, len(docs))
+	out := &AdmissionPolicies{}
+	for i, doc := range strings.Split(string(data), "\n---\n") {
+		var meta metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+			return nil, fmt.Errorf("%s (document %d): %w", AdmissionPolicyFile, i+1, err)
+		}
+		var into any
+		switch meta.Kind {
+		case "ValidatingAdmissionPolicy":
+			p := &admissionv1.ValidatingAdmissionPolicy{}
+			out.Policies, into = append(out.Policies, p), p
+		case "ValidatingAdmissionPolicyBinding":
+			b := &admissionv1.ValidatingAdmissionPolicyBinding{}
+			out.Bindings, into = append(out.Bindings, b), b
+		default:
+			return nil, fmt.Errorf("%s (document %d): kind %q", AdmissionPolicyFile, i+1, meta.Kind)
+		}
+		if err := yaml.UnmarshalStrict([]byte(doc), into); err != nil {
+			return nil, fmt.Errorf("%s (document %d): %w", AdmissionPolicyFile, i+1, err)
+		}
 	}
-	policy := &admissionv1.ValidatingAdmissionPolicy{}
-	binding := &admissionv1.ValidatingAdmissionPolicyBinding{}
-	if err := yaml.UnmarshalStrict([]byte(docs[0]), policy); err != nil {
-		return nil, nil, fmt.Errorf("%s: the policy: %w", AdmissionPolicyFile, err)
-	}
-	if err := yaml.UnmarshalStrict([]byte(docs[1]), binding); err != nil {
-		return nil, nil, fmt.Errorf("%s: the binding: %w", AdmissionPolicyFile, err)
+	if len(out.Policies) == 0 || len(out.Policies) != len(out.Bindings) {
+		return nil, fmt.Errorf("%s holds %d policies and %d bindings, want one binding per policy", AdmissionPolicyFile, len(out.Policies), len(out.Bindings))
 	}
 	if namespace != "" {
-		policy.Name += "-" + namespace
-		binding.Name, binding.Spec.PolicyName = policy.Name, policy.Name
-		binding.Spec.MatchResources = &admissionv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
-			MatchLabels: map[string]string{"kubernetes.io/metadata.name": namespace}}}
+		for _, p := range out.Policies {
+			p.Name += "-" + namespace
+		}
+		for _, b := range out.Bindings {
+			b.Name += "-" + namespace
+			b.Spec.PolicyName += "-" + namespace
+			b.Spec.MatchResources = &admissionv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{"kubernetes.io/metadata.name": namespace}}}
+		}
 	}
-	return policy, binding, nil
+	return out, nil
+}
+
+// Apply creates every policy and binding, as `kubectl apply -f` of the file does.
+func (a *AdmissionPolicies) Apply(ctx context.Context, client kubernetes.Interface) error {
+	admission := client.AdmissionregistrationV1()
+	for _, p := range a.Policies {
+		if _, err := admission.ValidatingAdmissionPolicies().Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating ValidatingAdmissionPolicy %s: %w", p.Name, err)
+		}
+	}
+	for _, b := range a.Bindings {
+		if _, err := admission.ValidatingAdmissionPolicyBindings().Create(ctx, b, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating ValidatingAdmissionPolicyBinding %s: %w", b.Name, err)
+		}
+	}
+	return nil
+}
+
+// Delete removes every binding and policy Apply created, as far as it can.
+func (a *AdmissionPolicies) Delete(ctx context.Context, client kubernetes.Interface) {
+	admission := client.AdmissionregistrationV1()
+	for _, b := range a.Bindings {
+		_ = admission.ValidatingAdmissionPolicyBindings().Delete(ctx, b.Name, metav1.DeleteOptions{})
+	}
+	for _, p := range a.Policies {
+		_ = admission.ValidatingAdmissionPolicies().Delete(ctx, p.Name, metav1.DeleteOptions{})
+	}
 }

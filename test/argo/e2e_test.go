@@ -12,13 +12,16 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	"github.com/argoproj/argo-workflows/v3/workflow/common"
 	"github.com/google/go-cmp/cmp"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
@@ -54,11 +57,17 @@ func TestTrainTemplateRunsEveryFrameworkAsTheDeployedServiceAccount(t *testing.T
 	applyAdmissionPolicy(t, c, ns)
 	token := c.ServiceAccountToken(t, ns, serviceAccountName)
 	checkStepAccess(t, kubernetes.NewForConfigOrDie(c.ConfigForToken(token)), ns)
-	kubeconfig := c.KubeconfigForToken(t, token, ns)
 	binary := buildTrainstep(t)
 	train := trainTemplates(t)["WorkflowTemplate"]
 	workflow, workflowUID := "e2e-"+strings.ToLower(string(uuid.NewUUID())[:5]), uuid.NewUUID()
 
+	// The subtests share the endpoint's port: the one that listens on it labels its pod.
+	var served atomic.Int32
+	t.Cleanup(func() {
+		if served.Load() == 0 {
+			t.Error("no run served the progress endpoint: the admission policy's label on the step's own pod went untested")
+		}
+	})
 	for _, framework := range []string{"tensorflow", "pytorch", "pytorch-elastic", "mpi", "jax", "xgboost"} {
 		t.Run(framework, func(t *testing.T) {
 			t.Parallel()
@@ -70,7 +79,11 @@ func TestTrainTemplateRunsEveryFrameworkAsTheDeployedServiceAccount(t *testing.T
 			}
 			rendered := renderTrain(t, train, step)
 			stepPod := createStepPod(t, c, ns, rendered, workflow)
-			run := runStep(t, binary, rendered, stepPod, kubeconfig)
+			// The kubelet gives the step a token bound to its pod, and mounts the
+			// namespace's settings where the template says.
+			kubeconfig := c.KubeconfigForToken(t, podToken(t, c, stepPod), ns)
+			mounts := mountConfigMaps(t, c, ns, rendered.tmpl)
+			run := runStep(t, binary, rendered, stepPod, kubeconfig, mounts)
 
 			if run.exitCode != result.ExitSucceeded {
 				t.Fatalf("exit code %d, want 0\nstdout: %s\nstderr (last lines):\n%s", run.exitCode, run.stdout, lastLines(run.stderr, 40))
@@ -81,6 +94,7 @@ func TestTrainTemplateRunsEveryFrameworkAsTheDeployedServiceAccount(t *testing.T
 			checkProgress(t, run)
 			checkGoMemoryLimit(t, rendered.tmpl.Container, run)
 			checkReplicasBelongToTheStep(t, c, ns, name, workflow, stepPod)
+			checkStepPodLabelled(t, c, stepPod, name, run, &served)
 		})
 	}
 }
@@ -140,6 +154,69 @@ func exitingJob(t *testing.T, path string) (manifest []byte, job *v1alpha1.Train
 	return manifest, job, message
 }
 
+// checkStepPodLabelled checks that a run serving the progress endpoint labelled its own pod
+// for the job's Service, as the admission policy lets it (with a token bound to that pod).
+func checkStepPodLabelled(t *testing.T, c *cluster.Cluster, stepPod *corev1.Pod, job string, run stepRun, served *atomic.Int32) {
+	t.Helper()
+	if strings.Contains(run.stderr, "labelling its pod failed") {
+		t.Errorf("the step could not label its pod:\n%s", lastLines(run.stderr, 20))
+	}
+	if !strings.Contains(run.stderr, "serving the progress endpoint") {
+		return
+	}
+	served.Add(1)
+	pod, err := c.Client.CoreV1().Pods(stepPod.Namespace).Get(context.Background(), stepPod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pod.Labels[v1alpha1.LabelTrainerStatus]; got != job {
+		t.Errorf("the step pod's %s label is %q, want %q", v1alpha1.LabelTrainerStatus, got, job)
+	}
+}
+
+// podToken mints a token of the pod's ServiceAccount bound to the pod, as the kubelet
+// mounts one into it: the API server then knows which pod is asking.
+func podToken(t *testing.T, c *cluster.Cluster, pod *corev1.Pod) string {
+	t.Helper()
+	req, err := c.Client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(context.Background(), pod.Spec.ServiceAccountName, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("a token bound to pod %s: %v", pod.Name, err)
+	}
+	return req.Status.Token
+}
+
+// mountConfigMaps writes each ConfigMap the template's container mounts, as namespace ns
+// holds it, into a directory of one file per key, as the kubelet would (an optional one that
+// does not exist is an empty directory), and returns the directories by mount path.
+func mountConfigMaps(t *testing.T, c *cluster.Cluster, ns string, tmpl *wfv1.Template) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, m := range tmpl.Container.VolumeMounts {
+		for _, v := range tmpl.Volumes {
+			if v.Name != m.Name || v.ConfigMap == nil {
+				continue
+			}
+			dir := t.TempDir()
+			cm, err := c.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), v.ConfigMap.Name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err) && v.ConfigMap.Optional != nil && *v.ConfigMap.Optional:
+			case err != nil:
+				t.Fatalf("ConfigMap %s the step mounts: %v", v.ConfigMap.Name, err)
+			default:
+				for key, value := range cm.Data {
+					if err := os.WriteFile(filepath.Join(dir, key), []byte(value), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			out[m.MountPath] = dir
+		}
+	}
+	return out
+}
+
 // createStepPod creates the pod Argo would run the step in: its name, uid
 // and namespace reach trainstep through the downward API.
 func createStepPod(t *testing.T, c *cluster.Cluster, ns string, r renderedStep, workflow string) *corev1.Pod {
@@ -179,7 +256,7 @@ type stepRun struct {
 // container's files (the job file, the outputs directory and Argo's progress
 // file) live in a temporary directory, and KUBECONFIG stands in for the
 // in-cluster configuration of the ServiceAccount.
-func runStep(t *testing.T, binary string, r renderedStep, pod *corev1.Pod, kubeconfig string) stepRun {
+func runStep(t *testing.T, binary string, r renderedStep, pod *corev1.Pod, kubeconfig string, mounts map[string]string) stepRun {
 	t.Helper()
 	c := r.tmpl.Container
 	if left := unresolved(c); len(left) > 0 {
@@ -201,6 +278,9 @@ func runStep(t *testing.T, binary string, r renderedStep, pod *corev1.Pod, kubec
 	}
 	if err := os.Mkdir(run.local[outputsDir], 0o755); err != nil {
 		t.Fatal(err)
+	}
+	for inPod, local := range mounts {
+		run.local[inPod] = local
 	}
 
 	env := containerEnv(t, c, pod)

@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -25,18 +24,11 @@ import (
 // cluster admin would (`kubectl apply -f`), for every namespace: every step of the package's
 // tests writes through it, with its namespace's trainstep-policy ConfigMap as parameter.
 func applyAdmissionPolicy(ctx context.Context, c *cluster.Cluster, root string) error {
-	policy, binding, err := testutil.AdmissionPolicy(root, "")
+	policies, err := testutil.ReadAdmissionPolicies(root, "")
 	if err != nil {
 		return err
 	}
-	admission := c.Client.AdmissionregistrationV1()
-	if _, err := admission.ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("applying the ValidatingAdmissionPolicy: %w", err)
-	}
-	if _, err := admission.ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("applying the ValidatingAdmissionPolicyBinding: %w", err)
-	}
-	return nil
+	return policies.Apply(ctx, c.Client)
 }
 
 // allowInPolicy adds value to the list setting key of the namespace's trainstep-policy
@@ -139,7 +131,6 @@ spec:
 	})
 	refused := map[string]string{
 		tmpl + ".containers[0].envFrom=[{secretRef: {name: artifact-store}}]":                         "refused: artifact-store",
-		tmpl + ".imagePullSecrets=[{name: registry}]":                                                 "refused: registry",
 		tmpl + ".volumes=[{name: data, persistentVolumeClaim: {claimName: team-b-data}}]":             "refused: team-b-data",
 		tmpl + ".tolerations=[{key: node-role.kubernetes.io/control-plane, operator: Exists}]":        "control plane's taints",
 		tmpl + ".priorityClassName=system-node-critical":                                              "not system-node-critical",

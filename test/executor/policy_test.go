@@ -31,22 +31,14 @@ func repoRoot(t testing.TB) string {
 // after it, so the tests sharing the cluster are not held to it).
 func applyAdmissionPolicy(t *testing.T, c *cluster.Cluster, ns string) {
 	t.Helper()
-	policy, binding, err := testutil.AdmissionPolicy(repoRoot(t), ns)
+	policies, err := testutil.ReadAdmissionPolicies(repoRoot(t), ns)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	admission := c.Client.AdmissionregistrationV1()
-	if _, err := admission.ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+	t.Cleanup(func() { policies.Delete(context.Background(), c.Client) })
+	if err := policies.Apply(context.Background(), c.Client); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admission.ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = admission.ValidatingAdmissionPolicyBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
-		_ = admission.ValidatingAdmissionPolicies().Delete(context.Background(), policy.Name, metav1.DeleteOptions{})
-	})
 }
 
 // applySettings creates the namespace's trainstep-policy ConfigMap, deploy/policy.yaml with
