@@ -95,12 +95,14 @@ spec:
           securityContext: {runAsNonRoot: true, runAsUser: 65532, seccompProfile: {type: RuntimeDefault}}
           containers: [{name: pytorch, image: example.com/train:1, securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}}]
 `
-	// Each replica as trainstep would render it, had its settings allowed what the case adds.
-	open := replicapolicy.Policy{AllowPrivileged: true, Secrets: []string{"*"}, PVCs: []string{"*"}}
+	// Each replica as trainstep would render it, had its settings allowed what the case adds
+	// (a reserved key, which no setting allows, is added to the rendered pod).
+	open := replicapolicy.Policy{AllowPrivileged: true, Secrets: []string{"*"}, PVCs: []string{"*"}, PriorityClasses: []string{"system-node-critical"}}
+	const reserved = "trainstep.dev/trainer-status"
 	replica := func(set string) *corev1.Pod {
 		t.Helper()
 		opts := spec.Options{Policy: open}
-		if set != "" {
+		if set != "" && !strings.Contains(set, reserved) {
 			opts.Sets = []string{set}
 		}
 		job, _, err := spec.Load([]byte(manifest), opts)
@@ -116,6 +118,9 @@ spec:
 		if err != nil {
 			t.Fatal(err)
 		}
+		if strings.Contains(set, reserved) {
+			pod.Labels[reserved] = "other-job"
+		}
 		return pod
 	}
 	create := func(pod *corev1.Pod) error {
@@ -130,11 +135,11 @@ spec:
 		return err != nil && strings.Contains(err.Error(), "refused: other-job-ssh"), nil
 	})
 	refused := map[string]string{
-		tmpl + ".containers[0].envFrom=[{secretRef: {name: artifact-store}}]":                         "refused: artifact-store",
-		tmpl + ".volumes=[{name: data, persistentVolumeClaim: {claimName: team-b-data}}]":             "refused: team-b-data",
-		tmpl + ".tolerations=[{key: node-role.kubernetes.io/control-plane, operator: Exists}]":        "control plane's taints",
-		tmpl + ".priorityClassName=system-node-critical":                                              "not system-node-critical",
-		"spec.replicaSpecs.Master.template.metadata.labels={trainstep.dev/trainer-status: other-job}": "only the trainstep.dev",
+		tmpl + ".containers[0].envFrom=[{secretRef: {name: artifact-store}}]":                  "refused: artifact-store",
+		tmpl + ".volumes=[{name: data, persistentVolumeClaim: {claimName: team-b-data}}]":      "refused: team-b-data",
+		tmpl + ".tolerations=[{key: node-role.kubernetes.io/control-plane, operator: Exists}]": "control plane's taints",
+		tmpl + ".priorityClassName=system-node-critical":                                       "not system-node-critical",
+		"spec.replicaSpecs.Master.template.metadata.labels={" + reserved + ": other-job}":      "only the trainstep.dev",
 	}
 	for set, want := range refused {
 		if err := create(replica(set)); err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
