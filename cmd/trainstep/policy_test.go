@@ -40,6 +40,8 @@ func TestReplicaPolicyRefusesHostAccess(t *testing.T) {
 		{"capability", workerPod + ".containers[0].securityContext={capabilities: {add: [NET_BIND_SERVICE, SYS_ADMIN]}}", workerPod + ".containers[0].securityContext.capabilities.add[1]"},
 		{"hostPort", workerPod + ".containers[0].ports=[{containerPort: 2222, hostPort: 2222}]", workerPod + ".containers[0].ports[0].hostPort"},
 		{"init container", workerPod + ".initContainers=[{name: init, image: busybox:1, securityContext: {privileged: true}}]", workerPod + ".initContainers[0].securityContext.privileged"},
+		{"privilege escalation", workerPod + ".containers[0].securityContext={allowPrivilegeEscalation: true}", workerPod + ".containers[0].securityContext.allowPrivilegeEscalation"},
+		{"control-plane toleration", workerPod + ".tolerations=[{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]", workerPod + ".tolerations[0].key"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

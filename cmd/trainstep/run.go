@@ -22,6 +22,7 @@ import (
 	"github.com/trainstep/trainstep/pkg/backend/local"
 	"github.com/trainstep/trainstep/pkg/logs"
 	"github.com/trainstep/trainstep/pkg/result"
+	"github.com/trainstep/trainstep/pkg/spec"
 	"github.com/trainstep/trainstep/pkg/timeline"
 )
 
@@ -119,12 +120,8 @@ func (f *runFlags) run(cmd *cobra.Command, args []string) error {
 	cfg := f.cfg
 	var policyWarnings []string
 	var optsErr error
-	cfg.SpecOptions, policyWarnings, optsErr = f.spec.options()
-	cfg.Local, cfg.SpecOptions.Policy.Local = f.local, f.local
-	if cmd.Flags().Changed("network-policy") {
-		cfg.SpecOptions.Policy.NetworkPolicy.Disabled = !f.networkPolicy
-	}
-	cfg.NoNetworkPolicy = cfg.SpecOptions.Policy.NetworkPolicy.Disabled
+	cfg.SpecOptions, policyWarnings, optsErr = f.specOptions(cmd)
+	cfg.Local, cfg.NoNetworkPolicy = f.local, cfg.SpecOptions.Policy.NetworkPolicy.Disabled
 	cfg.Kubeconfig, cfg.KubeconfigPaths = f.kubeconfig, kubeconfigPaths()
 	cfg.LocalSupervisor = localSupervisor()
 	cfg.KubeContext = f.context
@@ -186,6 +183,17 @@ func (f *runFlags) run(cmd *cobra.Command, args []string) error {
 		logger.Info("output files written", zap.String("dir", cfg.OutputsDir))
 	}
 	return err
+}
+
+// specOptions are the spec flags' options with the settings of
+// --policy-file, --local and --network-policy (when given, over the file's).
+func (f *runFlags) specOptions(cmd *cobra.Command) (spec.Options, []string, error) {
+	opts, warnings, err := f.spec.options()
+	opts.Policy.Local = f.local
+	if cmd.Flags().Changed("network-policy") {
+		opts.Policy.NetworkPolicy.Disabled = !f.networkPolicy
+	}
+	return opts, warnings, err
 }
 
 // survivePipeClosed keeps a run going when whoever reads its stdout or

@@ -272,6 +272,38 @@ func TestAdmissionPolicyHoldsTheStepsWritesToItsJobs(t *testing.T) {
 	}
 	ownStep := kubernetes.NewForConfigOrDie(c.ConfigForToken(bound.Status.Token))
 
+	pods := stepPods{replica: replica, step: stepPod, earlier: earlier, web: web}
+	checkWrites(t, append(podWrites(ctx, ns, step, ownStep, pods), objectWrites(ctx, ns, step)...))
+}
+
+// writeCase is one write the step tries, and what the API server says.
+type writeCase struct {
+	name string
+	do   func() error
+	want string // "" passes; else a part of the refusal
+}
+
+func checkWrites(t *testing.T, writes []writeCase) {
+	t.Helper()
+	for _, w := range writes {
+		err := w.do()
+		switch {
+		case w.want == "" && err != nil:
+			t.Errorf("%s: refused: %v", w.name, err)
+		case w.want != "" && (err == nil || !strings.Contains(err.Error(), w.want)):
+			t.Errorf("%s: got %v, want refused with %q", w.name, err, w.want)
+		}
+	}
+}
+
+// stepPods are the pods the writes below touch: a job's replica, the step's own pod, an
+// earlier attempt's (labelled for the progress Service) and a pod that is no job's.
+type stepPods struct{ replica, step, earlier, web *corev1.Pod }
+
+// podWrites are the changes of pods the step may and may not make; ownStep's token is bound
+// to the step's pod, step's to none.
+func podWrites(ctx context.Context, ns string, step, ownStep kubernetes.Interface, pods stepPods) []writeCase {
+	replica, stepPod, earlier, web := pods.replica, pods.step, pods.earlier, pods.web
 	merge := func(client kubernetes.Interface, name, body string) error {
 		_, err := client.CoreV1().Pods(ns).Patch(ctx, name, types.MergePatchType, []byte(body), metav1.PatchOptions{})
 		return err
@@ -279,11 +311,7 @@ func TestAdmissionPolicyHoldsTheStepsWritesToItsJobs(t *testing.T) {
 	label := func(value string) string {
 		return `{"metadata":{"labels":{"trainstep.dev/trainer-status":` + value + `}}}`
 	}
-	writes := []struct {
-		name string
-		do   func() error
-		want string // "" passes
-	}{
+	return []writeCase{
 		{"re-attach a job's pod", func() error {
 			return merge(step, replica.Name, `{"metadata":{"annotations":{"trainstep.dev/restarts":"1"}}}`)
 		}, ""},
@@ -306,6 +334,13 @@ func TestAdmissionPolicyHoldsTheStepsWritesToItsJobs(t *testing.T) {
 			return merge(step, replica.Name, `{"metadata":{"labels":{"trainstep.dev/identity":"x"}}}`)
 		}, "trainstep.dev/job-name or trainstep.dev/identity"},
 		{"delete a pod that is no job's", func() error { return step.CoreV1().Pods(ns).Delete(ctx, web.Name, metav1.DeleteOptions{}) }, "only its jobs' own objects"},
+		{"delete a job's pod", func() error { return step.CoreV1().Pods(ns).Delete(ctx, replica.Name, metav1.DeleteOptions{}) }, ""},
+	}
+}
+
+// objectWrites are the writes of other kinds the step may and may not make.
+func objectWrites(ctx context.Context, ns string, step kubernetes.Interface) []writeCase {
+	return []writeCase{
 		{"write its settings", func() error {
 			_, err := step.CoreV1().ConfigMaps(ns).Patch(ctx, "trainstep-policy", types.MergePatchType, []byte(`{"data":{"allowedSecrets":"*"}}`), metav1.PatchOptions{})
 			return err
@@ -334,18 +369,7 @@ func TestAdmissionPolicyHoldsTheStepsWritesToItsJobs(t *testing.T) {
 		{"a NetworkPolicy selecting another job", func() error { return createNetworkPolicy(ctx, step, ns, "k") }, "selects the job's own pods"},
 		{"the job's Lease", func() error { return createLease(ctx, step, ns, "trainstep-j") }, ""},
 		{"a Lease of another name", func() error { return createLease(ctx, step, ns, "kube-scheduler") }, "Leases are named trainstep-<job>"},
-		{"delete a job's pod", func() error { return step.CoreV1().Pods(ns).Delete(ctx, replica.Name, metav1.DeleteOptions{}) }, ""},
 	}
-	for _, w := range writes {
-		err := w.do()
-		switch {
-		case w.want == "" && err != nil:
-			t.Errorf("%s: refused: %v", w.name, err)
-		case w.want != "" && (err == nil || !strings.Contains(err.Error(), w.want)):
-			t.Errorf("%s: got %v, want refused with %q", w.name, err, w.want)
-		}
-	}
-
 }
 
 func createService(ctx context.Context, client kubernetes.Interface, ns, name string, kind corev1.ServiceType, selects string) error {

@@ -70,6 +70,53 @@ func (e *e2e) applyExamplesPolicy(t *testing.T) {
 	}
 }
 
+// admissionJob is a replica as trainstep renders one in a namespace enforcing PodSecurity
+// restricted; the cases add to it.
+const admissionJob = `apiVersion: trainstep.dev/v1alpha1
+kind: TrainJob
+metadata: {name: victimless}
+spec:
+  framework: pytorch
+  replicaSpecs:
+    Master:
+      template:
+        spec:
+          securityContext: {runAsNonRoot: true, runAsUser: 65532, seccompProfile: {type: RuntimeDefault}}
+          containers: [{name: pytorch, image: example.com/train:1, securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}}]
+`
+
+// reservedKey is the label a case adds to the rendered pod: no setting allows it in a template.
+const reservedKey = "trainstep.dev/trainer-status"
+
+// renderedReplica is admissionJob's replica as trainstep would render it into ns, with set
+// applied, had the settings allowed what set adds; a set that the replica policy allows
+// with the strict settings fails the test, which would prove nothing of the admission policy.
+func renderedReplica(t *testing.T, ns, set string) *corev1.Pod {
+	t.Helper()
+	open := replicapolicy.Policy{AllowPrivileged: true, Secrets: []string{"*"}, PVCs: []string{"*"}, PriorityClasses: []string{"system-node-critical"}}
+	opts := spec.Options{Policy: open}
+	if set != "" && !strings.Contains(set, reservedKey) {
+		opts.Sets = []string{set}
+	}
+	job, _, err := spec.Load([]byte(admissionJob), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set != "" {
+		if _, _, err := spec.Load([]byte(admissionJob), spec.Options{Sets: []string{set}}); err == nil {
+			t.Fatalf("%s: the replica policy allows it; the case must be one it refuses", set)
+		}
+	}
+	pod, err := render.Pod(job, render.Identity{Namespace: ns, JobName: job.Name}, "Master", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(set, reservedKey) {
+		pod.Labels[reservedKey] = "other-job"
+	}
+	return pod
+}
+
 // The shipped admission policy, bound for every namespace, refuses what the replica policy
 // refuses when a step that no longer runs trainstep tries it: pods created as the trainstep
 // ServiceAccount that mount another job's SSH key, read the namespace's credentials or use
@@ -83,46 +130,6 @@ func TestRealNodeAdmissionPolicyRefusesWhatTheReplicaPolicyRefuses(t *testing.T)
 	defer cancel()
 	step := kubernetes.NewForConfigOrDie(e.c.ConfigForToken(e.c.ServiceAccountToken(t, e.namespace, "trainstep")))
 
-	const manifest = `apiVersion: trainstep.dev/v1alpha1
-kind: TrainJob
-metadata: {name: victimless}
-spec:
-  framework: pytorch
-  replicaSpecs:
-    Master:
-      template:
-        spec:
-          securityContext: {runAsNonRoot: true, runAsUser: 65532, seccompProfile: {type: RuntimeDefault}}
-          containers: [{name: pytorch, image: example.com/train:1, securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}}]
-`
-	// Each replica as trainstep would render it, had its settings allowed what the case adds
-	// (a reserved key, which no setting allows, is added to the rendered pod).
-	open := replicapolicy.Policy{AllowPrivileged: true, Secrets: []string{"*"}, PVCs: []string{"*"}, PriorityClasses: []string{"system-node-critical"}}
-	const reserved = "trainstep.dev/trainer-status"
-	replica := func(set string) *corev1.Pod {
-		t.Helper()
-		opts := spec.Options{Policy: open}
-		if set != "" && !strings.Contains(set, reserved) {
-			opts.Sets = []string{set}
-		}
-		job, _, err := spec.Load([]byte(manifest), opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if set != "" {
-			if _, _, err := spec.Load([]byte(manifest), spec.Options{Sets: []string{set}}); err == nil {
-				t.Fatalf("%s: the replica policy allows it; the case must be one it refuses", set)
-			}
-		}
-		pod, err := render.Pod(job, render.Identity{Namespace: e.namespace, JobName: job.Name}, "Master", 0, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.Contains(set, reserved) {
-			pod.Labels[reserved] = "other-job"
-		}
-		return pod
-	}
 	create := func(pod *corev1.Pod) error {
 		_, err := step.CoreV1().Pods(e.namespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err
@@ -131,7 +138,7 @@ spec:
 	// The policy is compiled after it is created and the binding's parameter looked up
 	// from the API server's cache: wait until it refuses.
 	testutil.Eventually(t, time.Minute, "the admission policy refusing another job's SSH key", func(ctx context.Context) (bool, error) {
-		err := create(replica(tmpl + ".volumes=[{name: ssh, secret: {secretName: other-job-ssh}}]"))
+		err := create(renderedReplica(t, e.namespace, tmpl+".volumes=[{name: ssh, secret: {secretName: other-job-ssh}}]"))
 		return err != nil && strings.Contains(err.Error(), "refused: other-job-ssh"), nil
 	})
 	refused := map[string]string{
@@ -139,18 +146,18 @@ spec:
 		tmpl + ".volumes=[{name: data, persistentVolumeClaim: {claimName: team-b-data}}]":      "refused: team-b-data",
 		tmpl + ".tolerations=[{key: node-role.kubernetes.io/control-plane, operator: Exists}]": "control plane's taints",
 		tmpl + ".priorityClassName=system-node-critical":                                       "not system-node-critical",
-		"spec.replicaSpecs.Master.template.metadata.labels={" + reserved + ": other-job}":      "only the trainstep.dev",
+		"spec.replicaSpecs.Master.template.metadata.labels={" + reservedKey + ": other-job}":   "only the trainstep.dev",
 	}
 	for set, want := range refused {
-		if err := create(replica(set)); err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
+		if err := create(renderedReplica(t, e.namespace, set)); err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want refused with %q", set, err, want)
 		}
 	}
-	if err := create(replica("")); err != nil {
+	if err := create(renderedReplica(t, e.namespace, "")); err != nil {
 		t.Errorf("a replica as trainstep renders it: %v", err)
 	}
 	e.allowInPolicy(t, "allowedSecrets", "hf-token")
-	withToken := replica(tmpl + ".containers[0].env=[{name: HF_TOKEN, valueFrom: {secretKeyRef: {name: hf-token, key: token}}}]")
+	withToken := renderedReplica(t, e.namespace, tmpl+".containers[0].env=[{name: HF_TOKEN, valueFrom: {secretKeyRef: {name: hf-token, key: token}}}]")
 	testutil.Eventually(t, time.Minute, "the admission policy reading the allowed Secret", func(ctx context.Context) (bool, error) {
 		return create(withToken) == nil, nil
 	})
