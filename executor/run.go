@@ -119,6 +119,8 @@ func finish(cfg *Config, res result.Result) {
 // run is the step lifecycle as a script: load → connect and check rights →
 // render → reconcile → clean up → fill the result.
 func run(ctx context.Context, cfg *Config, res *result.Result) error {
+	// Local replicas are processes: a namespace's objects do not exist there.
+	cfg.SpecOptions.Policy.Local = cfg.SpecOptions.Policy.Local || cfg.Local
 	job, warnings, err := spec.Load(cfg.Spec, cfg.SpecOptions)
 	if err != nil {
 		return err
@@ -132,6 +134,9 @@ func run(ctx context.Context, cfg *Config, res *result.Result) error {
 	}
 	if cfg.Local {
 		return runLocal(ctx, cfg, job, res)
+	}
+	if err := checkRendered(cfg, job); err != nil {
+		return err
 	}
 
 	// The first signal cancels the run, once it is known whether it stops
@@ -309,7 +314,7 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 		return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
 	}
 	if !cfg.NoNetworkPolicy {
-		desired.NetworkPolicy = render.NetworkPolicy(job, id)
+		desired.NetworkPolicy = render.NetworkPolicyAdmitting(job, id, cfg.SpecOptions.Policy.NetworkPolicy.Ingress)
 		desired.StatusNetworkPolicy = render.StatusNetworkPolicy(job, id)
 	}
 	if budget {

@@ -48,10 +48,17 @@ func (f *convertFlags) run(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
+	opts, policyWarnings, err := f.spec.options()
+	for _, w := range policyWarnings {
+		fmt.Fprintln(cmd.ErrOrStderr(), "Warning:", w)
+	}
+	if err != nil {
+		return err
+	}
 	all := make([]loaded, 0, len(paths))
 	var docs [][]byte
 	for _, path := range paths {
-		doc, err := f.convert(cmd, paths, path)
+		doc, err := f.convert(cmd, paths, path, opts)
 		all = append(all, loaded{path: path, err: err})
 		docs = append(docs, doc)
 	}
@@ -72,12 +79,12 @@ func (f *convertFlags) run(cmd *cobra.Command, args []string) error {
 // convert prints one job file as the TrainJob it runs as, or a manifest
 // of a kind trainstep does not run as it is (Training Operator's MPIJob v1)
 // as the kind that runs the same job, saying on stderr what changes.
-func (f *convertFlags) convert(cmd *cobra.Command, paths []string, path string) ([]byte, error) {
+func (f *convertFlags) convert(cmd *cobra.Command, paths []string, path string, opts spec.Options) ([]byte, error) {
 	data, err := readFile(cmd.InOrStdin(), path)
 	if err != nil {
 		return nil, err
 	}
-	manifest, changes, upgraded, err := spec.Upgrade(data, f.spec.options())
+	manifest, changes, upgraded, err := spec.Upgrade(data, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +95,7 @@ func (f *convertFlags) convert(cmd *cobra.Command, paths []string, path string) 
 		}
 		return encodeManifest(manifest, f.output)
 	}
-	job, warnings, err := spec.Load(data, f.spec.options())
+	job, warnings, err := spec.Load(data, opts)
 	for _, w := range warnings {
 		fmt.Fprintln(cmd.ErrOrStderr(), "Warning:", filePrefix(paths, path)+w)
 	}

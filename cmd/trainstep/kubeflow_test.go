@@ -51,11 +51,12 @@ spec:
 `
 
 // A Kubeflow manifest gets a gang with --gang or --set on its own path, and
-// its schedulingPolicy (minAvailable, queue, priorityClass, timeout) is used.
+// its schedulingPolicy (minAvailable, queue, priorityClass, timeout) is used;
+// the priority class is one the template author allows.
 func TestKubeflowManifestsCanUseGangScheduling(t *testing.T) {
 	for _, choose := range [][]string{{"--gang", "volcano"}, {"--set", "spec.runPolicy.schedulingPolicy.gang=volcano"}} {
 		t.Run(strings.Join(choose, " "), func(t *testing.T) {
-			got := runCLI(t, kubeflowGangJob, nil, append([]string{"render", "-f", "-", "-o", "json"}, choose...)...)
+			got := runCLI(t, kubeflowGangJob, nil, append([]string{"render", "-f", "-", "-o", "json", "--allowed-priority-classes", "high"}, choose...)...)
 			if got.code != 0 {
 				t.Fatalf("exit %d: %s", got.code, got.stderr)
 			}
@@ -96,7 +97,7 @@ func TestKubeflowManifestsCanUseGangScheduling(t *testing.T) {
 		})
 	}
 	t.Run("without a choice the gang stays off, with a warning that says how to choose", func(t *testing.T) {
-		got := runCLI(t, kubeflowGangJob, nil, "validate", "-f", "-")
+		got := runCLI(t, kubeflowGangJob, nil, "validate", "-f", "-", "--allowed-priority-classes", "high")
 		if got.code != 0 || !strings.Contains(got.stderr, "--gang") {
 			t.Errorf("exit %d, stderr %q: want valid with a warning naming --gang", got.code, got.stderr)
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -15,9 +16,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/trainstep/trainstep/executor"
-	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/render"
+	"github.com/trainstep/trainstep/pkg/replicapolicy"
 	"github.com/trainstep/trainstep/pkg/result"
+	"github.com/trainstep/trainstep/pkg/spec"
 )
 
 // defaultRenderNamespace is used when neither -n nor metadata.namespace
@@ -73,12 +75,15 @@ func (f *renderFlags) run(cmd *cobra.Command, args []string) error {
 	}
 	streams := make([]objectStream, 0, len(all))
 	for _, l := range all {
-		r, shared, err := prepareRender(l.job, f.networkPolicy, f.identity)
+		if cmd.Flags().Changed("network-policy") {
+			l.opts.Policy.NetworkPolicy.Disabled = !f.networkPolicy
+		}
+		r, shared, err := prepareRender(l, true, f.identity)
 		if err == nil && f.disruptionBudget {
 			shared.DisruptionBudget = render.DisruptionBudget(l.job, r.Identity())
 		}
 		if err != nil {
-			return fmt.Errorf("%s%w", filePrefix(paths, l.path), err)
+			return prefixError(filePrefix(paths, l.path), err)
 		}
 		streams = append(streams, prefixErrors(filePrefix(paths, l.path), jobObjects(r, shared)))
 	}
@@ -114,9 +119,12 @@ func hideSecretData(secret *corev1.Secret) {
 }
 
 // prepareRender prepares one loaded job's renderer, without a cluster, and
-// renders its shared objects.
-func prepareRender(job *v1alpha1.TrainJob, networkPolicy bool, identity string) (*render.Renderer, *render.Objects, error) {
+// renders its shared objects, with the identity label a run given
+// --identity=identity sets ("" leaves it out); with check, it first holds
+// every object to the replica policy (replicapolicy.CheckRendered).
+func prepareRender(l loaded, check bool, identity string) (*render.Renderer, *render.Objects, error) {
 	var err error
+	job, policy := l.job, l.opts.Policy
 	id := render.Identity{Namespace: job.Namespace, JobName: job.Name}
 	if identity != "" {
 		id.OwnerID = executor.RunIdentity(identity)
@@ -138,10 +146,37 @@ func prepareRender(job *v1alpha1.TrainJob, networkPolicy bool, identity string) 
 	for _, secret := range shared.Secrets {
 		hideSecretData(secret)
 	}
-	if networkPolicy {
-		shared.NetworkPolicy = render.NetworkPolicy(job, id)
+	if !policy.NetworkPolicy.Disabled {
+		shared.NetworkPolicy = render.NetworkPolicyAdmitting(job, id, policy.NetworkPolicy.Ingress)
+	}
+	if check {
+		if err := spec.PolicyError(l.data, replicapolicy.CheckRendered(r, shared, policy)); err != nil {
+			return nil, nil, err
+		}
 	}
 	return r, shared, nil
+}
+
+// prefixError names the job file in err (an Invalid one keeps its phase);
+// prefix is empty when there is one file.
+func prefixError(prefix string, err error) error {
+	var invalid *result.Error
+	if prefix == "" {
+		return err
+	}
+	if errors.As(err, &invalid) {
+		return &result.Error{Phase: invalid.Phase, Reason: invalid.Reason, Err: prefixLines(prefix, invalid.Err)}
+	}
+	return prefixLines(prefix, err)
+}
+
+// prefixLines puts prefix before every line of err.
+func prefixLines(prefix string, err error) error {
+	lines := strings.Split(err.Error(), "\n")
+	for i := range lines {
+		lines[i] = prefix + lines[i]
+	}
+	return errors.New(strings.Join(lines, "\n"))
 }
 
 // concat streams the objects of every stream, one stream after the other.

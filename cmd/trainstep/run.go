@@ -22,6 +22,7 @@ import (
 	"github.com/trainstep/trainstep/pkg/backend/local"
 	"github.com/trainstep/trainstep/pkg/logs"
 	"github.com/trainstep/trainstep/pkg/result"
+	"github.com/trainstep/trainstep/pkg/spec"
 	"github.com/trainstep/trainstep/pkg/timeline"
 )
 
@@ -122,9 +123,11 @@ func (f *runFlags) run(cmd *cobra.Command, args []string) error {
 	// reflectors); routed through zap, every stderr line has one format.
 	klog.SetLogger(zapr.NewLogger(logger.Named("klog")))
 	cfg := f.cfg
-	cfg.NoNetworkPolicy = !f.networkPolicy
+	var policyWarnings []string
+	var optsErr error
+	cfg.SpecOptions, policyWarnings, optsErr = f.specOptions(cmd)
+	cfg.Local, cfg.NoNetworkPolicy = f.local, cfg.SpecOptions.Policy.NetworkPolicy.Disabled
 	cfg.NoDisruptionBudget = !f.disruptionBudget
-	cfg.SpecOptions, cfg.Local = f.spec.options(), f.local
 	cfg.Kubeconfig, cfg.KubeconfigPaths = f.kubeconfig, kubeconfigPaths()
 	cfg.LocalSupervisor = localSupervisor()
 	cfg.KubeContext = f.context
@@ -142,6 +145,12 @@ func (f *runFlags) run(cmd *cobra.Command, args []string) error {
 	}
 	if logErr != nil {
 		err = result.Invalid(result.ReasonInvalidArguments, logErr)
+	}
+	for _, w := range policyWarnings {
+		logger.Warn(w)
+	}
+	if err == nil {
+		err = optsErr
 	}
 	if err == nil {
 		err = memErr
@@ -180,6 +189,17 @@ func (f *runFlags) run(cmd *cobra.Command, args []string) error {
 		logger.Info("output files written", zap.String("dir", cfg.OutputsDir))
 	}
 	return err
+}
+
+// specOptions are the spec flags' options with the settings of
+// --policy-file, --local and --network-policy (when given, over the file's).
+func (f *runFlags) specOptions(cmd *cobra.Command) (spec.Options, []string, error) {
+	opts, warnings, err := f.spec.options()
+	opts.Policy.Local = f.local
+	if cmd.Flags().Changed("network-policy") {
+		opts.Policy.NetworkPolicy.Disabled = !f.networkPolicy
+	}
+	return opts, warnings, err
 }
 
 // survivePipeClosed keeps a run going when whoever reads its stdout or

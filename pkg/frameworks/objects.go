@@ -37,6 +37,15 @@ func ConfigMaps(job *v1alpha1.TrainJob, at Placement) ([]*corev1.ConfigMap, erro
 	return nil, nil
 }
 
+// ConfigMapNames names the ConfigMaps ConfigMaps returns, for any job,
+// valid or not, without computing their data.
+func ConfigMapNames(job *v1alpha1.TrainJob, jobName string) []string {
+	if s, ok := of(job).(framework.SharedObjects); ok {
+		return s.ConfigMapNames(job, jobName)
+	}
+	return nil
+}
+
 // Secrets returns the Secrets the job's pods mount, with only their name,
 // type and data set.
 func Secrets(job *v1alpha1.TrainJob, at Placement, keys SSHKeyPair) ([]*corev1.Secret, error) {

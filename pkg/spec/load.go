@@ -159,7 +159,7 @@ func load(data []byte, opts Options) (*v1alpha1.TrainJob, []string, error) {
 	if len(errs) > 0 {
 		return nil, warnings, &ValidationError{Errors: terms.rewrite(errs)}
 	}
-	return job, warnings, nil
+	return job, append(warnings, replicapolicy.Notes(job, opts.Policy)...), nil
 }
 
 // UnboundedRestartsWarning is what a run says at its start when a
@@ -211,6 +211,17 @@ func (t terms) rewrite(errs field.ErrorList) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// PolicyError is the Invalid error of a job that loaded from data but
+// whose rendered objects the replica policy refuses
+// (replicapolicy.CheckRendered), its paths in the manifest's terms; nil
+// when errs is empty.
+func PolicyError(data []byte, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return result.Invalid(result.ReasonInvalidSpec, InManifestTerms(data, &ValidationError{Errors: errs}))
 }
 
 // InManifestTerms rewrites the field paths of a job's validation error —

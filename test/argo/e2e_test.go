@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,12 +20,14 @@ import (
 	"github.com/argoproj/argo-workflows/v3/workflow/common"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trainstep/trainstep/executor"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/result"
@@ -62,6 +65,13 @@ func TestTrainTemplateRunsEveryFrameworkAsTheDeployedServiceAccount(t *testing.T
 	wf := createWorkflow(t, c, ns, "e2e-"+strings.ToLower(string(uuid.NewUUID())[:5]))
 	workflow, workflowUID := wf.GetName(), wf.GetUID()
 
+	// The subtests share the endpoint's port: the one that listens on it labels its pod.
+	var served atomic.Int32
+	t.Cleanup(func() {
+		if served.Load() == 0 {
+			t.Error("no run served the progress endpoint: the admission policy's label on the step's own pod went untested")
+		}
+	})
 	for _, framework := range []string{"tensorflow", "pytorch", "pytorch-elastic", "mpi", "jax", "xgboost", "paddle"} {
 		t.Run(framework, func(t *testing.T) {
 			t.Parallel()
@@ -73,8 +83,11 @@ func TestTrainTemplateRunsEveryFrameworkAsTheDeployedServiceAccount(t *testing.T
 			}
 			rendered := renderTrain(t, train, step)
 			stepPod := createStepPod(t, c, ns, rendered, wf)
+			// The kubelet gives the step a token bound to its pod, and mounts the
+			// namespace's settings where the template says.
 			kubeconfig := c.KubeconfigForToken(t, c.PodToken(t, stepPod), ns)
-			run := runStep(t, binary, rendered, stepPod, kubeconfig)
+			mounts := mountConfigMaps(t, c, ns, rendered.tmpl)
+			run := runStep(t, binary, rendered, stepPod, kubeconfig, mounts)
 
 			if run.exitCode != result.ExitSucceeded {
 				t.Fatalf("exit code %d, want 0\nstdout: %s\nstderr (last lines):\n%s", run.exitCode, run.stdout, lastLines(run.stderr, 40))
@@ -85,6 +98,7 @@ func TestTrainTemplateRunsEveryFrameworkAsTheDeployedServiceAccount(t *testing.T
 			checkProgress(t, run)
 			checkGoMemoryLimit(t, rendered.tmpl.Container, run)
 			checkReplicasBelongToTheStep(t, c, ns, name, workflow, stepPod)
+			checkStepPodLabelled(t, c, stepPod, executor.WorkflowIdentity(string(workflowUID), step.nodeName), run, &served)
 		})
 	}
 }
@@ -144,6 +158,57 @@ func exitingJob(t *testing.T, path string) (manifest []byte, job *v1alpha1.Train
 	return manifest, job, message
 }
 
+// checkStepPodLabelled checks that a run serving the progress endpoint labelled its own pod
+// with the job's identity, which the job's progress Service selects, as the admission policy
+// lets it (with a token bound to that pod).
+func checkStepPodLabelled(t *testing.T, c *cluster.Cluster, stepPod *corev1.Pod, identity string, run stepRun, served *atomic.Int32) {
+	t.Helper()
+	if strings.Contains(run.stderr, "labelling its pod failed") {
+		t.Errorf("the step could not label its pod:\n%s", lastLines(run.stderr, 20))
+	}
+	if !strings.Contains(run.stderr, "serving the progress endpoint") {
+		return
+	}
+	served.Add(1)
+	pod, err := c.Client.CoreV1().Pods(stepPod.Namespace).Get(context.Background(), stepPod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pod.Labels[v1alpha1.LabelTrainerStatus]; got != identity {
+		t.Errorf("the step pod's %s label is %q, want the job's identity %q", v1alpha1.LabelTrainerStatus, got, identity)
+	}
+}
+
+// mountConfigMaps writes each ConfigMap the template's container mounts, as namespace ns
+// holds it, into a directory of one file per key, as the kubelet would (an optional one that
+// does not exist is an empty directory), and returns the directories by mount path.
+func mountConfigMaps(t *testing.T, c *cluster.Cluster, ns string, tmpl *wfv1.Template) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, m := range tmpl.Container.VolumeMounts {
+		for _, v := range tmpl.Volumes {
+			if v.Name != m.Name || v.ConfigMap == nil {
+				continue
+			}
+			dir := t.TempDir()
+			cm, err := c.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), v.ConfigMap.Name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err) && v.ConfigMap.Optional != nil && *v.ConfigMap.Optional:
+			case err != nil:
+				t.Fatalf("ConfigMap %s the step mounts: %v", v.ConfigMap.Name, err)
+			default:
+				for key, value := range cm.Data {
+					if err := os.WriteFile(filepath.Join(dir, key), []byte(value), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			out[m.MountPath] = dir
+		}
+	}
+	return out
+}
+
 // createStepPod creates the pod Argo would run the step in: its name, uid
 // and namespace reach trainstep through the downward API.
 func createStepPod(t *testing.T, c *cluster.Cluster, ns string, r renderedStep, wf *unstructured.Unstructured) *corev1.Pod {
@@ -186,7 +251,7 @@ type stepRun struct {
 // container's files (the job file, the outputs directory and Argo's progress
 // file) live in a temporary directory, and KUBECONFIG stands in for the
 // in-cluster configuration of the ServiceAccount.
-func runStep(t *testing.T, binary string, r renderedStep, pod *corev1.Pod, kubeconfig string) stepRun {
+func runStep(t *testing.T, binary string, r renderedStep, pod *corev1.Pod, kubeconfig string, mounts map[string]string) stepRun {
 	t.Helper()
 	c := r.tmpl.Container
 	if left := unresolved(c); len(left) > 0 {
@@ -208,6 +273,9 @@ func runStep(t *testing.T, binary string, r renderedStep, pod *corev1.Pod, kubec
 	}
 	if err := os.Mkdir(run.local[outputsDir], 0o755); err != nil {
 		t.Fatal(err)
+	}
+	for inPod, local := range mounts {
+		run.local[inPod] = local
 	}
 
 	env := containerEnv(t, c, pod)
@@ -391,6 +459,8 @@ func checkOutputFiles(t *testing.T, tmpl *wfv1.Template, run stepRun, jobName st
 		"reason":   equals(result.ReasonSucceeded),
 		"job-name": equals(jobName),
 		"restarts": equals("0"),
+		// No whole-job restart: nothing resumed.
+		"resumes": equals("[]"),
 		"duration-seconds": func(v string) error {
 			d, err := strconv.ParseFloat(v, 64)
 			if err != nil || d < replicaRunFor.Seconds() || d > 180 {

@@ -33,7 +33,7 @@ func TestJobSpecsCoverEveryFramework(t *testing.T) {
 			if !ok {
 				t.Fatalf("%s is missing", path)
 			}
-			job, _, err := spec.Load(doc, spec.Options{})
+			job, _, err := spec.Load(doc, spec.Options{Policy: examplesPolicy})
 			if err != nil {
 				t.Fatalf("trainstep validate would reject it: %v", err)
 			}
@@ -84,7 +84,7 @@ func TestEveryExampleJobLoadsWithItsOverrides(t *testing.T) {
 			if manifest == "" {
 				t.Fatal("no job manifest passed")
 			}
-			opts := spec.Options{}
+			opts := spec.Options{Policy: examplesPolicy}
 			for name, into := range map[string]*[]string{"set": &opts.Sets, "image": &opts.Images, "env": &opts.Envs, "arg": &opts.Args} {
 				if v := args[name]; v != "" {
 					*into = []string{v}
@@ -133,7 +133,7 @@ func TestDistributedExamplesRunDistributedImages(t *testing.T) {
 		}
 	}
 	for where, doc := range jobs {
-		job, _, err := spec.Load(doc, spec.Options{})
+		job, _, err := spec.Load(doc, spec.Options{Policy: examplesPolicy})
 		if err != nil {
 			t.Errorf("%s: %v", where, err)
 			continue

@@ -218,6 +218,7 @@ func TestOutputParametersReadTheFilesTrainstepWrites(t *testing.T) {
 		"duration-seconds": outputs.FileDurationSeconds, "restarts": outputs.FileRestarts,
 		"replicas": outputs.FileReplicas, "metrics": outputs.FileMetrics,
 		"termination-message": outputs.FileTerminationMessage, "trainer-status": outputs.FileTrainerStatus,
+		"resumes": outputs.FileResumes,
 	}
 	for kind, train := range trainTemplates(t) {
 		t.Run(kind, func(t *testing.T) {

@@ -131,7 +131,8 @@ type e2e struct {
 // setUp hands the test the shared cluster, starting it on first use, and a namespace of
 // its own that enforces PodSecurity `restricted` (enforceRestricted), with deploy/ and
 // templates/ applied as docs/argo.md says: every pod of the test — the steps, Argo's
-// containers, the replicas and the test's own — must pass the profile. When the test fails,
+// containers, the replicas and the test's own — must pass the profile, and every write of
+// the steps the shipped admission policy (applyAdmissionPolicy), with deploy/'s settings. When the test fails,
 // its output ends with the namespace's pods and the end of every component's log.
 func setUp(t *testing.T) *e2e {
 	t.Helper()
@@ -185,6 +186,9 @@ func startShared(t *testing.T, binDir string) error {
 		return err
 	}
 	if err := importPythonImage(ctx, c); err != nil {
+		return err
+	}
+	if err := applyAdmissionPolicy(ctx, c, root); err != nil {
 		return err
 	}
 	var cwt unstructured.Unstructured
@@ -274,6 +278,10 @@ func (e *e2e) applyKustomization(t *testing.T, dir string) {
 			var binding rbacv1.RoleBinding
 			readYAML(t, path, &binding)
 			_, err = e.c.Client.RbacV1().RoleBindings(e.namespace).Create(ctx, &binding, metav1.CreateOptions{})
+		case "ConfigMap":
+			var cm corev1.ConfigMap
+			readYAML(t, path, &cm)
+			_, err = e.c.Client.CoreV1().ConfigMaps(e.namespace).Create(ctx, &cm, metav1.CreateOptions{})
 		default:
 			t.Fatalf("%s: kind %q: teach applyKustomization to create it", path, meta.Kind)
 		}

@@ -93,6 +93,7 @@ func TestRealNodesAllReduceWorkflowAcrossNodes(t *testing.T) {
 	t.Logf("trainstep image and ClusterWorkflowTemplate in place in %s", time.Since(started).Round(100*time.Millisecond))
 	ns := c.Namespace(t)
 	applyDeploy(ctx, t, c, root, ns)
+	applyExamplesPolicy(ctx, t, c, root, ns)
 	checkpointClaim(ctx, t, c, ns, allReduceClaim)
 
 	job, err := json.Marshal(string(readFile(t, filepath.Join(root, allReduceJob))))
@@ -283,12 +284,31 @@ func applyDeploy(ctx context.Context, t *testing.T, c *cluster.Cluster, root, ns
 			if err = yaml.UnmarshalStrict(data, &binding); err == nil {
 				_, err = c.Client.RbacV1().RoleBindings(ns).Create(ctx, &binding, metav1.CreateOptions{})
 			}
+		case "ConfigMap":
+			var cm corev1.ConfigMap
+			if err = yaml.UnmarshalStrict(data, &cm); err == nil {
+				_, err = c.Client.CoreV1().ConfigMaps(ns).Create(ctx, &cm, metav1.CreateOptions{})
+			}
 		default:
 			t.Fatalf("deploy/%s: kind %q: teach applyDeploy to create it", file, meta.Kind)
 		}
 		if err != nil {
 			t.Fatalf("applying deploy/%s: %v", file, err)
 		}
+	}
+}
+
+// applyExamplesPolicy replaces the namespace's settings with workflows/policy.yaml's, as
+// workflows/README.md says: the examples' claim allowed.
+func applyExamplesPolicy(ctx context.Context, t *testing.T, c *cluster.Cluster, root, ns string) {
+	t.Helper()
+	var cm corev1.ConfigMap
+	if err := yaml.UnmarshalStrict(readFile(t, filepath.Join(root, "workflows", "policy.yaml")), &cm); err != nil {
+		t.Fatal(err)
+	}
+	cm.Namespace = ns
+	if _, err := c.Client.CoreV1().ConfigMaps(ns).Update(ctx, &cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("applying workflows/policy.yaml: %v", err)
 	}
 }
 

@@ -74,6 +74,9 @@ type SharedObjects interface {
 	// ConfigMaps returns the ConfigMaps the framework's pods mount, with
 	// only their name, data and immutability set.
 	ConfigMaps(job *v1alpha1.TrainJob, at Placement) ([]*corev1.ConfigMap, error)
+	// ConfigMapNames names the ConfigMaps ConfigMaps returns, without
+	// computing their data: cheap for any job, valid or not.
+	ConfigMapNames(job *v1alpha1.TrainJob, jobName string) []string
 	// Secrets returns the Secrets the framework's pods mount, with only
 	// their name, type and data set.
 	Secrets(job *v1alpha1.TrainJob, at Placement, keys SSHKeyPair) ([]*corev1.Secret, error)

@@ -189,6 +189,11 @@ func mountSSHAuth(job *v1alpha1.TrainJob, at framework.Placement, spec *corev1.P
 	main.VolumeMounts = append(main.VolumeMounts, corev1.VolumeMount{Name: mpiSSHAuthVolume, MountPath: mountPath})
 }
 
+// ConfigMapNames implements framework.SharedObjects.
+func (Framework) ConfigMapNames(_ *v1alpha1.TrainJob, jobName string) []string {
+	return []string{ConfigMapName(jobName)}
+}
+
 // ConfigMaps implements framework.SharedObjects: the hostfile ConfigMap
 // "<job>-config".
 func (Framework) ConfigMaps(job *v1alpha1.TrainJob, at framework.Placement) ([]*corev1.ConfigMap, error) {

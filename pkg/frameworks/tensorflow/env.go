@@ -90,6 +90,14 @@ func (Framework) ConfigMaps(job *v1alpha1.TrainJob, at framework.Placement) ([]*
 	}}, nil
 }
 
+// ConfigMapNames implements framework.SharedObjects.
+func (Framework) ConfigMapNames(job *v1alpha1.TrainJob, jobName string) []string {
+	if framework.Total(job) == 1 {
+		return nil
+	}
+	return []string{ClusterConfigMapName(jobName)}
+}
+
 // Secrets implements framework.SharedObjects: TensorFlow has none.
 func (Framework) Secrets(*v1alpha1.TrainJob, framework.Placement, framework.SSHKeyPair) ([]*corev1.Secret, error) {
 	return nil, nil
