@@ -53,7 +53,7 @@ func TestADisruptionNoticeStopsEveryRankAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(h.t, waitTimeout, "every rank deleted on the notice", func() bool { return h.ranksDeleted(uids) })
-	if r := h.ctrl.View().Restarts; r != 0 {
+	if r := h.stoppedView().Restarts; r != 0 {
 		t.Errorf("restarts = %d, want 0: a disruption is not the job's fault", r)
 	}
 }
@@ -89,7 +89,7 @@ func TestACordonedNodeStopsEveryRankBeforeTheDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(h.t, waitTimeout, "every rank deleted on the cordon", func() bool { return h.ranksDeleted(uids) })
-	if r := h.ctrl.View().Restarts; r != 0 {
+	if r := h.stoppedView().Restarts; r != 0 {
 		t.Errorf("restarts = %d, want 0", r)
 	}
 }

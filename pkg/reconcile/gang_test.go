@@ -161,10 +161,12 @@ func TestGangOfAnElasticJobOnMetricsIsItsStartingWorkers(t *testing.T) {
 	if got := frameworks.GangSize(job); got != 2 {
 		t.Errorf("GangSize = %d, want the 2 starting workers (Kueue's pod-group-total-count)", got)
 	}
-	job.Spec.ElasticPolicy.Metrics = nil
+	// A copy: the controller still reads the job it runs.
+	withoutMetrics := job.DeepCopy()
+	withoutMetrics.Spec.ElasticPolicy.Metrics = nil
 	for grow, want := range map[bool]int32{true: 4, false: 2} {
-		job.Spec.ElasticPolicy.GrowIntoCapacity = &grow
-		if got := frameworks.GangSize(job); got != want {
+		withoutMetrics.Spec.ElasticPolicy.GrowIntoCapacity = &grow
+		if got := frameworks.GangSize(withoutMetrics); got != want {
 			t.Errorf("GangSize without metrics, growIntoCapacity %v = %d, want %d (every slot up to maxReplicas, or the Worker replicas)", grow, got, want)
 		}
 	}
