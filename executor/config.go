@@ -40,15 +40,30 @@ type Config struct {
 	QPS   float32
 	Burst int
 
-	// Owner: the step pod (OwnerPod + OwnerUID) or the Workflow
-	// (OwnerWorkflow + OwnerWorkflowUID); both live in PodNamespace.
+	// The step pod (OwnerPod + OwnerUID) and the Workflow (OwnerWorkflow +
+	// OwnerWorkflowUID), both in PodNamespace: the Workflow owns the job's
+	// objects when given, else the step pod (owner.go).
 	OwnerPod, OwnerUID              string
 	OwnerWorkflow, OwnerWorkflowUID string
-	// WorkflowName, when known, labels every object for `argo logs -l`.
+	// WorkflowName, when known, labels every object for `argo logs -l`
+	// (the proven workflow's name wins, when WorkflowUID is set).
 	WorkflowName string
+	// WorkflowUID and WorkflowNode are the Argo workflow and the step's
+	// node (node.name): together the job's owner identity, which every
+	// retry of the step presents and no other step can. The workflow is
+	// proven from the pod the step's token is bound to (identity.go).
+	WorkflowUID, WorkflowNode string
+	// Identity is the owner identity of a run outside Argo: runs given the
+	// same one re-attach to each other's objects. Empty (and no workflow):
+	// the run draws its own, and logs it.
+	Identity string
 	// NoNetworkPolicy leaves out the job's NetworkPolicy (render.NetworkPolicy),
 	// which otherwise admits only the job's own pods to its replicas.
 	NoNetworkPolicy bool
+	// NoDisruptionBudget leaves out the PodDisruptionBudget of a job whose
+	// ranks restart as a whole (render.DisruptionBudget): a drain may then
+	// evict one rank while the others run.
+	NoDisruptionBudget bool
 
 	// OutputsDir receives the output parameter files; ProgressFile the
 	// "N/M" progress (Argo's $ARGO_PROGRESS_FILE), when set.
@@ -108,6 +123,9 @@ type Config struct {
 
 	// status is the run's progress endpoint, nil when it has none.
 	status *statusEndpoint
+	// stop says, once a signal came, whether it was a stop or the step
+	// pod's disruption (handover.go).
+	stop *stopKind
 
 	// BeforeSync, for tests, is called before each look the controller
 	// takes at the job: a panic there is the reconciler's own.
@@ -168,5 +186,8 @@ func (c *Config) setDefaults() {
 	}
 	if c.Outputs == nil {
 		c.Outputs = NewOutputGate()
+	}
+	if c.stop == nil {
+		c.stop = &stopKind{}
 	}
 }

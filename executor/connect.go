@@ -16,9 +16,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/flowcontrol"
@@ -40,8 +42,13 @@ type connection struct {
 	core          corev1client.CoreV1Interface
 	coordination  coordinationv1client.CoordinationV1Interface
 	authorization authorizationv1client.AuthorizationV1Interface
-	discovery     discovery.ServerResourcesInterface
-	dynamic       dynamic.Interface
+	// authentication asks which pod the step's credentials are bound to.
+	authentication authenticationv1client.AuthenticationV1Interface
+	// metadata reads objects' metadata alone: whether an object of a name
+	// the job uses is the job's, without reading a Secret's data.
+	metadata  metadata.Interface
+	discovery discovery.ServerResourcesInterface
+	dynamic   dynamic.Interface
 	// podMetrics reads metrics.k8s.io (elasticPolicy.metrics).
 	podMetrics reconcile.PodMetricsLister
 	namespace  string
@@ -119,6 +126,12 @@ func newConnection(restConfig *rest.Config) (*connection, error) {
 		return nil, err
 	}
 	if c.authorization, err = authorizationv1client.NewForConfigAndClient(restConfig, httpClient); err != nil {
+		return nil, err
+	}
+	if c.authentication, err = authenticationv1client.NewForConfigAndClient(restConfig, httpClient); err != nil {
+		return nil, err
+	}
+	if c.metadata, err = metadata.NewForConfigAndClient(restConfig, httpClient); err != nil {
 		return nil, err
 	}
 	if c.discovery, err = discovery.NewDiscoveryClientForConfigAndClient(restConfig, httpClient); err != nil {
@@ -216,6 +229,17 @@ func requiredPermissions(planned *render.Objects, events, podMetrics bool) []per
 			verbs = append(verbs, "get")
 		}
 		add(group, "podgroups", verbs...)
+	}
+	return perms
+}
+
+// disruptionBudgetPermissions are what the job's PodDisruptionBudget
+// needs: created before the replicas, re-attached by a retried step (get,
+// patch), deleted with the job.
+func disruptionBudgetPermissions() []permission {
+	var perms []permission
+	for _, v := range []string{"create", "get", "patch", "delete"} {
+		perms = append(perms, permission{verb: v, group: "policy", resource: "poddisruptionbudgets"})
 	}
 	return perms
 }
@@ -361,6 +385,24 @@ func (c *connection) accessReview(ctx context.Context, p permission) (bool, erro
 		return false, err
 	}
 	return got.Status.Allowed, nil
+}
+
+// mayWatchNodes reports whether the step may get, list and watch nodes
+// (deploy/nodes/, cluster-wide), which lets it see a drain coming; any
+// error counts as no.
+func (c *connection) mayWatchNodes(ctx context.Context) bool {
+	reqCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	for _, verb := range []string{"get", "list", "watch"} {
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Resource: "nodes"},
+		}}
+		got, err := c.authorization.SelfSubjectAccessReviews().Create(reqCtx, review, metav1.CreateOptions{})
+		if err != nil || !got.Status.Allowed {
+			return false
+		}
+	}
+	return true
 }
 
 // allowedByRules reports whether a rule grants p on any object of its

@@ -61,7 +61,7 @@ func (r *runEnd) leaseState(superseded bool) policy.LeaseState {
 // tearing down) and asks again until the run has its result.
 func (r *runEnd) carryOut(ctx context.Context, decision policy.Decision, superseded bool, runErr error) error {
 	facts := policy.EndingFacts{Lease: r.leaseState(superseded), Stopped: r.terminated(), Started: r.ctrl.Started(),
-		Decision: decision, Err: runError(runErr)}
+		HandOver: r.cfg.stop.handOver(), Disruption: r.cfg.stop.reason(), Decision: decision, Err: runError(runErr)}
 	e := policy.End(facts)
 	if e.Settle {
 		// The outcome is known: a signal from now on only hurries the teardown.
@@ -83,6 +83,7 @@ func (r *runEnd) carryOut(ctx context.Context, decision policy.Decision, superse
 	for {
 		if facts.Teardown == nil {
 			facts.Stopped = r.terminated()
+			facts.HandOver, facts.Disruption = r.cfg.stop.handOver(), r.cfg.stop.reason()
 		}
 		e = policy.End(facts)
 		switch e.Action {
@@ -127,6 +128,11 @@ func (r *runEnd) apply(teardownCtx context.Context, e policy.Ending, decision po
 	fields := []zap.Field{zap.String("phase", string(e.Phase)), zap.String("reason", e.Reason), zap.String("message", e.Message)}
 	if e.Action == policy.LeaveObjects {
 		r.s.log.Warn("deleted nothing: the job's objects are left to a retry of the step or to another run", fields...)
+		if e.Reason == result.ReasonStepDisrupted && r.lease.held() {
+			if err := r.ctrl.Disown(teardownCtx); err != nil {
+				r.s.log.Warn("the job's objects may go with the step's pod: clearing their owner failed", zap.Error(err))
+			}
+		}
 		if e.ReleaseLease {
 			r.releaseLease(nil)
 		}
@@ -188,7 +194,7 @@ func (r *runEnd) retakeLease(ctx context.Context) (policy.LeaseState, string) {
 	bound := min(r.cfg.TerminationGrace/2, 2*r.cfg.LeaseDuration)
 	takeCtx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	err := r.lease.acquire(takeCtx, r.s.identity.JobName, true, bound)
+	err := r.lease.acquire(takeCtx, true, bound)
 	switch {
 	case errors.Is(err, errLeaseLost):
 		return policy.LeaseSuperseded, ""

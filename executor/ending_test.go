@@ -29,7 +29,7 @@ import (
 func launchedJob(t *testing.T) (*fake.Clientset, *reconcile.Controller, *zap.Logger) {
 	t.Helper()
 	job := loadJob(t, tensorflowJob)
-	id := render.Identity{Namespace: "ns", JobName: job.Name}
+	id := render.Identity{Namespace: "ns", JobName: job.Name, OwnerID: "0wner"}
 	renderer, err := render.NewRenderer(job, id)
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +122,7 @@ func TestTheTeardownAfterAPanicIsFencedByTheLease(t *testing.T) {
 // the test process lives on.
 func TestAPanicInACreateEndsTheRunFailedAndTearsItDown(t *testing.T) {
 	job := loadJob(t, tensorflowJob)
-	id := render.Identity{Namespace: "ns", JobName: job.Name}
+	id := render.Identity{Namespace: "ns", JobName: job.Name, OwnerID: "0wner"}
 	renderer, err := render.NewRenderer(job, id)
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,8 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
-	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/reconcile"
+	"github.com/trainstep/trainstep/pkg/render"
 	"github.com/trainstep/trainstep/pkg/result"
 )
 
@@ -30,9 +31,21 @@ const DefaultLeaseDuration = 15 * time.Second
 // of it, so that two renewals can fail before the Lease is in doubt.
 func LeaseRenewPeriod(duration time.Duration) time.Duration { return duration / 4 }
 
-// leaseName names a job's Lease. The prefix keeps it apart from leases of
-// other software that a job name could equal.
-func leaseName(job string) string { return "trainstep-" + job }
+// leaseName names a job's Lease: the job's name and the start of its
+// identity, so that runs of another identity that chose the same job name
+// never contend for it (they are refused by the objects in their way). The
+// prefix keeps it apart from leases of other software.
+func leaseName(id render.Identity) string {
+	name := "trainstep-" + id.JobName
+	if id.OwnerID != "" {
+		name += "-" + id.OwnerID[:min(len(id.OwnerID), leaseIdentityChars)]
+	}
+	return name
+}
+
+// leaseIdentityChars is how much of the identity names the Lease: 64 bits,
+// which no one who cannot choose a workflow's UID can match.
+const leaseIdentityChars = 16
 
 // jobLease is this run's claim on the job's Lease: the one writer of the
 // job. One identity serves the whole run, so that after an outage the run
@@ -43,7 +56,10 @@ type jobLease struct {
 	identity string
 	duration time.Duration
 	owner    *metav1.OwnerReference
-	log      *zap.Logger
+	// labels are the job's labels (name and identity): the Lease carries
+	// them, and one of its name without them is not the job's.
+	labels map[string]string
+	log    *zap.Logger
 
 	// lost is closed when the current elector stops leading (also after stop).
 	lost <-chan struct{}
@@ -59,9 +75,9 @@ func newJobLease(cfg *Config, s *preparedRun) *jobLease {
 	if identity == "" {
 		identity, _ = os.Hostname()
 	}
-	name := leaseName(s.identity.JobName)
+	name := leaseName(s.identity)
 	return &jobLease{conn: s.conn, name: name, identity: identity + "_" + rand.String(8),
-		duration: cfg.LeaseDuration, owner: s.identity.Owner, log: s.log.With(zap.String("lease", name))}
+		duration: cfg.LeaseDuration, owner: s.identity.Owner, labels: render.JobLabels(s.identity), log: s.log.With(zap.String("lease", name))}
 }
 
 // acquire waits until this run holds the job's Lease. Another run of the
@@ -71,11 +87,11 @@ func newJobLease(cfg *Config, s *preparedRun) *jobLease {
 // e.g. while the API server was away), finding another holder means this
 // run was superseded: it returns errLeaseLost; not holding it again within
 // apiTimeout is Transient. It returns ctx's cause if ctx ends first.
-func (l *jobLease) acquire(ctx context.Context, job string, takeBack bool, apiTimeout time.Duration) error {
+func (l *jobLease) acquire(ctx context.Context, takeBack bool, apiTimeout time.Duration) error {
 	// Taking the lease back, the API server may still be away: the elector
 	// retries, and creates the Lease itself if it went.
-	created, err := ensureLease(ctx, l.conn, l.name, job, l.owner)
-	if err != nil && !takeBack {
+	created, err := ensureLease(ctx, l.conn, l.name, l.labels, l.owner)
+	if err != nil && (!takeBack || result.PhaseOf(err) == result.PhaseInvalid) {
 		return err
 	}
 	started, stopped, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
@@ -153,18 +169,36 @@ func (l *jobLease) acquire(ctx context.Context, job string, takeBack bool, apiTi
 
 // ensureLease creates the job's Lease, labelled and owned like the job's
 // other objects, so that the garbage collector removes it with its owner;
-// created says this call made it.
-func ensureLease(ctx context.Context, conn *connection, name, job string, owner *metav1.OwnerReference) (created bool, err error) {
-	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: conn.namespace,
-		Labels: map[string]string{v1alpha1.LabelJobName: job}}}
+// created says this call made it. One of that name without the job's
+// labels is not the job's: it is never taken over, and the run ends Invalid
+// naming it.
+func ensureLease(ctx context.Context, conn *connection, name string, labels map[string]string, owner *metav1.OwnerReference) (created bool, err error) {
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: conn.namespace, Labels: labels}}
 	if owner != nil {
 		lease.OwnerReferences = []metav1.OwnerReference{*owner}
 	}
-	_, err = conn.coordination.Leases(conn.namespace).Create(ctx, lease, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return false, fmt.Errorf("creating the job's lease %s: %w", name, err)
+	leases := conn.coordination.Leases(conn.namespace)
+	_, err = leases.Create(ctx, lease, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		if err != nil {
+			return false, fmt.Errorf("creating the job's lease %s: %w", name, err)
+		}
+		return true, nil
 	}
-	return err == nil, nil
+	live, err := leases.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil // released meanwhile: the elector creates it
+	case err != nil:
+		return false, fmt.Errorf("reading the job's lease %s: %w", name, err)
+	}
+	for key, value := range labels {
+		if live.Labels[key] != value {
+			return false, result.Invalid(result.ReasonNotOwned, fmt.Errorf("lease %s exists and is not this job's (%s): trainstep neither takes nor deletes it; rename the job (--name) or remove the lease",
+				name, reconcile.DescribeOwnership(live)))
+		}
+	}
+	return false, nil
 }
 
 // own points the Lease's owner at this run's owner, so that it outlives the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -118,6 +119,8 @@ func finish(cfg *Config, res result.Result) {
 // run is the step lifecycle as a script: load → connect and check rights →
 // render → reconcile → clean up → fill the result.
 func run(ctx context.Context, cfg *Config, res *result.Result) error {
+	// Local replicas are processes: a namespace's objects do not exist there.
+	cfg.SpecOptions.Policy.Local = cfg.SpecOptions.Policy.Local || cfg.Local
 	job, warnings, err := spec.Load(cfg.Spec, cfg.SpecOptions)
 	if err != nil {
 		return err
@@ -132,22 +135,31 @@ func run(ctx context.Context, cfg *Config, res *result.Result) error {
 	if cfg.Local {
 		return runLocal(ctx, cfg, job, res)
 	}
+	if err := checkRendered(cfg, job); err != nil {
+		return err
+	}
 
-	// The first signal cancels the run; teardown then runs on its own context.
+	// The first signal cancels the run, once it is known whether it stops
+	// the job or hands it over; teardown then runs on its own context.
 	runCtx, cancelRun := context.WithCancel(ctx)
-	terminated, signalsDone := watchSignals(runCtx, cfg.Signals, cancelRun, func() { writeStoppingOutputs(cfg, res.JobName) })
+	var connected atomic.Pointer[connection]
+	terminated, signalsDone := watchSignals(runCtx, cfg.Signals, cancelRun, func() {
+		cfg.stop.classify(cfg, job.Namespace, connected.Load())
+		writeStoppingOutputs(cfg, res.JobName)
+	})
 	defer func() { cancelRun(); <-signalsDone }()
 
 	cfg.Timeline.Mark("job loaded")
 	s, err := prepare(runCtx, cfg, job)
 	if err != nil && terminated() {
 		// Nothing was created yet: stopping is all there is to do.
-		markTerminated(res, "the step was stopped before anything was created")
+		markSignalled(res, cfg.stop, "before anything was created")
 		return res.Err()
 	}
 	if err != nil {
 		return err
 	}
+	connected.Store(s.conn)
 	res.Namespace = s.conn.namespace
 	if s.conn.requests != nil {
 		defer func() {
@@ -162,23 +174,43 @@ func run(ctx context.Context, cfg *Config, res *result.Result) error {
 	return res.Err()
 }
 
-// writeStoppingOutputs writes the Terminated output files as soon as the step
-// is signalled, before the teardown; they are written again when it ends.
-// Argo signals the step's wait container together with it, and that saves
-// the output parameters from whatever files exist within about a second:
-// without these, a stopped step's outputs were the template's defaults.
-// Once the job's outcome is known they are not written: the signal then
-// only hurries the teardown.
+// writeStoppingOutputs writes the output files as soon as the step is
+// signalled, before the teardown (Terminated; Transient when the signal
+// hands the job over); they are written again when it ends. Argo signals
+// the step's wait container together with it, and that saves the output
+// parameters from whatever files exist within about a second: without
+// these, a stopped step's outputs were the template's defaults. Once the
+// job's outcome is known they are not written: the signal then only
+// hurries the teardown.
 func writeStoppingOutputs(cfg *Config, jobName string) {
 	cfg.Outputs.early(func() {
 		res := newResult(cfg)
 		res.JobName = jobName
-		markTerminated(&res, "the step was stopped; deleting the job's objects")
+		markSignalled(&res, cfg.stop, "")
 		cfg.status.fill(&res)
 		if err := outputs.Write(cfg.OutputsDir, res); err != nil {
 			cfg.Logger.Error("writing output files", zap.String("dir", cfg.OutputsDir), zap.Error(err))
 		}
 	})
+}
+
+// markSignalled records a run the step's signal ended: Terminated, or
+// Transient when the step pod's disruption hands the job over. when says
+// at what stage ("" while the job's objects are being dealt with).
+func markSignalled(res *result.Result, stop *stopKind, when string) {
+	if stop.handOver() {
+		msg := "the step's pod is being removed (" + stop.reason() + "); the job's objects are kept for the step's retry"
+		if when != "" {
+			msg = "the step's pod is being removed (" + stop.reason() + ") " + when + "; the step's retry goes on with the job"
+		}
+		res.Phase, res.Reason, res.Message = result.PhaseTransient, result.ReasonStepDisrupted, msg
+		return
+	}
+	msg := "the step was stopped; deleting the job's objects"
+	if when != "" {
+		msg = "the step was stopped " + when
+	}
+	markTerminated(res, msg)
 }
 
 // markTerminated records a run the step's signal ended.
@@ -196,6 +228,8 @@ type preparedRun struct {
 	desired     *render.Objects
 	eventObject runtime.Object
 	log         *zap.Logger
+	// watchNodes: the step may watch nodes, and sees drains coming.
+	watchNodes bool
 }
 
 // prepare connects, checks every right and CRD the job needs, and renders
@@ -210,10 +244,15 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 	if err != nil {
 		return nil, err
 	}
-	id := render.Identity{Namespace: conn.namespace, JobName: job.Name, Owner: owner, Labels: map[string]string{}}
-	if cfg.WorkflowName != "" {
-		id.Labels[v1alpha1.LabelWorkflow] = cfg.WorkflowName
+	identity, err := proveIdentity(ctx, cfg, conn)
+	if err != nil {
+		return nil, err
 	}
+	id := render.Identity{Namespace: conn.namespace, JobName: job.Name, OwnerID: identity.key, Owner: owner, Labels: map[string]string{}}
+	if workflow := firstNonEmpty(identity.workflow, cfg.WorkflowName); workflow != "" {
+		id.Labels[v1alpha1.LabelWorkflow] = workflow
+	}
+	logIdentity(cfg, job.Name, identity)
 	renderer, err := render.NewRenderer(job, id)
 	if err != nil {
 		return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
@@ -222,9 +261,13 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 	if err != nil {
 		return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
 	}
-	perms := requiredPermissions(planned, eventObject != nil, v1alpha1.ScalesOnMetrics(job))
+	perms := requiredPermissions(planned, eventObject != nil, frameworks.ScalesOnMetrics(job))
 	if !cfg.NoNetworkPolicy {
 		perms = append(perms, networkPolicyPermissions()...)
+	}
+	budget := !cfg.NoDisruptionBudget && render.DisruptionBudget(job, id) != nil
+	if budget {
+		perms = append(perms, disruptionBudgetPermissions()...)
 	}
 	// The progress endpoint is worth no failed run: without its Secret's
 	// rights it is left out, with a warning, and nothing else changes.
@@ -237,17 +280,25 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 		return nil, err
 	}
 	cfg.Timeline.Mark("preflight done")
+	watchNodes := conn.mayWatchNodes(ctx)
+	if !watchNodes && render.DisruptionBudget(job, id) != nil {
+		cfg.Logger.Info("the step may not watch nodes (deploy/nodes/): a drain of a rank's node waits on the job's PodDisruptionBudget instead of stopping every rank at once")
+	}
+	endpoint := servesTrainerStatus(cfg) && cfg.TrainerStatus && len(endpointDenied) == 0
+	if err := checkNoForeignObjects(ctx, conn, id, namedObjects(job, planned, endpoint, !cfg.NoNetworkPolicy, budget), cfg.APITimeout); err != nil {
+		return nil, err
+	}
 	if podGroups, hasPodGroup := gang.PodGroupResource(gang.Kind(job)); hasPodGroup {
 		if err := conn.checkPodGroupAPI(ctx, cfg.APITimeout, podGroups); err != nil {
 			return nil, err
 		}
 	}
-	if v1alpha1.ScalesOnMetrics(job) {
+	if frameworks.ScalesOnMetrics(job) {
 		if err := conn.checkMetricsAPI(ctx, cfg.APITimeout); err != nil {
 			return nil, err
 		}
 	}
-	inputs, err := renderInputs(ctx, conn, job, cfg.APITimeout)
+	inputs, err := renderInputs(ctx, conn, job, id, cfg.APITimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -263,14 +314,18 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 		return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
 	}
 	if !cfg.NoNetworkPolicy {
-		desired.NetworkPolicy = render.NetworkPolicy(job, id)
+		desired.NetworkPolicy = render.NetworkPolicyAdmitting(job, id, cfg.SpecOptions.Policy.NetworkPolicy.Ingress)
+		desired.StatusNetworkPolicy = render.StatusNetworkPolicy(job, id)
+	}
+	if budget {
+		desired.DisruptionBudget = render.DisruptionBudget(job, id)
 	}
 	if err := conn.admitPods(ctx, cfg.APITimeout, renderer); err != nil {
 		return nil, err
 	}
 	log := cfg.Logger.With(zap.String("job", job.Name), zap.String("namespace", conn.namespace))
 	cfg.Timeline.Mark("rendered")
-	return &preparedRun{conn: conn, identity: id, renderer: renderer, desired: desired, eventObject: eventObject, log: log}, nil
+	return &preparedRun{conn: conn, identity: id, renderer: renderer, desired: desired, eventObject: eventObject, log: log, watchNodes: watchNodes}, nil
 }
 
 // plannedInputs stand in for the inputs renderInputs reads or generates
@@ -278,7 +333,7 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 // job will create before anything is read or created. The objects rendered
 // with them are never sent.
 func plannedInputs(job *v1alpha1.TrainJob) render.Inputs {
-	if job.Spec.Framework != v1alpha1.FrameworkMPI {
+	if _, _, ok := frameworks.SSHSecret(job, job.Name); !ok {
 		return render.Inputs{}
 	}
 	unused := []byte("planned")
@@ -312,8 +367,8 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 	events := newEventRecorder(s.conn.core, s.conn.namespace)
 	defer events.flush(cfg.Logger)
 	lease := newJobLease(cfg, s)
-	if err := lease.acquire(ctx, job.Name, false, cfg.APITimeout); err != nil {
-		e := policy.End(policy.EndingFacts{Lease: policy.LeaseNeverHeld, Stopped: terminated(),
+	if err := lease.acquire(ctx, false, cfg.APITimeout); err != nil {
+		e := policy.End(policy.EndingFacts{Lease: policy.LeaseNeverHeld, Stopped: terminated(), HandOver: cfg.stop.handOver(), Disruption: cfg.stop.reason(),
 			Decision: policy.Decision{Outcome: policy.OutcomeRunning}, Err: runError(err)})
 		if e.Action == policy.EndWithError {
 			return err
@@ -348,7 +403,7 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 // newController builds the job's controller.
 func newController(cfg *Config, job *v1alpha1.TrainJob, s *preparedRun, events *eventRecorder, streamer *logStreamer) *reconcile.Controller {
 	return reconcile.New(reconcile.Options{
-		Core: s.conn.core, Dynamic: s.conn.dynamic, Job: job, Identity: s.identity, Renderer: s.renderer, Desired: s.desired,
+		Core: s.conn.core, Dynamic: s.conn.dynamic, Metadata: s.conn.metadata, Job: job, Identity: s.identity, Renderer: s.renderer, Desired: s.desired,
 		Rule:        frameworks.SuccessRuleFor(job),
 		Timeouts:    policy.Timeouts{Stuck: cfg.StuckTimeout, Pending: cfg.PendingTimeout, NodeLost: cfg.NodeLostTimeout},
 		APITimeout:  cfg.APITimeout,
@@ -361,6 +416,10 @@ func newController(cfg *Config, job *v1alpha1.TrainJob, s *preparedRun, events *
 		Timeline:   cfg.Timeline,
 		OnLaunched: func() { writeTimeline(cfg) },
 		PodMetrics: s.conn.podMetrics,
+		WatchNodes: s.watchNodes,
+		OnJobRestart: func(attempt int, reason string) {
+			cfg.status.jobRestarted(attempt, reason)
+		},
 	})
 }
 
@@ -403,7 +462,7 @@ func reconcileHoldingLease(ctx context.Context, cfg *Config, s *preparedRun, ctr
 		}
 		s.log.Warn("could not renew the job's lease; writing nothing until it is held again")
 		lease.stop()
-		if err := lease.acquire(ctx, s.identity.JobName, true, cfg.APITimeout); err != nil {
+		if err := lease.acquire(ctx, true, cfg.APITimeout); err != nil {
 			if errors.Is(err, errLeaseLost) {
 				return decision, true, nil
 			}

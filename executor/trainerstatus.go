@@ -34,6 +34,9 @@ const (
 	EventTrainerStatus = "TrainerStatus"
 	// EventTrainerStatusFinal: the last status reported, when the job ended.
 	EventTrainerStatusFinal = "TrainerStatusFinal"
+	// EventJobResumed: the first status after a whole-job restart, with
+	// how much work the restart cost.
+	EventJobResumed = "JobResumed"
 )
 
 // DefaultTrainerStatusAddress is where the step's progress endpoint
@@ -50,7 +53,10 @@ const statusLogInterval = 10 * time.Second
 // line, Events and the outputs. Its methods do nothing on a nil receiver,
 // so a run without it needs no checks.
 type statusEndpoint struct {
-	jobName      string
+	jobName string
+	// podLabel is LabelTrainerStatus's value on the serving step's pod,
+	// the job's identity: what the <job>-status Service selects.
+	podLabel     string
 	namespace    string
 	log          *zap.Logger
 	progressFile string
@@ -67,6 +73,10 @@ type statusEndpoint struct {
 	loggedAt  time.Time
 	logTimer  *time.Timer
 	firstSeen func(*trainerstatus.Status)
+	// resumes pairs whole-job restarts with the statuses around them;
+	// resumed is told of each restart's cost (an Event).
+	resumes resumeLedger
+	resumed func(*result.Resume)
 }
 
 func newStatusEndpoint(cfg *Config, job *v1alpha1.TrainJob, namespace string, material trainerstatus.Material, log *zap.Logger) *statusEndpoint {
@@ -133,41 +143,34 @@ func prepareTrainerStatus(ctx context.Context, cfg *Config, conn *connection, jo
 			zap.String("address", address), zap.Error(err))
 		return newStatusEndpoint(cfg, job, conn.namespace, trainerstatus.Material{}, log), nil
 	}
-	material, err := trainerStatusMaterial(ctx, cfg, conn, job)
+	material, err := trainerStatusMaterial(ctx, cfg, conn, job, *id)
 	if err != nil {
 		_ = listener.Close()
 		return nil, err
 	}
 	e := newStatusEndpoint(cfg, job, conn.namespace, material, log)
 	e.listener = listener
+	e.podLabel = render.TrainerStatusSelectorValue(*id)
 	port := listener.Addr().(*net.TCPAddr).Port
 	id.TrainerStatus = &render.TrainerStatusEndpoint{Port: int32(port)}
 	in.TrainerStatus = &material
 	return e, nil
 }
 
-// trainerStatusMaterial is the job's endpoint identity: the one its Secret
-// holds when an earlier attempt created it (labelled with the job's name),
+// trainerStatusMaterial is the job's endpoint identity: the one its two
+// Secrets hold when an earlier attempt of the job's identity created them,
 // else a new one.
-func trainerStatusMaterial(ctx context.Context, cfg *Config, conn *connection, job *v1alpha1.TrainJob) (trainerstatus.Material, error) {
-	name := v1alpha1.TrainerStatusName(job.Name)
-	var existing *corev1.Secret
-	err := retryTransient(ctx, cfg.APITimeout, func() error {
-		s, err := conn.core.Secrets(conn.namespace).Get(ctx, name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			return nil
-		case err != nil:
-			return classify(err)
-		}
-		existing = s
-		return nil
-	})
+func trainerStatusMaterial(ctx context.Context, cfg *Config, conn *connection, job *v1alpha1.TrainJob, id render.Identity) (trainerstatus.Material, error) {
+	client, err := readOwnSecret(ctx, conn, id, v1alpha1.TrainerStatusName(job.Name), cfg.APITimeout)
 	if err != nil {
-		return trainerstatus.Material{}, fmt.Errorf("reading the progress endpoint's secret %s: %w", name, err)
+		return trainerstatus.Material{}, fmt.Errorf("reading the progress endpoint's secret: %w", err)
 	}
-	if existing != nil && existing.Labels[v1alpha1.LabelJobName] == job.Name {
-		if m, ok := trainerstatus.FromSecretData(existing.Data); ok {
+	serving, err := readOwnSecret(ctx, conn, id, v1alpha1.TrainerStatusTLSName(job.Name), cfg.APITimeout)
+	if err != nil {
+		return trainerstatus.Material{}, fmt.Errorf("reading the progress endpoint's serving secret: %w", err)
+	}
+	if client != nil && serving != nil {
+		if m, ok := trainerstatus.FromSecretData(client.Data, serving.Data); ok {
 			return m, nil
 		}
 	}
@@ -192,6 +195,11 @@ func (e *statusEndpoint) serve(ctx context.Context, cfg *Config, conn *connectio
 			events.recorder.Eventf(eventObject, corev1.EventTypeNormal, EventTrainerStatus, "first training status from the replicas: %s", eventText(s))
 		}
 	}
+	e.resumed = func(r *result.Resume) {
+		if eventObject != nil {
+			events.recorder.Eventf(eventObject, corev1.EventTypeNormal, EventJobResumed, "%s", describeResume(r))
+		}
+	}
 	e.mu.Unlock()
 	labelled := make(chan struct{})
 	labelCtx, stopLabelling := context.WithCancel(ctx)
@@ -200,7 +208,7 @@ func (e *statusEndpoint) serve(ctx context.Context, cfg *Config, conn *connectio
 		// step's pod is labelled while the job starts, not before it.
 		go func() {
 			defer close(labelled)
-			if err := labelStepPod(labelCtx, cfg, conn, e.jobName, e.log); err != nil && labelCtx.Err() == nil {
+			if err := labelStepPod(labelCtx, cfg, conn, e.podLabel, e.log); err != nil && labelCtx.Err() == nil {
 				e.log.Warn("the progress endpoint's Service may not reach this step: labelling its pod failed", zap.Error(err))
 			}
 		}()
@@ -226,7 +234,7 @@ func (e *statusEndpoint) serve(ctx context.Context, cfg *Config, conn *connectio
 // and UID the downward API gave, and removes it from any other pod that
 // carries it for this job: the pod of an earlier attempt, still running
 // or not. Each patch names the pod's UID, so it changes only that pod.
-func labelStepPod(ctx context.Context, cfg *Config, conn *connection, jobName string, log *zap.Logger) error {
+func labelStepPod(ctx context.Context, cfg *Config, conn *connection, value string, log *zap.Logger) error {
 	pods := conn.core.Pods(conn.namespace)
 	patch := func(name, uid string, value any) error {
 		body, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": uid, "labels": map[string]any{v1alpha1.LabelTrainerStatus: value}}})
@@ -238,12 +246,12 @@ func labelStepPod(ctx context.Context, cfg *Config, conn *connection, jobName st
 			return classify(err)
 		})
 	}
-	if err := patch(cfg.OwnerPod, cfg.OwnerUID, jobName); err != nil {
+	if err := patch(cfg.OwnerPod, cfg.OwnerUID, value); err != nil {
 		return fmt.Errorf("labelling the step's pod %s: %w", cfg.OwnerPod, err)
 	}
 	var earlier *corev1.PodList
 	err := retryTransient(ctx, cfg.APITimeout, func() (err error) {
-		earlier, err = pods.List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelTrainerStatus + "=" + jobName})
+		earlier, err = pods.List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelTrainerStatus + "=" + value})
 		return classify(err)
 	})
 	if err != nil {
@@ -312,6 +320,12 @@ func (e *statusEndpoint) apply(s *trainerstatus.Status, raw []byte, from trainer
 	defer e.mu.Unlock()
 	first := e.last == nil
 	e.last, e.raw = s, raw
+	if r := e.resumes.status(s); r != nil {
+		e.log.Info(describeResume(r))
+		if e.resumed != nil {
+			e.resumed(r)
+		}
+	}
 	if s.ProgressPercentage != nil {
 		if err := outputs.WriteProgress(e.progressFile, int(*s.ProgressPercentage), 100); err != nil {
 			e.log.Warn("writing the progress file", zap.String("path", e.progressFile), zap.Error(err))
@@ -396,6 +410,7 @@ func (e *statusEndpoint) fill(res *result.Result) {
 	if e == nil {
 		return
 	}
+	res.Resumes = e.resumes.resumes()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.last == nil {
@@ -451,5 +466,13 @@ func (t *statusLogTap) take(line []byte) {
 	}
 	if err := t.endpoint.server.Accept(content, trainerstatus.SourceLogLine); err != nil {
 		t.endpoint.log.Debug("a log line's status was not taken", zap.Error(err))
+	}
+}
+
+// jobRestarted records a whole-job restart, so that the first status after
+// it says what the restart cost.
+func (e *statusEndpoint) jobRestarted(attempt int, reason string) {
+	if e != nil {
+		e.resumes.restarted(attempt, reason)
 	}
 }

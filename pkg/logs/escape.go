@@ -2,6 +2,7 @@ package logs
 
 import (
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -51,4 +52,19 @@ func appendEscaped(dst, line []byte) []byte {
 // them (embeddings, overrides, isolates and their terminators).
 func isBidiControl(r rune) bool {
 	return (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) || r == 0x200e || r == 0x200f || r == 0x061c
+}
+
+// EscapeText escapes a replica's multi-line text (a termination message)
+// as its log lines are: each line escaped, the line feeds between them
+// kept, so an output parameter shown by Argo's UI or CLI can neither
+// carry an escape sequence nor reorder what a reader sees.
+func EscapeText(text string) string {
+	var out []byte
+	for i, line := range strings.Split(text, "\n") {
+		if i > 0 {
+			out = append(out, '\n')
+		}
+		out = appendEscaped(out, []byte(line))
+	}
+	return string(out)
 }

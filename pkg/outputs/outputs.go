@@ -9,8 +9,11 @@
 // metrics.json a JSON object ("{}" when there are none: the deciding
 // replica's termination message over the last reported status's metrics),
 // trainer-status.json the last reported status ("{}" when none came),
-// termination-message the deciding replica's termination message as it
-// wrote it ("" when there is none). The result line on stdout carries the same values, its
+// resumes.json the job's whole-job restarts and what each cost ("[]" when
+// none),
+// termination-message the deciding replica's termination message with the
+// bytes a terminal acts on escaped, as its log lines are ("" when there is
+// none). The result line on stdout carries the same values, its
 // durationSeconds with the same one decimal place. Every file is
 // written through a temporary file and a rename, so a reader sees either the
 // old content or the new one, never half a file.
@@ -32,6 +35,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/trainstep/trainstep/pkg/logs"
 	"github.com/trainstep/trainstep/pkg/result"
 )
 
@@ -45,9 +49,13 @@ const (
 	FileRestarts        = "restarts"
 	FileReplicas        = "replicas.json"
 	FileMetrics         = "metrics.json"
-	// FileTerminationMessage keeps the raw termination message, so a message
-	// that is not a JSON object (and gives metrics.json "{}") is not lost.
+	// FileTerminationMessage keeps the termination message, escaped as the
+	// log is, so a message that is not a JSON object (and gives
+	// metrics.json "{}") is not lost.
 	FileTerminationMessage = "termination-message"
+	// FileResumes lists the job's whole-job restarts during the step, with
+	// what each cost when the replicas report progress ("[]" when none).
+	FileResumes = "resumes.json"
 	// FileTrainerStatus keeps the last status the replicas reported
 	// (Kubeflow Trainer's trainerStatus object), "{}" when none came.
 	FileTrainerStatus = "trainer-status.json"
@@ -83,6 +91,10 @@ func Write(dir string, r result.Result) error {
 	if err != nil {
 		return fmt.Errorf("encoding metrics: %w", err)
 	}
+	resumes, err := marshalCompact(r.Resumes)
+	if err != nil {
+		return fmt.Errorf("encoding resumes: %w", err)
+	}
 	files := []struct {
 		name    string
 		content []byte
@@ -94,8 +106,9 @@ func Write(dir string, r result.Result) error {
 		{FileRestarts, []byte(strconv.FormatInt(int64(r.Restarts), 10))},
 		{FileReplicas, replicas},
 		{FileMetrics, metrics},
-		{FileTerminationMessage, []byte(r.TerminationMessage)},
+		{FileTerminationMessage, []byte(logs.EscapeText(r.TerminationMessage))},
 		{FileTrainerStatus, trainerStatus(r)},
+		{FileResumes, resumes},
 	}
 	var errs []error
 	for _, f := range files {
@@ -179,6 +192,9 @@ func normalize(r result.Result) result.Result {
 	})
 	r.Replicas = replicas
 	r.Metrics = mergeMetrics(r.Metrics, r.TrainerMetrics)
+	if r.Resumes == nil {
+		r.Resumes = []result.Resume{}
+	}
 	return r
 }
 

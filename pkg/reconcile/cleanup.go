@@ -235,8 +235,8 @@ func (c *Controller) sharedObjectDeletes(ctx context.Context) []func() error {
 	if c.opts.Desired.PodGroup != nil {
 		deletes = append(deletes, retried("the PodGroup", func() error { return c.deletePodGroup(ctx) }))
 	}
-	if c.opts.Desired.NetworkPolicy != nil {
-		deletes = append(deletes, retried("the NetworkPolicy", func() error { return c.deleteNetworkPolicy(ctx) }))
+	if len(c.guardUIDs) > 0 {
+		deletes = append(deletes, retried("the NetworkPolicies and the PodDisruptionBudget", func() error { return c.deleteGuards(ctx) }))
 	}
 	if gang.Kind(c.opts.Job) == v1alpha1.GangKueue {
 		deletes = append(deletes, retried("the Kueue Workload", func() error { return c.deleteKueueWorkload(ctx) }))
@@ -316,7 +316,7 @@ func (c *Controller) waitForCaches(ctx context.Context, isDoomed func(kind, name
 func (c *Controller) confirmGone(ctx context.Context, isDoomed func(kind, name string) bool, deleted, forced *deletedSet) ([]string, error) {
 	ns := c.opts.Identity.Namespace
 	core := c.opts.Core
-	selector := metav1.ListOptions{LabelSelector: render.JobSelector(c.opts.Identity.JobName).String()}
+	selector := metav1.ListOptions{LabelSelector: render.JobSelector(c.opts.Identity).String()}
 	var left []string
 	listed := false
 	var lastErr error

@@ -11,7 +11,6 @@ import (
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -21,12 +20,12 @@ import (
 	"k8s.io/client-go/dynamic"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
-	"github.com/trainstep/trainstep/pkg/apierr"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/policy"
@@ -48,7 +47,10 @@ type Options struct {
 	// writes (the full clientset would link every API group's client).
 	Core corev1client.CoreV1Interface
 	// Dynamic creates the job's PodGroup; needed only when Desired has one.
-	Dynamic  dynamic.Interface
+	Dynamic dynamic.Interface
+	// Metadata reads the metadata of an earlier attempt's Secrets without
+	// their data; nil reads them whole and drops the data.
+	Metadata metadata.Interface
 	Job      *v1alpha1.TrainJob
 	Identity render.Identity
 	// Desired holds the rendered objects (pods included, at attempt 0).
@@ -82,6 +84,10 @@ type Options struct {
 	// PodMetrics reads the workers' usage for elasticPolicy.metrics; nil
 	// evaluates no metrics (the worker target stays at Worker.replicas).
 	PodMetrics PodMetricsLister
+	// WatchNodes watches the nodes (cluster-wide: get, list and watch
+	// nodes), so that a replica whose node is cordoned or tainted to be
+	// drained counts as disrupted at once (drains.go).
+	WatchNodes bool
 	// BeforeSync, for tests, is called before each sync.
 	BeforeSync func()
 	// Timeline records the informers' sync and the creates (nil: nothing).
@@ -89,6 +95,10 @@ type Options struct {
 	// OnLaunched is called once, when the first sync that created anything
 	// created every object it set out to.
 	OnLaunched func()
+	// OnJobRestart is called when every replica of a whole-job restart is
+	// gone and the next attempt starts: that attempt and why the one before
+	// ended (RestartReasonDisruption or RestartReasonFailure).
+	OnJobRestart func(attempt int, reason string)
 }
 
 // Controller reconciles one job's children until the job ends.
@@ -152,13 +162,20 @@ type Controller struct {
 	jobAttempt  int
 	jobRestarts int32
 	restarting  *jobRestart
+	// attemptReason is why the job attempt before the current one ended
+	// ("disruption", "failure"; "" for the first): the pods of the current
+	// attempt carry it (AnnotationRestartReason).
+	attemptReason string
 	// gang is the gang's admission state (nil unless gang: builtin,
 	// kubernetes, scheduler-plugins or kueue).
 	gang            *gangAdmission
 	podGroupCreated bool
-	// networkPolicyUID is the job's NetworkPolicy this run created or
-	// re-attached (empty before; see networkpolicy.go).
-	networkPolicyUID types.UID
+	// drainingNodes are the nodes seen cordoned or tainted to be drained;
+	// guarded by mu.
+	drainingNodes map[string]drainNotice
+	// guardUIDs hold, by render.Guard's key, the job's guards this run
+	// created or re-attached (see guards.go).
+	guardUIDs map[string]types.UID
 	// kueueReleased holds, per pod instance, the version whose Kueue
 	// finalizer this run dropped, so each version is patched once; guarded
 	// by kueueMu (the worker and the cleanup both release).
@@ -213,6 +230,9 @@ func New(opts Options) *Controller {
 		scaler:        newAutoscaler(opts.Job),
 		kueueReleased: map[types.UID]string{},
 		crashed:       make(chan struct{}),
+
+		guardUIDs:     map[string]types.UID{},
+		drainingNodes: map[string]drainNotice{},
 	}
 	if c.scaler != nil {
 		c.scaler.recent.Record(opts.Clock.Now(), c.scaler.target)
@@ -230,7 +250,12 @@ func New(opts Options) *Controller {
 // should outlive Run, so Cleanup can watch deletions), waits for their
 // caches, and re-attaches children left by an earlier attempt of the job.
 func (c *Controller) Start(ctx context.Context) error {
-	selector := render.JobSelector(c.opts.Identity.JobName).String()
+	if c.opts.Identity.OwnerID == "" {
+		// Without it, objects with the job's name but no identity would pass
+		// for the job's.
+		return errors.New("the job has no owner identity")
+	}
+	selector := render.JobSelector(c.opts.Identity).String()
 	ns, core := c.opts.Identity.Namespace, c.opts.Core
 	c.informerCtx = ctx
 
@@ -272,6 +297,9 @@ func (c *Controller) Start(ctx context.Context) error {
 			c.keepJobWide(cm, inf.GetStore())
 		}
 	}
+	if err := c.watchNodes(); err != nil {
+		return err
+	}
 	for _, inf := range c.informers {
 		go inf.RunWithContext(ctx)
 	}
@@ -282,23 +310,8 @@ func (c *Controller) Start(ctx context.Context) error {
 	// others are created once. A Secret deleted while the job runs is not
 	// created again: the pods that mounted it keep its files.
 	if len(c.opts.Desired.Secrets) > 0 {
-		store := cache.NewStore(cache.MetaNamespaceKeyFunc)
-		for _, s := range c.opts.Desired.Secrets {
-			var live *corev1.Secret
-			err := apierr.Retry(ctx, func() (err error) {
-				live, err = core.Secrets(ns).Get(ctx, s.Name, metav1.GetOptions{})
-				return err
-			})
-			switch {
-			case apierrors.IsNotFound(err):
-			case err != nil:
-				return fmt.Errorf("reading secret %s: %w", s.Name, err)
-			case live.Labels[v1alpha1.LabelJobName] == c.opts.Identity.JobName:
-				slim, _ := slimForCache(live)
-				_ = store.Add(slim)
-				c.earlierSecrets = append(c.earlierSecrets, live)
-			}
-			c.keepJobWide(s, store)
+		if err := c.findEarlierSecrets(ctx); err != nil {
+			return err
 		}
 	}
 
@@ -319,6 +332,9 @@ func (c *Controller) Start(ctx context.Context) error {
 	c.opts.Timeline.Mark("informers synced")
 	c.startTime = c.opts.Clock.Now()
 	if err := c.adopt(ctx); err != nil {
+		return err
+	}
+	if err := c.restoreConfigMaps(ctx); err != nil {
 		return err
 	}
 	c.started.Store(true)
@@ -469,12 +485,17 @@ func slimForCache(obj any) (any, error) {
 		o.Data, o.BinaryData = nil, nil
 	case *corev1.Secret:
 		o.Data, o.StringData = nil, nil
+	case *corev1.Node:
+		// Only whether it is being drained is read (drains.go).
+		o.Spec = corev1.NodeSpec{Unschedulable: o.Spec.Unschedulable, Taints: o.Spec.Taints}
+		o.Status = corev1.NodeStatus{}
+		o.Labels = nil
 	}
 	if m, ok := obj.(metav1.Object); ok {
 		m.SetManagedFields(nil)
-		// Of the annotations, only the restart counts and the worker target are read back (adopt).
+		// Of the annotations, only the restart counts and reason and the worker target are read back (adopt).
 		var kept map[string]string
-		for _, key := range []string{v1alpha1.AnnotationRestarts, v1alpha1.AnnotationJobRestarts, v1alpha1.AnnotationRestartLedger, v1alpha1.AnnotationWorkerTarget} {
+		for _, key := range []string{v1alpha1.AnnotationRestarts, v1alpha1.AnnotationJobRestarts, v1alpha1.AnnotationRestartLedger, v1alpha1.AnnotationWorkerTarget, v1alpha1.AnnotationRestartReason} {
 			if n, ok := m.GetAnnotations()[key]; ok {
 				if kept == nil {
 					kept = map[string]string{}

@@ -28,6 +28,10 @@ import (
 
 const ns = "team"
 
+// testOwnerID is the owner identity of the tests' jobs: their objects'
+// trainstep.dev/identity label.
+const testOwnerID = "0wner1dent1ty"
+
 // waitTimeout bounds every wait on the controller: it acts within milliseconds.
 const waitTimeout = 10 * time.Second
 
@@ -43,7 +47,7 @@ func tfJob(policyName v1alpha1.RestartPolicy) *v1alpha1.TrainJob {
 			// A Service per replica, as a Kubeflow TFJob has: the tests follow each one.
 			ServiceLayout: v1alpha1.ServiceLayoutPerReplica},
 	}
-	v1alpha1.SetDefaults(job)
+	frameworks.SetDefaults(job)
 	return job
 }
 
@@ -59,6 +63,8 @@ type harness struct {
 	// runErr, when a setup made it, receives Run's error instead of the
 	// test failing on it.
 	runErr chan error
+	// stopRun cancels Run's context.
+	stopRun context.CancelFunc
 	// kueuePatches are the patches a reactor saw sent to deleted pods.
 	mu           sync.Mutex
 	kueuePatches []string
@@ -75,7 +81,7 @@ func start(t *testing.T, job *v1alpha1.TrainJob) *harness {
 // client or changed the options.
 func startWith(t *testing.T, job *v1alpha1.TrainJob, setup func(h *harness, o *Options)) *harness {
 	t.Helper()
-	id := render.Identity{Namespace: ns, JobName: job.Name}
+	id := render.Identity{Namespace: ns, JobName: job.Name, OwnerID: testOwnerID}
 	renderer, err := render.NewRenderer(job, id)
 	if err != nil {
 		t.Fatal(err)
@@ -118,6 +124,7 @@ func startWith(t *testing.T, job *v1alpha1.TrainJob, setup func(h *harness, o *O
 	h.ctrl = New(opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
+	h.stopRun = cancel
 	if err := h.ctrl.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -181,6 +188,15 @@ func (h *harness) setStatusOf(pod *corev1.Pod, phase corev1.PodPhase, exitCode i
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
 	_, err := h.client.CoreV1().Pods(ns).UpdateStatus(context.Background(), pod, metav1.UpdateOptions{})
 	return err
+}
+
+// stoppedView stops a job that has not ended and returns the controller's
+// last view, read once Run returned (View is not for a running controller).
+func (h *harness) stoppedView() policy.View {
+	h.t.Helper()
+	h.stopRun()
+	h.decision()
+	return h.ctrl.View()
 }
 
 func (h *harness) decision() policy.Decision {

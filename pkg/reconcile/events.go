@@ -21,9 +21,14 @@ const (
 	EventUnschedulable = "Unschedulable"
 	// EventTerminated: the step was stopped and the job's objects deleted.
 	EventTerminated = "Terminated"
-	// EventNotOwned: a pod with a replica's name exists but another owner
-	// controls it; trainstep does not take it over.
+	// EventNotOwned: an object with a name of the job's exists but is not
+	// the job's (another identity, or another owner); trainstep does not
+	// take it over.
 	EventNotOwned = "NotOwned"
+	// EventRestoredSpec: an object of the job an earlier attempt left
+	// (NetworkPolicy, PodGroup, ConfigMap) was re-attached but did not hold
+	// what this run renders; it was written back to the rendered spec.
+	EventRestoredSpec = "RestoredSpec"
 	// EventJobRestarted: every replica of a job that restarts as a whole
 	// was stopped and is created again at the next job attempt.
 	EventJobRestarted = "JobRestarted"

@@ -22,6 +22,7 @@ import (
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/render"
+	"github.com/trainstep/trainstep/pkg/result"
 )
 
 // laggingPodLister stands between the controller and its pod cache. It
@@ -263,31 +264,46 @@ func TestControllerAdoptsAPodItCreatedButNeverHeardOf(t *testing.T) {
 // A pod under a replica's name that another owner controls is not taken
 // over, and the owner gets a Warning event saying so.
 func TestControllerWarnsAboutAPodItDoesNotControl(t *testing.T) {
-	job := tfJob(v1alpha1.RestartPolicyNever)
-	recorder := record.NewFakeRecorder(20)
-	h := startWith(t, job, func(h *harness, o *Options) {
-		o.Recorder, o.EventObject = recorder, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "step", Namespace: ns}}
-		yes := true
-		foreign := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "mnist-worker-1", Namespace: ns, UID: uuid.NewUUID(),
-			Labels:          map[string]string{v1alpha1.LabelJobName: "another"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "someone", UID: "x", Controller: &yes}}}}
-		if _, err := h.client.CoreV1().Pods(ns).Create(context.Background(), foreign, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	})
-	testutil.Eventually(h.t, waitTimeout, "a NotOwned warning", func() bool {
-		select {
-		case e := <-recorder.Events:
-			return strings.Contains(e, EventNotOwned) && strings.Contains(e, "mnist-worker-1")
-		default:
-			return false
-		}
-	})
-	if st := h.stage("mnist-worker-1"); st != stageAbsent {
-		t.Errorf("worker-1 stage %s, want absent (not adopted)", st)
-	}
-	if n := deletesOf(h.client, "mnist-worker-1"); n != 0 {
-		t.Errorf("the foreign pod was deleted %d times, want 0", n)
+	for name, labels := range map[string]map[string]string{
+		"another job's":                {v1alpha1.LabelJobName: "another"},
+		"the job's name, no identity":  {v1alpha1.LabelJobName: "mnist"},
+		"the job's name, another step": {v1alpha1.LabelJobName: "mnist", v1alpha1.LabelIdentity: "not" + testOwnerID},
+	} {
+		t.Run(name, func(t *testing.T) {
+			job := tfJob(v1alpha1.RestartPolicyNever)
+			recorder := record.NewFakeRecorder(20)
+			h := startWith(t, job, func(h *harness, o *Options) {
+				h.runErr = make(chan error, 1)
+				o.Recorder, o.EventObject = recorder, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "step", Namespace: ns}}
+				yes := true
+				foreign := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "mnist-worker-1", Namespace: ns, UID: uuid.NewUUID(), Labels: labels,
+					OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "someone", UID: "x", Controller: &yes}}}}
+				if _, err := h.client.CoreV1().Pods(ns).Create(context.Background(), foreign, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			})
+			err := <-h.runErr
+			if result.PhaseOf(err) != result.PhaseInvalid || !strings.Contains(err.Error(), "pod mnist-worker-1 exists and is not this job's") {
+				t.Fatalf("Run: %v, want Invalid naming pod mnist-worker-1", err)
+			}
+			testutil.Eventually(h.t, waitTimeout, "a NotOwned warning", func() bool {
+				select {
+				case e := <-recorder.Events:
+					return strings.Contains(e, EventNotOwned) && strings.Contains(e, "mnist-worker-1")
+				default:
+					return false
+				}
+			})
+			if st := h.stage("mnist-worker-1"); st != stageAbsent {
+				t.Errorf("worker-1 stage %s, want absent (not adopted)", st)
+			}
+			if _, err := h.ctrl.Cleanup(context.Background(), true, false); err != nil {
+				t.Fatal(err)
+			}
+			if n := deletesOf(h.client, "mnist-worker-1"); n != 0 {
+				t.Errorf("the foreign pod was deleted %d times, want 0", n)
+			}
+		})
 	}
 }
 
@@ -298,7 +314,7 @@ func TestControllerWarnsAboutAPodItDoesNotControl(t *testing.T) {
 func TestControllerAdoptsAReplicaThatSucceededBeforeTheRetry(t *testing.T) {
 	job := tfJob(v1alpha1.RestartPolicyNever)
 	h := startWith(t, job, func(h *harness, _ *Options) {
-		renderer, err := render.NewRenderer(job, render.Identity{Namespace: ns, JobName: job.Name})
+		renderer, err := render.NewRenderer(job, render.Identity{Namespace: ns, JobName: job.Name, OwnerID: testOwnerID})
 		if err != nil {
 			t.Fatal(err)
 		}

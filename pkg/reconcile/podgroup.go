@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-
-	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 )
 
 // ensurePodGroup creates the job's PodGroup (Kubernetes, scheduler-plugins
@@ -28,24 +28,38 @@ func (c *Controller) ensurePodGroup(ctx context.Context) error {
 	}
 	_, err = client.Create(ctx, pg, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
-		live, gerr := client.Get(ctx, pg.GetName(), metav1.GetOptions{})
-		if gerr != nil {
-			return fmt.Errorf("reading PodGroup %s that already exists: %w", pg.GetName(), gerr)
-		}
-		if live.GetLabels()[v1alpha1.LabelJobName] != c.opts.Identity.JobName {
-			return notOwned("PodGroup", pg.GetName(), live)
-		}
-		patch, perr := json.Marshal(map[string]any{"metadata": map[string]any{"ownerReferences": pg.GetOwnerReferences()}})
-		if perr != nil {
-			return perr
-		}
-		_, err = client.Patch(ctx, pg.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
+		err = c.adoptPodGroup(ctx, client, pg)
 	}
 	if err != nil {
 		return fmt.Errorf("creating PodGroup %s: %w", pg.GetName(), err)
 	}
 	c.podGroupCreated = true
 	return nil
+}
+
+// adoptPodGroup takes over the PodGroup an earlier attempt of the job
+// created: it must carry the job's name and identity, and its spec (the
+// gang's size, queue and priority) is what this run renders — written back
+// if it differs.
+func (c *Controller) adoptPodGroup(ctx context.Context, client dynamic.ResourceInterface, pg *unstructured.Unstructured) error {
+	live, err := client.Get(ctx, pg.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("reading PodGroup %s that already exists: %w", pg.GetName(), err)
+	}
+	if !c.ofThisJob(live.GetLabels()) {
+		return notOwned("PodGroup", pg.GetName(), live)
+	}
+	ops := adoptOps(live.GetUID(), pg.GetOwnerReferences())
+	if !holdsRendered(live.Object["spec"], pg.Object["spec"]) {
+		ops = append(ops, map[string]any{"op": "add", "path": "/spec", "value": pg.Object["spec"]})
+		c.event(corev1.EventTypeWarning, EventRestoredSpec, "PodGroup %s of an earlier attempt did not hold the rendered gang; restored", pg.GetName())
+	}
+	patch, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	_, err = client.Patch(ctx, pg.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{})
+	return err
 }
 
 // deletePodGroup removes the job's PodGroup at the end.
@@ -64,7 +78,7 @@ func (c *Controller) deletePodGroup(ctx context.Context) error {
 		return nil
 	case err != nil:
 		return fmt.Errorf("reading PodGroup %s: %w", pg.GetName(), err)
-	case live.GetLabels()[v1alpha1.LabelJobName] != c.opts.Identity.JobName:
+	case !c.ofThisJob(live.GetLabels()):
 		return nil // not the job's: left alone
 	}
 	uid := live.GetUID()

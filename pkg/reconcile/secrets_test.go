@@ -11,6 +11,7 @@ import (
 
 	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks/mpi"
 	"github.com/trainstep/trainstep/pkg/policy"
 )
 
@@ -18,8 +19,8 @@ import (
 // never listed or watched: deploy/secrets/ grants no list or watch, which
 // would let the step read every Secret of its namespace at once. A new job
 // creates its Secret once; one an earlier attempt left (labelled with the
-// job) is re-attached to this run, not created again; the teardown deletes
-// it by its UID.
+// job and its identity) is re-attached to this run, not created again; the
+// teardown deletes it by its UID.
 func TestSecretsAreReadByNameNeverListedOrWatched(t *testing.T) {
 	for _, earlier := range []bool{false, true} {
 		name := "new job"
@@ -28,14 +29,14 @@ func TestSecretsAreReadByNameNeverListedOrWatched(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			job := mpiJob(v1alpha1.LauncherCreationAtStartup)
-			secretName := v1alpha1.MPISSHSecretName(job.Name)
+			secretName := mpi.SSHSecretName(job.Name)
 			const earlierUID = types.UID("earlier-attempt")
 			h := startWith(t, job, func(h *harness, _ *Options) {
 				if !earlier {
 					return
 				}
 				left := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secretName, Namespace: ns, UID: earlierUID,
-					Labels:          map[string]string{v1alpha1.LabelJobName: job.Name},
+					Labels:          map[string]string{v1alpha1.LabelJobName: job.Name, v1alpha1.LabelIdentity: testOwnerID},
 					OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "earlier-step", UID: "earlier-step", Controller: ptrTrue()}}}}
 				if err := h.client.Tracker().Add(left); err != nil {
 					t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/trainstep/trainstep/pkg/apierr"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/gang"
 	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/result"
@@ -38,7 +39,7 @@ func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 	if err := c.ensurePodGroup(ctx); err != nil {
 		return policy.Decision{}, c.apiError(err)
 	}
-	if err := c.ensureNetworkPolicy(ctx); err != nil {
+	if err := c.ensureGuards(ctx); err != nil {
 		return policy.Decision{}, c.apiError(err)
 	}
 	if err := c.confirmExpectations(ctx); err != nil {
@@ -309,11 +310,12 @@ func splitSources(objs []runtime.Object) (sources, rest []runtime.Object) {
 // it runs.
 func (c *Controller) rendezvousHostFirst(pending []podCreate) (host podCreate, rest []podCreate, ok bool) {
 	ep := c.opts.Job.Spec.ElasticPolicy
-	if len(pending) < 2 || !v1alpha1.IsElastic(c.opts.Job) || ep.RDZVHost != nil {
+	e, elastic := frameworks.Elastic(c.opts.Job)
+	if len(pending) < 2 || !elastic || ep.RDZVHost != nil {
 		return podCreate{}, pending, false
 	}
 	for i, p := range pending {
-		if p.st.id.Type == v1alpha1.ReplicaTypeWorker && p.st.id.Index == 0 {
+		if p.st.id.Type == e.Type && p.st.id.Index == 0 {
 			rest = append(append(rest, pending[:i]...), pending[i+1:]...)
 			return p, rest, true
 		}
@@ -370,6 +372,9 @@ func (c *Controller) createReplica(ctx context.Context, p podCreate) error {
 	if restarts > 0 {
 		pod.Annotations[v1alpha1.AnnotationRestarts] = strconv.Itoa(int(restarts))
 	}
+	if c.attemptReason != "" {
+		pod.Annotations[v1alpha1.AnnotationRestartReason] = c.attemptReason
+	}
 	if jobRestarts > 0 {
 		pod.Annotations[v1alpha1.AnnotationJobRestarts] = strconv.Itoa(int(jobRestarts))
 	}
@@ -416,6 +421,10 @@ func (c *Controller) adoptExisting(ctx context.Context, name string) (types.UID,
 	case pod.DeletionTimestamp != nil:
 		return "", 0, nil
 	}
+	if !c.ofThisJob(pod.Labels) {
+		c.event(corev1.EventTypeWarning, EventNotOwned, "pod %s exists but is not this job's; not using it", name)
+		return "", 0, notOwned("pod", name, pod)
+	}
 	if !c.controls(pod) {
 		c.event(corev1.EventTypeWarning, EventNotOwned, "pod %s exists but is not controlled by this job's owner; not adopting it", name)
 		return "", 0, fmt.Errorf("pod %s exists and is controlled by %s, not by this job", name, controllerName(pod))
@@ -427,7 +436,7 @@ func (c *Controller) adoptExisting(ctx context.Context, name string) (types.UID,
 // controls reports whether pod belongs to this run: labelled with the job
 // and controlled by this run's owner (or by nothing when the run has none).
 func (c *Controller) controls(pod *corev1.Pod) bool {
-	if pod.Labels[v1alpha1.LabelJobName] != c.opts.Identity.JobName {
+	if !c.ofThisJob(pod.Labels) {
 		return false
 	}
 	if owner := c.opts.Identity.Owner; owner != nil {

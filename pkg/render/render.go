@@ -15,6 +15,7 @@ package render
 import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -28,6 +29,10 @@ import (
 type Identity struct {
 	Namespace string
 	JobName   string
+	// OwnerID is the hash of the owner identity the run proved (see
+	// v1alpha1.LabelIdentity): every object carries it, and the run's
+	// selectors ask for it. Empty only where nothing is created (render).
+	OwnerID string
 	// Owner, when set, becomes the controller reference of every object so
 	// that the garbage collector removes them with their owner.
 	Owner *metav1.OwnerReference
@@ -63,6 +68,24 @@ type Objects struct {
 	// NetworkPolicy, when the caller renders one (NetworkPolicy), admits
 	// only the job's own pods to its replicas; it is created before them.
 	NetworkPolicy *networkingv1.NetworkPolicy
+	// StatusNetworkPolicy, when the step serves the progress endpoint
+	// (StatusNetworkPolicy), admits only the job's pods to the step's pod.
+	StatusNetworkPolicy *networkingv1.NetworkPolicy
+	// DisruptionBudget, when the caller renders one (DisruptionBudget),
+	// keeps a drain from evicting one rank of a job whose ranks restart as
+	// a whole; it is created before them.
+	DisruptionBudget *policyv1.PodDisruptionBudget
+}
+
+// NetworkPolicies are the job's NetworkPolicies, those rendered.
+func (o *Objects) NetworkPolicies() []*networkingv1.NetworkPolicy {
+	var out []*networkingv1.NetworkPolicy
+	for _, np := range []*networkingv1.NetworkPolicy{o.NetworkPolicy, o.StatusNetworkPolicy} {
+		if np != nil {
+			out = append(out, np)
+		}
+	}
+	return out
 }
 
 // List returns the objects in creation order: Secrets and ConfigMaps before
@@ -72,8 +95,11 @@ func (o *Objects) List() []runtime.Object {
 	if o.PodGroup != nil {
 		list = append(list, o.PodGroup)
 	}
-	if o.NetworkPolicy != nil {
-		list = append(list, o.NetworkPolicy)
+	for _, np := range o.NetworkPolicies() {
+		list = append(list, np)
+	}
+	if o.DisruptionBudget != nil {
+		list = append(list, o.DisruptionBudget)
 	}
 	for _, s := range o.Secrets {
 		list = append(list, s)
@@ -91,8 +117,8 @@ func (o *Objects) List() []runtime.Object {
 }
 
 // Render returns every object of job, a job that has been defaulted
-// (v1alpha1.SetDefaults) and validated (v1alpha1.Validate). Replica types
-// come in v1alpha1.SortedReplicaTypes order, replicas by index.
+// (frameworks.SetDefaults) and validated (frameworks.Validate). Replica types
+// come in frameworks.SortedReplicaTypes order, replicas by index.
 //
 // Render holds every pod at once; a controller creating a large job renders
 // each replica when it creates it, with a Renderer.

@@ -16,8 +16,10 @@ import (
 	"time"
 )
 
-// Keys of the job's status Secret. Replicas mount only CAKey and TokenKey;
-// the serving key stays with the step.
+// Keys of the job's two status Secrets: <job>-status holds CAKey and
+// TokenKey, which the replicas mount; <job>-status-tls holds the serving
+// pair, which only the step reads, so that no replica, even one that
+// mounts its job's status Secret whole, can serve as the endpoint.
 const (
 	CAKey          = "ca.crt"
 	TokenKey       = "token"
@@ -112,11 +114,11 @@ func randomSerial() *big.Int {
 	return serial
 }
 
-// FromSecretData reads Material back from the job's Secret; ok is false
-// when a part is missing or the pair does not load, and a new Material is
-// needed.
-func FromSecretData(data map[string][]byte) (Material, bool) {
-	m := Material{CACert: data[CAKey], ServingCert: data[ServingCertKey], ServingKey: data[ServingKeyKey], Token: data[TokenKey]}
+// FromSecretData reads Material back from the job's two Secrets (client:
+// the CA and the token; serving: the pair); ok is false when a part is
+// missing or the pair does not load, and a new Material is needed.
+func FromSecretData(client, serving map[string][]byte) (Material, bool) {
+	m := Material{CACert: client[CAKey], Token: client[TokenKey], ServingCert: serving[ServingCertKey], ServingKey: serving[ServingKeyKey]}
 	if len(m.CACert) == 0 || len(m.Token) < 32 {
 		return Material{}, false
 	}
@@ -126,9 +128,16 @@ func FromSecretData(data map[string][]byte) (Material, bool) {
 	return m, true
 }
 
-// SecretData is what the job's Secret holds.
-func (m Material) SecretData() map[string][]byte {
-	return map[string][]byte{CAKey: m.CACert, ServingCertKey: m.ServingCert, ServingKeyKey: m.ServingKey, TokenKey: m.Token}
+// ClientData is what the <job>-status Secret holds: what a replica needs
+// to trust the endpoint and be let in.
+func (m Material) ClientData() map[string][]byte {
+	return map[string][]byte{CAKey: m.CACert, TokenKey: m.Token}
+}
+
+// ServingData is what the <job>-status-tls Secret holds: the step's
+// serving pair.
+func (m Material) ServingData() map[string][]byte {
+	return map[string][]byte{ServingCertKey: m.ServingCert, ServingKeyKey: m.ServingKey}
 }
 
 // tlsConfig serves the Material's certificate.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/net/netutil"
 	"golang.org/x/time/rate"
 )
 
@@ -33,6 +34,12 @@ const (
 	idleTimeout       = 60 * time.Second
 	maxHeaderBytes    = 16 << 10
 )
+
+// MaxConnections bounds the connections the endpoint holds at once: a job
+// has at most a few leaders that report, and a replica that opens
+// thousands cannot exhaust the step's file descriptors or memory (the
+// rest wait in the kernel's backlog).
+const MaxConnections = 32
 
 // Source says where a status came from.
 type Source string
@@ -120,6 +127,7 @@ func (s *Server) Serve(l net.Listener) error {
 		return err
 	}
 	s.http.TLSConfig = tlsConfig
+	l = netutil.LimitListener(l, MaxConnections)
 	go func() { _ = s.http.ServeTLS(l, "", "") }()
 	return nil
 }

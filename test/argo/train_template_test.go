@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trainstep/trainstep/executor"
 	"github.com/trainstep/trainstep/pkg/outputs"
 	"github.com/trainstep/trainstep/pkg/result"
 )
@@ -91,6 +92,54 @@ func TestJobNameIsStableAcrossRetriesAndDistinctBetweenSteps(t *testing.T) {
 	}
 }
 
+// identityOf renders one attempt of a step and returns the identity its
+// job's objects carry, as trainstep works it out from --workflow-uid and
+// --workflow-node.
+func identityOf(t *testing.T, train *wfv1.Template, s argoStep) string {
+	t.Helper()
+	r := renderTrain(t, train, s)
+	uid, okUID := flagValue(r.tmpl.Container.Args, "--workflow-uid")
+	node, okNode := flagValue(r.tmpl.Container.Args, "--workflow-node")
+	if !okUID || !okNode || uid != string(s.workflowUID) {
+		t.Fatalf("--workflow-uid %q (want %q), --workflow-node %q in %q", uid, s.workflowUID, node, r.tmpl.Container.Args)
+	}
+	if _, ok := flagValue(r.tmpl.Container.Args, "--identity"); ok {
+		t.Fatalf("the template passes --identity, an identity not proven: %q", r.tmpl.Container.Args)
+	}
+	return executor.WorkflowIdentity(uid, node)
+}
+
+// The identity of a step's objects is the workflow's and the step's own:
+// the same for every retry attempt, another for every other step and
+// workflow, and no value of any parameter a submitter passes changes it
+// (unlike the job name, which is theirs to choose).
+func TestIdentityIsTheWorkflowStepsAndNoParameterChangesIt(t *testing.T) {
+	const uid, otherUID = "6f1c2a4e-1111-4d2b-9a7e-0c5d3e9f8a10", "0b9e8d7c-2222-4a3b-8c1d-5e6f7a8b9c0d"
+	step := func(wfUID, node string, attempt int) argoStep {
+		return argoStep{workflowName: "pipeline-x7k2p", workflowUID: typesUID(wfUID), namespace: "ml", nodeName: node, attempt: attempt}
+	}
+	for kind, train := range trainTemplates(t) {
+		t.Run(kind, func(t *testing.T) {
+			first := identityOf(t, train, step(uid, "pipeline-x7k2p.train", 0))
+			if got := identityOf(t, train, step(uid, "pipeline-x7k2p.train(1)", 2)); got != first {
+				t.Errorf("a retry attempt's identity %s differs from the first's %s", got, first)
+			}
+			for _, other := range []argoStep{step(uid, "pipeline-x7k2p.train-large", 0), step(otherUID, "pipeline-x7k2p.train", 0)} {
+				if got := identityOf(t, train, other); got == first {
+					t.Errorf("step %s of workflow %s has the identity of another step", other.nodeName, other.workflowUID)
+				}
+			}
+			hostile := step(uid, "pipeline-x7k2p.train", 0)
+			for _, p := range train.Inputs.Parameters {
+				hostile.arguments = append(hostile.arguments, wfv1.Parameter{Name: p.Name, Value: wfv1.AnyStringPtr("--workflow-uid=" + otherUID)})
+			}
+			if got := identityOf(t, train, hostile); got != first {
+				t.Errorf("parameters changed the identity: %s, want %s", got, first)
+			}
+		})
+	}
+}
+
 func TestJobNameArgumentWins(t *testing.T) {
 	for kind, train := range trainTemplates(t) {
 		t.Run(kind, func(t *testing.T) {
@@ -116,7 +165,10 @@ func retryScope(exitCode, status string, retries int) map[string]any {
 	})
 }
 
-func TestRetryOnlyTransient(t *testing.T) {
+// Argo retries the step when another attempt can re-attach and go on:
+// after Transient, after the step was killed (OOM), and when its pod went
+// with its node; never after Failed, Invalid or Terminated.
+func TestRetryOnlyWhatAnAttemptCanGoOnWith(t *testing.T) {
 	cases := []struct {
 		exitCode string
 		status   wfv1.NodePhase
@@ -126,9 +178,10 @@ func TestRetryOnlyTransient(t *testing.T) {
 		{strconv.Itoa(result.ExitFailed), wfv1.NodeFailed, false},
 		{strconv.Itoa(result.ExitInvalid), wfv1.NodeFailed, false},
 		{strconv.Itoa(result.ExitTerminated), wfv1.NodeFailed, false},
-		{"1", wfv1.NodeFailed, false},   // a panic
-		{"137", wfv1.NodeFailed, false}, // OOM-killed
-		{"-1", wfv1.NodeError, false},   // the pod vanished
+		{"1", wfv1.NodeFailed, false},  // a panic
+		{"137", wfv1.NodeFailed, true}, // OOM-killed: the retry re-attaches
+		{"-1", wfv1.NodeError, true},   // the pod vanished with its node: the retry re-attaches
+		{"-1", wfv1.NodeFailed, false}, // a step that ended with no exit code of its own
 	}
 	for kind, train := range trainTemplates(t) {
 		rs := train.RetryStrategy
@@ -144,7 +197,7 @@ func TestRetryOnlyTransient(t *testing.T) {
 			t.Fatalf("%s: retryPolicy %s never retries a Failed node", kind, p)
 		}
 		for _, tc := range cases {
-			t.Run(fmt.Sprintf("%s/exit %s", kind, tc.exitCode), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/exit %s %s", kind, tc.exitCode, tc.status), func(t *testing.T) {
 				got, err := argoexpr.EvalBool(rs.Expression, retryScope(tc.exitCode, string(tc.status), 0))
 				if err != nil {
 					t.Fatalf("evaluating %q: %v", rs.Expression, err)
@@ -165,6 +218,7 @@ func TestOutputParametersReadTheFilesTrainstepWrites(t *testing.T) {
 		"duration-seconds": outputs.FileDurationSeconds, "restarts": outputs.FileRestarts,
 		"replicas": outputs.FileReplicas, "metrics": outputs.FileMetrics,
 		"termination-message": outputs.FileTerminationMessage, "trainer-status": outputs.FileTrainerStatus,
+		"resumes": outputs.FileResumes,
 	}
 	for kind, train := range trainTemplates(t) {
 		t.Run(kind, func(t *testing.T) {

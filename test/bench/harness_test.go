@@ -387,7 +387,7 @@ func (h *harness) runBaseline(ctx context.Context, j namespacedJob, way DeleteWa
 	case DeleteLoop:
 		err = DeleteAll(ctx, h.admin, j.ns, true)
 	case DeleteByLabel:
-		run.collectionRequests, err = DeleteCollections(ctx, h.admin, j.ns, render.JobSelector(j.spec.Name).String(), h.serviceCollection)
+		run.collectionRequests, err = DeleteCollections(ctx, h.admin, j.ns, render.JobSelector(render.Identity{JobName: j.spec.Name}).String(), h.serviceCollection)
 	default:
 		return run, fmt.Errorf("unknown delete way %q", way)
 	}

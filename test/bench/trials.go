@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/render"
 )
@@ -69,17 +70,18 @@ func TotalWorkers(trials []TrialSpec) int {
 func QuarterQuota(trials []TrialSpec) int64 { return int64((TotalWorkers(trials) + 3) / 4) }
 
 // IdentityArgs are the flags that make a trial's run take only its own
-// job's objects: its job name, the same across a retry of the step.
+// job's objects: its job name and owner identity, the same across a retry
+// of the step (as a workflow step's node is), so that a retry re-attaches.
 // It is the one place the trial's owner identity is passed.
 func (s TrialSpec) IdentityArgs() []string {
-	return []string{"--name", s.Name}
+	return []string{"--name", s.Name, "--identity", "bench-sweep/" + s.Name}
 }
 
 // Manifest is the TrainJob YAML `trainstep run -f` reads.
 func (s TrialSpec) Manifest() ([]byte, error) {
 	replicas := int32(s.Workers)
 	container := corev1.Container{
-		Name:    v1alpha1.DefaultContainerName(v1alpha1.FrameworkTensorFlow),
+		Name:    testutil.ContainerName(v1alpha1.FrameworkTensorFlow),
 		Image:   "registry.example/train:1",
 		Command: []string{"python", "train.py"},
 	}

@@ -14,9 +14,11 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
 	"github.com/trainstep/trainstep/internal/testutil"
@@ -197,6 +199,40 @@ func (c *Cluster) ServiceAccountToken(t testing.TB, ns, sa string) string {
 	return req.Status.Token
 }
 
+// PodToken returns a one-hour token for pod's ServiceAccount bound to pod, as the kubelet
+// mounts one into a pod: the API server names the pod in its user's extra
+// (authentication.kubernetes.io/pod-name and pod-uid) and refuses the token once the pod
+// is gone.
+func (c *Cluster) PodToken(t testing.TB, pod *corev1.Pod) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sa := pod.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	expiry := int64(time.Hour / time.Second)
+	req, err := c.Client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry,
+			BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("requesting a token of pod %s/%s: %v", pod.Namespace, pod.Name, err)
+	}
+	return req.Status.Token
+}
+
+// InstallArgoCRDs creates Argo's CRDs (its minimal manifests) on a cluster without Argo's
+// controller, for tests that need Workflow objects to own their pods; idempotent.
+func (c *Cluster) InstallArgoCRDs(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := c.installArgoCRDs(ctx); err != nil {
+		t.Fatalf("installing Argo's CRDs: %v", err)
+	}
+}
+
 // KubeconfigForToken writes a kubeconfig that acts with token against this cluster, with
 // namespace as its context's namespace (empty: none), and returns its path. The file is
 // removed when the test ends.
@@ -257,4 +293,21 @@ func (c *Cluster) requireBinary(t testing.TB, name, target string) {
 	if missing := MissingBinaries(c.BinDir, name); len(missing) > 0 {
 		testutil.PrerequisiteMissing(t, "%v in %s: %s (build it with `make %s`)", ErrBinariesMissing, c.BinDir, name, target)
 	}
+}
+
+// Dynamic is an admin dynamic client of the cluster, for objects of CRDs.
+func (c *Cluster) Dynamic() dynamic.Interface { return c.dynamic }
+
+// CreatePriorityClass creates the cluster-scoped PriorityClass name of value, removed when the
+// test ends.
+func (c *Cluster) CreatePriorityClass(ctx context.Context, t testing.TB, name string, value int32) error {
+	t.Helper()
+	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}
+	if _, err := c.Client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating PriorityClass %s: %w", name, err)
+	}
+	t.Cleanup(func() {
+		_ = c.Client.SchedulingV1().PriorityClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	return nil
 }

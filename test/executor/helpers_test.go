@@ -51,7 +51,7 @@ func newJob(name string, fw v1alpha1.Framework) *jobBuilder {
 
 // replicas adds n replicas of type t; annotations go on the pod template.
 func (b *jobBuilder) replicas(t v1alpha1.ReplicaType, n int32, annotations map[string]string) *jobBuilder {
-	container := v1alpha1.DefaultContainerName(b.job.Spec.Framework)
+	container := testutil.ContainerName(b.job.Spec.Framework)
 	if container == "" {
 		container = "main"
 	}
@@ -116,9 +116,24 @@ func (o runOutcome) output(t testing.TB, name string) string {
 	return string(b)
 }
 
+// testIdentity is the owner identity of a test's runs (--identity): the
+// runs of one test re-attach to each other's objects, as the retries of a
+// workflow step do; a test that plays another workflow gives its own.
+func testIdentity(t testing.TB) string { return "test/" + t.Name() }
+
+func hasFlag(args []string, name string) bool {
+	for _, a := range args {
+		if a == name || strings.HasPrefix(a, name+"=") {
+			return true
+		}
+	}
+	return false
+}
+
 // baseConfig is how the tests run the executor against the test cluster.
 func baseConfig(t testing.TB, c *cluster.Cluster, ns string, manifest []byte) executor.Config {
 	return executor.Config{
+		Identity:         testIdentity(t),
 		Spec:             manifest,
 		Kubeconfig:       c.Kubeconfig,
 		PodNamespace:     ns,
@@ -332,7 +347,13 @@ type process struct {
 func startBinary(t testing.TB, args ...string) *process {
 	t.Helper()
 	p := &process{stdout: &testutil.SyncBuffer{}, stderr: &testutil.SyncBuffer{}, done: make(chan struct{}), outputsDir: t.TempDir()}
-	p.cmd = exec.Command(trainstepBinary(t), append(args, "--outputs-dir", p.outputsDir, "--log-format", "console")...)
+	args = append(args, "--outputs-dir", p.outputsDir, "--log-format", "console")
+	if len(args) > 0 && args[0] == "run" && !hasFlag(args, "--identity") && !hasFlag(args, "--workflow-uid") {
+		// A test's runs are retries of one another: they share an identity,
+		// as the attempts of one workflow step do.
+		args = append(args, "--identity", testIdentity(t))
+	}
+	p.cmd = exec.Command(trainstepBinary(t), args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	p.cmd.Env = append(os.Environ(), "KUBECONFIG=")
 	if err := p.cmd.Start(); err != nil {

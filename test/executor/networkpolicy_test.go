@@ -37,7 +37,7 @@ func TestTheJobsNetworkPolicyComesAndGoesWithTheJob(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the job's NetworkPolicy while it runs: %v", err)
 	}
-	own := metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelJobName: "np"}}
+	own := metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelJobName: "np", v1alpha1.LabelIdentity: executor.RunIdentity(testIdentity(t))}}
 	want := networkingv1.NetworkPolicySpec{
 		PodSelector: own,
 		PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
@@ -80,7 +80,7 @@ func TestAForeignNetworkPolicyOfTheJobsNameIsLeftAlone(t *testing.T) {
 	}
 	job := newJob("web", v1alpha1.FrameworkTensorFlow).replicas(worker, 2, exitsAfter("1s", 0))
 	out := runJob(t, c, ns, job.yaml(t))
-	if out.res.Phase != result.PhaseInvalid || !strings.Contains(out.res.Message, "NetworkPolicy "+ns+"/web exists and is not job web's") {
+	if out.res.Phase != result.PhaseInvalid || !strings.Contains(out.res.Message, "networkpolicy web (no trainstep.dev/job-name label") {
 		t.Fatalf("phase %s (%s), want Invalid naming the NetworkPolicy", out.res.Phase, out.res.Message)
 	}
 	if pods := listPods(t, c, ns, "web"); len(pods) != 0 {

@@ -130,8 +130,8 @@ func TestProgressEndpointRefusesWhatIsNotTheJobsAndSurvivesAFlood(t *testing.T) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := step.Labels[v1alpha1.LabelTrainerStatus]; got != "progress" {
-		t.Errorf("the step's pod has %s=%q, want the job's name so the Service selects it", v1alpha1.LabelTrainerStatus, got)
+	if got, want := step.Labels[v1alpha1.LabelTrainerStatus], executor.RunIdentity(testIdentity(t)); got != want {
+		t.Errorf("the step's pod has %s=%q, want the job's identity %s so the Service selects it", v1alpha1.LabelTrainerStatus, got, want)
 	}
 	for _, pod := range listPods(t, c, ns, "progress") {
 		env := map[string]string{}
@@ -258,7 +258,7 @@ func TestProgressEndpointFollowsARetriedStep(t *testing.T) {
 
 	p2 := startBinary(t, args(second)...)
 	testutil.Eventually(t, time.Minute, "the label to move to the second step's pod", func() (bool, error) {
-		pods, err := c.Client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: v1alpha1.LabelTrainerStatus + "=retried"})
+		pods, err := c.Client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: v1alpha1.LabelTrainerStatus + "=" + executor.RunIdentity(testIdentity(t))})
 		if err != nil {
 			return false, err
 		}

@@ -252,7 +252,7 @@ func checkNothingOfTheJob(t *testing.T, c *cluster.Cluster, ns, job string) {
 	if secrets, err := c.Client.CoreV1().Secrets(ns).List(ctx, selector); err != nil || len(secrets.Items) != 0 {
 		t.Errorf("secrets of the job: %v, %v", secrets, err)
 	}
-	if _, err := c.Client.CoordinationV1().Leases(ns).Get(ctx, "trainstep-"+job, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("the job's Lease: %v, want none", err)
+	if leases, err := c.Client.CoordinationV1().Leases(ns).List(ctx, selector); err != nil || len(leases.Items) != 0 {
+		t.Errorf("the job's Leases: %v, %v; want none", leases, err)
 	}
 }

@@ -1,0 +1,175 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/reconcile"
+	"github.com/trainstep/trainstep/pkg/render"
+	"github.com/trainstep/trainstep/pkg/result"
+)
+
+// maxForeignNamed bounds how many objects the error of a taken job name
+// lists; it says how many more there are.
+const maxForeignNamed = 8
+
+// namedObject is an object the job will create under a fixed name.
+type namedObject struct {
+	kind string
+	gvr  schema.GroupVersionResource
+	name string
+}
+
+// checkNoForeignObjects refuses, before anything is created or read, a job
+// whose name another owner's objects use: objects labelled with the job's
+// name and another identity (or none), and objects of the names the job
+// will create that are not its identity's. The job name is a submitter's
+// choice; only the identity says whose an object is. Objects of the run's
+// own identity are an earlier attempt's, which the controller re-attaches.
+// Only metadata is read, so no other owner's Secret reaches this process.
+func checkNoForeignObjects(ctx context.Context, conn *connection, id render.Identity, named []namedObject, apiTimeout time.Duration) error {
+	var foreign []string
+	keep := func(kind string, m metav1.Object) {
+		if m.GetLabels()[v1alpha1.LabelIdentity] != id.OwnerID {
+			foreign = append(foreign, fmt.Sprintf("%s %s (%s)", kind, m.GetName(), reconcile.DescribeOwnership(m)))
+		}
+	}
+	selector := metav1.ListOptions{LabelSelector: v1alpha1.LabelJobName + "=" + id.JobName}
+	listed := map[string]bool{}
+	for _, kind := range []struct {
+		name string
+		gvr  schema.GroupVersionResource
+	}{{"pod", corev1.SchemeGroupVersion.WithResource("pods")}, {"service", corev1.SchemeGroupVersion.WithResource("services")}} {
+		err := retryTransient(ctx, apiTimeout, func() error {
+			list, err := conn.metadata.Resource(kind.gvr).Namespace(conn.namespace).List(ctx, selector)
+			if err != nil {
+				return classify(err)
+			}
+			for i := range list.Items {
+				keep(kind.name, &list.Items[i])
+				listed[kind.name+"/"+list.Items[i].Name] = true
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("looking for other owners' objects of job %s: %w", id.JobName, err)
+		}
+	}
+	for _, o := range named {
+		if listed[o.kind+"/"+o.name] {
+			continue
+		}
+		err := retryTransient(ctx, apiTimeout, func() error {
+			m, err := conn.metadata.Resource(o.gvr).Namespace(conn.namespace).Get(ctx, o.name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
+				// Absent, or a kind the Role cannot read: its create meets it.
+				return nil
+			case err != nil:
+				return classify(err)
+			}
+			keep(o.kind, m)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("reading %s %s: %w", o.kind, o.name, err)
+		}
+	}
+	if len(foreign) == 0 {
+		return nil
+	}
+	sort.Strings(foreign)
+	more := ""
+	if len(foreign) > maxForeignNamed {
+		more = fmt.Sprintf(" and %d more", len(foreign)-maxForeignNamed)
+		foreign = foreign[:maxForeignNamed]
+	}
+	return result.Invalid(result.ReasonNotOwned, fmt.Errorf(
+		"job name %s is in use by another owner: %s%s; this run neither uses, reads nor deletes them: give the job another name (--name), or remove them if they are stale",
+		id.JobName, strings.Join(foreign, ", "), more))
+}
+
+// namedObjects are the objects of fixed names the job creates besides its
+// pods and Services (which checkNoForeignObjects lists by label): its
+// ConfigMaps, Secrets, NetworkPolicies, PodDisruptionBudget and PodGroup, and the endpoint's
+// Secrets, Service and NetworkPolicy when the step serves it.
+func namedObjects(job *v1alpha1.TrainJob, planned *render.Objects, endpoint, networkPolicy, disruptionBudget bool) []namedObject {
+	var out []namedObject
+	core := func(kind, resource, name string) {
+		out = append(out, namedObject{kind: kind, gvr: corev1.SchemeGroupVersion.WithResource(resource), name: name})
+	}
+	for _, cm := range planned.ConfigMaps {
+		core("configmap", "configmaps", cm.Name)
+	}
+	for _, s := range planned.Secrets {
+		core("secret", "secrets", s.Name)
+	}
+	networkPolicies := networkingv1.SchemeGroupVersion.WithResource("networkpolicies")
+	if networkPolicy {
+		out = append(out, namedObject{kind: "networkpolicy", gvr: networkPolicies, name: job.Name})
+	}
+	if endpoint {
+		core("secret", "secrets", v1alpha1.TrainerStatusName(job.Name))
+		core("secret", "secrets", v1alpha1.TrainerStatusTLSName(job.Name))
+		core("service", "services", v1alpha1.TrainerStatusName(job.Name))
+		out = append(out, namedObject{kind: "networkpolicy", gvr: networkPolicies, name: v1alpha1.TrainerStatusName(job.Name)})
+	}
+	if disruptionBudget {
+		out = append(out, namedObject{kind: "poddisruptionbudget", gvr: policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets"), name: job.Name})
+	}
+	if pg := planned.PodGroup; pg != nil {
+		gvr := pg.GroupVersionKind().GroupVersion().WithResource("podgroups")
+		out = append(out, namedObject{kind: "podgroup", gvr: gvr, name: pg.GetName()})
+	}
+	return out
+}
+
+// readOwnSecret reads the Secret name when it carries the job's identity:
+// nil when there is none; an Invalid error naming it when it is another
+// owner's, whose data is never read (its metadata is read first).
+func readOwnSecret(ctx context.Context, conn *connection, id render.Identity, name string, apiTimeout time.Duration) (*corev1.Secret, error) {
+	secrets := corev1.SchemeGroupVersion.WithResource("secrets")
+	var own *corev1.Secret
+	err := retryTransient(ctx, apiTimeout, func() error {
+		m, err := conn.metadata.Resource(secrets).Namespace(conn.namespace).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			return classify(err)
+		case m.Labels[v1alpha1.LabelIdentity] != id.OwnerID || m.Labels[v1alpha1.LabelJobName] != id.JobName:
+			return backoff.Permanent(notTheJobsSecret(name, m))
+		}
+		s, err := conn.core.Secrets(conn.namespace).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			return classify(err)
+		case s.Labels[v1alpha1.LabelIdentity] != id.OwnerID || s.Labels[v1alpha1.LabelJobName] != id.JobName:
+			// Replaced between the two reads: not used, and not kept.
+			return backoff.Permanent(notTheJobsSecret(name, s))
+		}
+		own = s
+		return nil
+	})
+	return own, err
+}
+
+func notTheJobsSecret(name string, m metav1.Object) error {
+	return result.Invalid(result.ReasonNotOwned, fmt.Errorf(
+		"secret %s exists and is not this job's (%s): trainstep neither uses nor deletes it; rename the job (--name) or remove the secret",
+		name, reconcile.DescribeOwnership(m)))
+}
