@@ -75,9 +75,19 @@ func TestBench(t *testing.T) {
 		report.BinaryBytes = info.Size()
 	}
 	if scenario == "sweep" {
-		// Logged only: BENCHMARKS.md is the whole run's.
+		// Logged, with the section BENCHMARKS.md would hold, and its plot
+		// written: BENCHMARKS.md is the whole run's.
 		h.measureSweepScenario(t, &report)
 		t.Logf("sweep results:\n%s", report.SweepTable())
+		section, err := report.SweepMarkdown()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("BENCHMARKS.md's sweep section:\n%s", section)
+		if err := report.WriteSweepPlot(root); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s", SweepPlotFile)
 		return
 	}
 	reference, largest := referenceSize(sizes), sizes[len(sizes)-1]

@@ -98,6 +98,29 @@ func (r Report) Markdown() ([]byte, error) {
 	return out.Bytes(), nil
 }
 
+// SweepMarkdown renders BENCHMARKS.md's sweep section alone, as the sweep
+// scenario run by itself logs it.
+func (r Report) SweepMarkdown() ([]byte, error) {
+	tmpl, err := template.New("benchmarks").Funcs(templateFuncs).Parse(benchmarksTemplate)
+	if err != nil {
+		return nil, fmt.Errorf("parsing the report template: %w", err)
+	}
+	var out bytes.Buffer
+	if err := tmpl.ExecuteTemplate(&out, "sweeps", r); err != nil {
+		return nil, fmt.Errorf("rendering the sweep section: %w", err)
+	}
+	return out.Bytes(), nil
+}
+
+// WriteSweepPlot writes the plot of trials running over time alone.
+func (r Report) WriteSweepPlot(root string) error {
+	sweep, err := SweepPlot(r)
+	if err != nil || sweep == nil {
+		return err
+	}
+	return savePlot(sweep, filepath.Join(root, SweepPlotFile))
+}
+
 var templateFuncs = template.FuncMap{
 	"seconds": formatSeconds,
 	"millis":  formatMillis,

@@ -112,3 +112,27 @@ func TestRunningStepsCountTrialsRunningOverTime(t *testing.T) {
 		}
 	}
 }
+
+// The sweep scenario run alone logs the section BENCHMARKS.md would hold,
+// from a report of the sweeps only.
+func TestSweepMarkdownIsTheWholeReportsSweepSection(t *testing.T) {
+	full := sampleSweepReport()
+	doc, err := full.Markdown()
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone := Report{Sweeps: full.Sweeps, Quotas: full.Quotas, Isolation: full.Isolation}
+	section, err := alone.SweepMarkdown()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(section), "## Sweeps: many steps at once\n") || strings.Contains(string(section), "## Targets") {
+		t.Errorf("the section does not run from its heading to the next:\n%s", section)
+	}
+	if !strings.Contains(string(doc), string(section)) {
+		t.Errorf("BENCHMARKS.md does not hold the section as logged:\n%s", section)
+	}
+	if strings.Contains(string(section), "<no value>") {
+		t.Errorf("the section has an unfilled field:\n%s", section)
+	}
+}
