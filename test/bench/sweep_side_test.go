@@ -400,6 +400,7 @@ func (h *harness) runSweepBaseline(t *testing.T, side sweepSide) (SweepRun, erro
 			return run, err
 		}
 		all.NetworkPolicies = append(all.NetworkPolicies, objs.NetworkPolicies...)
+		all.Budgets = append(all.Budgets, objs.Budgets...)
 		all.ConfigMaps = append(all.ConfigMaps, objs.ConfigMaps...)
 		all.Services = append(all.Services, objs.Services...)
 		all.Pods = append(all.Pods, objs.Pods...)
