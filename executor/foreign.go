@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -40,100 +39,66 @@ type namedObject struct {
 // choice; only the identity says whose an object is. Objects of the run's
 // own identity are an earlier attempt's, which the controller re-attaches.
 // Only metadata is read, so no other owner's Secret reaches this process.
-// The reads go out together: one round trip on every step's way to its
-// first create, not one per object.
 func checkNoForeignObjects(ctx context.Context, conn *connection, id render.Identity, named []namedObject, apiTimeout time.Duration) error {
-	var mu sync.Mutex
-	foreign := map[string]string{}
+	var foreign []string
 	keep := func(kind string, m metav1.Object) {
 		if m.GetLabels()[v1alpha1.LabelIdentity] != id.OwnerID {
-			mu.Lock()
-			foreign[kind+"/"+m.GetName()] = fmt.Sprintf("%s %s (%s)", kind, m.GetName(), reconcile.DescribeOwnership(m))
-			mu.Unlock()
+			foreign = append(foreign, fmt.Sprintf("%s %s (%s)", kind, m.GetName(), reconcile.DescribeOwnership(m)))
 		}
 	}
-	reads := foreignReads(ctx, conn, id.JobName, named, apiTimeout, keep)
-	errs := make([]error, len(reads))
-	var wg sync.WaitGroup
-	for i, read := range reads {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = read()
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
+	selector := metav1.ListOptions{LabelSelector: v1alpha1.LabelJobName + "=" + id.JobName}
+	listed := map[string]bool{}
+	for _, kind := range []struct {
+		name string
+		gvr  schema.GroupVersionResource
+	}{{"pod", corev1.SchemeGroupVersion.WithResource("pods")}, {"service", corev1.SchemeGroupVersion.WithResource("services")}} {
+		err := retryTransient(ctx, apiTimeout, func() error {
+			list, err := conn.metadata.Resource(kind.gvr).Namespace(conn.namespace).List(ctx, selector)
+			if err != nil {
+				return classify(err)
+			}
+			for i := range list.Items {
+				keep(kind.name, &list.Items[i])
+				listed[kind.name+"/"+list.Items[i].Name] = true
+			}
+			return nil
+		})
 		if err != nil {
-			return err
+			return fmt.Errorf("looking for other owners' objects of job %s: %w", id.JobName, err)
+		}
+	}
+	for _, o := range named {
+		if listed[o.kind+"/"+o.name] {
+			continue
+		}
+		err := retryTransient(ctx, apiTimeout, func() error {
+			m, err := conn.metadata.Resource(o.gvr).Namespace(conn.namespace).Get(ctx, o.name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
+				// Absent, or a kind the Role cannot read: its create meets it.
+				return nil
+			case err != nil:
+				return classify(err)
+			}
+			keep(o.kind, m)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("reading %s %s: %w", o.kind, o.name, err)
 		}
 	}
 	if len(foreign) == 0 {
 		return nil
 	}
-	described := make([]string, 0, len(foreign))
-	for _, d := range foreign {
-		described = append(described, d)
-	}
-	sort.Strings(described)
+	sort.Strings(foreign)
 	more := ""
-	if len(described) > maxForeignNamed {
-		more = fmt.Sprintf(" and %d more", len(described)-maxForeignNamed)
-		described = described[:maxForeignNamed]
+	if len(foreign) > maxForeignNamed {
+		more = fmt.Sprintf(" and %d more", len(foreign)-maxForeignNamed)
+		foreign = foreign[:maxForeignNamed]
 	}
 	return result.Invalid(result.ReasonNotOwned, fmt.Errorf(
 		"job name %s is in use by another owner: %s%s; this run neither uses, reads nor deletes them: give the job another name (--name), or remove them if they are stale",
-		id.JobName, strings.Join(described, ", "), more))
-}
-
-// foreignReads are checkNoForeignObjects' reads, each handing what it found
-// to keep: the job's pods and Services by its name's label, and each named
-// object by its name (absent, or of a kind the Role cannot read, its create
-// meets it).
-func foreignReads(ctx context.Context, conn *connection, job string, named []namedObject, apiTimeout time.Duration, keep func(string, metav1.Object)) []func() error {
-	selector := metav1.ListOptions{LabelSelector: v1alpha1.LabelJobName + "=" + job}
-	reads := make([]func() error, 0, 2+len(named))
-	for _, kind := range []struct {
-		name string
-		gvr  schema.GroupVersionResource
-	}{{"pod", corev1.SchemeGroupVersion.WithResource("pods")}, {"service", corev1.SchemeGroupVersion.WithResource("services")}} {
-		reads = append(reads, func() error {
-			err := retryTransient(ctx, apiTimeout, func() error {
-				list, err := conn.metadata.Resource(kind.gvr).Namespace(conn.namespace).List(ctx, selector)
-				if err != nil {
-					return classify(err)
-				}
-				for i := range list.Items {
-					keep(kind.name, &list.Items[i])
-				}
-				return nil
-			})
-			if err != nil {
-				return fmt.Errorf("looking for other owners' objects of job %s: %w", job, err)
-			}
-			return nil
-		})
-	}
-	for _, o := range named {
-		reads = append(reads, func() error {
-			err := retryTransient(ctx, apiTimeout, func() error {
-				m, err := conn.metadata.Resource(o.gvr).Namespace(conn.namespace).Get(ctx, o.name, metav1.GetOptions{})
-				switch {
-				case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
-					return nil
-				case err != nil:
-					return classify(err)
-				}
-				keep(o.kind, m)
-				return nil
-			})
-			if err != nil {
-				return fmt.Errorf("reading %s %s: %w", o.kind, o.name, err)
-			}
-			return nil
-		})
-	}
-	return reads
+		id.JobName, strings.Join(foreign, ", "), more))
 }
 
 // namedObjects are the objects of fixed names the job creates besides its

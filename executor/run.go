@@ -280,16 +280,13 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 		return nil, err
 	}
 	cfg.Timeline.Mark("preflight done")
-	// Asked while the job's name is checked: a round trip off the start.
-	mayWatchNodes := make(chan bool, 1)
-	go func() { mayWatchNodes <- conn.mayWatchNodes(ctx) }()
+	watchNodes := conn.mayWatchNodes(ctx)
+	if !watchNodes && render.DisruptionBudget(job, id) != nil {
+		cfg.Logger.Info("the step may not watch nodes (deploy/nodes/): a drain of a rank's node waits on the job's PodDisruptionBudget instead of stopping every rank at once")
+	}
 	endpoint := servesTrainerStatus(cfg) && cfg.TrainerStatus && len(endpointDenied) == 0
 	if err := checkNoForeignObjects(ctx, conn, id, namedObjects(job, planned, endpoint, !cfg.NoNetworkPolicy, budget), cfg.APITimeout); err != nil {
 		return nil, err
-	}
-	watchNodes := <-mayWatchNodes
-	if !watchNodes && render.DisruptionBudget(job, id) != nil {
-		cfg.Logger.Info("the step may not watch nodes (deploy/nodes/): a drain of a rank's node waits on the job's PodDisruptionBudget instead of stopping every rank at once")
 	}
 	if podGroups, hasPodGroup := gang.PodGroupResource(gang.Kind(job)); hasPodGroup {
 		if err := conn.checkPodGroupAPI(ctx, cfg.APITimeout, podGroups); err != nil {

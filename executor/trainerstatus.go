@@ -161,21 +161,13 @@ func prepareTrainerStatus(ctx context.Context, cfg *Config, conn *connection, jo
 // Secrets hold when an earlier attempt of the job's identity created them,
 // else a new one.
 func trainerStatusMaterial(ctx context.Context, cfg *Config, conn *connection, job *v1alpha1.TrainJob, id render.Identity) (trainerstatus.Material, error) {
-	// The two reads go out together: a round trip off the step's start.
-	var serving *corev1.Secret
-	var servingErr error
-	read := make(chan struct{})
-	go func() {
-		defer close(read)
-		serving, servingErr = readOwnSecret(ctx, conn, id, v1alpha1.TrainerStatusTLSName(job.Name), cfg.APITimeout)
-	}()
 	client, err := readOwnSecret(ctx, conn, id, v1alpha1.TrainerStatusName(job.Name), cfg.APITimeout)
-	<-read
 	if err != nil {
 		return trainerstatus.Material{}, fmt.Errorf("reading the progress endpoint's secret: %w", err)
 	}
-	if servingErr != nil {
-		return trainerstatus.Material{}, fmt.Errorf("reading the progress endpoint's serving secret: %w", servingErr)
+	serving, err := readOwnSecret(ctx, conn, id, v1alpha1.TrainerStatusTLSName(job.Name), cfg.APITimeout)
+	if err != nil {
+		return trainerstatus.Material{}, fmt.Errorf("reading the progress endpoint's serving secret: %w", err)
 	}
 	if client != nil && serving != nil {
 		if m, ok := trainerstatus.FromSecretData(client.Data, serving.Data); ok {
