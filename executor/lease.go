@@ -95,10 +95,14 @@ func (l *jobLease) acquire(ctx context.Context, takeBack bool, apiTimeout time.D
 	}
 	started, stopped, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Name: l.name, Namespace: l.conn.namespace},
-			Client:     l.conn.coordination,
-			LockConfig: resourcelock.ResourceLockConfig{Identity: l.identity},
+		Lock: &labelledLeaseLock{
+			LeaseLock: &resourcelock.LeaseLock{
+				LeaseMeta:  metav1.ObjectMeta{Name: l.name, Namespace: l.conn.namespace},
+				Client:     l.conn.coordination,
+				LockConfig: resourcelock.ResourceLockConfig{Identity: l.identity},
+			},
+			labels: l.labels,
+			owner:  l.owner,
 		},
 		LeaseDuration: l.duration,
 		RenewDeadline: l.duration * 2 / 3,
@@ -193,6 +197,34 @@ func ensureLease(ctx context.Context, conn *connection, name string, labels map[
 		}
 	}
 	return nil
+}
+
+// labelledLeaseLock is client-go's LeaseLock whose Create makes the Lease
+// as ensureLease does, labelled and owned like the job's objects: the
+// elector creates it when it went between ensureLease and the elector's
+// first read (a predecessor released it), and one without the job's labels
+// would be refused by the namespace's admission policy and by the next run.
+type labelledLeaseLock struct {
+	*resourcelock.LeaseLock
+	labels map[string]string
+	owner  *metav1.OwnerReference
+}
+
+// Create creates the Lease with the job's labels and owner and the
+// elector's record, then reads it back so that the lock's Update has it.
+func (ll *labelledLeaseLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: ll.LeaseMeta.Name, Namespace: ll.LeaseMeta.Namespace, Labels: ll.labels},
+		Spec:       resourcelock.LeaderElectionRecordToLeaseSpec(&ler),
+	}
+	if ll.owner != nil {
+		lease.OwnerReferences = []metav1.OwnerReference{*ll.owner}
+	}
+	if _, err := ll.Client.Leases(ll.LeaseMeta.Namespace).Create(ctx, lease, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	_, _, err := ll.Get(ctx)
+	return err
 }
 
 // own points the Lease's owner at this run's owner, so that it outlives the
