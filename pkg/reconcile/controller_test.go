@@ -60,6 +60,8 @@ type harness struct {
 	client *fake.Clientset
 	ctrl   *Controller
 	done   chan policy.Decision
+	// stop ends the controller's Run and its informers, as a killed step.
+	stop context.CancelFunc
 	// runErr, when a setup made it, receives Run's error instead of the
 	// test failing on it.
 	runErr chan error
@@ -122,6 +124,7 @@ func startWith(t *testing.T, job *v1alpha1.TrainJob, setup func(h *harness, o *O
 	h.ctrl = New(opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
+	h.stop = cancel
 	if err := h.ctrl.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

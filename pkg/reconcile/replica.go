@@ -68,6 +68,11 @@ type replicaState struct {
 	// the API server accepted its create (or it was adopted).
 	uid     types.UID
 	attempt int
+	// jobAttempt is the current instance's job attempt, and carried the
+	// restarts its restarts annotation carries (what the ledger no longer
+	// needs to hold for it).
+	jobAttempt int
+	carried    int32
 	// nextAttempt is the attempt label the next create uses.
 	nextAttempt int
 	// createdAt is when the current instance's create was accepted.
@@ -142,6 +147,7 @@ func (st *replicaState) createAccepted(uid types.UID, attempt int, now time.Time
 		return fmt.Errorf("replica %s: create accepted while %s", st.id, st.stage)
 	}
 	st.stage, st.uid, st.attempt, st.nextAttempt, st.createdAt, st.expectSince = stageCreated, uid, attempt, attempt, now, now
+	st.jobAttempt, st.carried = 0, 0
 	st.pod, st.collateral, st.collateralAt = nil, 0, time.Time{}
 	if cached != nil && cached.UID == uid {
 		st.podSeen(cached, now)
@@ -154,6 +160,7 @@ func (st *replicaState) createAccepted(uid types.UID, attempt int, now time.Time
 // from the pod (its restarts annotation): they count as recreations.
 func (st *replicaState) adopted(pod *corev1.Pod, attempt int, restartsBefore int32) {
 	st.stage, st.uid, st.attempt, st.nextAttempt = stageObserved, pod.UID, attempt, attempt
+	st.jobAttempt, st.carried = jobAttemptOf(pod), restartsBefore
 	st.pod, st.dirty, st.createdAt = pod, true, pod.CreationTimestamp.Time
 	st.recreations, st.restartsBefore, st.collateral, st.collateralAt = restartsBefore, 0, 0, time.Time{}
 }

@@ -681,6 +681,21 @@ func regressions() []regression {
 		},
 		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 1,
 	}, {
+		// Issue 46, defect 2: the launcher's own failure, restarted in
+		// place, lived only in the run's memory once a whole-job restart
+		// removed its pod; a quota kept the next attempt's pods from being
+		// created until the step ended Transient, and its retry counted
+		// the whole-job restart alone. The restart records each replica's
+		// restarts in the ledger with it.
+		name: "an MPI launcher's own restart survives a retry before the next attempt's pods exist",
+		job:  withBackoffLimit(mpiSimJob(v1alpha1.LauncherCreationAtStartup, 2, v1alpha1.RestartPolicyExitCode), 3), nodes: 2,
+		faults: []fault{
+			{at: 30 * time.Second, kind: faultExit, replica: "pi-launcher-0", code: 3},
+			{at: 55 * time.Second, kind: faultQuota, lasts: 200 * time.Second},
+			breaksLauncher(fault{at: 60 * time.Second, kind: faultExit, replica: "pi-worker-1", code: 137}, 800*time.Millisecond),
+		},
+		counted: 2, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 2,
+	}, {
 		// Review item 6: a panic in a parallel create ended the process.
 		name: "a panic in a pod create ends the run Failed and torn down",
 		job:  tfJob(v1alpha1.RestartPolicyExitCode), nodes: 2,

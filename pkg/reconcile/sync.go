@@ -35,6 +35,10 @@ func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 			return d, nil
 		}
 	}
+	// A re-attach's writes come before any create.
+	if err := c.finishReattach(ctx); err != nil {
+		return policy.Decision{}, c.apiError(err)
+	}
 	if err := c.ensurePodGroup(ctx); err != nil {
 		return policy.Decision{}, c.apiError(err)
 	}
@@ -273,7 +277,7 @@ func (c *Controller) createMissing(ctx context.Context) error {
 func (c *Controller) createJobWide(ctx context.Context, obj runtime.Object) error {
 	var uid types.UID
 	err := apierr.Retry(ctx, func() (err error) {
-		uid, err = createObject(ctx, c.opts.Core, c.opts.Dynamic, obj)
+		uid, err = createObject(ctx, c.opts.Core, c.opts.Dynamic, c.withRecords(obj, c.ledger))
 		if err == nil {
 			c.opts.Timeline.Created()
 		}
@@ -385,10 +389,11 @@ func (c *Controller) createReplica(ctx context.Context, p podCreate) error {
 		}
 		return err
 	})
-	attempt := p.attempt
+	attempt, carried := p.attempt, restarts
 	if apierrors.IsAlreadyExists(err) {
 		// Also a create retried after an answer that was lost: the first one landed.
 		uid, attempt, err = c.adoptExisting(ctx, p.st.name)
+		carried = 0 // not known: the ledger keeps what it holds for the replica
 	}
 	if err != nil || uid == "" {
 		return err
@@ -399,7 +404,11 @@ func (c *Controller) createReplica(ctx context.Context, p podCreate) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cached, _ := c.pods.Pods(c.opts.Identity.Namespace).Get(p.st.name)
-	return p.st.createAccepted(uid, attempt, c.opts.Clock.Now(), cached)
+	if err := p.st.createAccepted(uid, attempt, c.opts.Clock.Now(), cached); err != nil {
+		return err
+	}
+	p.st.jobAttempt, p.st.carried = c.jobAttempt, carried
+	return nil
 }
 
 // adoptExisting reads the pod that made a create fail with AlreadyExists.
@@ -457,49 +466,9 @@ func (c *Controller) recreate(ctx context.Context, ids []policy.ReplicaID, count
 	if len(ids) == 0 {
 		return nil
 	}
-	type plan struct {
-		st     *replicaState
-		doomed *corev1.Pod
-		cause  string
-	}
-	var plans []plan
-	entries := map[string]ledgerEntry{}
-	c.mu.Lock()
-	for _, id := range ids {
-		st := c.replicas[id]
-		doomed, err := st.doomedForRecreate()
-		if err != nil {
-			// The view this decision came from is stale: decide again.
-			c.opts.Logger.Debug("skipping a recreation", zap.Error(err))
-			continue
-		}
-		cause := "it ended"
-		if r := c.view.Replica(id); r != nil {
-			cause = describeEnd(*r)
-		}
-		if doomed != nil {
-			st.deleteSent()
-		}
-		plans = append(plans, plan{st: st, doomed: doomed, cause: cause})
-		// A free recreation still carries the instance's in-place restarts
-		// to its replacement, which a quota may keep from being created
-		// before this run ends.
-		if counted || st.last.Restarts > 0 {
-			restarts := st.restartsSoFar() + st.last.Restarts
-			if counted {
-				st.restartDecided = st.uid
-				restarts++
-			}
-			entries[st.name] = ledgerEntry{UID: st.uid, Restarts: restarts}
-		}
-	}
-	c.mu.Unlock()
-	if err := c.recordCounted(ctx, entries); err != nil {
-		c.mu.Lock()
-		for _, p := range plans {
-			p.st.deleteFailed()
-		}
-		c.mu.Unlock()
+	plans, entries := c.planRecreations(ids, counted)
+	if err := c.recordCounted(ctx, nil, entries); err != nil {
+		c.recreationsNotSent(plans)
 		return err
 	}
 	errs := c.parallel(ctx, len(plans), func(i int) error {
@@ -509,27 +478,7 @@ func (c *Controller) recreate(ctx context.Context, ids []policy.ReplicaID, count
 		}
 		return deletePodWith(ctx, c.opts.Core, d.Namespace, d.Name, d.UID, c.nodeLost(plans[i].st.id))
 	})
-	now := c.opts.Clock.Now()
-	replaceNow := false
-	var started []plan
-	c.mu.Lock()
-	for i, p := range plans {
-		if errs[i] != nil {
-			p.st.deleteFailed()
-			continue
-		}
-		p.st.recreateStarted(now, counted)
-		if counted {
-			c.restarts++
-		}
-		replaceNow = replaceNow || p.st.stage == stageAbsent
-		started = append(started, p)
-	}
-	c.mu.Unlock()
-	for _, p := range started {
-		c.event(corev1.EventTypeNormal, EventRestarted, "recreating replica %s (attempt %d): %s%s", p.st.id, p.st.nextAttempt, p.cause, countedNote(counted))
-		c.opts.Logger.Info("recreating replica", zap.Stringer("replica", p.st.id), zap.Int("attempt", p.st.nextAttempt), zap.String("cause", p.cause))
-	}
+	replaceNow := c.recreationsSent(plans, errs, counted)
 	if err := joinErrors(errs); err != nil {
 		return fmt.Errorf("deleting failed replicas: %w", err)
 	}
