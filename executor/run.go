@@ -227,34 +227,9 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 	if err != nil {
 		return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
 	}
-	perms := requiredPermissions(planned, eventObject != nil, v1alpha1.ScalesOnMetrics(job))
-	if !cfg.NoNetworkPolicy {
-		perms = append(perms, networkPolicyPermissions()...)
-	}
-	// The progress endpoint is worth no failed run: without its Secret's
-	// rights it is left out, with a warning, and nothing else changes.
-	var endpointPerms []permission
-	if servesTrainerStatus(cfg) {
-		endpointPerms = trainerStatusPermissions()
-	}
-	endpointDenied, err := conn.checkPermissions(ctx, cfg.APITimeout, perms, endpointPerms)
+	endpointDenied, err := preflight(ctx, cfg, conn, job, id, planned, eventObject != nil)
 	if err != nil {
 		return nil, err
-	}
-	cfg.Timeline.Mark("preflight done")
-	endpoint := servesTrainerStatus(cfg) && cfg.TrainerStatus && len(endpointDenied) == 0
-	if err := checkNoForeignObjects(ctx, conn, id, namedObjects(job, planned, endpoint, !cfg.NoNetworkPolicy), cfg.APITimeout); err != nil {
-		return nil, err
-	}
-	if podGroups, hasPodGroup := gang.PodGroupResource(gang.Kind(job)); hasPodGroup {
-		if err := conn.checkPodGroupAPI(ctx, cfg.APITimeout, podGroups); err != nil {
-			return nil, err
-		}
-	}
-	if v1alpha1.ScalesOnMetrics(job) {
-		if err := conn.checkMetricsAPI(ctx, cfg.APITimeout); err != nil {
-			return nil, err
-		}
 	}
 	inputs, err := renderInputs(ctx, conn, job, id, cfg.APITimeout)
 	if err != nil {
@@ -281,6 +256,41 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 	log := cfg.Logger.With(zap.String("job", job.Name), zap.String("namespace", conn.namespace))
 	cfg.Timeline.Mark("rendered")
 	return &preparedRun{conn: conn, identity: id, renderer: renderer, desired: desired, eventObject: eventObject, log: log}, nil
+}
+
+// preflight checks every right the job needs, that no object in its way is
+// another's, and the APIs it uses (PodGroups, metrics). It returns the
+// progress endpoint's rights that are denied: the endpoint is worth no
+// failed run, so without them it is left out, with a warning.
+func preflight(ctx context.Context, cfg *Config, conn *connection, job *v1alpha1.TrainJob, id render.Identity, planned *render.Objects, events bool) ([]permission, error) {
+	perms := requiredPermissions(planned, events, v1alpha1.ScalesOnMetrics(job))
+	if !cfg.NoNetworkPolicy {
+		perms = append(perms, networkPolicyPermissions()...)
+	}
+	var endpointPerms []permission
+	if servesTrainerStatus(cfg) {
+		endpointPerms = trainerStatusPermissions()
+	}
+	endpointDenied, err := conn.checkPermissions(ctx, cfg.APITimeout, perms, endpointPerms)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Timeline.Mark("preflight done")
+	endpoint := servesTrainerStatus(cfg) && cfg.TrainerStatus && len(endpointDenied) == 0
+	if err := checkNoForeignObjects(ctx, conn, id, namedObjects(job, planned, endpoint, !cfg.NoNetworkPolicy), cfg.APITimeout); err != nil {
+		return nil, err
+	}
+	if podGroups, hasPodGroup := gang.PodGroupResource(gang.Kind(job)); hasPodGroup {
+		if err := conn.checkPodGroupAPI(ctx, cfg.APITimeout, podGroups); err != nil {
+			return nil, err
+		}
+	}
+	if v1alpha1.ScalesOnMetrics(job) {
+		if err := conn.checkMetricsAPI(ctx, cfg.APITimeout); err != nil {
+			return nil, err
+		}
+	}
+	return endpointDenied, nil
 }
 
 // plannedInputs stand in for the inputs renderInputs reads or generates
