@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/ending"
 	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/reconcile"
 	"github.com/trainstep/trainstep/pkg/result"
@@ -19,7 +20,8 @@ import (
 var errLeaseLost = errors.New(policy.MessageLeaseLost)
 
 // runEnd carries out how a run that held the job's Lease ends, as
-// policy.End decides it: what is deleted or left, the phase and message.
+// policy.End decides it (ending.CarryOut asks): what is deleted or left,
+// the phase and message. It is ending.CarryOut's Step on the cluster.
 type runEnd struct {
 	cfg        *Config
 	job        *v1alpha1.TrainJob
@@ -30,78 +32,67 @@ type runEnd struct {
 	streamer   *logStreamer
 	terminated func() bool
 	res        *result.Result
+
+	// runCtx is the run's context; teardownCtx bounds what the ending does
+	// once it deals with the job's objects (Begin).
+	runCtx         context.Context
+	teardownCtx    context.Context
+	cancelTeardown context.CancelFunc
 }
 
-// runError is err as policy.End reads it (nil for none).
-func runError(err error) *policy.RunError {
-	if err == nil {
-		return nil
+// carryOut ends the run after the controller stopped with decision or
+// runErr, and writes how into the result.
+func (r *runEnd) carryOut(ctx context.Context, decision policy.Decision, superseded bool, runErr error) error {
+	r.runCtx = ctx
+	defer func() {
+		if r.cancelTeardown != nil {
+			r.cancelTeardown()
+		}
+	}()
+	out := ending.CarryOut(r, ending.Run{Started: r.ctrl.Started(), Superseded: superseded, Decision: decision, Err: runErr})
+	if out.Ending.Action == policy.EndWithError {
+		if out.Ending.ReleaseLease {
+			r.releaseLease(nil)
+		}
+		return runErr
 	}
-	e := &policy.RunError{Phase: result.PhaseOf(err), Message: err.Error()}
-	var re *result.Error
-	if errors.As(err, &re) {
-		e.Reason = re.Reason
-	}
-	return e
+	r.apply(r.teardownCtx, out.Ending, decision, &out.View)
+	return nil
 }
 
-// leaseState is where this run stands with the job's Lease now.
-func (r *runEnd) leaseState(superseded bool) policy.LeaseState {
-	switch {
-	case superseded:
-		return policy.LeaseSuperseded
-	case r.lease.held():
+// Stopped reports whether the step was signalled.
+func (r *runEnd) Stopped() bool { return r.terminated() }
+
+// Lease is where this run stands with the job's Lease now.
+func (r *runEnd) Lease() policy.LeaseState {
+	if r.lease.held() {
 		return policy.LeaseHeld
 	}
 	return policy.LeaseLost
 }
 
-// carryOut ends the run after the controller stopped with decision or
-// runErr: it asks policy.End, does what it says (taking the Lease back,
-// tearing down) and asks again until the run has its result.
-func (r *runEnd) carryOut(ctx context.Context, decision policy.Decision, superseded bool, runErr error) error {
-	facts := policy.EndingFacts{Lease: r.leaseState(superseded), Stopped: r.terminated(), Started: r.ctrl.Started(),
-		Decision: decision, Err: runError(runErr)}
-	e := policy.End(facts)
-	if e.Settle {
-		// The outcome is known: a signal from now on only hurries the teardown.
-		r.cfg.Outputs.settle()
-	}
-	if e.Action == policy.EndWithError {
-		if e.ReleaseLease {
-			r.releaseLease(nil)
-		}
-		return runErr
-	}
-	teardownCtx, cancelTeardown := teardownContext(ctx, r.cfg, r.terminated())
-	defer cancelTeardown()
-	r.drainLogs(teardownCtx)
-	if facts.Lease != policy.LeaseSuperseded {
-		facts.Lease = r.leaseState(false)
-	}
-	var view policy.View
-	for {
-		if facts.Teardown == nil {
-			facts.Stopped = r.terminated()
-		}
-		e = policy.End(facts)
-		switch e.Action {
-		case policy.RetakeLease:
-			facts.Lease, facts.RetakeFailure = r.retakeLease(teardownCtx)
-			continue
-		case policy.TearDown:
-			facts.Teardown = r.tearDown(teardownCtx, e.DeleteAll)
-			// The view the cleanup planned from: a replica that ended
-			// since the last sync was kept, and the outputs say so.
-			view = r.ctrl.View()
-			continue
-		case policy.LeaveObjects:
-			view = r.ctrl.View()
-		}
-		r.apply(teardownCtx, e, decision, &view)
-		return nil
-	}
+// Settle: the outcome is known, so a signal from now on only hurries the
+// teardown.
+func (r *runEnd) Settle() { r.cfg.Outputs.settle() }
+
+// Begin bounds what the ending does from here (teardownContext) and
+// drains the replicas' logs.
+func (r *runEnd) Begin() {
+	r.teardownCtx, r.cancelTeardown = teardownContext(r.runCtx, r.cfg, r.terminated())
+	r.drainLogs(r.teardownCtx)
 }
+
+// RetakeLease tries to hold the job's Lease again before the teardown.
+func (r *runEnd) RetakeLease() (policy.LeaseState, string) { return r.retakeLease(r.teardownCtx) }
+
+// TearDown deletes the job's objects.
+func (r *runEnd) TearDown(deleteAll bool) *policy.TeardownReport {
+	return r.tearDown(r.teardownCtx, deleteAll)
+}
+
+// View is the view the teardown planned from: a replica that ended since
+// the last sync was kept, and the outputs say so.
+func (r *runEnd) View() policy.View { return r.ctrl.View() }
 
 // drainLogs waits a little for the replicas' log streams. Streams of
 // replicas still running never drain by themselves: the wait is bounded so

@@ -3,11 +3,13 @@ package executor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"go.uber.org/zap"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -89,8 +91,21 @@ func newJobLease(cfg *Config, s *preparedRun) *jobLease {
 // apiTimeout is Transient. It returns ctx's cause if ctx ends first.
 func (l *jobLease) acquire(ctx context.Context, takeBack bool, apiTimeout time.Duration) error {
 	// Taking the lease back, the API server may still be away: the elector
-	// retries, and creates the Lease itself if it went.
-	if err := ensureLease(ctx, l.conn, l.name, l.labels, l.owner); err != nil && (!takeBack || result.PhaseOf(err) == result.PhaseInvalid) {
+	// retries, and creates the Lease itself if it went. A first run retries
+	// its create within the API timeout, then is Transient (a retried step
+	// meets the API server as it restarts as often as any other write).
+	if takeBack {
+		if err := ensureLease(ctx, l.conn, l.name, l.labels, l.owner); err != nil && result.PhaseOf(err) == result.PhaseInvalid {
+			return err
+		}
+	} else if err := retryTransient(ctx, apiTimeout, func() error {
+		err := ensureLease(ctx, l.conn, l.name, l.labels, l.owner)
+		var re *result.Error
+		if errors.As(err, &re) {
+			return backoff.Permanent(err)
+		}
+		return err
+	}); err != nil {
 		return err
 	}
 	started, stopped, done := make(chan struct{}), make(chan struct{}), make(chan struct{})

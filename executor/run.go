@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/ending"
 	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/gang"
 	"github.com/trainstep/trainstep/pkg/outputs"
@@ -77,15 +78,7 @@ func newResult(cfg *Config) result.Result {
 // itself, and writes the outputs.
 func end(cfg *Config, res *result.Result, err error, start time.Time) {
 	if err != nil && res.Phase == "" {
-		var re *result.Error
-		res.Phase = result.PhaseOf(err)
-		if errors.As(err, &re) {
-			res.Reason = re.Reason
-		}
-		if res.Reason == "" {
-			res.Reason = string(res.Phase)
-		}
-		res.Message = err.Error()
+		res.Phase, res.Reason, res.Message = ending.ErrorResult(err)
 	}
 	res.DurationSeconds = result.Seconds(cfg.Clock.Since(start).Seconds())
 	cfg.status.finish(res)
@@ -334,7 +327,7 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 	lease := newJobLease(cfg, s)
 	if err := lease.acquire(ctx, false, cfg.APITimeout); err != nil {
 		e := policy.End(policy.EndingFacts{Lease: policy.LeaseNeverHeld, Stopped: terminated(),
-			Decision: policy.Decision{Outcome: policy.OutcomeRunning}, Err: runError(err)})
+			Decision: policy.Decision{Outcome: policy.OutcomeRunning}, Err: ending.RunError(err)})
 		if e.Action == policy.EndWithError {
 			return err
 		}

@@ -457,14 +457,15 @@ type namedClient[T metav1.Object] interface {
 }
 
 // ownedDelete deletes the job's instance of name by its UID. An instance
-// this run does not know (uid "": its create's answer was lost, or the
-// teardown came before the cache saw it) is read back and deleted only
-// when it is the job's.
+// this run does not know (uid "": its create's answer was lost, the
+// teardown came before the cache saw it, or before a re-attach read and
+// re-owned an earlier attempt's) is read back and deleted only when it is
+// the job's: its name and identity labels (the run holds the Lease).
 func ownedDelete[T metav1.Object](ctx context.Context, c *Controller, client namedClient[T], name string, uid types.UID) func() error {
 	return func() error {
 		if uid == "" {
 			live, err := client.Get(ctx, name, metav1.GetOptions{})
-			if err != nil || !c.ownedBy(live) {
+			if err != nil || !c.ofThisJob(live.GetLabels()) {
 				return err
 			}
 			uid = live.GetUID()

@@ -112,17 +112,29 @@ func isJobsObject(have, want map[string]string) bool {
 }
 
 // deleteNetworkPolicies removes the job's NetworkPolicies at the end:
-// exactly the objects this run created or re-attached (UID precondition).
+// the objects this run created or re-attached, by UID; one it has not met
+// (a teardown before the first sync re-attached an earlier attempt's) is
+// read back and deleted, by its UID, when it has the job's labels.
 func (c *Controller) deleteNetworkPolicies(ctx context.Context) error {
 	var errs []error
 	for _, np := range c.opts.Desired.NetworkPolicies() {
-		uid := c.networkPolicyUIDs[np.Name]
-		if uid == "" {
-			continue
-		}
 		client, err := c.networkPolicyClient(np)
 		if err != nil {
 			return err
+		}
+		uid := c.networkPolicyUIDs[np.Name]
+		if uid == "" {
+			live, err := client.Get(ctx, np.Name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+				continue
+			case err != nil:
+				errs = append(errs, fmt.Errorf("reading NetworkPolicy %s: %w", np.Name, err))
+				continue
+			case !isJobsObject(live.GetLabels(), np.Labels):
+				continue
+			}
+			uid = live.GetUID()
 		}
 		err = client.Delete(ctx, np.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {

@@ -696,6 +696,17 @@ func regressions() []regression {
 		},
 		counted: 2, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 2,
 	}, {
+		// Found by the simulation once it drove the whole step (seed
+		// 711055139): a step that re-attached after activeDeadlineSeconds
+		// passed ended at its first sync, before it had read the earlier
+		// attempt's Secrets or met its NetworkPolicies, and the teardown
+		// left them: it deleted only objects this run knew or owned. The
+		// teardown deletes, by UID, whatever has the job's name and identity.
+		name: "a step that re-attaches past the deadline deletes the earlier attempt's Secrets and NetworkPolicies",
+		job:  withCleanPodPolicy(withDeadline(ddpJob(v1alpha1.RestartPolicyExitCode), 60), v1alpha1.CleanPodPolicyAll), nodes: 2,
+		faults: []fault{{at: 40 * time.Second, kind: faultKillStep, lasts: 30 * time.Second}},
+		phase:  result.PhaseFailed, reason: result.ReasonDeadlineExceeded, restarts: 0,
+	}, {
 		// Review item 6: a panic in a parallel create ended the process.
 		name: "a panic in a pod create ends the run Failed and torn down",
 		job:  tfJob(v1alpha1.RestartPolicyExitCode), nodes: 2,
@@ -752,7 +763,8 @@ func TestPodGCBatchIsADisruption(t *testing.T) {
 	s := schedule{seed: 1, name: "podgc batch", job: job, nodes: 2}
 	r := &simRun{s: s, ctx: context.Background(), instances: map[string]types.UID{}}
 	r.w = newSimWorld(job.DeepCopy(), 1, s.nodes)
-	if !r.startController() {
+	r.startStep()
+	if r.cur == nil || !r.cur.started {
 		t.Fatal("the controller did not start")
 	}
 	w := r.w

@@ -3,7 +3,6 @@ package reconcile
 import (
 	"cmp"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -14,19 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/dynamic"
 
-	"github.com/trainstep/trainstep/pkg/apierr"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
-	"github.com/trainstep/trainstep/pkg/frameworks"
-	"github.com/trainstep/trainstep/pkg/gang"
 	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/render"
 	"github.com/trainstep/trainstep/pkg/result"
@@ -475,6 +467,13 @@ type simRun struct {
 	ctx     context.Context
 	end     *simEnd
 	retries int
+	// cur is the step running now (nil between a kill or a retry and the
+	// next step's start); owners are the owner UIDs of every step so far.
+	cur    *simStep
+	owners []types.UID
+	// ended is how the schedule's last step ended; stopped: it was stopped.
+	ended   policy.Ending
+	stopped bool
 	// ctrlStarted is when the running controller started: one that
 	// re-attaches after the job's deadline passed must end it from there.
 	ctrlStarted time.Time
@@ -517,280 +516,6 @@ func (r *simRun) violate(format string, args ...any) {
 	r.w.logf("VIOLATION %s", msg)
 }
 
-// runSchedule runs s under the delivery order orderSeed.
-func runSchedule(s schedule, orderSeed uint64, trace bool) *simRun {
-	job := s.job.DeepCopy()
-	w := newSimWorld(job, orderSeed, s.nodes)
-	w.traceOn = trace
-	w.roomFrom, w.load = simEpoch.Add(s.room), s.load
-	r := &simRun{s: s, w: w, faults: append([]fault(nil), s.faults...), ctx: context.Background(), instances: map[string]types.UID{}}
-	w.onPodCreated = r.podCreated
-	w.onPanic = func() { r.panicking = r.panicking || r.end == nil }
-	saved := apierr.WriteBackoff
-	apierr.WriteBackoff = wait.Backoff{Steps: 3}
-	defer func() { apierr.WriteBackoff = saved }()
-
-	for i := range r.faults {
-		f := &r.faults[i]
-		w.after(f.at, 0, "fault "+f.String(), func() { r.inject(f) })
-	}
-	lastFault := time.Duration(0)
-	for _, f := range s.faults {
-		lastFault = max(lastFault, f.at+f.lasts)
-	}
-	// Once the faults are over, every running replica finishes its work.
-	healthyFrom := lastFault + 30*time.Second
-	w.after(healthyFrom, 0, "success", r.successWave)
-	if !r.startController() {
-		return r
-	}
-	until := simEpoch.Add(healthyFrom + simHorizon)
-	for r.end == nil && !w.now().After(until) {
-		if !r.step(until) {
-			break
-		}
-	}
-	if r.end == nil {
-		r.violate("wedged: no outcome %s after the last fault; %s", simHorizon, r.stateLine())
-		return r
-	}
-	if r.abandoned {
-		return r // Argo's retries ran out: the objects are left for a later one
-	}
-	teardownEnd := w.now().Add(2*simTeardownPasses*time.Second + 10*time.Second)
-	for r.step(teardownEnd) {
-	}
-	r.checkTeardown()
-	return r
-}
-
-func (r *simRun) step(until time.Time) (ok bool) {
-	defer func() {
-		if p := recover(); p != nil {
-			r.violate("panic left the controller: %v", p)
-			ok = false
-		}
-	}()
-	if !r.w.nextStep(until, r.sync) {
-		return false
-	}
-	if c := r.w.ctrl; c != nil && r.end == nil {
-		// Run ends on a crash of a controller goroutine as on a sync's fatal error.
-		if err := c.crashError(); err != nil {
-			r.w.logf("crash: %v", err)
-			r.finish(string(result.PhaseFailed), result.ReasonInternalError, true)
-		}
-	}
-	r.checkInvariants()
-	return true
-}
-
-// startController starts a controller on the world, re-attaching to what
-// an earlier one left, as a new step pod does.
-func (r *simRun) startController() bool {
-	w := r.w
-	w.gen++
-	w.informers = map[schema.GroupVersionResource]*simInformer{}
-	w.inbox = map[schema.GroupVersionResource][]pendingEvent{}
-	w.syncPending = false
-	job := w.job
-	id := render.Identity{Namespace: ns, JobName: job.Name, OwnerID: testOwnerID}
-	renderer, err := render.NewRenderer(job, id)
-	if err != nil {
-		panic(err)
-	}
-	desired, err := render.Render(job, id, testKeys)
-	if err != nil {
-		panic(err)
-	}
-	var dyn dynamic.Interface
-	if k := gang.Kind(job); k == v1alpha1.GangKueue || k == v1alpha1.GangSchedulerPlugins {
-		dyn = w.dyn
-	}
-	c := New(Options{Core: w.client.CoreV1(), Dynamic: dyn, Job: job, Identity: id, Renderer: renderer, Desired: desired,
-		Rule: frameworks.SuccessRuleFor(job), Timeouts: simTimeouts, APITimeout: simAPITimeout,
-		Parallelism: 1, TeardownParallelism: 1, Logger: zap.NewNop(), Clock: w.clock,
-		OnPod: func(*corev1.Pod) {
-			if r.panicOnPod {
-				r.panicOnPod = false
-				r.panicking = r.end == nil
-				panic("injected in OnPod")
-			}
-		}})
-	c.makeInformer = w.newInformer
-	w.ctrl = c
-	c.queue = &simQueue{w: w, gen: w.gen}
-	w.logf("controller %d starts", w.gen)
-	r.ctrlStarted = w.now()
-	if err := c.Start(r.ctx); err != nil {
-		// Start re-attaches with writes that may fail: the step ends, and
-		// Argo retries it.
-		w.logf("controller %d: start failed: %v", w.gen, err)
-		return r.retryStep(time.Second, "start failed: "+err.Error())
-	}
-	w.initialAdds()
-	c.queue.Add(syncKey)
-	if v1alpha1.ScalesOnMetrics(job) {
-		r.runAutoscaler(c, w.gen)
-	}
-	return true
-}
-
-// retryStep ends the current controller without a teardown; its successor
-// starts after d, unless Argo's retries are used up.
-func (r *simRun) retryStep(d time.Duration, why string) bool {
-	w := r.w
-	w.ctrl, w.inbox = nil, nil
-	w.gen++
-	if r.retries >= simRetries {
-		r.end = &simEnd{phase: string(result.PhaseTransient), reason: "RetriesExhausted: " + why, restarts: r.restartsOnRecord(), reattached: r.retries, landed: r.landedFaults(), targets: slices.Clone(r.targets)}
-		r.abandoned = true
-		return false
-	}
-	r.retries++
-	w.after(d, 0, "step retried", func() { r.startController() })
-	return true
-}
-
-// restartsOnRecord is the counted restarts the job's pods carry: what a
-// new step would continue from.
-func (r *simRun) restartsOnRecord() int32 {
-	var n int32
-	for _, p := range r.w.jobPods() {
-		n = max(n, annotationCount(p, v1alpha1.AnnotationJobRestarts))
-	}
-	return n
-}
-
-// sync is one pass of the controller's worker, as Run does it.
-func (r *simRun) sync() {
-	w, c := r.w, r.w.ctrl
-	if c == nil || r.end != nil {
-		return // Run returned: only the teardown goes on
-	}
-	gen := w.gen
-	d, err := c.syncRecovered(r.ctx)
-	w.logf("sync: %s %s %s %v", d.Outcome, d.Reason, d.Message, err)
-	var re *result.Error
-	switch {
-	case err != nil && errors.As(err, &re):
-		if re.Reason == result.ReasonQuotaExceeded {
-			if v := c.View(); v1alpha1.IsElastic(w.job) {
-				if e, _ := policy.ElasticOf(&v); e.Running >= e.Min {
-					r.violate("an elastic job with %d of %d..%d workers running ended %s: workers waiting for room never end it", e.Running, e.Min, e.Max, re.Reason)
-				}
-			}
-		}
-		if re.Phase == result.PhaseTransient && (re.Reason == result.ReasonAPIUnreachable || re.Reason == result.ReasonQuotaExceeded) {
-			// The executor leaves the objects for the retry to re-attach to.
-			r.retryStep(time.Duration(1+w.rng.IntN(10))*time.Second, re.Reason)
-			return
-		}
-		r.finish(string(re.Phase), re.Reason, true)
-	case err != nil:
-		w.after(time.Duration(50+w.rng.IntN(1000))*time.Millisecond, gen, "requeue", func() { c.queue.Add(syncKey) })
-	case d.Outcome != policy.OutcomeRunning:
-		r.finish(string(d.Outcome), d.Reason, false)
-	default:
-		if limit := w.job.Spec.RunPolicy.BackoffLimit; limit != nil {
-			if v := c.View(); v.Restarts > *limit {
-				r.violate("the job goes on with %d counted restarts, past backoffLimit %d", v.Restarts, *limit)
-			}
-		}
-		if d.RecheckAfter > 0 {
-			w.after(d.RecheckAfter, gen, "recheck", func() { c.queue.Add(syncKey) })
-		}
-	}
-}
-
-// finish records the outcome and tears the job down as the executor does:
-// Cleanup, sent again while the job's objects are there, for the
-// teardown's time; faults clear a little into it.
-func (r *simRun) finish(phase, reason string, everything bool) {
-	w, c := r.w, r.w.ctrl
-	v := c.View()
-	r.end = &simEnd{phase: phase, reason: reason, restarts: v.Restarts, charged: v.Restarts + policy.CheckFailures(&v, c.opts.Timeouts).Counted(),
-		reattached: r.retries, at: w.now(), landed: r.landedFaults(), targets: slices.Clone(r.targets)}
-	if d := w.job.Spec.RunPolicy.ActiveDeadlineSeconds; d != nil {
-		r.end.deadline = c.startTime.Add(time.Duration(*d) * time.Second)
-	}
-	w.logf("outcome %s", r.end)
-	if phase == string(result.PhaseSucceeded) {
-		if limit := w.job.Spec.RunPolicy.BackoffLimit; limit != nil && v.Restarts > *limit {
-			r.violate("succeeded with %d counted restarts, past backoffLimit %d", v.Restarts, *limit)
-		}
-	}
-	if r.panicking && reason != result.ReasonInternalError {
-		r.violate("ended %s/%s although trainstep panicked: a panic ends the run Failed %s", phase, reason, result.ReasonInternalError)
-	}
-	if r.permanentExit != "" && phase != string(result.PhaseFailed) && !r.panicking {
-		r.violate("ended %s/%s although %s, which its restart policy does not retry", phase, reason, r.permanentExit)
-	}
-	r.teardown = everything
-	r.plan = policy.Cleanup(w.job.Spec.RunPolicy.CleanPodPolicyOrDefault(), everything, v.Replicas)
-	gen := w.gen
-	var pass func(left int)
-	pass = func(left int) {
-		if _, err := c.Cleanup(r.ctx, everything, false); err != nil {
-			w.logf("cleanup: %v", err)
-		}
-		// The executor's wait for the pods to go (Cleanup's waitGone, which
-		// polls in real time) drops Kueue's finalizer from each pod it lists.
-		if err := c.releaseKueueHoldsOf(r.ctx, w.jobPods(), nil); err != nil {
-			w.logf("cleanup: %v", err)
-		}
-		// What the policy keeps is decided on the replicas as they stand:
-		// a pod whose delete failed may have ended meanwhile.
-		r.plan = policy.Cleanup(w.job.Spec.RunPolicy.CleanPodPolicyOrDefault(), everything, c.View().Replicas)
-		if left > 0 {
-			w.after(2*time.Second, gen, "cleanup", func() { pass(left - 1) })
-		}
-	}
-	pass(simTeardownPasses)
-	w.after(10*time.Second, 0, "faults clear", func() {
-		w.apiFaults, w.quotaUntil = nil, time.Time{}
-		for _, n := range w.nodes {
-			if !n.up || n.deleted {
-				r.nodeUp(n)
-			}
-		}
-	})
-}
-
-// simTeardownPasses is how often the teardown sends its deletes, every 2 s:
-// the executor's teardown retries for its time (--cleanup-timeout, 5
-// minutes, when the job ended by itself). 150 s covers a node that stops
-// answering at the end: its grace period, then the node-lost timeout after
-// which the teardown deletes its pods with grace 0.
-const simTeardownPasses = 75
-
-// checkTeardown checks, once the teardown had its time, that nothing of the
-// job is left but what cleanPodPolicy keeps.
-func (r *simRun) checkTeardown() {
-	w := r.w
-	kept := map[string]bool{}
-	if !r.plan.Shared {
-		for _, name := range replicaNames(w.job) {
-			kept[name] = true
-		}
-		for _, id := range r.plan.Pods {
-			delete(kept, render.PodName(w.job.Name, id.Type, id.Index))
-		}
-	}
-	for _, p := range w.jobPods() {
-		if !kept[p.Name] {
-			r.violate("pod %s left after the teardown (%s, cleanPodPolicy %s)", describe(p), r.end, w.job.Spec.RunPolicy.CleanPodPolicyOrDefault())
-		}
-	}
-	if r.plan.Shared {
-		for _, gvr := range []schema.GroupVersionResource{servicesGVR, configMapsGVR, secretsGVR} {
-			for _, m := range w.jobObjects(gvr) {
-				r.violate("%s %s left after the teardown", gvr.Resource, m.GetName())
-			}
-		}
-	}
-}
-
 func (r *simRun) stateLine() string {
 	var parts []string
 	for _, p := range r.w.jobPods() {
@@ -825,7 +550,7 @@ func (r *simRun) checkInvariants() {
 		if live[key] > 1 {
 			r.violate("two live pods for replica %s", key)
 		}
-		if c := w.ctrl; c != nil && c.Started() && c.restarting == nil && r.end == nil {
+		if c := w.ctrl; c != nil && c.Started() && c.restarting == nil && !r.over() {
 			if got := jobAttemptOf(p); got != c.jobAttempt {
 				r.violate("pod %s runs at job attempt %d while the job is at %d", describe(p), got, c.jobAttempt)
 			}
@@ -838,12 +563,12 @@ func (r *simRun) checkInvariants() {
 	if v := c.View(); int(v.Restarts) > r.s.counted {
 		r.violate("%d counted restarts, but only %d failures were injected", v.Restarts, r.s.counted)
 	}
-	if r.end != nil {
-		return
+	if r.over() || r.cur == nil || !r.cur.leading {
+		return // nothing is decided while the step does not hold the Lease
 	}
 	if d := w.job.Spec.RunPolicy.ActiveDeadlineSeconds; d != nil {
 		deadline := c.startTime.Add(time.Duration(*d) * time.Second)
-		if due := maxTime(deadline, r.ctrlStarted); w.now().Sub(due) > simDecisionSlack {
+		if due := maxTime(maxTime(deadline, r.ctrlStarted), r.cur.leadSince); w.now().Sub(due) > simDecisionSlack {
 			r.violate("running %s past activeDeadlineSeconds=%d", w.now().Sub(deadline), *d)
 		}
 	}
@@ -852,7 +577,7 @@ func (r *simRun) checkInvariants() {
 		r.restartingSince = time.Time{}
 	case r.restartingSince.IsZero():
 		r.restartingSince = w.now()
-	case w.now().Sub(r.restartingSince) > simTimeouts.NodeLost+2*time.Minute:
+	case w.now().Sub(maxTime(r.restartingSince, r.cur.leadSince)) > simTimeouts.NodeLost+2*time.Minute:
 		r.violate("a whole-job restart under way for %s: %s", w.now().Sub(r.restartingSince), r.stateLine())
 		r.restartingSince = w.now() // once per stretch
 	}
@@ -915,13 +640,13 @@ func (r *simRun) inject(f *fault) {
 	case faultLoad:
 		w.load = int64(f.code)
 	case faultPanic:
-		if w.ctrl == nil || r.end != nil {
+		if w.ctrl == nil || r.over() {
 			return // no step runs to panic
 		}
 		// Armed as its disruption lands, not before: the next create or pod
 		// event is the disruption's, not whichever came first.
 		arm := func() {
-			if w.ctrl == nil || r.end != nil {
+			if w.ctrl == nil || r.over() {
 				return // no step runs to panic
 			}
 			if f.disruption == "a pod create" {
@@ -932,32 +657,6 @@ func (r *simRun) inject(f *fault) {
 		}
 		r.disruptWhenThere(&fault{replica: f.replica, disruption: "podgc", onLanding: arm}, r.queue(), 0)
 	}
-}
-
-// killStep ends the step's controller without a teardown (the step pod
-// was killed); its successor starts after d and re-attaches, but not before
-// the exit awaited (seq, -1 for none) of replica landed while its replica
-// runs: it happens while no step runs, however late its turn came.
-func (r *simRun) killStep(d time.Duration) {
-	w := r.w
-	if w.ctrl == nil || r.end != nil {
-		return
-	}
-	w.logf("the step is killed")
-	w.ctrl, w.inbox = nil, nil
-	w.gen++
-	var restart func()
-	restart = func() {
-		if r.end != nil {
-			return
-		}
-		if r.exitAwaited() {
-			w.after(time.Second, 0, "step restarted", restart)
-			return
-		}
-		r.startController()
-	}
-	w.after(d, 0, "step restarted", restart)
 }
 
 // awaitedExit is an exit that lands while no step runs: the successor
@@ -1040,7 +739,7 @@ func (r *simRun) landedFaults() string {
 // the script (queue).
 func (r *simRun) exitWhenRunning(name string, code int32, f *fault, seq, tries int) {
 	w := r.w
-	if r.end != nil {
+	if r.over() {
 		return
 	}
 	if d := r.waitsItsTurn(seq); d > 0 {
@@ -1212,7 +911,7 @@ func restartsAsWhole(job *v1alpha1.TrainJob) bool {
 // forced a moment later for the pod garbage collector.
 func (r *simRun) disruptWhenThere(f *fault, seq, tries int) {
 	w := r.w
-	if r.end != nil {
+	if r.over() {
 		return
 	}
 	gap := simSettle
@@ -1367,7 +1066,7 @@ func (r *simRun) nodeUp(n *simNode) {
 // work, again every 20 s while the job runs (replicas created later too).
 func (r *simRun) successWave() {
 	w := r.w
-	if r.end != nil {
+	if r.over() {
 		return
 	}
 	w.apiFaults, w.quotaUntil = nil, time.Time{}

@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"strconv"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -166,6 +169,9 @@ type apiFault struct {
 	// then the answer is lost (a timeout the client sees).
 	code    int
 	applied bool
+	// reads: reads are refused too (API Priority and Fairness throttles
+	// every request of the step's flow).
+	reads bool
 }
 
 func (f apiFault) error(verb string, gvr schema.GroupVersionResource, name string) error {
@@ -205,8 +211,13 @@ type simWorld struct {
 	inbox       map[schema.GroupVersionResource][]pendingEvent
 	syncPending bool
 
-	nodes      []*simNode
-	apiFaults  []apiFault
+	nodes     []*simNode
+	apiFaults []apiFault
+	// outageUntil is when kube-apiserver answers again after a restart:
+	// until then every request is refused, and every watch is broken.
+	outageUntil time.Time
+	// lease is the job's Lease (sim_step_test.go).
+	lease      simLease
 	quotaUntil time.Time
 	quotaFrom  time.Time
 	uidSeq     int
@@ -450,6 +461,10 @@ func (w *simWorld) serve(action k8stesting.Action) (bool, runtime.Object, error)
 	if a, ok := action.(interface{ GetName() string }); ok {
 		name = a.GetName()
 	}
+	if w.outage() {
+		w.logf("refuse %s %s %s: kube-apiserver restarts", verb, gvr.Resource, name)
+		return true, nil, outageError()
+	}
 	fault := w.writeFault(verb)
 	if fault != nil && !fault.applied {
 		w.logf("refuse %s %s %s: %d", verb, gvr.Resource, name, fault.code)
@@ -483,18 +498,37 @@ func (w *simWorld) serve(action k8stesting.Action) (bool, runtime.Object, error)
 	return true, obj, err
 }
 
-// writeFault is the injected fault a request of verb meets now, if any.
+// writeFault is the injected fault a request of verb meets now, if any:
+// writes meet every fault, reads only API Priority and Fairness's 429s.
 func (w *simWorld) writeFault(verb string) *apiFault {
-	if verb != "create" && verb != "update" && verb != "patch" && verb != "delete" {
-		return nil
-	}
+	write := verb == "create" || verb == "update" || verb == "patch" || verb == "delete"
 	for i := range w.apiFaults {
+		f := &w.apiFaults[i]
+		if w.now().Before(f.from) || !w.now().Before(f.until) || !write && !f.reads {
+			continue
+		}
 		// A write meets 409 only as an update's or a patch's conflict.
-		if f := &w.apiFaults[i]; !w.now().Before(f.from) && w.now().Before(f.until) && (f.code != 409 || verb == "update" || verb == "patch") {
+		if f.code != 409 || verb == "update" || verb == "patch" {
 			return f
 		}
 	}
 	return nil
+}
+
+// outage reports whether kube-apiserver is away (restarting).
+func (w *simWorld) outage() bool { return w.now().Before(w.outageUntil) }
+
+// outageError is what a client meets while kube-apiserver restarts.
+func outageError() error {
+	return &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+}
+
+// leaseWritable reports whether a write of the job's Lease lands now. A
+// conflict window is another writer's changes to the job's objects: no
+// other writer touches the Lease.
+func (w *simWorld) leaseWritable() bool {
+	f := w.writeFault("update")
+	return (f == nil || f.code == 409) && !w.outage()
 }
 
 func (w *simWorld) quotaFull() bool {
@@ -916,4 +950,19 @@ func (w *simWorld) initialAdds() {
 			}
 		}
 	}
+}
+
+// jobNetworkPolicies lists the job's NetworkPolicies.
+func (w *simWorld) jobNetworkPolicies() []metav1.Object {
+	list, err := w.dyn.Tracker().List(networkPolicies, networkPolicies.GroupVersion().WithKind("NetworkPolicy"), simNamespace)
+	if err != nil {
+		return nil
+	}
+	var out []metav1.Object
+	for _, item := range list.(*unstructured.UnstructuredList).Items {
+		if item.GetLabels()[v1alpha1.LabelJobName] == w.job.Name {
+			out = append(out, item.DeepCopy())
+		}
+	}
+	return out
 }
