@@ -48,26 +48,56 @@ func (c *Controller) noteCollateral(st *replicaState, pod *corev1.Pod) {
 	if st.pod != nil && st.pod.UID == pod.UID {
 		before = inPlaceRestarts(st.pod)
 	}
-	if grew := inPlaceRestarts(pod) - before; grew > 0 && c.workerEnded() {
+	switch grew := inPlaceRestarts(pod) - before; {
+	case grew > 0 && c.workerEnded():
 		st.collateral += grew
-		st.collateralAt = c.lastExitOf(st.id.Type, pod)
+		st.collateralAt, st.batch = c.lastExitOf(st.id.Type, pod), 0
+	case grew > 0:
+		st.batch = grew
 	}
+}
+
+// workerVanished judges the launcher's last in-place restart, seen before,
+// when worker st's instance is deleted without its end having been seen
+// (cached shows none): by the end the deletion's final state shows, or,
+// when it shows none (a relist's tombstone), as of an end unknown — as a
+// re-attach judges a worker gone without trace. Called with the
+// controller's mutex held.
+func (c *Controller) workerVanished(st *replicaState, cached, final *corev1.Pod) {
+	if st.id.Type != v1alpha1.ReplicaTypeWorker || podEnded(cached) {
+		return
+	}
+	var ended time.Time
+	if podEnded(final) {
+		ended = c.endOf(st.id.Type, final)
+	}
+	c.collateralBefore(ended)
 }
 
 // collateralBefore judges, as the end of a worker is seen, the launcher's
 // last in-place restart, seen before it: the kubelets report each pod on
 // their own, so mpirun's failure may reach the API server before the end of
 // the worker it followed.
+//
+// Several restarts seen at once (a relist folds what a broken watch did
+// not deliver) are judged as a re-attach judges them: when the run that
+// failed last started at or after the worker's end, they all came after
+// it; otherwise only the last one did.
 func (c *Controller) collateralBefore(ended time.Time) {
 	st := c.collateralLauncher()
 	if st == nil || st.pod == nil || st.pod.UID != st.uid || st.collateral >= inPlaceRestarts(st.pod) {
 		return
 	}
-	exited := c.lastExitOf(st.id.Type, st.pod)
-	if !exited.IsZero() && !exited.Equal(st.collateralAt) && cameAfter(exited, ended) {
-		st.collateral++
-		st.collateralAt, st.dirty = exited, true
+	exited, started := c.lastRunOf(st.id.Type, st.pod)
+	if exited.IsZero() || exited.Equal(st.collateralAt) || !cameAfter(exited, ended) {
+		return
 	}
+	n := int32(1)
+	if st.batch > 1 && (started.IsZero() || cameAfter(started, ended)) {
+		n = st.batch
+	}
+	st.collateral += min(n, inPlaceRestarts(st.pod)-st.collateral)
+	st.collateralAt, st.dirty, st.batch = exited, true, 0
 }
 
 // collateralWhileAway judges, as a run re-attaches, the adopted launcher's

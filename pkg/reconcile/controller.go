@@ -352,13 +352,14 @@ func (c *Controller) observePod(obj any) {
 // observePodDeleted is the only evidence that a replica's instance is gone:
 // a delete of that UID, tombstones included.
 func (c *Controller) observePodDeleted(obj any) {
+	tombstone := false
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
+		obj, tombstone = tomb.Obj, true
 	}
 	if pod, ok := obj.(*corev1.Pod); ok {
 		c.mu.Lock()
 		if st := c.byName[pod.Name]; st != nil {
-			before := st.stage
+			before, cached := st.stage, st.pod
 			if st.podDeleted(pod.UID) {
 				if st.stage == stageVanished {
 					// The deletion's final state says why it went (a
@@ -366,6 +367,12 @@ func (c *Controller) observePodDeleted(obj any) {
 					// batch with that update, before any sync read it.
 					st.pod, st.dirty = pod, false
 					st.last = c.replicaFromPod(st.id, st, pod)
+					// A relist's tombstone holds the pod as the cache last
+					// had it, not its final state: one that shows no end
+					// went in a way nobody saw, judged as a loss no run
+					// watched (free), as a re-attach judges one.
+					st.lostUnseen = tombstone && !podEnded(pod)
+					c.workerVanished(st, cached, pod)
 				}
 				c.opts.Logger.Debug("replica's pod deleted", zap.Stringer("replica", st.id), zap.String("uid", string(pod.UID)),
 					zap.Stringer("from", before), zap.Stringer("to", st.stage))

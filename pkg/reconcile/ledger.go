@@ -296,3 +296,25 @@ func (c *Controller) applyLedger(l restartLedger) int32 {
 	}
 	return added
 }
+
+// recordInPlaceRestarts writes into the ledger the counted in-place
+// restarts of each replica's current instance that it does not hold yet:
+// they live in the pod's status only, and a pod removed while no step
+// watches (evicted, its node gone) would take them with it.
+func (c *Controller) recordInPlaceRestarts(ctx context.Context) error {
+	entries := map[policy.ReplicaID]ledgerEntry{}
+	c.mu.Lock()
+	for _, id := range c.order {
+		st := c.replicas[id]
+		if st.stage != stageObserved || st.last.Restarts == 0 {
+			continue
+		}
+		want := st.restartsSoFar() + st.last.Restarts
+		if e, ok := c.ledger.Replicas[ledgerSlot(id)]; ok && e.Restarts >= want && e.replaces(st) {
+			continue
+		}
+		entries[id] = c.replicaEntry(st, want)
+	}
+	c.mu.Unlock()
+	return c.recordCounted(ctx, nil, entries)
+}

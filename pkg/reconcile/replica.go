@@ -101,6 +101,9 @@ type replicaState struct {
 	// collateralAt is the exit of the last of them.
 	collateral   int32
 	collateralAt time.Time
+	// batch is how many in-place restarts the last delivery that showed
+	// new ones brought, when they counted (0 once judged collateral).
+	batch int32
 	// recreations counts replacements of this replica (its share of the
 	// job's restarts, with the in-place restarts).
 	recreations int32
@@ -112,7 +115,8 @@ type replicaState struct {
 	// worldSize is, for an elastic worker, how many workers ran the last
 	// time this one was seen running.
 	worldSize int
-	// lostUnseen: lost while no run of the step watched (adopt).
+	// lostUnseen: lost while no run of the step watched (adopt), or its
+	// end went with a broken watch (a relist's tombstone).
 	lostUnseen bool
 	// restartDecided is the failed instance whose counted restart was
 	// decided but is not carried out yet (its ledger entry or delete did
@@ -148,7 +152,7 @@ func (st *replicaState) createAccepted(uid types.UID, attempt int, now time.Time
 	}
 	st.stage, st.uid, st.attempt, st.nextAttempt, st.createdAt, st.expectSince = stageCreated, uid, attempt, attempt, now, now
 	st.jobAttempt, st.carried = 0, 0
-	st.pod, st.collateral, st.collateralAt = nil, 0, time.Time{}
+	st.pod, st.collateral, st.collateralAt, st.batch = nil, 0, time.Time{}, 0
 	if cached != nil && cached.UID == uid {
 		st.podSeen(cached, now)
 	}
@@ -162,7 +166,7 @@ func (st *replicaState) adopted(pod *corev1.Pod, attempt int, restartsBefore int
 	st.stage, st.uid, st.attempt, st.nextAttempt = stageObserved, pod.UID, attempt, attempt
 	st.jobAttempt, st.carried = jobAttemptOf(pod), restartsBefore
 	st.pod, st.dirty, st.createdAt = pod, true, pod.CreationTimestamp.Time
-	st.recreations, st.restartsBefore, st.collateral, st.collateralAt = restartsBefore, 0, 0, time.Time{}
+	st.recreations, st.restartsBefore, st.collateral, st.collateralAt, st.batch = restartsBefore, 0, 0, time.Time{}, 0
 }
 
 // podSeen records an instance the informer delivered. Only the current
@@ -181,7 +185,7 @@ func (st *replicaState) podSeen(pod *corev1.Pod, now time.Time) bool {
 			return true
 		}
 		// A vanished instance seen again means the delete was a stale view.
-		st.stage, st.pod, st.dirty = stageObserved, pod, true
+		st.stage, st.pod, st.dirty, st.lostUnseen = stageObserved, pod, true, false
 		return true
 	case stageRemoving:
 		st.pod, st.dirty = pod, true
@@ -243,7 +247,7 @@ func (st *replicaState) confirmed(live *corev1.Pod, now time.Time) (deleteAgain 
 	case stageVanished, stageCreated:
 		if same {
 			// The informer will deliver it (again); until then, the live copy.
-			st.stage, st.pod, st.dirty = stageObserved, live, true
+			st.stage, st.pod, st.dirty, st.lostUnseen = stageObserved, live, true, false
 			return nil
 		}
 		st.stage, st.pod = stageLost, nil

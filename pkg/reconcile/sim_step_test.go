@@ -246,7 +246,7 @@ func (s *simStep) start() {
 	}
 	c := s.newController()
 	w.informers, w.inbox = map[schema.GroupVersionResource]*simInformer{}, map[schema.GroupVersionResource][]pendingEvent{}
-	w.syncPending = false
+	w.syncPending, w.watchBroken = false, false
 	c.makeInformer = w.newInformer
 	s.ctrl, w.ctrl = c, c
 	c.queue = &simQueue{w: w, gen: s.gen}
@@ -425,7 +425,8 @@ func (r *simRun) stepEnded(s *simStep, out ending.Result) {
 func (r *simRun) finishRun(s *simStep, out ending.Result) {
 	w, e := r.w, out.Ending
 	r.ended = e
-	end := &simEnd{phase: string(e.Phase), reason: e.Reason, reattached: r.retries, at: w.now(), landed: r.landedFaults(), targets: slices.Clone(r.targets)}
+	end := &simEnd{phase: string(e.Phase), reason: e.Reason, reattached: r.retries, at: w.now(), landed: r.landedFaults(), targets: slices.Clone(r.targets),
+		resumed: maxTime(s.leadSince, s.startedAt)}
 	if r.abandoned {
 		end.reason = "RetriesExhausted: " + e.Reason
 	}
@@ -456,6 +457,7 @@ func (r *simRun) finishRun(s *simStep, out ending.Result) {
 	if r.permanentExit != "" && e.Phase != result.PhaseFailed && !r.panicking && !s.stopped {
 		r.violate("ended %s/%s although %s, which its restart policy does not retry", e.Phase, e.Reason, r.permanentExit)
 	}
+	r.checkTruth(end)
 }
 
 // restartsOnRecord is the counted restarts the job's pods carry: what a

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -84,6 +85,12 @@ const (
 	// faultLoad moves the workers' cpu use to code percent of their
 	// request: an elastic job's metrics move its worker target.
 	faultLoad
+	// The control plane's faults and the outside world's (sim_faults_test.go).
+	faultAPIRestart
+	faultCompact
+	faultThrottle
+	faultRemove
+	faultStop
 )
 
 func (f fault) String() string {
@@ -111,6 +118,16 @@ func (f fault) String() string {
 		return at + fmt.Sprintf("trainstep panics in %s (%s is disrupted)", f.disruption, f.replica)
 	case faultLoad:
 		return at + fmt.Sprintf("the workers' cpu use moves to %d%% of their request", f.code)
+	case faultAPIRestart:
+		return at + fmt.Sprintf("kube-apiserver restarts: every request refused for %s, every watch broken", f.lasts)
+	case faultCompact:
+		return at + "etcd is compacted: every watch ends 410 Gone and relists"
+	case faultThrottle:
+		return at + fmt.Sprintf("API Priority and Fairness answers every request 429 for %s", f.lasts)
+	case faultRemove:
+		return at + fmt.Sprintf("%s is deleted from outside", f.replica)
+	case faultStop:
+		return at + "the workflow is stopped (SIGTERM to the step)"
 	}
 	return at + "?"
 }
@@ -314,14 +331,15 @@ func drawSchedule(seed uint64) schedule {
 		}
 		s.faults = append(s.faults, f)
 	}
+	s.faults = append(s.faults, drawControlPlaneFaults(seed, at)...)
 	if v1alpha1.ScalesOnMetrics(s.job) {
 		for range 1 + x.IntN(3) {
 			f := fault{at: time.Duration(10+x.IntN(int(at/time.Second)+20)) * time.Second, kind: faultLoad}
 			f.code = []int32{20, 60, 150, 250}[x.IntN(4)]
 			s.faults = append(s.faults, f)
 		}
-		slices.SortStableFunc(s.faults, func(a, b fault) int { return cmp.Compare(a.at, b.at) })
 	}
+	slices.SortStableFunc(s.faults, func(a, b fault) int { return cmp.Compare(a.at, b.at) })
 	return s
 }
 
@@ -387,6 +405,8 @@ type simEnd struct {
 	// at is when the job ended, deadline when its activeDeadlineSeconds
 	// ran out (zero without one).
 	at, deadline time.Time
+	// resumed is when the last step took the Lease (back), or started.
+	resumed time.Time
 	// landed names the script's exits and disruptions that took effect
 	// before the end: one whose replica never ran again, or that came
 	// after the end, changed nothing.
@@ -396,40 +416,118 @@ type simEnd struct {
 	targets []int
 }
 
-// same compares two ends of one fault script. A deadline races with
-// whatever else ends the job by design: a failure at the deadline and
-// another failure, or an end close to the deadline, are alike. So do two
-// bounded waits whose bounds pass at the same moment (the gang's timeout
-// and the pending timeout): whichever the controller looks at first ends
-// the job, Transient either way.
-func (e simEnd) same(o simEnd) bool {
-	if e.landed != o.landed {
-		// Not the same faults took effect (the order decided whether a
-		// replica ran again in time): nothing to compare.
-		return true
+// compare compares two ends of one fault script, strictly on phase,
+// reason and counted restarts. A difference passes only when the script
+// itself explains it, and compare names the explanation ("" for a strict
+// match); ok is false for a difference nothing explains.
+//
+//   - other faults took effect: the order decided whether a replica ran
+//     again in time for an exit or a disruption, or whether it came after
+//     the end (nothing to compare);
+//   - the metrics moved the worker target along another path: their
+//     evaluation counts the workers it has seen running, as the HPA's
+//     does, so when it came decides how many slots a failure leaves;
+//   - the deadline raced the job's end: a failure at the deadline and
+//     another end close to it are alike;
+//   - two bounded waits passed together: the gang's timeout and the
+//     pending timeout, Transient either way;
+//   - a wait's bound passed while the step could not act (the API server
+//     away, the Lease lost): the first looks after it raced what it waited
+//     for;
+//   - failures found at once charge as those seen one at a time: a step
+//     that found several failures at once (it was away, or could not
+//     write) ends the job with the retryable ones unspent; what they charge
+//     is the same.
+func (e simEnd) compare(o simEnd) (explanation string, ok bool) {
+	if e.phase == o.phase && e.reason == o.reason && e.restarts == o.restarts {
+		return "", true
 	}
-	if !slices.Equal(e.targets, o.targets) {
-		// The metrics moved the worker target along another path: their
-		// evaluation counts the workers it has seen running, as the HPA's
-		// does, so when it came decides how many slots a failure leaves.
-		return true
+	switch {
+	case e.landed != o.landed:
+		return explainedByFaults, true
+	case !slices.Equal(e.targets, o.targets):
+		return explainedByTargets, true
+	case (e.reason == result.ReasonDeadlineExceeded || o.reason == result.ReasonDeadlineExceeded) &&
+		(e.phase == o.phase || o.near(e.deadline) || e.near(o.deadline)):
+		return explainedByDeadline, true
+	case e.boundedWait() && o.boundedWait() && e.restarts == o.restarts && e.at.Sub(o.at).Abs() <= simWaitsRace:
+		return explainedByWaits, true
+	case (e.boundedWait() || o.boundedWait()) && e.restarts == o.restarts && (e.waitAfterBlind() || o.waitAfterBlind()):
+		return explainedByBlindWait, true
+	case e.phase == string(result.PhaseFailed) && o.phase == e.phase && e.reason == o.reason && e.reason != result.ReasonInternalError &&
+		e.charged == o.charged:
+		return explainedByCharge, true
 	}
-	if e.reason == result.ReasonDeadlineExceeded || o.reason == result.ReasonDeadlineExceeded {
-		if e.phase == o.phase || o.near(e.deadline) || e.near(o.deadline) {
-			return true
-		}
+	return "", false
+}
+
+// The explanations compare gives.
+const (
+	explainedByFaults    = "other faults took effect"
+	explainedByTargets   = "the metrics moved the worker target along another path"
+	explainedByDeadline  = "the deadline raced the job's end"
+	explainedByWaits     = "two bounded waits passed together"
+	explainedByBlindWait = "a wait's bound passed while the step could not act"
+	explainedByCharge    = "failures found at once charge as those seen one at a time"
+)
+
+// waitAfterBlind reports whether the job ended on a bounded wait within
+// simDecisionSlack of its step taking the Lease back or starting.
+func (e simEnd) waitAfterBlind() bool {
+	return e.boundedWait() && !e.resumed.IsZero() && e.at.Sub(e.resumed) <= simDecisionSlack
+}
+
+// simComparisons tallies the order comparisons of a run of the tests: how
+// many matched strictly, and what explained each of the others.
+type simComparisons struct {
+	mu        sync.Mutex
+	strict    int
+	explained map[string]int
+}
+
+var simTally = &simComparisons{explained: map[string]int{}}
+
+func (c *simComparisons) add(why string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if why == "" {
+		c.strict++
+		return
 	}
-	if e.boundedWait() && o.boundedWait() && e.restarts == o.restarts && e.at.Sub(o.at).Abs() <= simWaitsRace {
-		return true
+	c.explained[why]++
+}
+
+func (c *simComparisons) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.strict, c.explained = 0, map[string]int{}
+}
+
+// String says how many comparisons were strict, in share, and what
+// explained the others, most first.
+func (c *simComparisons) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	total := c.strict
+	var whys []string
+	for why, n := range c.explained {
+		total += n
+		whys = append(whys, why)
 	}
-	if e.phase == string(result.PhaseFailed) && o.phase == e.phase && e.reason == o.reason && e.reason != result.ReasonInternalError {
-		// Failures a step saw one at a time cost a restart each; found at
-		// once with one the policy or backoffLimit does not retry, they end
-		// the job with the retryable ones unspent. What is charged is the same.
-		// (A panic ends the run wherever the handling of a failure stood.)
-		return e.charged == o.charged
+	slices.SortFunc(whys, func(a, b string) int { return cmp.Or(cmp.Compare(c.explained[b], c.explained[a]), cmp.Compare(a, b)) })
+	var parts []string
+	for _, why := range whys {
+		parts = append(parts, fmt.Sprintf("%d %s", c.explained[why], why))
 	}
-	return e.phase == o.phase && e.reason == o.reason && e.restarts == o.restarts
+	share := 100.0
+	if total > 0 {
+		share = 100 * float64(c.strict) / float64(total)
+	}
+	out := fmt.Sprintf("%d order comparisons, %d strict on phase, reason and restarts (%.2f%%)", total, c.strict, share)
+	if len(parts) > 0 {
+		out += "; the others explained by the script: " + strings.Join(parts, ", ")
+	}
+	return out
 }
 
 // boundedWait reports whether the job ended Transient because a wait for
@@ -474,11 +572,14 @@ type simRun struct {
 	// ended is how the schedule's last step ended; stopped: it was stopped.
 	ended   policy.Ending
 	stopped bool
+	// truth is what each exit that landed must cost (sim_truth_test.go).
+	truth []truthFailure
 	// ctrlStarted is when the running controller started: one that
 	// re-attaches after the job's deadline passed must end it from there.
 	ctrlStarted time.Time
-	// violations are the invariants broken, each with when.
-	violations []string
+	// violations are the invariants broken, each with when; broken holds
+	// each one's text, so that it is said once.
+	violations, broken []string
 	// decided holds the last decision and its restarts, for the teardown.
 	teardown bool
 	plan     policy.CleanupPlan
@@ -511,7 +612,12 @@ type simRun struct {
 }
 
 func (r *simRun) violate(format string, args ...any) {
-	msg := fmt.Sprintf("t=%s: ", r.w.now().Sub(simEpoch)) + fmt.Sprintf(format, args...)
+	what := fmt.Sprintf(format, args...)
+	if slices.Contains(r.broken, what) {
+		return // said once, with when it first broke
+	}
+	r.broken = append(r.broken, what)
+	msg := fmt.Sprintf("t=%s: ", r.w.now().Sub(simEpoch)) + what
 	r.violations = append(r.violations, msg)
 	r.w.logf("VIOLATION %s", msg)
 }
@@ -639,6 +745,8 @@ func (r *simRun) inject(f *fault) {
 		r.killStep(f.lasts)
 	case faultLoad:
 		w.load = int64(f.code)
+	case faultAPIRestart, faultCompact, faultThrottle, faultRemove, faultStop:
+		r.injectControlPlane(f)
 	case faultPanic:
 		if w.ctrl == nil || r.over() {
 			return // no step runs to panic
@@ -758,6 +866,7 @@ func (r *simRun) exitWhenRunning(name string, code int32, f *fault, seq, tries i
 		return
 	}
 	r.landed(false, pod)
+	r.noteFailure(pod, code, restarting)
 	if !restarting && r.permanent(pod, code) && !r.followsPeersEnd(pod, code) {
 		// Not a peer stopped by a whole-job restart under way, nor one
 		// that failed after a peer of its attempt ended: a failure the
@@ -796,7 +905,10 @@ func (r *simRun) followsPeersEnd(pod *corev1.Pod, code int32) bool {
 	// A peer removed after its end counts too: a step that re-attaches
 	// finds it gone, a loss that comes first.
 	for _, p := range append(w.jobPods(), w.removedEnded...) {
-		if p.UID == pod.UID || p.Labels[v1alpha1.LabelJobAttempt] != pod.Labels[v1alpha1.LabelJobAttempt] {
+		// A peer is another replica that restarts with the job (an MPI
+		// launcher's end breaks no worker), of the same job attempt.
+		if p.Name == pod.Name || p.Labels[v1alpha1.LabelJobAttempt] != pod.Labels[v1alpha1.LabelJobAttempt] ||
+			!v1alpha1.RestartsWithJob(w.job, replicaTypeOf(w.job, p)) {
 			continue
 		}
 		at, fromOutside, ended := simEnded(p)
@@ -1115,6 +1227,8 @@ func TestSimulation(t *testing.T) {
 	// Fixed seeds first, then fresh ones from a base printed for replays.
 	fixed := min(schedules/2, 1000)
 	t.Logf("simulation: %d fixed schedules (seeds 1..%d), %d fresh from seed %d", fixed, fixed, schedules-fixed, base)
+	simTally.reset()
+	defer func() { t.Logf("simulation: %s", simTally) }()
 	failed := 0
 	for i := range schedules {
 		seed := uint64(i + 1)
@@ -1161,10 +1275,12 @@ func runOrders(t *testing.T, s schedule, orders int, trace bool) *simEnd {
 			first = run.end
 			continue
 		}
-		if !run.end.same(*first) {
-			t.Errorf("%sorder 0 ended %s, order %d ended %s\nreplay: %s", s, first, order, run.end, s.replay())
+		why, ok := run.end.compare(*first)
+		if !ok {
+			t.Errorf("%sorder 0 ended %s, order %d ended %s, and nothing in the script explains the difference\nreplay: %s", s, first, order, run.end, s.replay())
 			return nil
 		}
+		simTally.add(why)
 	}
 	return first
 }

@@ -217,12 +217,15 @@ type simWorld struct {
 	// until then every request is refused, and every watch is broken.
 	outageUntil time.Time
 	// lease is the job's Lease (sim_step_test.go).
-	lease      simLease
-	quotaUntil time.Time
-	quotaFrom  time.Time
-	uidSeq     int
-	trace      []string
-	traceOn    bool
+	lease simLease
+	// watchBroken: the informers' watches ended (410 Gone, or
+	// kube-apiserver went away); nothing is delivered until they relist.
+	watchBroken bool
+	quotaUntil  time.Time
+	quotaFrom   time.Time
+	uidSeq      int
+	trace       []string
+	traceOn     bool
 	// onPodCreated sees every pod the API server stored.
 	onPodCreated func(*corev1.Pod)
 	// panicOnPodCreate makes the next pod create panic in the client, and
@@ -298,8 +301,8 @@ func (w *simWorld) deliveryDelay() time.Duration {
 // emit queues an event for the current controller's informer of its
 // resource: in order within the resource, each after a drawn delay.
 func (w *simWorld) emit(gvr schema.GroupVersionResource, t watch.EventType, obj runtime.Object) {
-	if w.ctrl == nil || w.inbox == nil {
-		return
+	if w.ctrl == nil || w.inbox == nil || w.watchBroken {
+		return // no watch delivers it: a relist will
 	}
 	if m, ok := obj.(metav1.Object); ok && m.GetLabels()[v1alpha1.LabelJobName] != w.job.Name {
 		return // not selected by the job's informers
@@ -308,8 +311,7 @@ func (w *simWorld) emit(gvr schema.GroupVersionResource, t watch.EventType, obj 
 	if q := w.inbox[gvr]; len(q) > 0 && q[len(q)-1].due.After(due) {
 		due = q[len(q)-1].due
 	}
-	w.inbox[gvr] = append(w.inbox[gvr], pendingEvent{event: watch.Event{Type: t, Object: obj.DeepCopyObject()}, due: due,
-		tombstone: t == watch.Deleted && w.rng.IntN(10) == 0})
+	w.inbox[gvr] = append(w.inbox[gvr], pendingEvent{event: watch.Event{Type: t, Object: obj.DeepCopyObject()}, due: due})
 }
 
 // requestSync is the workqueue's Add: one sync a drawn moment later, into
@@ -490,12 +492,38 @@ func (w *simWorld) serve(action k8stesting.Action) (bool, runtime.Object, error)
 		return true, nil, apierrors.NewForbidden(gvr.GroupResource(), pod.GetName(),
 			fmt.Errorf("exceeded quota: team, requested: pods=1, used: pods=9, limited: pods=9"))
 	}
+	if err := w.staleUpdate(action, gvr); err != nil {
+		w.logf("refuse update %s %s: %v", gvr.Resource, name, err)
+		return true, nil, err
+	}
 	obj, err := w.handle(action, gvr, verb)
 	if fault != nil && err == nil {
 		w.logf("lost the answer to %s %s %s: %d", verb, gvr.Resource, name, fault.code)
 		return true, nil, fault.error(verb, gvr, name)
 	}
 	return true, obj, err
+}
+
+// staleUpdate is the API server's optimistic concurrency: an update made
+// from a read of an older resourceVersion than the stored one is refused
+// with a Conflict.
+func (w *simWorld) staleUpdate(action k8stesting.Action, gvr schema.GroupVersionResource) error {
+	a, ok := action.(k8stesting.UpdateAction)
+	if !ok {
+		return nil
+	}
+	m, ok := a.GetObject().(metav1.Object)
+	if !ok || m.GetResourceVersion() == "" {
+		return nil
+	}
+	stored, err := w.tracker.Get(gvr, action.GetNamespace(), m.GetName())
+	if err != nil {
+		return nil // the update's own NotFound
+	}
+	if rv := stored.(metav1.Object).GetResourceVersion(); rv != m.GetResourceVersion() {
+		return apierrors.NewConflict(gvr.GroupResource(), m.GetName(), fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again (stored %s, sent %s)", rv, m.GetResourceVersion()))
+	}
+	return nil
 }
 
 // writeFault is the injected fault a request of verb meets now, if any:

@@ -63,7 +63,10 @@ func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 		// No replica is judged while the job restarts (the deadline was above).
 		return c.syncJobRestart(ctx)
 	}
-	decision := policy.Decide(&c.view, c.opts.Rule, c.opts.Timeouts)
+	decision, err := c.confirmedWait(ctx, policy.Decide(&c.view, c.opts.Rule, c.opts.Timeouts))
+	if err != nil {
+		return policy.Decision{}, c.apiError(err)
+	}
 	if decision.Outcome == policy.OutcomeRunning && decision.RestartJob != nil {
 		c.startJobRestart(decision.RestartJob)
 		return c.syncJobRestart(ctx)
@@ -73,6 +76,9 @@ func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 		return decision, nil
 	}
 	c.reportWorldSize()
+	if err := c.recordInPlaceRestarts(ctx); err != nil {
+		return policy.Decision{}, c.apiError(err)
+	}
 	if err := c.removeAboveTarget(ctx); err != nil {
 		return policy.Decision{}, c.apiError(err)
 	}

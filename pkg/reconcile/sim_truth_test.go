@@ -1,0 +1,137 @@
+package reconcile
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/policy"
+	"github.com/trainstep/trainstep/pkg/result"
+)
+
+// The schedule's ground truth: what each injected exit must cost, from what
+// the world knows of it, whatever the controller saw. An exit the job's
+// restart policy retries, of a replica that was not following a peer's end
+// (in a job that restarts as a whole, the first end is the cause) nor
+// stopped by a restart under way, costs one restart — in place or by a
+// recreation, or, for a job that restarts as a whole, the job's restart. A
+// disruption, a lost node or a peer broken by the cause costs nothing. The
+// restarts a run reports must equal what its failures cost: no fewer (a
+// lower bound) and no more. Some failures may or may not count, and the
+// check says which and why: one that landed too close to the job's end
+// for a decision, or whose cost the policy judges by timing the pods do not
+// keep (an MPI launcher's restarts while no step watched, an elastic
+// job's workers).
+
+// truthFailure is one injected exit and what it costs.
+type truthFailure struct {
+	at   time.Time
+	what string
+	// undecided says why it may or may not count ("" when it must).
+	undecided string
+}
+
+// noteFailure records what an exit of pod with code, which just landed,
+// costs. restarting says a whole-job restart was under way.
+func (r *simRun) noteFailure(pod *corev1.Pod, code int32, restarting bool) {
+	if code == 0 {
+		return
+	}
+	w := r.w
+	f := truthFailure{at: w.now(), what: fmt.Sprintf("%s exit %d at %s", pod.Name, code, w.now().Sub(simEpoch))}
+	job := w.job
+	rt := replicaTypeOf(job, pod)
+	spec := job.Spec.ReplicaSpecs[rt]
+	switch {
+	case spec == nil:
+		return
+	case restarting || r.followsPeersEnd(pod, code):
+		return // collateral: the restart under way, or the peer's end, is the cause
+	case v1alpha1.IsElastic(job):
+		f.undecided = "an elastic job's worker: tolerated or replaced as the workers alive at the time decide"
+	case r.permanent(pod, code):
+		return // not retried: the job fails (permanentExit)
+	}
+	if pod.Spec.RestartPolicy == corev1.RestartPolicyNever {
+		if action := policy.DecideRestart(spec, policy.Replica{Phase: policy.PhaseFailed, ExitCode: &code}); action != policy.Recreate {
+			return
+		}
+	}
+	if w.ctrl == nil && job.Spec.Framework == v1alpha1.FrameworkMPI && rt == v1alpha1.ReplicaTypeLauncher {
+		f.undecided = "an MPI launcher's restart while no step watched: a re-attach judges it by when the run that failed last started"
+	}
+	if w.ctrl == nil && r.restartBeingCarried() {
+		f.undecided = "while no step watched and a whole-job restart was being carried out"
+	}
+	r.truth = append(r.truth, f)
+}
+
+// restartBeingCarried reports whether a pod of the job is being deleted:
+// an earlier step's restart the next one carries on.
+func (r *simRun) restartBeingCarried() bool {
+	for _, p := range r.w.jobPods() {
+		if p.DeletionTimestamp != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// checkTruth checks the end's restarts against the failures that must
+// count: for a failed end, what it charged (the restarts made and the
+// retryable failures the last decision saw unspent).
+func (r *simRun) checkTruth(end *simEnd) {
+	switch {
+	case r.abandoned, end.reason == result.ReasonInternalError, end.phase == string(result.PhaseInvalid):
+		return // the objects were left, or a panic ended the run wherever a failure's handling stood
+	}
+	got := end.restarts
+	if end.phase == string(result.PhaseFailed) {
+		got = end.charged
+	}
+	var must, may int32
+	var undecided []string
+	for _, f := range r.truth {
+		switch {
+		case !f.at.Before(end.at.Add(-simSettle - simDecisionSlack)):
+			may++
+			undecided = append(undecided, f.what+" (too close to the end for a decision)")
+		case f.undecided != "":
+			may++
+			undecided = append(undecided, f.what+" ("+f.undecided+")")
+		default:
+			must++
+		}
+	}
+	if limit := r.w.job.Spec.RunPolicy.BackoffLimit; limit != nil && end.reason == result.ReasonBackoffLimitExceeded {
+		// What went past the limit ended the job: any of it charges.
+		may += max(0, must-*limit-1)
+		must = min(must, *limit+1)
+	}
+	if got < must || got > must+may {
+		r.violate("reported %d restarts (charged %d); the schedule's failures must cost %d%s: %s", end.restarts, end.charged, must,
+			mayNote(may, undecided), r.truthLine())
+	}
+}
+
+func mayNote(may int32, why []string) string {
+	if may == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" and %d more may (%s)", may, strings.Join(why, "; "))
+}
+
+// truthLine names the failures that landed.
+func (r *simRun) truthLine() string {
+	var parts []string
+	for _, f := range r.truth {
+		parts = append(parts, f.what)
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
