@@ -709,6 +709,26 @@ func regressions() []regression {
 		faults: []fault{{at: 40 * time.Second, kind: faultKillStep, lasts: 30 * time.Second}},
 		phase:  result.PhaseFailed, reason: result.ReasonDeadlineExceeded, restarts: 0,
 	}, {
+		// The failure seed 449290907 showed before issue 46: the launcher
+		// exited 3 (its own failure) while no step watched, and worker-0
+		// was preempted before the next step re-attached. Where its pod was
+		// still being deleted, its end was known and came after the
+		// launcher's restart, which counted; where it was gone, its end was
+		// unknown and the restart was taken for mpirun's break (free). The
+		// pods keep no order of the two: both ends are the policy's to make,
+		// and the comparison names why they differ. worker-1's exit 137
+		// (Never) fails the job in every order.
+		name: "an MPI launcher's restart and a worker's preemption while no step watched are judged by the trace left",
+		job:  withCleanPodPolicy(withBackoffLimit(mpiSimJob(v1alpha1.LauncherCreationAtStartup, 2, v1alpha1.RestartPolicyNever), 1), v1alpha1.CleanPodPolicyAll),
+		nodes: 3,
+		faults: []fault{
+			killDuringExit(30*time.Second, "pi-launcher-0", 3, 23*time.Second),
+			breaksLauncher(fault{at: 51 * time.Second, kind: faultDisruption, replica: "pi-worker-0", disruption: "preemption"}, 1500*time.Millisecond),
+			breaksLauncher(fault{at: 94 * time.Second, kind: faultExit, replica: "pi-worker-1", code: 137}, 1600*time.Millisecond),
+			breaksLauncher(fault{at: 127 * time.Second, kind: faultDisruption, replica: "pi-worker-0", disruption: "preemption"}, 900*time.Millisecond),
+		},
+		counted: 2, phase: result.PhaseFailed, reason: result.ReasonReplicaFailed, restarts: -1,
+	}, {
 		// Review item 6: a panic in a parallel create ended the process.
 		name: "a panic in a pod create ends the run Failed and torn down",
 		job:  tfJob(v1alpha1.RestartPolicyExitCode), nodes: 2,

@@ -176,6 +176,9 @@ func (r *simRun) startStep() {
 	if r.end != nil {
 		return
 	}
+	if r.launcherJudgedAway(r.unwatchedSince) {
+		r.launcherAway = true
+	}
 	w.gen++
 	s := &simStep{r: r, gen: w.gen, since: w.now()}
 	s.owner = &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: fmt.Sprintf("step-%d", s.gen),
@@ -407,7 +410,7 @@ func (r *simRun) stepEnded(s *simStep, out ending.Result) {
 	if leaves && e.Phase == result.PhaseTransient && !s.stopped {
 		if r.retries < simRetries {
 			r.retries++
-			r.cur = nil
+			r.cur, r.unwatchedSince = nil, w.now()
 			// A panic whose run could not hold the Lease to tear down (it
 			// deletes nothing then, Transient) is that step's: its retry
 			// goes on with the job.
@@ -426,7 +429,7 @@ func (r *simRun) finishRun(s *simStep, out ending.Result) {
 	w, e := r.w, out.Ending
 	r.ended = e
 	end := &simEnd{phase: string(e.Phase), reason: e.Reason, reattached: r.retries, at: w.now(), landed: r.landedFaults(), targets: slices.Clone(r.targets),
-		resumed: maxTime(s.leadSince, s.startedAt)}
+		resumed: maxTime(s.leadSince, s.startedAt), launcherAway: r.launcherAway}
 	if r.abandoned {
 		end.reason = "RetriesExhausted: " + e.Reason
 	}
@@ -583,7 +586,7 @@ func (r *simRun) killStep(d time.Duration) {
 		return
 	}
 	s.kill()
-	r.cur = nil
+	r.cur, r.unwatchedSince = nil, w.now()
 	w.ctrl, w.inbox = nil, nil
 	w.gen++
 	var restart func()

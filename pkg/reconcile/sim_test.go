@@ -407,6 +407,9 @@ type simEnd struct {
 	at, deadline time.Time
 	// resumed is when the last step took the Lease (back), or started.
 	resumed time.Time
+	// launcherAway: a re-attach could not order an MPI launcher's restart
+	// and a worker's end (launcherJudgedAway).
+	launcherAway bool
 	// landed names the script's exits and disruptions that took effect
 	// before the end: one whose replica never ran again, or that came
 	// after the end, changed nothing.
@@ -434,6 +437,10 @@ type simEnd struct {
 //   - a wait's bound passed while the step could not act (the API server
 //     away, the Lease lost): the first looks after it raced what it waited
 //     for;
+//   - an MPI launcher's restart and a worker's end while no step watched:
+//     the pods keep no order of the two, and a re-attach judges the
+//     launcher's restart by the worker's trace, which a slower or faster
+//     pod deletion leaves or takes;
 //   - failures found at once charge as those seen one at a time: a step
 //     that found several failures at once (it was away, or could not
 //     write) ends the job with the retryable ones unspent; what they charge
@@ -457,6 +464,8 @@ func (e simEnd) compare(o simEnd) (explanation string, ok bool) {
 	case e.phase == string(result.PhaseFailed) && o.phase == e.phase && e.reason == o.reason && e.reason != result.ReasonInternalError &&
 		e.charged == o.charged:
 		return explainedByCharge, true
+	case e.phase == o.phase && e.reason == o.reason && (e.launcherAway || o.launcherAway):
+		return explainedByLauncherAway, true
 	}
 	return "", false
 }
@@ -469,6 +478,10 @@ const (
 	explainedByWaits     = "two bounded waits passed together"
 	explainedByBlindWait = "a wait's bound passed while the step could not act"
 	explainedByCharge    = "failures found at once charge as those seen one at a time"
+	// explainedByLauncherAway: an MPI launcher restarted in place and a
+	// worker ended or went while no step watched; the pods do not keep
+	// which came first (launcherJudgedAway).
+	explainedByLauncherAway = "an MPI launcher's restart and a worker's end while no step watched, unordered"
 )
 
 // waitAfterBlind reports whether the job ended on a bounded wait within
@@ -574,6 +587,11 @@ type simRun struct {
 	stopped bool
 	// truth is what each exit that landed must cost (sim_truth_test.go).
 	truth []truthFailure
+	// unwatchedSince is when the last step stopped watching (killed, or
+	// ended for a retry); launcherAway: a step that re-attached found an
+	// MPI launcher's restart and a worker's end it could not order.
+	unwatchedSince time.Time
+	launcherAway   bool
 	// ctrlStarted is when the running controller started: one that
 	// re-attaches after the job's deadline passed must end it from there.
 	ctrlStarted time.Time

@@ -135,3 +135,41 @@ func (r *simRun) truthLine() string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// launcherJudgedAway reports whether the step starting now finds an MPI
+// launcher that restarted in place since a step last watched (since), and
+// a worker that ended or went meanwhile: the pods keep when the launcher's
+// last run failed, not when a worker gone without trace went, so which came
+// first — whether the launcher's restart was its own failure or mpirun's
+// for the worker's end — is not known to any step, and orders that differ
+// only in what the re-attach makes of it are explained by the script.
+func (r *simRun) launcherJudgedAway(since time.Time) bool {
+	w := r.w
+	job := w.job
+	if job.Spec.Framework != v1alpha1.FrameworkMPI || since.IsZero() {
+		return false
+	}
+	launcher := w.livePod(replicaNames(job)[0])
+	if launcher == nil || replicaTypeOf(job, launcher) != v1alpha1.ReplicaTypeLauncher {
+		return false
+	}
+	restarted := false
+	for _, cs := range launcher.Status.ContainerStatuses {
+		if t := cs.LastTerminationState.Terminated; t != nil && !t.FinishedAt.Time.Before(since) {
+			restarted = true
+		}
+	}
+	if !restarted {
+		return false
+	}
+	for _, name := range replicaNames(job)[1:] {
+		p := w.livePod(name)
+		if p == nil {
+			return true
+		}
+		if at, _, ended := simEnded(p); ended && !at.Before(since) || !disruptedAt(p).IsZero() {
+			return true
+		}
+	}
+	return false
+}
