@@ -60,14 +60,14 @@ func (c *Controller) noteCollateral(st *replicaState, pod *corev1.Pod) {
 // workerVanished judges the launcher's last in-place restart, seen before,
 // when worker st's instance is deleted without its end having been seen
 // (cached shows none): by the end the deletion's final state shows, or,
-// when it shows none (a relist's tombstone), as of an end unknown — as a
-// re-attach judges a worker gone without trace. Called with the
+// when it shows none (a relist's tombstone), as of the last time the
+// worker was seen alive: it ended after that. Called with the
 // controller's mutex held.
 func (c *Controller) workerVanished(st *replicaState, cached, final *corev1.Pod) {
 	if st.id.Type != v1alpha1.ReplicaTypeWorker || podEnded(cached) {
 		return
 	}
-	var ended time.Time
+	ended := st.aliveAt
 	if podEnded(final) {
 		ended = c.endOf(st.id.Type, final)
 	}
@@ -108,9 +108,21 @@ func (c *Controller) collateralBefore(ended time.Time) {
 // every worker's end, they came before it too and count; otherwise none of
 // them does (a launcher that crash-loops while a worker is gone restarts
 // many times). Called with the controller's mutex held.
+//
+// Restarts an earlier run saw and counted are its judgement, kept: the
+// ledger holds them for the instance (recordInPlaceRestarts); only those
+// since are judged here.
 func (c *Controller) collateralWhileAway() {
 	launcher := c.collateralLauncher()
-	if launcher == nil || launcher.stage != stageObserved || launcher.pod == nil || inPlaceRestarts(launcher.pod) == 0 {
+	if launcher == nil || launcher.stage != stageObserved || launcher.pod == nil {
+		return
+	}
+	judged := int32(0)
+	if e, ok := c.ledger.Replicas[ledgerSlot(launcher.id)]; ok && e.replaces(launcher) {
+		judged = max(0, e.Restarts-launcher.restartsSoFar())
+	}
+	unjudged := inPlaceRestarts(launcher.pod) - judged
+	if unjudged <= 0 {
 		return
 	}
 	exited, started := c.lastRunOf(launcher.id.Type, launcher.pod)
@@ -121,7 +133,7 @@ func (c *Controller) collateralWhileAway() {
 	if !ended || !cameAfter(exited, first) {
 		return
 	}
-	launcher.collateral = inPlaceRestarts(launcher.pod)
+	launcher.collateral = unjudged
 	if !started.IsZero() && !cameAfter(started, first) {
 		launcher.collateral = 1
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -63,17 +64,37 @@ func (c *Controller) cacheBehind(ctx context.Context) (bool, error) {
 	return false, nil
 }
 
-// confirmedWait returns d when it does not end the job on a wait, or when
-// the cache it was decided on is current; otherwise a decision to look
-// again in a second, once the informer caught up.
+// confirmedWait returns d when it goes on, or when the cache it was
+// decided on is current; otherwise a decision to look again in a second,
+// once the informer caught up. An end decided on a cache a broken watch
+// left behind would miss what happened meanwhile: a replica that started
+// (a timeout would not have passed) or restarted in place (the restarts
+// reported would fall short). A decision that needs no read (the
+// deadline, a failure) is not held up by a List that fails, nor for longer
+// than freshnessBound.
 func (c *Controller) confirmedWait(ctx context.Context, d policy.Decision) (policy.Decision, error) {
-	if !endsOnAWait(d) {
+	if d.Outcome == policy.OutcomeRunning {
+		c.behindSince = time.Time{}
 		return d, nil
 	}
 	behind, err := c.cacheBehind(ctx)
-	if err != nil || !behind {
+	now := c.opts.Clock.Now()
+	switch {
+	case err != nil && endsOnAWait(d):
 		return d, err
+	case err != nil || !behind:
+		c.behindSince = time.Time{}
+		return d, nil
+	case c.behindSince.IsZero():
+		c.behindSince = now
+	case now.Sub(c.behindSince) >= freshnessBound:
+		c.opts.Logger.Warn("the pod cache still lags the API server; deciding on it", zap.Duration("for", now.Sub(c.behindSince)))
+		return d, nil
 	}
-	c.opts.Logger.Info("the pod cache lags the API server; a timeout waits for it before it ends the job")
+	c.opts.Logger.Info("the pod cache lags the API server; the job's end waits for it", zap.String("reason", d.Reason))
 	return policy.Decision{Outcome: policy.OutcomeRunning, RecheckAfter: time.Second}, nil
 }
+
+// freshnessBound bounds how long an end waits for the cache to catch up:
+// an informer relists within seconds of its watch breaking.
+const freshnessBound = 10 * time.Second

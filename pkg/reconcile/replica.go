@@ -101,6 +101,9 @@ type replicaState struct {
 	// collateralAt is the exit of the last of them.
 	collateral   int32
 	collateralAt time.Time
+	// aliveAt is when the current instance was last delivered not ended:
+	// it ended after that, if it went without trace.
+	aliveAt time.Time
 	// batch is how many in-place restarts the last delivery that showed
 	// new ones brought, when they counted (0 once judged collateral).
 	batch int32
@@ -176,6 +179,9 @@ func (st *replicaState) adopted(pod *corev1.Pod, attempt int, restartsBefore int
 func (st *replicaState) podSeen(pod *corev1.Pod, now time.Time) bool {
 	if pod.UID != st.uid || st.uid == "" {
 		return false
+	}
+	if !podEnded(pod) {
+		st.aliveAt = now
 	}
 	switch st.stage {
 	case stageCreated, stageObserved, stageVanished:

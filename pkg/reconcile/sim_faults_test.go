@@ -111,6 +111,9 @@ func (w *simWorld) relist() {
 		return
 	}
 	w.watchBroken = false
+	if w.onRelist != nil {
+		w.onRelist()
+	}
 	for _, gvr := range simResources {
 		inf := w.informers[gvr]
 		if inf == nil {

@@ -718,8 +718,8 @@ func regressions() []regression {
 		// pods keep no order of the two: both ends are the policy's to make,
 		// and the comparison names why they differ. worker-1's exit 137
 		// (Never) fails the job in every order.
-		name: "an MPI launcher's restart and a worker's preemption while no step watched are judged by the trace left",
-		job:  withCleanPodPolicy(withBackoffLimit(mpiSimJob(v1alpha1.LauncherCreationAtStartup, 2, v1alpha1.RestartPolicyNever), 1), v1alpha1.CleanPodPolicyAll),
+		name:  "an MPI launcher's restart and a worker's preemption while no step watched are judged by the trace left",
+		job:   withCleanPodPolicy(withBackoffLimit(mpiSimJob(v1alpha1.LauncherCreationAtStartup, 2, v1alpha1.RestartPolicyNever), 1), v1alpha1.CleanPodPolicyAll),
 		nodes: 3,
 		faults: []fault{
 			killDuringExit(30*time.Second, "pi-launcher-0", 3, 23*time.Second),

@@ -100,7 +100,7 @@ func runSchedule(s schedule, orderSeed uint64, trace bool) *simRun {
 	w.traceOn = trace
 	w.roomFrom, w.load = simEpoch.Add(s.room), s.load
 	r := &simRun{s: s, w: w, faults: append([]fault(nil), s.faults...), ctx: context.Background(), instances: map[string]types.UID{}}
-	w.onPodCreated = r.podCreated
+	w.onPodCreated, w.onPodRemoved, w.onRelist = r.podCreated, r.removedUnwatched, r.truthSeen
 	w.onPanic = func() { r.panicking = r.panicking || !r.over() }
 	saved := apierr.WriteBackoff
 	apierr.WriteBackoff = wait.Backoff{Steps: 3}
@@ -261,6 +261,7 @@ func (s *simStep) start() {
 		return
 	}
 	s.started = true
+	r.truthSeen()
 	w.initialAdds()
 	c.queue.Add(syncKey)
 	if v1alpha1.ScalesOnMetrics(w.job) {
@@ -356,7 +357,9 @@ func (r *simRun) sync() {
 	case d.Outcome != policy.OutcomeRunning:
 		s.end(ending.Run{Started: true, Decision: d})
 	default:
-		if limit := w.job.Spec.RunPolicy.BackoffLimit; limit != nil {
+		// An end the cache's lag holds back (freshness.go) is not a job
+		// going on: the sync did nothing else.
+		if limit := w.job.Spec.RunPolicy.BackoffLimit; limit != nil && c.behindSince.IsZero() {
 			if v := c.View(); v.Restarts > *limit {
 				r.violate("the job goes on with %d counted restarts, past backoffLimit %d", v.Restarts, *limit)
 			}
@@ -429,7 +432,8 @@ func (r *simRun) finishRun(s *simStep, out ending.Result) {
 	w, e := r.w, out.Ending
 	r.ended = e
 	end := &simEnd{phase: string(e.Phase), reason: e.Reason, reattached: r.retries, at: w.now(), landed: r.landedFaults(), targets: slices.Clone(r.targets),
-		resumed: maxTime(s.leadSince, s.startedAt), launcherAway: r.launcherAway}
+		resumed: maxTime(s.leadSince, s.startedAt), launcherAway: r.launcherAway,
+		lateFault: !r.lastLanded.IsZero() && w.now().Sub(r.lastLanded) < simSettle+simDecisionSlack}
 	if r.abandoned {
 		end.reason = "RetriesExhausted: " + e.Reason
 	}
@@ -441,7 +445,9 @@ func (r *simRun) finishRun(s *simStep, out ending.Result) {
 		end.restarts = v.Restarts
 		end.charged = v.Restarts + policy.CheckFailures(&v, simTimeouts).Counted()
 	} else {
-		end.restarts = r.restartsOnRecord()
+		// No run listed the replicas (it never held the Lease): nothing
+		// reports the restarts.
+		end.restarts, r.unreported = r.restartsOnRecord(), true
 		end.charged = end.restarts
 	}
 	if d := w.job.Spec.RunPolicy.ActiveDeadlineSeconds; d != nil && s.ctrl != nil {
@@ -614,6 +620,7 @@ func (r *simRun) stopStep() {
 	r.stopped = true
 	if s == nil || s.dead {
 		r.w.logf("stopped while no step runs: the objects are left to their owners")
+		r.unreported = true
 		r.finishRun(&simStep{r: r, stopped: true}, ending.Result{Ending: policy.Ending{Action: policy.LeaveObjects,
 			Phase: result.PhaseTerminated, Reason: result.ReasonTerminated, Message: "the workflow was stopped between its retries"}})
 		return

@@ -410,6 +410,9 @@ type simEnd struct {
 	// launcherAway: a re-attach could not order an MPI launcher's restart
 	// and a worker's end (launcherJudgedAway).
 	launcherAway bool
+	// lateFault: an exit or a disruption landed within simSettle and
+	// simDecisionSlack of the end.
+	lateFault bool
 	// landed names the script's exits and disruptions that took effect
 	// before the end: one whose replica never ran again, or that came
 	// after the end, changed nothing.
@@ -441,6 +444,10 @@ type simEnd struct {
 //     the pods keep no order of the two, and a re-attach judges the
 //     launcher's restart by the worker's trace, which a slower or faster
 //     pod deletion leaves or takes;
+//   - a fault landed too close to the end for every order to decide it:
+//     an exit or a disruption within the policy's settle and a decision's
+//     slack of an end that does not wait for it (the workflow stopped, the
+//     deadline, a bound);
 //   - failures found at once charge as those seen one at a time: a step
 //     that found several failures at once (it was away, or could not
 //     write) ends the job with the retryable ones unspent; what they charge
@@ -466,6 +473,8 @@ func (e simEnd) compare(o simEnd) (explanation string, ok bool) {
 		return explainedByCharge, true
 	case e.phase == o.phase && e.reason == o.reason && (e.launcherAway || o.launcherAway):
 		return explainedByLauncherAway, true
+	case e.lateFault || o.lateFault:
+		return explainedByLateFault, true
 	}
 	return "", false
 }
@@ -482,6 +491,10 @@ const (
 	// worker ended or went while no step watched; the pods do not keep
 	// which came first (launcherJudgedAway).
 	explainedByLauncherAway = "an MPI launcher's restart and a worker's end while no step watched, unordered"
+	// explainedByLateFault: an exit or a disruption landed too close to
+	// the end (the workflow stopped, the deadline, a bound) for every order
+	// to have decided it.
+	explainedByLateFault = "a fault landed too close to the end for every order to decide it"
 )
 
 // waitAfterBlind reports whether the job ended on a bounded wait within
@@ -592,6 +605,9 @@ type simRun struct {
 	// MPI launcher's restart and a worker's end it could not order.
 	unwatchedSince time.Time
 	launcherAway   bool
+	// unreported: the workflow was stopped while no step ran; no run
+	// reported the end.
+	unreported bool
 	// ctrlStarted is when the running controller started: one that
 	// re-attaches after the job's deadline passed must end it from there.
 	ctrlStarted time.Time

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/policy"
@@ -30,8 +31,13 @@ import (
 type truthFailure struct {
 	at   time.Time
 	what string
+	// pod is the instance that failed.
+	pod types.UID
 	// undecided says why it may or may not count ("" when it must).
 	undecided string
+	// unseen: no watch delivered it yet (no step ran, or the watches were
+	// broken); a relist or a step's start shows it.
+	unseen bool
 }
 
 // noteFailure records what an exit of pod with code, which just landed,
@@ -41,7 +47,8 @@ func (r *simRun) noteFailure(pod *corev1.Pod, code int32, restarting bool) {
 		return
 	}
 	w := r.w
-	f := truthFailure{at: w.now(), what: fmt.Sprintf("%s exit %d at %s", pod.Name, code, w.now().Sub(simEpoch))}
+	f := truthFailure{at: w.now(), what: fmt.Sprintf("%s exit %d at %s", pod.Name, code, w.now().Sub(simEpoch)), pod: pod.UID,
+		unseen: w.ctrl == nil || w.watchBroken}
 	job := w.job
 	rt := replicaTypeOf(job, pod)
 	spec := job.Spec.ReplicaSpecs[rt]
@@ -85,8 +92,8 @@ func (r *simRun) restartBeingCarried() bool {
 // retryable failures the last decision saw unspent).
 func (r *simRun) checkTruth(end *simEnd) {
 	switch {
-	case r.abandoned, end.reason == result.ReasonInternalError, end.phase == string(result.PhaseInvalid):
-		return // the objects were left, or a panic ended the run wherever a failure's handling stood
+	case r.abandoned, r.unreported, end.reason == result.ReasonInternalError, end.phase == string(result.PhaseInvalid):
+		return // no step reported, or a panic ended the run wherever a failure's handling stood
 	}
 	got := end.restarts
 	if end.phase == string(result.PhaseFailed) {
@@ -102,6 +109,9 @@ func (r *simRun) checkTruth(end *simEnd) {
 		case f.undecided != "":
 			may++
 			undecided = append(undecided, f.what+" ("+f.undecided+")")
+		case f.unseen:
+			may++
+			undecided = append(undecided, f.what+" (no step saw it before the end)")
 		default:
 			must++
 		}
@@ -172,4 +182,26 @@ func (r *simRun) launcherJudgedAway(since time.Time) bool {
 		}
 	}
 	return false
+}
+
+// removedUnwatched marks the failures of pod, removed while no watch
+// delivered its state (no step ran, or the watches were broken), as ones
+// no step could see: the pod took its in-place restarts with it.
+func (r *simRun) removedUnwatched(pod *corev1.Pod) {
+	if r.w.ctrl != nil && !r.w.watchBroken {
+		return
+	}
+	for i := range r.truth {
+		if f := &r.truth[i]; f.pod == pod.UID && f.undecided == "" {
+			f.undecided = "its pod was removed before any step saw it"
+		}
+	}
+}
+
+// truthSeen marks every failure so far as seen: an informer listed the
+// job's pods (a step started, or its informers relisted).
+func (r *simRun) truthSeen() {
+	for i := range r.truth {
+		r.truth[i].unseen = false
+	}
 }

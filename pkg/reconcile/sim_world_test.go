@@ -226,8 +226,11 @@ type simWorld struct {
 	uidSeq      int
 	trace       []string
 	traceOn     bool
-	// onPodCreated sees every pod the API server stored.
-	onPodCreated func(*corev1.Pod)
+	// onPodCreated sees every pod the API server stored, onPodRemoved
+	// every pod it removed.
+	onPodCreated, onPodRemoved func(*corev1.Pod)
+	// onRelist is called as the informers relist.
+	onRelist func()
 	// panicOnPodCreate makes the next pod create panic in the client, and
 	// calls onPanic first.
 	panicOnPodCreate bool
@@ -656,6 +659,9 @@ func (w *simWorld) remove(gvr schema.GroupVersionResource, obj runtime.Object) e
 	}
 	if pod, ok := obj.(*corev1.Pod); ok {
 		delete(w.finalizing, pod.UID)
+		if w.onPodRemoved != nil {
+			w.onPodRemoved(pod)
+		}
 		if _, _, ended := simEnded(pod); ended {
 			w.removedEnded = append(w.removedEnded, pod.DeepCopy())
 		}

@@ -32,7 +32,7 @@ func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 	// them, and while the job restarts (success still comes first).
 	if d, ok := policy.DeadlineExceeded(&policy.View{Job: c.opts.Job, StartTime: c.startTime, Now: c.opts.Clock.Now()}); ok {
 		if c.view = c.observe(); !policy.Succeeded(&c.view, c.opts.Rule) {
-			return d, nil
+			return c.confirmedWait(ctx, d)
 		}
 	}
 	// A re-attach's writes come before any create.
