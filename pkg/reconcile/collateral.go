@@ -53,7 +53,7 @@ func (c *Controller) noteCollateral(st *replicaState, pod *corev1.Pod) {
 		st.collateral += grew
 		st.collateralAt, st.batch = c.lastExitOf(st.id.Type, pod), 0
 	case grew > 0:
-		st.batch = grew
+		st.batch, st.batchBase, st.batchEnd = grew, st.collateral, time.Time{}
 	}
 }
 
@@ -75,29 +75,35 @@ func (c *Controller) workerVanished(st *replicaState, cached, final *corev1.Pod)
 }
 
 // collateralBefore judges, as the end of a worker is seen, the launcher's
-// last in-place restart, seen before it: the kubelets report each pod on
-// their own, so mpirun's failure may reach the API server before the end of
-// the worker it followed.
-//
-// Several restarts seen at once (a relist folds what a broken watch did
-// not deliver) are judged as a re-attach judges them: when the run that
-// failed last started at or after the worker's end, they all came after
-// it; otherwise only the last one did.
+// in-place restarts seen before it and counted: the kubelets report each
+// pod on their own, so mpirun's failure may reach the API server before the
+// end of the worker it followed. Several restarts seen at once (a relist
+// folds what a broken watch did not deliver) are judged as a re-attach
+// judges them, against the earliest of the workers' ends seen after them
+// (however a relist orders them): when the run that failed last started at
+// or after it, they all came after it; otherwise only the last one did.
 func (c *Controller) collateralBefore(ended time.Time) {
 	st := c.collateralLauncher()
-	if st == nil || st.pod == nil || st.pod.UID != st.uid || st.collateral >= inPlaceRestarts(st.pod) {
+	if st == nil || st.pod == nil || st.pod.UID != st.uid || st.batch == 0 {
 		return
+	}
+	if !st.batchEnd.IsZero() && !ended.Before(st.batchEnd) {
+		return // an earlier end already judged the batch
+	}
+	st.batchEnd = ended
+	if ended.IsZero() {
+		st.batchEnd = time.Unix(0, 1) // unknown: the earliest there is
 	}
 	exited, started := c.lastRunOf(st.id.Type, st.pod)
-	if exited.IsZero() || exited.Equal(st.collateralAt) || !cameAfter(exited, ended) {
-		return
+	var n int32
+	if !exited.IsZero() && cameAfter(exited, ended) {
+		n = 1
+		if st.batch > 1 && (started.IsZero() || cameAfter(started, ended)) {
+			n = st.batch
+		}
 	}
-	n := int32(1)
-	if st.batch > 1 && (started.IsZero() || cameAfter(started, ended)) {
-		n = st.batch
-	}
-	st.collateral += min(n, inPlaceRestarts(st.pod)-st.collateral)
-	st.collateralAt, st.dirty, st.batch = exited, true, 0
+	st.collateral = st.batchBase + min(n, inPlaceRestarts(st.pod)-st.batchBase)
+	st.collateralAt, st.dirty = exited, true
 }
 
 // collateralWhileAway judges, as a run re-attaches, the adopted launcher's

@@ -105,8 +105,11 @@ type replicaState struct {
 	// it ended after that, if it went without trace.
 	aliveAt time.Time
 	// batch is how many in-place restarts the last delivery that showed
-	// new ones brought, when they counted (0 once judged collateral).
-	batch int32
+	// new ones brought, when they counted (0 once judged collateral);
+	// batchBase the collateral restarts before it, batchEnd the earliest
+	// worker's end it was judged against (collateralBefore).
+	batch, batchBase int32
+	batchEnd         time.Time
 	// recreations counts replacements of this replica (its share of the
 	// job's restarts, with the in-place restarts).
 	recreations int32
@@ -155,7 +158,7 @@ func (st *replicaState) createAccepted(uid types.UID, attempt int, now time.Time
 	}
 	st.stage, st.uid, st.attempt, st.nextAttempt, st.createdAt, st.expectSince = stageCreated, uid, attempt, attempt, now, now
 	st.jobAttempt, st.carried = 0, 0
-	st.pod, st.collateral, st.collateralAt, st.batch = nil, 0, time.Time{}, 0
+	st.pod, st.collateral, st.collateralAt, st.batch, st.batchBase, st.batchEnd = nil, 0, time.Time{}, 0, 0, time.Time{}
 	if cached != nil && cached.UID == uid {
 		st.podSeen(cached, now)
 	}
@@ -169,7 +172,8 @@ func (st *replicaState) adopted(pod *corev1.Pod, attempt int, restartsBefore int
 	st.stage, st.uid, st.attempt, st.nextAttempt = stageObserved, pod.UID, attempt, attempt
 	st.jobAttempt, st.carried = jobAttemptOf(pod), restartsBefore
 	st.pod, st.dirty, st.createdAt = pod, true, pod.CreationTimestamp.Time
-	st.recreations, st.restartsBefore, st.collateral, st.collateralAt, st.batch = restartsBefore, 0, 0, time.Time{}, 0
+	st.recreations, st.restartsBefore, st.collateral, st.collateralAt = restartsBefore, 0, 0, time.Time{}
+	st.batch, st.batchBase, st.batchEnd = 0, 0, time.Time{}
 }
 
 // podSeen records an instance the informer delivered. Only the current

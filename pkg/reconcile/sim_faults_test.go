@@ -97,6 +97,9 @@ func (w *simWorld) breakWatches(d time.Duration) {
 		return
 	}
 	w.logf("every watch breaks; the informers relist in %s", d)
+	if w.onBlind != nil {
+		w.onBlind()
+	}
 	w.inbox = map[schema.GroupVersionResource][]pendingEvent{}
 	w.watchBroken = true
 	w.after(d, w.gen, "relist", w.relist)

@@ -100,7 +100,8 @@ func runSchedule(s schedule, orderSeed uint64, trace bool) *simRun {
 	w.traceOn = trace
 	w.roomFrom, w.load = simEpoch.Add(s.room), s.load
 	r := &simRun{s: s, w: w, faults: append([]fault(nil), s.faults...), ctx: context.Background(), instances: map[string]types.UID{}}
-	w.onPodCreated, w.onPodRemoved, w.onRelist = r.podCreated, r.removedUnwatched, r.truthSeen
+	w.onPodCreated, w.onPodRemoved = r.podCreated, r.removedUnwatched
+	w.onBlind, w.onRelist = r.goesBlind, func() { r.sees(); r.truthSeen() }
 	w.onPanic = func() { r.panicking = r.panicking || !r.over() }
 	saved := apierr.WriteBackoff
 	apierr.WriteBackoff = wait.Backoff{Steps: 3}
@@ -176,9 +177,7 @@ func (r *simRun) startStep() {
 	if r.end != nil {
 		return
 	}
-	if r.launcherJudgedAway(r.unwatchedSince) {
-		r.launcherAway = true
-	}
+	r.sees()
 	w.gen++
 	s := &simStep{r: r, gen: w.gen, since: w.now()}
 	s.owner = &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: fmt.Sprintf("step-%d", s.gen),
@@ -413,7 +412,8 @@ func (r *simRun) stepEnded(s *simStep, out ending.Result) {
 	if leaves && e.Phase == result.PhaseTransient && !s.stopped {
 		if r.retries < simRetries {
 			r.retries++
-			r.cur, r.unwatchedSince = nil, w.now()
+			r.cur = nil
+			r.goesBlind()
 			// A panic whose run could not hold the Lease to tear down (it
 			// deletes nothing then, Transient) is that step's: its retry
 			// goes on with the job.
@@ -592,7 +592,8 @@ func (r *simRun) killStep(d time.Duration) {
 		return
 	}
 	s.kill()
-	r.cur, r.unwatchedSince = nil, w.now()
+	r.cur = nil
+	r.goesBlind()
 	w.ctrl, w.inbox = nil, nil
 	w.gen++
 	var restart func()
@@ -713,4 +714,21 @@ func (r *simRun) collectGarbage() {
 			r.violate("pod %s left once the workflow's steps were gone", describe(p))
 		}
 	}
+}
+
+// goesBlind records when no watch delivers any more (the step died, or
+// its watches broke), once until a step sees again.
+func (r *simRun) goesBlind() {
+	if r.unwatchedSince.IsZero() {
+		r.unwatchedSince = r.w.now()
+	}
+}
+
+// sees records that a step lists the job again (it starts, or relists):
+// what an MPI launcher and its workers did meanwhile is judged now.
+func (r *simRun) sees() {
+	if r.launcherJudgedAway(r.unwatchedSince) {
+		r.launcherAway = true
+	}
+	r.unwatchedSince = time.Time{}
 }

@@ -52,11 +52,18 @@ func (r *simRun) noteFailure(pod *corev1.Pod, code int32, restarting bool) {
 	job := w.job
 	rt := replicaTypeOf(job, pod)
 	spec := job.Spec.ReplicaSpecs[rt]
+	unwatched := w.ctrl == nil || w.watchBroken
 	switch {
 	case spec == nil:
 		return
-	case restarting || r.followsPeersEnd(pod, code):
-		return // collateral: the restart under way, or the peer's end, is the cause
+	case restarting:
+		return // collateral: the restart under way is the cause
+	case r.followsPeersEnd(pod, code) && !unwatched:
+		return // collateral: the peer's end is the cause
+	case r.followsPeersEnd(pod, code):
+		// The cause, a peer's end, may be gone without trace when a step
+		// next looks: a rank that failed at a known time then comes first.
+		f.undecided = "it followed a peer's end while no step watched, which may have gone without trace"
 	case v1alpha1.IsElastic(job):
 		f.undecided = "an elastic job's worker: tolerated or replaced as the workers alive at the time decide"
 	case r.permanent(pod, code):
@@ -67,10 +74,10 @@ func (r *simRun) noteFailure(pod *corev1.Pod, code int32, restarting bool) {
 			return
 		}
 	}
-	if w.ctrl == nil && job.Spec.Framework == v1alpha1.FrameworkMPI && rt == v1alpha1.ReplicaTypeLauncher {
-		f.undecided = "an MPI launcher's restart while no step watched: a re-attach judges it by when the run that failed last started"
+	if unwatched && job.Spec.Framework == v1alpha1.FrameworkMPI && rt == v1alpha1.ReplicaTypeLauncher {
+		f.undecided = "an MPI launcher's restart while no step watched: it is judged by when the run that failed last started"
 	}
-	if w.ctrl == nil && r.restartBeingCarried() {
+	if unwatched && r.restartBeingCarried() {
 		f.undecided = "while no step watched and a whole-job restart was being carried out"
 	}
 	r.truth = append(r.truth, f)

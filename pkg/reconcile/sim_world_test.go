@@ -229,8 +229,9 @@ type simWorld struct {
 	// onPodCreated sees every pod the API server stored, onPodRemoved
 	// every pod it removed.
 	onPodCreated, onPodRemoved func(*corev1.Pod)
-	// onRelist is called as the informers relist.
-	onRelist func()
+	// onBlind is called as the watches break, onRelist as the informers
+	// relist.
+	onBlind, onRelist func()
 	// panicOnPodCreate makes the next pod create panic in the client, and
 	// calls onPanic first.
 	panicOnPodCreate bool
