@@ -358,3 +358,28 @@ func TestACountedRestartSurvivesTheLedgersServiceRemovedFromOutside(t *testing.T
 		t.Errorf("the step that re-attached counts %d restarts, want 1: worker-1's recreation", got)
 	}
 }
+
+// The teardown sends the delete of the job's ConfigMap (as those of its
+// Secrets, NetworkPolicies and PodGroup, which no List confirms) again
+// until it lands: one refused for longer than a write's in-place retries
+// (kube-apiserver restarting as the teardown ran) is not left behind.
+func TestCleanupSendsTheConfigMapsDeleteAgainUntilItLands(t *testing.T) {
+	t.Parallel()
+	h := succeededWithItsServicesCached(t)
+	var failing atomic.Bool
+	failing.Store(true)
+	h.client.PrependReactor("delete", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if failing.Load() {
+			return true, nil, apierrors.NewServiceUnavailable("the API server restarts")
+		}
+		return false, nil, nil
+	})
+	time.AfterFunc(3*time.Second, func() { failing.Store(false) })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	left, err := h.ctrl.Cleanup(ctx, true, true)
+	cms, _ := h.client.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{})
+	if len(cms.Items) != 0 || len(left) != 0 || err != nil {
+		t.Errorf("after the teardown: %d ConfigMaps, left %v, err %v; want the ConfigMap deleted once its delete landed", len(cms.Items), left, err)
+	}
+}
