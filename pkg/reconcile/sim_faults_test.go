@@ -109,6 +109,9 @@ func (w *simWorld) breakWatches(d time.Duration) {
 // while the API server is away the List fails, and the reflector tries
 // again a second or so later.
 func (w *simWorld) relist() {
+	if w.ctrl == nil {
+		return // the step whose informers broke is gone
+	}
 	if w.outage() {
 		w.after(time.Duration(800+w.rng.IntN(800))*time.Millisecond, w.gen, "relist", w.relist)
 		return

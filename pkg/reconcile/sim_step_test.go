@@ -314,6 +314,9 @@ func (s *simStep) renew() {
 	switch {
 	case s.leading && ours && w.leaseWritable():
 		w.lease.renewed = w.now()
+		if s.started && !s.ended {
+			s.r.ledLast = w.now()
+		}
 	case s.leading && w.now().Sub(w.lease.renewed) >= simRenewDeadline:
 		s.leading, s.lostAt = false, w.now()
 		w.logf("step %d could not renew the job's lease; writing nothing until it is held again", s.gen)
@@ -338,8 +341,15 @@ func (r *simRun) sync() {
 		return
 	}
 	w, c := r.w, s.ctrl
+	r.lastDecided = w.now()
 	d, err := c.syncRecovered(r.ctx)
 	w.logf("sync: %s %s %s %v", d.Outcome, d.Reason, d.Message, err)
+	if crash := c.crashError(); crash != nil {
+		// Run ends on a crash of a controller goroutine, whatever the sync
+		// beside it decided.
+		s.end(ending.Run{Started: true, Err: crash})
+		return
+	}
 	var re *result.Error
 	switch {
 	case err != nil && errors.As(err, &re):
@@ -406,7 +416,7 @@ func (s *simStep) kill() {
 func (r *simRun) stepEnded(s *simStep, out ending.Result) {
 	w := r.w
 	s.dead = true
-	w.ctrl, w.inbox = nil, nil
+	w.ctrl, w.inbox, w.informers = nil, nil, nil
 	e := out.Ending
 	leaves := e.Action == policy.EndWithError || e.Action == policy.LeaveObjects
 	if leaves && e.Phase == result.PhaseTransient && !s.stopped {
@@ -414,6 +424,7 @@ func (r *simRun) stepEnded(s *simStep, out ending.Result) {
 			r.retries++
 			r.cur = nil
 			r.goesBlind()
+			r.noteLedgerLost(s)
 			// A panic whose run could not hold the Lease to tear down (it
 			// deletes nothing then, Transient) is that step's: its retry
 			// goes on with the job.
@@ -437,10 +448,9 @@ func (r *simRun) finishRun(s *simStep, out ending.Result) {
 	if r.abandoned {
 		end.reason = "RetriesExhausted: " + e.Reason
 	}
+	// The outputs list the replicas, and the restarts, only when the ending
+	// does: otherwise nothing reports them.
 	v, haveView := out.View, e.ListReplicas
-	if !haveView && s.ctrl != nil && s.started {
-		v, haveView = s.ctrl.View(), true
-	}
 	if haveView {
 		end.restarts = v.Restarts
 		end.charged = v.Restarts + policy.CheckFailures(&v, simTimeouts).Counted()
@@ -594,7 +604,8 @@ func (r *simRun) killStep(d time.Duration) {
 	s.kill()
 	r.cur = nil
 	r.goesBlind()
-	w.ctrl, w.inbox = nil, nil
+	r.noteLedgerLost(s)
+	w.ctrl, w.inbox, w.informers = nil, nil, nil
 	w.gen++
 	var restart func()
 	restart = func() {
@@ -731,4 +742,15 @@ func (r *simRun) sees() {
 		r.launcherAway = true
 	}
 	r.unwatchedSince = time.Time{}
+}
+
+// noteLedgerLost records a step that died while the ledger's Service was
+// missing: what only it recorded is gone for the next step.
+func (r *simRun) noteLedgerLost(s *simStep) {
+	if s.ctrl == nil {
+		return
+	}
+	if _, err := r.w.tracker.Get(servicesGVR, simNamespace, s.ctrl.ledgerService()); err != nil {
+		r.ledgerLostAt = r.w.now()
+	}
 }

@@ -608,6 +608,11 @@ type simRun struct {
 	// unreported: the workflow was stopped while no step ran; no run
 	// reported the end.
 	unreported bool
+	// lastDecided is when a step that held the Lease last synced; ledLast
+	// is when a started step last held it (at a renewal); ledgerLostAt is
+	// when a step died while the ledger's Service, removed from outside,
+	// was not created again: what only that step recorded is gone.
+	lastDecided, ledLast, ledgerLostAt time.Time
 	// ctrlStarted is when the running controller started: one that
 	// re-attaches after the job's deadline passed must end it from there.
 	ctrlStarted time.Time

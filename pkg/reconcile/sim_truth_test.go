@@ -113,6 +113,16 @@ func (r *simRun) checkTruth(end *simEnd) {
 		case !f.at.Before(end.at.Add(-simSettle - simDecisionSlack)):
 			may++
 			undecided = append(undecided, f.what+" (too close to the end for a decision)")
+		case r.lastDecided.Before(f.at.Add(simSettle)) && r.ledLast.Before(f.at.Add(simSettle)):
+			// A step that holds the Lease syncs on every pod event: none
+			// synced after this one settled because none held it since.
+			may++
+			undecided = append(undecided, f.what+" (no step held the Lease from when it settled to the end)")
+		case f.at.Before(r.ledgerLostAt):
+			// The ledger's Service was removed from outside, and the step
+			// that held what it recorded died before creating it again.
+			may++
+			undecided = append(undecided, f.what+" (counted in a ledger whose Service, removed from outside, went with the step that could write it again)")
 		case f.undecided != "":
 			may++
 			undecided = append(undecided, f.what+" ("+f.undecided+")")

@@ -656,6 +656,10 @@ func (w *simWorld) remove(gvr schema.GroupVersionResource, obj runtime.Object) e
 			w.emit(gvr, watch.Modified, pod)
 		}
 		w.logf("kept by its finalizers: %s", describe(pod))
+		if pod.Spec.NodeName != "" && (pod.Status.Phase == corev1.PodRunning || pod.Status.Phase == corev1.PodPending) {
+			// Deleted, even with grace 0: its kubelet stops what runs.
+			w.kubeletFinishesDeletion(pod)
+		}
 		return nil
 	}
 	if pod, ok := obj.(*corev1.Pod); ok {

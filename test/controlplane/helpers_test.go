@@ -226,6 +226,7 @@ func checkEnded(t testing.TB, c *cluster.Cluster, ns, job string, cfg executor.C
 	if o.res.Phase != phase || o.res.Reason != reason {
 		t.Fatalf("the run ended %s/%s (%s; %v), want %s/%s", o.res.Phase, o.res.Reason, o.res.Message, o.err, phase, reason)
 	}
+	t.Logf("the run ended %s/%s in %s", o.res.Phase, o.res.Reason, o.took.Round(100*time.Millisecond))
 	if got := output(t, cfg, "restarts"); got != restarts {
 		t.Errorf("restarts %s, want %s", got, restarts)
 	}
