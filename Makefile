@@ -69,11 +69,13 @@ image: ## Build the trainstep OCI image archive into bin/trainstep-image.tar (no
 	$(GO) run ./hack/image -o $(BIN)/trainstep-image.tar -tag $(IMAGE) -version $(VERSION)
 
 .PHONY: image-pin
-image-pin: ## Build the release image (RELEASE with RELEASE_GO) and write <repo>:<tag>@sha256:<digest> into every shipped reference (templates, workflows, docs).
+image-pin: ## Build the release image (RELEASE with RELEASE_GO) and write <repo>:<tag>@sha256:<digest> into every shipped reference (templates, workflows, docs), and the commit it was built from into the README's pin.
 	$(MAKE) --no-print-directory release-image
 	@ref="$(IMAGE_REPO):$(RELEASE)@$$(cat $(BIN)/trainstep-release.digest)"; \
 	  sed -E -i "s#$(subst .,\.,$(IMAGE_REPO)):v[0-9]+\.[0-9]+\.[0-9]+(@sha256:[0-9a-f]{64})?#$$ref#g" $(PINNED_FILES); \
-	  echo "image-pin: the shipped references name $$ref"
+	  commit=$$(git rev-parse HEAD); \
+	  sed -E -i "s#(commit its sources are, \`|git checkout |trainstep/cmd/[a-z-]+@)[0-9a-f]{40}#\1$$commit#g" README.md docs/argo.md; \
+	  echo "image-pin: the shipped references name $$ref, built from commit $$commit"
 
 .PHONY: image-verify
 image-verify: ## Rebuild the release image and check its digest is the one templates/workflowtemplate.yaml pins.

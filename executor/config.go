@@ -40,8 +40,9 @@ type Config struct {
 	QPS   float32
 	Burst int
 
-	// Owner: the step pod (OwnerPod + OwnerUID) or the Workflow
-	// (OwnerWorkflow + OwnerWorkflowUID); both live in PodNamespace.
+	// The step pod (OwnerPod + OwnerUID) and the Workflow (OwnerWorkflow +
+	// OwnerWorkflowUID), both in PodNamespace: the Workflow owns the job's
+	// objects when given, else the step pod (owner.go).
 	OwnerPod, OwnerUID              string
 	OwnerWorkflow, OwnerWorkflowUID string
 	// WorkflowName, when known, labels every object for `argo logs -l`
@@ -59,6 +60,10 @@ type Config struct {
 	// NoNetworkPolicy leaves out the job's NetworkPolicy (render.NetworkPolicy),
 	// which otherwise admits only the job's own pods to its replicas.
 	NoNetworkPolicy bool
+	// NoDisruptionBudget leaves out the PodDisruptionBudget of a job whose
+	// ranks restart as a whole (render.DisruptionBudget): a drain may then
+	// evict one rank while the others run.
+	NoDisruptionBudget bool
 
 	// OutputsDir receives the output parameter files; ProgressFile the
 	// "N/M" progress (Argo's $ARGO_PROGRESS_FILE), when set.
@@ -118,6 +123,9 @@ type Config struct {
 
 	// status is the run's progress endpoint, nil when it has none.
 	status *statusEndpoint
+	// stop says, once a signal came, whether it was a stop or the step
+	// pod's disruption (handover.go).
+	stop *stopKind
 
 	// BeforeSync, for tests, is called before each look the controller
 	// takes at the job: a panic there is the reconciler's own.
@@ -178,5 +186,8 @@ func (c *Config) setDefaults() {
 	}
 	if c.Outputs == nil {
 		c.Outputs = NewOutputGate()
+	}
+	if c.stop == nil {
+		c.stop = &stopKind{}
 	}
 }

@@ -233,6 +233,17 @@ func requiredPermissions(planned *render.Objects, events, podMetrics bool) []per
 	return perms
 }
 
+// disruptionBudgetPermissions are what the job's PodDisruptionBudget
+// needs: created before the replicas, re-attached by a retried step (get,
+// patch), deleted with the job.
+func disruptionBudgetPermissions() []permission {
+	var perms []permission
+	for _, v := range []string{"create", "get", "patch", "delete"} {
+		perms = append(perms, permission{verb: v, group: "policy", resource: "poddisruptionbudgets"})
+	}
+	return perms
+}
+
 // networkPolicyPermissions are what the job's NetworkPolicy needs: created
 // before the replicas, re-attached by a retried step (get, patch), deleted
 // with the job.
@@ -374,6 +385,24 @@ func (c *connection) accessReview(ctx context.Context, p permission) (bool, erro
 		return false, err
 	}
 	return got.Status.Allowed, nil
+}
+
+// mayWatchNodes reports whether the step may get, list and watch nodes
+// (deploy/nodes/, cluster-wide), which lets it see a drain coming; any
+// error counts as no.
+func (c *connection) mayWatchNodes(ctx context.Context) bool {
+	reqCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	for _, verb := range []string{"get", "list", "watch"} {
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Resource: "nodes"},
+		}}
+		got, err := c.authorization.SelfSubjectAccessReviews().Create(reqCtx, review, metav1.CreateOptions{})
+		if err != nil || !got.Status.Allowed {
+			return false
+		}
+	}
+	return true
 }
 
 // allowedByRules reports whether a rule grants p on any object of its

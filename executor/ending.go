@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/trainstep/trainstep/pkg/apierr"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/ending"
 	"github.com/trainstep/trainstep/pkg/policy"
@@ -62,6 +63,10 @@ func (r *runEnd) carryOut(ctx context.Context, decision policy.Decision, superse
 
 // Stopped reports whether the step was signalled.
 func (r *runEnd) Stopped() bool { return r.terminated() }
+
+// HandOver reports whether the step's own pod is being removed by the
+// infrastructure, and how: its retry goes on with the job.
+func (r *runEnd) HandOver() (bool, string) { return r.cfg.stop.handOver(), r.cfg.stop.reason() }
 
 // Lease is where this run stands with the job's Lease now.
 func (r *runEnd) Lease() policy.LeaseState {
@@ -118,6 +123,11 @@ func (r *runEnd) apply(teardownCtx context.Context, e policy.Ending, decision po
 	fields := []zap.Field{zap.String("phase", string(e.Phase)), zap.String("reason", e.Reason), zap.String("message", e.Message)}
 	if e.Action == policy.LeaveObjects {
 		r.s.log.Warn("deleted nothing: the job's objects are left to a retry of the step or to another run", fields...)
+		if e.Reason == result.ReasonStepDisrupted && r.lease.held() {
+			if err := r.disown(teardownCtx); err != nil {
+				r.s.log.Warn("the job's objects may go with the step's pod: clearing their owner failed", zap.Error(err))
+			}
+		}
 		if e.ReleaseLease {
 			r.releaseLease(nil)
 		}
@@ -128,6 +138,29 @@ func (r *runEnd) apply(teardownCtx context.Context, e policy.Ending, decision po
 	r.events.final(r.s.eventObject, *r.res)
 	r.releaseLease(teardownCtx)
 	r.s.log.Info("job ended", fields...)
+}
+
+// disownRetry is how often a failed Controller.Disown is tried again.
+const disownRetry = time.Second
+
+// disown clears the owner of the job's objects before the step pod goes
+// (Controller.Disown), tried again every disownRetry while it fails for a
+// reason that may pass (an API error, a conflict), until ctx ends: once the
+// step pod's grace is over, the garbage collector takes whatever it still
+// owns, the replicas with it.
+func (r *runEnd) disown(ctx context.Context) error {
+	for {
+		err := r.ctrl.Disown(ctx)
+		if err == nil || apierr.IsPermanent(err) {
+			return err
+		}
+		r.s.log.Info("clearing the job's owner failed; trying again", zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(disownRetry):
+		}
+	}
 }
 
 // releaseLease gives the Lease up on ctx, or within 5 s when ctx is nil.

@@ -10,6 +10,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -102,9 +103,9 @@ func checkNoForeignObjects(ctx context.Context, conn *connection, id render.Iden
 
 // namedObjects are the objects of fixed names the job creates besides its
 // pods and Services (which checkNoForeignObjects lists by label): its
-// ConfigMaps, Secrets, NetworkPolicies and PodGroup, and the endpoint's
+// ConfigMaps, Secrets, NetworkPolicies, PodDisruptionBudget and PodGroup, and the endpoint's
 // Secrets, Service and NetworkPolicy when the step serves it.
-func namedObjects(job *v1alpha1.TrainJob, planned *render.Objects, endpoint bool, networkPolicy bool) []namedObject {
+func namedObjects(job *v1alpha1.TrainJob, planned *render.Objects, endpoint, networkPolicy, disruptionBudget bool) []namedObject {
 	var out []namedObject
 	core := func(kind, resource, name string) {
 		out = append(out, namedObject{kind: kind, gvr: corev1.SchemeGroupVersion.WithResource(resource), name: name})
@@ -124,6 +125,9 @@ func namedObjects(job *v1alpha1.TrainJob, planned *render.Objects, endpoint bool
 		core("secret", "secrets", v1alpha1.TrainerStatusTLSName(job.Name))
 		core("service", "services", v1alpha1.TrainerStatusName(job.Name))
 		out = append(out, namedObject{kind: "networkpolicy", gvr: networkPolicies, name: v1alpha1.TrainerStatusName(job.Name)})
+	}
+	if disruptionBudget {
+		out = append(out, namedObject{kind: "poddisruptionbudget", gvr: policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets"), name: job.Name})
 	}
 	if pg := planned.PodGroup; pg != nil {
 		gvr := pg.GroupVersionKind().GroupVersion().WithResource("podgroups")

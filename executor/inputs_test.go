@@ -14,6 +14,7 @@ import (
 	metadatafake "k8s.io/client-go/metadata/fake"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks/mpi"
 	"github.com/trainstep/trainstep/pkg/render"
 	"github.com/trainstep/trainstep/pkg/result"
 )
@@ -36,7 +37,7 @@ func TestRenderInputsRefusesAnSSHSecretNotTheJobs(t *testing.T) {
 		{"the job's own, from an earlier attempt", map[string]string{v1alpha1.LabelJobName: "github-deploy", v1alpha1.LabelIdentity: "5eed"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.MPISSHSecretName(job.Name), Namespace: "team", Labels: tc.labels},
+			secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: mpi.SSHSecretName(job.Name), Namespace: "team", Labels: tc.labels},
 				Data: map[string][]byte{corev1.SSHAuthPrivateKey: planted}}
 			core := fake.NewClientset(secret)
 			conn := &connection{core: core.CoreV1(), metadata: metadataOf(t, secret), namespace: "team"}

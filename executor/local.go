@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/backend/local"
@@ -24,10 +25,10 @@ func runLocal(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, res *res
 	terminated, _ := watchSignals(runCtx, cfg.Signals, cancelRun, nil)
 	log := cfg.Logger.With(zap.String("job", job.Name))
 
-	var environ []string
+	var statusEnv []corev1.EnvVar
 	var closeStatus func()
 	var err error
-	if cfg.status, environ, closeStatus, err = startLocalTrainerStatus(cfg, job, log); err != nil {
+	if cfg.status, statusEnv, closeStatus, err = startLocalTrainerStatus(cfg, job, log); err != nil {
 		return err
 	}
 	defer closeStatus()
@@ -43,7 +44,7 @@ func runLocal(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, res *res
 		Timeouts:     policy.Timeouts{Stuck: cfg.StuckTimeout, Pending: cfg.PendingTimeout},
 		Logs:         cfg.Logs,
 		LogOutput:    logOutput,
-		Environ:      environ,
+		JobEnv:       statusEnv,
 		Logger:       log,
 		Clock:        cfg.Clock,
 		MaxStopGrace: cfg.TerminationGrace,

@@ -127,6 +127,28 @@ func TestLocalRunServesTheProgressEndpoint(t *testing.T) {
 	assert.Contains(t, r.stdout, `"trainerStatus":{"progressPercentage":100`)
 }
 
+// A script posting as Kubeflow's current clients do — the SDK, the
+// transformers integration: KUBEFLOW_TRAINER_SERVER_*, the token file read
+// again for every post — reports the same way, and a template's variable
+// may refer to the endpoint's, which come before it.
+func TestLocalRunServesTheProgressEndpointUnderTheServerNames(t *testing.T) {
+	manifest := strings.Replace(string(progressJob(t, ", --server-names")), "            image: none\n",
+		"            image: none\n            env: [{name: REPORT_URL, value: $(KUBEFLOW_TRAINER_SERVER_URL)}]\n", 1)
+	r, values := runWithProgress(t, []byte(manifest), logs.ModeLeaders)
+	require.Equal(t, result.PhaseSucceeded, r.res.Phase, "%v\n%s", r.err, r.stderr)
+	stderr := r.stderr.String()
+	assert.Contains(t, stderr, "[worker-0] REPORT_URL is the URL: True")
+	assert.Contains(t, stderr, "[worker-0] wrong token 401")
+	assert.Contains(t, stderr, "[worker-0] posted 100 200")
+	assert.Equal(t, "100/100", values[len(values)-1], "every value: %v", values)
+	var status map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.output(t, "trainer-status.json")), &status))
+	assert.Equal(t, float64(100), status["progressPercentage"])
+	if diff := sameJSON(t, `{"accuracy": 0.9, "loss": 0.2500, "step": 4}`, r.output(t, "metrics.json")); diff != "" {
+		t.Errorf("metrics.json (-want +got):\n%s", diff)
+	}
+}
+
 // A script that cannot make HTTP calls prints its status as one JSON line.
 func TestLocalRunTakesALeadersStatusLine(t *testing.T) {
 	r, values := runWithProgress(t, progressJob(t, ", --log-line"), logs.ModeLeaders)

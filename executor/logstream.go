@@ -72,7 +72,7 @@ func (s *logStreamer) observe(pod *corev1.Pod) {
 		return
 	}
 	container := ""
-	if main := v1alpha1.MainContainer(s.job, t); main != nil {
+	if main := frameworks.MainContainer(s.job, t); main != nil {
 		container = main.Name
 	}
 	prefix := logs.ReplicaPrefix(string(t), index)

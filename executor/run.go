@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -111,6 +112,8 @@ func finish(cfg *Config, res result.Result) {
 // run is the step lifecycle as a script: load → connect and check rights →
 // render → reconcile → clean up → fill the result.
 func run(ctx context.Context, cfg *Config, res *result.Result) error {
+	// Local replicas are processes: a namespace's objects do not exist there.
+	cfg.SpecOptions.Policy.Local = cfg.SpecOptions.Policy.Local || cfg.Local
 	job, warnings, err := spec.Load(cfg.Spec, cfg.SpecOptions)
 	if err != nil {
 		return err
@@ -125,22 +128,31 @@ func run(ctx context.Context, cfg *Config, res *result.Result) error {
 	if cfg.Local {
 		return runLocal(ctx, cfg, job, res)
 	}
+	if err := checkRendered(cfg, job); err != nil {
+		return err
+	}
 
-	// The first signal cancels the run; teardown then runs on its own context.
+	// The first signal cancels the run, once it is known whether it stops
+	// the job or hands it over; teardown then runs on its own context.
 	runCtx, cancelRun := context.WithCancel(ctx)
-	terminated, signalsDone := watchSignals(runCtx, cfg.Signals, cancelRun, func() { writeStoppingOutputs(cfg, res.JobName) })
+	var connected atomic.Pointer[connection]
+	terminated, signalsDone := watchSignals(runCtx, cfg.Signals, cancelRun, func() {
+		cfg.stop.classify(cfg, job.Namespace, connected.Load())
+		writeStoppingOutputs(cfg, res.JobName)
+	})
 	defer func() { cancelRun(); <-signalsDone }()
 
 	cfg.Timeline.Mark("job loaded")
 	s, err := prepare(runCtx, cfg, job)
 	if err != nil && terminated() {
 		// Nothing was created yet: stopping is all there is to do.
-		markTerminated(res, "the step was stopped before anything was created")
+		markSignalled(res, cfg.stop, "before anything was created")
 		return res.Err()
 	}
 	if err != nil {
 		return err
 	}
+	connected.Store(s.conn)
 	res.Namespace = s.conn.namespace
 	if s.conn.requests != nil {
 		defer func() {
@@ -155,23 +167,43 @@ func run(ctx context.Context, cfg *Config, res *result.Result) error {
 	return res.Err()
 }
 
-// writeStoppingOutputs writes the Terminated output files as soon as the step
-// is signalled, before the teardown; they are written again when it ends.
-// Argo signals the step's wait container together with it, and that saves
-// the output parameters from whatever files exist within about a second:
-// without these, a stopped step's outputs were the template's defaults.
-// Once the job's outcome is known they are not written: the signal then
-// only hurries the teardown.
+// writeStoppingOutputs writes the output files as soon as the step is
+// signalled, before the teardown (Terminated; Transient when the signal
+// hands the job over); they are written again when it ends. Argo signals
+// the step's wait container together with it, and that saves the output
+// parameters from whatever files exist within about a second: without
+// these, a stopped step's outputs were the template's defaults. Once the
+// job's outcome is known they are not written: the signal then only
+// hurries the teardown.
 func writeStoppingOutputs(cfg *Config, jobName string) {
 	cfg.Outputs.early(func() {
 		res := newResult(cfg)
 		res.JobName = jobName
-		markTerminated(&res, "the step was stopped; deleting the job's objects")
+		markSignalled(&res, cfg.stop, "")
 		cfg.status.fill(&res)
 		if err := outputs.Write(cfg.OutputsDir, res); err != nil {
 			cfg.Logger.Error("writing output files", zap.String("dir", cfg.OutputsDir), zap.Error(err))
 		}
 	})
+}
+
+// markSignalled records a run the step's signal ended: Terminated, or
+// Transient when the step pod's disruption hands the job over. when says
+// at what stage ("" while the job's objects are being dealt with).
+func markSignalled(res *result.Result, stop *stopKind, when string) {
+	if stop.handOver() {
+		msg := "the step's pod is being removed (" + stop.reason() + "); the job's objects are kept for the step's retry"
+		if when != "" {
+			msg = "the step's pod is being removed (" + stop.reason() + ") " + when + "; the step's retry goes on with the job"
+		}
+		res.Phase, res.Reason, res.Message = result.PhaseTransient, result.ReasonStepDisrupted, msg
+		return
+	}
+	msg := "the step was stopped; deleting the job's objects"
+	if when != "" {
+		msg = "the step was stopped " + when
+	}
+	markTerminated(res, msg)
 }
 
 // markTerminated records a run the step's signal ended.
@@ -189,6 +221,8 @@ type preparedRun struct {
 	desired     *render.Objects
 	eventObject runtime.Object
 	log         *zap.Logger
+	// watchNodes: the step may watch nodes, and sees drains coming.
+	watchNodes bool
 }
 
 // prepare connects, checks every right and CRD the job needs, and renders
@@ -220,7 +254,7 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 	if err != nil {
 		return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
 	}
-	endpointDenied, err := preflight(ctx, cfg, conn, job, id, planned, eventObject != nil)
+	endpointDenied, watchNodes, err := preflight(ctx, cfg, conn, job, id, planned, eventObject != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -240,50 +274,62 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 		return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
 	}
 	if !cfg.NoNetworkPolicy {
-		desired.NetworkPolicy = render.NetworkPolicy(job, id)
+		desired.NetworkPolicy = render.NetworkPolicyAdmitting(job, id, cfg.SpecOptions.Policy.NetworkPolicy.Ingress)
 		desired.StatusNetworkPolicy = render.StatusNetworkPolicy(job, id)
+	}
+	if !cfg.NoDisruptionBudget {
+		desired.DisruptionBudget = render.DisruptionBudget(job, id) // nil for a job that needs none
 	}
 	if err := conn.admitPods(ctx, cfg.APITimeout, renderer); err != nil {
 		return nil, err
 	}
 	log := cfg.Logger.With(zap.String("job", job.Name), zap.String("namespace", conn.namespace))
 	cfg.Timeline.Mark("rendered")
-	return &preparedRun{conn: conn, identity: id, renderer: renderer, desired: desired, eventObject: eventObject, log: log}, nil
+	return &preparedRun{conn: conn, identity: id, renderer: renderer, desired: desired, eventObject: eventObject, log: log, watchNodes: watchNodes}, nil
 }
 
 // preflight checks every right the job needs, that no object in its way is
 // another's, and the APIs it uses (PodGroups, metrics). It returns the
-// progress endpoint's rights that are denied: the endpoint is worth no
-// failed run, so without them it is left out, with a warning.
-func preflight(ctx context.Context, cfg *Config, conn *connection, job *v1alpha1.TrainJob, id render.Identity, planned *render.Objects, events bool) ([]permission, error) {
-	perms := requiredPermissions(planned, events, v1alpha1.ScalesOnMetrics(job))
+// progress endpoint's rights that are denied (the endpoint is worth no
+// failed run, so without them it is left out, with a warning) and whether
+// the step may watch nodes.
+func preflight(ctx context.Context, cfg *Config, conn *connection, job *v1alpha1.TrainJob, id render.Identity, planned *render.Objects, events bool) (endpointDenied []permission, watchNodes bool, err error) {
+	perms := requiredPermissions(planned, events, frameworks.ScalesOnMetrics(job))
 	if !cfg.NoNetworkPolicy {
 		perms = append(perms, networkPolicyPermissions()...)
+	}
+	budget := !cfg.NoDisruptionBudget && render.DisruptionBudget(job, id) != nil
+	if budget {
+		perms = append(perms, disruptionBudgetPermissions()...)
 	}
 	var endpointPerms []permission
 	if servesTrainerStatus(cfg) {
 		endpointPerms = trainerStatusPermissions()
 	}
-	endpointDenied, err := conn.checkPermissions(ctx, cfg.APITimeout, perms, endpointPerms)
+	endpointDenied, err = conn.checkPermissions(ctx, cfg.APITimeout, perms, endpointPerms)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	cfg.Timeline.Mark("preflight done")
+	watchNodes = conn.mayWatchNodes(ctx)
+	if !watchNodes && render.DisruptionBudget(job, id) != nil {
+		cfg.Logger.Info("the step may not watch nodes (deploy/nodes/): a drain of a rank's node waits on the job's PodDisruptionBudget instead of stopping every rank at once")
+	}
 	endpoint := servesTrainerStatus(cfg) && cfg.TrainerStatus && len(endpointDenied) == 0
-	if err := checkNoForeignObjects(ctx, conn, id, namedObjects(job, planned, endpoint, !cfg.NoNetworkPolicy), cfg.APITimeout); err != nil {
-		return nil, err
+	if err := checkNoForeignObjects(ctx, conn, id, namedObjects(job, planned, endpoint, !cfg.NoNetworkPolicy, budget), cfg.APITimeout); err != nil {
+		return nil, false, err
 	}
 	if podGroups, hasPodGroup := gang.PodGroupResource(gang.Kind(job)); hasPodGroup {
 		if err := conn.checkPodGroupAPI(ctx, cfg.APITimeout, podGroups); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
-	if v1alpha1.ScalesOnMetrics(job) {
+	if frameworks.ScalesOnMetrics(job) {
 		if err := conn.checkMetricsAPI(ctx, cfg.APITimeout); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
-	return endpointDenied, nil
+	return endpointDenied, watchNodes, nil
 }
 
 // plannedInputs stand in for the inputs renderInputs reads or generates
@@ -291,7 +337,7 @@ func preflight(ctx context.Context, cfg *Config, conn *connection, job *v1alpha1
 // job will create before anything is read or created. The objects rendered
 // with them are never sent.
 func plannedInputs(job *v1alpha1.TrainJob) render.Inputs {
-	if job.Spec.Framework != v1alpha1.FrameworkMPI {
+	if _, _, ok := frameworks.SSHSecret(job, job.Name); !ok {
 		return render.Inputs{}
 	}
 	unused := []byte("planned")
@@ -326,7 +372,7 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 	defer events.flush(cfg.Logger)
 	lease := newJobLease(cfg, s)
 	if err := lease.acquire(ctx, false, cfg.APITimeout); err != nil {
-		e := policy.End(policy.EndingFacts{Lease: policy.LeaseNeverHeld, Stopped: terminated(),
+		e := policy.End(policy.EndingFacts{Lease: policy.LeaseNeverHeld, Stopped: terminated(), HandOver: cfg.stop.handOver(), Disruption: cfg.stop.reason(),
 			Decision: policy.Decision{Outcome: policy.OutcomeRunning}, Err: ending.RunError(err)})
 		if e.Action == policy.EndWithError {
 			return err
@@ -374,6 +420,10 @@ func newController(cfg *Config, job *v1alpha1.TrainJob, s *preparedRun, events *
 		Timeline:   cfg.Timeline,
 		OnLaunched: func() { writeTimeline(cfg) },
 		PodMetrics: s.conn.podMetrics,
+		WatchNodes: s.watchNodes,
+		OnJobRestart: func(attempt int, reason string) {
+			cfg.status.jobRestarted(attempt, reason)
+		},
 	})
 }
 

@@ -34,6 +34,9 @@ const (
 	EventTrainerStatus = "TrainerStatus"
 	// EventTrainerStatusFinal: the last status reported, when the job ended.
 	EventTrainerStatusFinal = "TrainerStatusFinal"
+	// EventJobResumed: the first status after a whole-job restart, with
+	// how much work the restart cost.
+	EventJobResumed = "JobResumed"
 )
 
 // DefaultTrainerStatusAddress is where the step's progress endpoint
@@ -70,6 +73,10 @@ type statusEndpoint struct {
 	loggedAt  time.Time
 	logTimer  *time.Timer
 	firstSeen func(*trainerstatus.Status)
+	// resumes pairs whole-job restarts with the statuses around them;
+	// resumed is told of each restart's cost (an Event).
+	resumes resumeLedger
+	resumed func(*result.Resume)
 }
 
 func newStatusEndpoint(cfg *Config, job *v1alpha1.TrainJob, namespace string, material trainerstatus.Material, log *zap.Logger) *statusEndpoint {
@@ -188,6 +195,11 @@ func (e *statusEndpoint) serve(ctx context.Context, cfg *Config, conn *connectio
 			events.recorder.Eventf(eventObject, corev1.EventTypeNormal, EventTrainerStatus, "first training status from the replicas: %s", eventText(s))
 		}
 	}
+	e.resumed = func(r *result.Resume) {
+		if eventObject != nil {
+			events.recorder.Eventf(eventObject, corev1.EventTypeNormal, EventJobResumed, "%s", describeResume(r))
+		}
+	}
 	e.mu.Unlock()
 	if e.listener != nil {
 		if err := labelStepPod(ctx, cfg, conn, e.podLabel, e.log); err != nil {
@@ -297,6 +309,12 @@ func (e *statusEndpoint) apply(s *trainerstatus.Status, raw []byte, from trainer
 	defer e.mu.Unlock()
 	first := e.last == nil
 	e.last, e.raw = s, raw
+	if r := e.resumes.status(s); r != nil {
+		e.log.Info(describeResume(r))
+		if e.resumed != nil {
+			e.resumed(r)
+		}
+	}
 	if s.ProgressPercentage != nil {
 		if err := outputs.WriteProgress(e.progressFile, int(*s.ProgressPercentage), 100); err != nil {
 			e.log.Warn("writing the progress file", zap.String("path", e.progressFile), zap.Error(err))
@@ -381,6 +399,7 @@ func (e *statusEndpoint) fill(res *result.Result) {
 	if e == nil {
 		return
 	}
+	res.Resumes = e.resumes.resumes()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.last == nil {
@@ -436,5 +455,13 @@ func (t *statusLogTap) take(line []byte) {
 	}
 	if err := t.endpoint.server.Accept(content, trainerstatus.SourceLogLine); err != nil {
 		t.endpoint.log.Debug("a log line's status was not taken", zap.Error(err))
+	}
+}
+
+// jobRestarted records a whole-job restart, so that the first status after
+// it says what the restart cost.
+func (e *statusEndpoint) jobRestarted(attempt int, reason string) {
+	if e != nil {
+		e.resumes.restarted(attempt, reason)
 	}
 }

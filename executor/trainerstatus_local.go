@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/backend/local"
@@ -16,10 +17,10 @@ import (
 
 // startLocalTrainerStatus serves the job's progress endpoint on 127.0.0.1
 // for a local run, with a CA and token of its own in a private directory,
-// and returns the environment every process starts from: trainstep's own
-// plus the same three variables a replica gets in a cluster. close stops
+// and returns the variables every process gets, the same a replica gets in
+// a cluster (both names of each, before the template's own). close stops
 // serving and removes the directory.
-func startLocalTrainerStatus(cfg *Config, job *v1alpha1.TrainJob, log *zap.Logger) (e *statusEndpoint, environ []string, close func(), err error) {
+func startLocalTrainerStatus(cfg *Config, job *v1alpha1.TrainJob, log *zap.Logger) (e *statusEndpoint, env []corev1.EnvVar, close func(), err error) {
 	if !cfg.TrainerStatus {
 		return nil, nil, func() {}, nil
 	}
@@ -54,9 +55,10 @@ func startLocalTrainerStatus(cfg *Config, job *v1alpha1.TrainJob, log *zap.Logge
 	}
 	url := "https://" + listener.Addr().String() + trainerstatus.Path(namespace, job.Name)
 	log.Info("serving the progress endpoint", zap.String("url", url))
-	environ = append(os.Environ(),
-		trainerstatus.EnvURL+"="+url, trainerstatus.EnvCACert+"="+caFile, trainerstatus.EnvToken+"="+tokenFile)
-	return e, environ, func() { e.shutdown(); _ = os.RemoveAll(dir) }, nil
+	for _, v := range trainerstatus.Environment(url, caFile, tokenFile) {
+		env = append(env, corev1.EnvVar{Name: v.Name, Value: v.Value})
+	}
+	return e, env, func() { e.shutdown(); _ = os.RemoveAll(dir) }, nil
 }
 
 func writeFiles(files map[string][]byte) error {

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 )
 
 // loadExample reads one of the repository's example jobs, strictly, and
@@ -27,8 +28,8 @@ func loadExample(t *testing.T, name string) *v1alpha1.TrainJob {
 	if err := yaml.UnmarshalStrict(body, job); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
-	v1alpha1.SetDefaults(job)
-	if errs := v1alpha1.Validate(job); len(errs) > 0 {
+	frameworks.SetDefaults(job)
+	if errs := frameworks.Validate(job); len(errs) > 0 {
 		t.Fatalf("%s is not a valid TrainJob: %v", name, errs.ToAggregate())
 	}
 	return job

@@ -14,10 +14,17 @@
 //     settings are used by every rank; rank 0 ends training and writes the
 //     metrics; all ranks exit 0. A rank that dies breaks the ring: the
 //     others exit 1 on their next step, so the job must be restarted whole.
-//   - neither: one process trains on the whole dataset.
+//   - PADDLE_MASTER set: PaddlePaddle's collective launch, as Training
+//     Operator sets it for a PaddleJob (PADDLE_NNODES nodes). The node that
+//     can listen on PADDLE_MASTER (its own pod IP) hosts the rendezvous and
+//     is rank 0; the others are ranked as they register; then the same ring
+//     all-reduce, every node writing the metrics. A stand-in for
+//     `python -m paddle.distributed.launch` where Paddle is not installed.
+//   - none of these: one process trains on the whole dataset.
 //
 // Under trainstep (or Kubeflow Trainer), the deciding replica also sends
-// each logged step's progress and loss to $KUBEFLOW_TRAINER_STATUS_URL.
+// each logged step's progress and loss to $KUBEFLOW_TRAINER_SERVER_URL
+// (else $KUBEFLOW_TRAINER_STATUS_URL), as Kubeflow's clients do.
 //
 // It logs "step N loss L" lines to stdout, and the deciding replica writes
 // {"loss": …, "steps": …, "weights": […]} to $TRAINSTEP_TERMINATION_MESSAGE_PATH,
@@ -154,6 +161,13 @@ func chooseTopology(s trainer.Settings, getenv func(string) string) (trainFunc, 
 		}
 		return nil, fmt.Errorf("TF_CONFIG task.type %q is not ps, chief, master, worker or evaluator", cfg.Task.Type)
 	}
+	if getenv("PADDLE_MASTER") != "" {
+		env, err := paddleEnv(getenv)
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, log *trainer.Logger) error { return trainer.RunPaddle(ctx, s, env, log) }, nil
+	}
 	if getenv("WORLD_SIZE") != "" || getenv("RANK") != "" {
 		env, err := pytorchEnv(getenv)
 		if err != nil {
@@ -162,6 +176,23 @@ func chooseTopology(s trainer.Settings, getenv func(string) string) (trainFunc, 
 		return func(ctx context.Context, log *trainer.Logger) error { return trainer.RunAllReduce(ctx, s, env, log) }, nil
 	}
 	return func(ctx context.Context, log *trainer.Logger) error { return trainer.RunSingle(ctx, s, log) }, nil
+}
+
+// paddleEnv reads Paddle's launch environment.
+func paddleEnv(getenv func(string) string) (trainer.PaddleEnv, error) {
+	env := trainer.PaddleEnv{Master: getenv("PADDLE_MASTER"), JobID: getenv("PADDLE_JOB_ID")}
+	nodes, err := strconv.Atoi(getenv("PADDLE_NNODES"))
+	if err != nil {
+		return env, fmt.Errorf("PADDLE_NNODES=%q is not a number", getenv("PADDLE_NNODES"))
+	}
+	env.Nodes = nodes
+	switch {
+	case getenv("PADDLE_SERVER_NUM") != "":
+		env.Role = "server"
+	case getenv("PADDLE_TRAINER_NUM") != "":
+		env.Role = "trainer"
+	}
+	return env, env.Validate()
 }
 
 func pytorchEnv(getenv func(string) string) (trainer.PyTorchEnv, error) {

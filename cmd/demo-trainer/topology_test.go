@@ -135,6 +135,52 @@ func TestAllReduceTopology(t *testing.T) {
 	}
 }
 
+// Paddle's nodes are ranked by the rendezvous: the node that can listen on
+// PADDLE_MASTER hosts it as rank 0 whatever its index; on one machine every
+// node could, so the first to listen does, as one of Paddle's launchers
+// would. Every node trains the same model and writes the metrics.
+func TestPaddleTopology(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		roles []string // PADDLE_SERVER_NUM / PADDLE_TRAINER_NUM per node; "" collective
+	}{
+		{"collective", []string{"", "", ""}},
+		{"parameter-server mode", []string{"PADDLE_SERVER_NUM=1", "PADDLE_TRAINER_NUM=1", "PADDLE_TRAINER_NUM=1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			master := "127.0.0.1:" + strconv.Itoa(freePort(t))
+			nodes := make([]*replica, len(tc.roles))
+			for i := len(nodes) - 1; i >= 0; i-- {
+				env := []string{"PADDLE_MASTER=" + master, "PADDLE_NNODES=" + strconv.Itoa(len(nodes)), "PADDLE_JOB_ID=resnet", "PYTHONUNBUFFERED=1"}
+				if tc.roles[i] != "" {
+					env = append(env, tc.roles[i])
+				}
+				nodes[i] = startReplica(t, fmt.Sprintf("worker-%d", i), env, fastArgs...)
+			}
+			hosts := 0
+			for _, n := range nodes {
+				n.mustSucceed(t)
+				if strings.Contains(n.out.String(), "hosting the rendezvous at "+master+" as rank 0") {
+					hosts++
+				}
+			}
+			if hosts != 1 {
+				t.Errorf("%d nodes hosted the rendezvous, want 1", hosts)
+			}
+			s := trainer.DefaultSettings()
+			first := checkDecidingReplica(t, nodes[0], s)
+			for _, n := range nodes[1:] {
+				if !slices.Equal(n.steps(), nodes[0].steps()) {
+					t.Errorf("%s logged other steps or losses than worker-0: the nodes did not train one model", n.name)
+				}
+				if m := checkDecidingReplica(t, n, s); m.Loss != first.Loss || m.Steps != first.Steps {
+					t.Errorf("%s's metrics %+v differ from worker-0's %+v", n.name, m, first)
+				}
+			}
+		})
+	}
+}
+
 func TestRestartedWorkerRejoinsParameterServer(t *testing.T) {
 	cases := []struct {
 		name   string

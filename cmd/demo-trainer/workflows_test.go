@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/spec"
 )
 
@@ -120,7 +121,7 @@ func replicaView(t *testing.T, job *v1alpha1.TrainJob) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for rt, rs := range job.Spec.ReplicaSpecs {
-		c := v1alpha1.MainContainer(job, rt)
+		c := frameworks.MainContainer(job, rt)
 		if c == nil {
 			continue
 		}

@@ -2,8 +2,9 @@
 // MPI, JAX or XGBoost) as an Argo Workflows step, without a training
 // operator: `trainstep run` creates and tends the replicas, `render` prints
 // the objects a job would create, `validate` checks job files, `convert`
-// prints the TrainJob a Kubeflow manifest runs as; `completion` prints shell
-// completion scripts.
+// prints the TrainJob a Kubeflow manifest runs as; `cleanup` deletes what a
+// workflow's steps left running (the templates' exit handler);
+// `completion` prints shell completion scripts.
 //
 // This package only wires commands: it reads flags, the environment and
 // files, and hands plain values to the packages that do the work. Exit
@@ -50,6 +51,7 @@ created), 12 Transient (worth a retry), 13 Terminated by SIGTERM/SIGINT.`,
 		newRenderCommand(),
 		newValidateCommand(),
 		newConvertCommand(),
+		newCleanupCommand(),
 		newVersionCommand(),
 	)
 	root.AddCommand(newSuperviseCommand()) // hidden: runs one local replica

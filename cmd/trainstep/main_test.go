@@ -349,8 +349,8 @@ func TestRenderMPIShowsNoPrivateKey(t *testing.T) {
 			t.Fatal(err)
 		}
 		var secret corev1.Secret
-		if err := json.Unmarshal(list.Items[1], &secret); err != nil || secret.Kind != "Secret" {
-			t.Fatalf("the object after the NetworkPolicy is %q (%v), want the SSH Secret", secret.Kind, err)
+		if err := json.Unmarshal(list.Items[2], &secret); err != nil || secret.Kind != "Secret" {
+			t.Fatalf("the object after the NetworkPolicy and the PodDisruptionBudget is %q (%v), want the SSH Secret", secret.Kind, err)
 		}
 		want := map[string]string{"ssh-privatekey": secretPlaceholder, "ssh-publickey": secretPlaceholder}
 		if diff := cmp.Diff(want, secret.StringData); diff != "" || len(secret.Data) != 0 {

@@ -6,6 +6,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 )
 
 // A template parameter holds several overrides, one per line, and passes
@@ -30,8 +31,8 @@ func TestOverrideFlagsTakeOnePerLine(t *testing.T) {
 	if b := job.Spec.RunPolicy.BackoffLimit; b == nil || *b != 2 {
 		t.Errorf("backoffLimit = %v, want 2", b)
 	}
-	worker := v1alpha1.MainContainer(&job, v1alpha1.ReplicaTypeWorker)
-	ps := v1alpha1.MainContainer(&job, v1alpha1.ReplicaTypePS)
+	worker := frameworks.MainContainer(&job, v1alpha1.ReplicaTypeWorker)
+	ps := frameworks.MainContainer(&job, v1alpha1.ReplicaTypePS)
 	env := map[string]string{}
 	for _, e := range worker.Env {
 		env[e.Name] = e.Value

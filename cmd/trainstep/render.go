@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -15,9 +16,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/trainstep/trainstep/executor"
-	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/render"
+	"github.com/trainstep/trainstep/pkg/replicapolicy"
 	"github.com/trainstep/trainstep/pkg/result"
+	"github.com/trainstep/trainstep/pkg/spec"
 )
 
 // defaultRenderNamespace is used when neither -n nor metadata.namespace
@@ -25,10 +27,10 @@ import (
 const defaultRenderNamespace = "default"
 
 type renderFlags struct {
-	spec          specFlags
-	output        string
-	networkPolicy bool
-	identity      string
+	spec                            specFlags
+	output                          string
+	networkPolicy, disruptionBudget bool
+	identity                        string
 }
 
 func newRenderCommand() *cobra.Command {
@@ -36,7 +38,7 @@ func newRenderCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "render [-f] JOB.yaml... [-o yaml|json]",
 		Short: "Print every object the job would create, without a cluster",
-		Long: `Print every object the job would create: its NetworkPolicy, Secrets, ConfigMaps, headless
+		Long: `Print every object the job would create: its NetworkPolicy and PodDisruptionBudget, Secrets, ConfigMaps, headless
 Services and replica Pods, in creation order, as a multi-document YAML stream
 or a JSON v1 List. Nothing is sent to a cluster.
 
@@ -50,6 +52,7 @@ objects, file after file.`,
 	f.spec.register(cmd)
 	cmd.Flags().StringVarP(&f.output, "output", "o", "yaml", "output format: yaml or json")
 	cmd.Flags().BoolVar(&f.networkPolicy, "network-policy", true, "show the job's NetworkPolicy, as 'trainstep run' creates it unless given --network-policy=false")
+	cmd.Flags().BoolVar(&f.disruptionBudget, "disruption-budget", true, "show the PodDisruptionBudget of a job whose ranks restart as a whole, as 'trainstep run' creates it unless given --disruption-budget=false")
 	cmd.Flags().StringVar(&f.identity, "identity", "", "show the objects with the trainstep.dev/identity label of 'trainstep run --identity' given this value (default: without the label, which a run always sets)")
 	return cmd
 }
@@ -72,9 +75,15 @@ func (f *renderFlags) run(cmd *cobra.Command, args []string) error {
 	}
 	streams := make([]objectStream, 0, len(all))
 	for _, l := range all {
-		r, shared, err := prepareRender(l.job, f.networkPolicy, f.identity)
+		if cmd.Flags().Changed("network-policy") {
+			l.opts.Policy.NetworkPolicy.Disabled = !f.networkPolicy
+		}
+		r, shared, err := prepareRender(l, true, f.identity)
+		if err == nil && f.disruptionBudget {
+			shared.DisruptionBudget = render.DisruptionBudget(l.job, r.Identity())
+		}
 		if err != nil {
-			return fmt.Errorf("%s%w", filePrefix(paths, l.path), err)
+			return prefixError(filePrefix(paths, l.path), err)
 		}
 		streams = append(streams, prefixErrors(filePrefix(paths, l.path), jobObjects(r, shared)))
 	}
@@ -110,9 +119,12 @@ func hideSecretData(secret *corev1.Secret) {
 }
 
 // prepareRender prepares one loaded job's renderer, without a cluster, and
-// renders its shared objects.
-func prepareRender(job *v1alpha1.TrainJob, networkPolicy bool, identity string) (*render.Renderer, *render.Objects, error) {
+// renders its shared objects, with the identity label a run given
+// --identity=identity sets ("" leaves it out); with check, it first holds
+// every object to the replica policy (replicapolicy.CheckRendered).
+func prepareRender(l loaded, check bool, identity string) (*render.Renderer, *render.Objects, error) {
 	var err error
+	job, policy := l.job, l.opts.Policy
 	id := render.Identity{Namespace: job.Namespace, JobName: job.Name}
 	if identity != "" {
 		id.OwnerID = executor.RunIdentity(identity)
@@ -134,10 +146,37 @@ func prepareRender(job *v1alpha1.TrainJob, networkPolicy bool, identity string) 
 	for _, secret := range shared.Secrets {
 		hideSecretData(secret)
 	}
-	if networkPolicy {
-		shared.NetworkPolicy = render.NetworkPolicy(job, id)
+	if !policy.NetworkPolicy.Disabled {
+		shared.NetworkPolicy = render.NetworkPolicyAdmitting(job, id, policy.NetworkPolicy.Ingress)
+	}
+	if check {
+		if err := spec.PolicyError(l.data, replicapolicy.CheckRendered(r, shared, policy)); err != nil {
+			return nil, nil, err
+		}
 	}
 	return r, shared, nil
+}
+
+// prefixError names the job file in err (an Invalid one keeps its phase);
+// prefix is empty when there is one file.
+func prefixError(prefix string, err error) error {
+	var invalid *result.Error
+	if prefix == "" {
+		return err
+	}
+	if errors.As(err, &invalid) {
+		return &result.Error{Phase: invalid.Phase, Reason: invalid.Reason, Err: prefixLines(prefix, invalid.Err)}
+	}
+	return prefixLines(prefix, err)
+}
+
+// prefixLines puts prefix before every line of err.
+func prefixLines(prefix string, err error) error {
+	lines := strings.Split(err.Error(), "\n")
+	for i := range lines {
+		lines[i] = prefix + lines[i]
+	}
+	return errors.New(strings.Join(lines, "\n"))
 }
 
 // concat streams the objects of every stream, one stream after the other.
@@ -294,7 +333,8 @@ func encodeJSONList(w io.Writer, objs objectStream) error {
 
 // printable is obj as JSON without the fields an object that was never
 // created holds only because its Go type has them: a null
-// creationTimestamp, an empty status ({} or {loadBalancer: {}}).
+// creationTimestamp, a status (empty, or a PodDisruptionBudget's zero
+// counts).
 func printable(obj runtime.Object) ([]byte, error) {
 	raw, err := json.Marshal(obj)
 	if err != nil {
@@ -307,9 +347,7 @@ func printable(obj runtime.Object) ([]byte, error) {
 		return nil, err
 	}
 	dropUnset(tree)
-	if status, ok := tree["status"]; ok && isEmpty(status) {
-		delete(tree, "status")
-	}
+	delete(tree, "status")
 	return json.Marshal(tree)
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/trainstep/trainstep/pkg/backend/local"
 	"github.com/trainstep/trainstep/pkg/logs"
 	"github.com/trainstep/trainstep/pkg/result"
+	"github.com/trainstep/trainstep/pkg/spec"
 	"github.com/trainstep/trainstep/pkg/timeline"
 )
 
@@ -47,9 +48,10 @@ type runFlags struct {
 	cpuProfile string
 	memProfile string
 	timeline   string
-	// networkPolicy is --network-policy; the Config holds its negation, so
-	// that a Config left zero keeps the job's NetworkPolicy.
-	networkPolicy bool
+	// networkPolicy and disruptionBudget are --network-policy and
+	// --disruption-budget; the Config holds their negations, so that a
+	// Config left zero keeps the job's guards.
+	networkPolicy, disruptionBudget bool
 }
 
 func newRunCommand() *cobra.Command {
@@ -95,6 +97,7 @@ cannot be written (or has no value): then only stdout carries the result.`,
 	fl.StringVar(&f.cfg.APIStatsFile, "api-stats-file", "", "write this run's API requests, counted by verb and resource, to this JSON file (for benchmarks)")
 	fl.StringVar(&f.timeline, "timeline", "", "write the launch's stages (config, preflight, lease, informers, creates) with the client-side rate limiter's waits to this file, once every object is created and again at the end")
 	fl.BoolVar(&f.networkPolicy, "network-policy", true, "create the job's NetworkPolicy, which admits only the job's own pods to its replicas; --network-policy=false leaves the replicas open to every pod the cluster's policies allow")
+	fl.BoolVar(&f.disruptionBudget, "disruption-budget", true, "give a job whose ranks restart as a whole (or that is gang-scheduled) a PodDisruptionBudget of all its ranks, so that a drain cannot evict one rank and stall the others; --disruption-budget=false lets a drain evict ranks one at a time (the job then restarts as a whole)")
 	fl.StringVar(&f.logs, "logs", string(logs.ModeLeaders), "replica logs to stream to stderr: leaders (chief/master/worker-0/launcher), all or none")
 	fl.BoolVar(&f.cfg.TrainerStatus, "trainer-status", true, "take the replicas' training progress and metrics (Kubeflow Trainer's KUBEFLOW_TRAINER_STATUS_* endpoint, served by the step in its pod (--owner-pod) or on 127.0.0.1 with --local, and a leader's log line {\"trainerStatus\": ...})")
 	fl.StringVar(&f.cfg.TrainerStatusAddress, "trainer-status-address", executor.DefaultTrainerStatusAddress, "address the progress endpoint listens on in the step's pod")
@@ -120,8 +123,11 @@ func (f *runFlags) run(cmd *cobra.Command, args []string) error {
 	// reflectors); routed through zap, every stderr line has one format.
 	klog.SetLogger(zapr.NewLogger(logger.Named("klog")))
 	cfg := f.cfg
-	cfg.NoNetworkPolicy = !f.networkPolicy
-	cfg.SpecOptions, cfg.Local = f.spec.options(), f.local
+	var policyWarnings []string
+	var optsErr error
+	cfg.SpecOptions, policyWarnings, optsErr = f.specOptions(cmd)
+	cfg.Local, cfg.NoNetworkPolicy = f.local, cfg.SpecOptions.Policy.NetworkPolicy.Disabled
+	cfg.NoDisruptionBudget = !f.disruptionBudget
 	cfg.Kubeconfig, cfg.KubeconfigPaths = f.kubeconfig, kubeconfigPaths()
 	cfg.LocalSupervisor = localSupervisor()
 	cfg.KubeContext = f.context
@@ -139,6 +145,12 @@ func (f *runFlags) run(cmd *cobra.Command, args []string) error {
 	}
 	if logErr != nil {
 		err = result.Invalid(result.ReasonInvalidArguments, logErr)
+	}
+	for _, w := range policyWarnings {
+		logger.Warn(w)
+	}
+	if err == nil {
+		err = optsErr
 	}
 	if err == nil {
 		err = memErr
@@ -177,6 +189,17 @@ func (f *runFlags) run(cmd *cobra.Command, args []string) error {
 		logger.Info("output files written", zap.String("dir", cfg.OutputsDir))
 	}
 	return err
+}
+
+// specOptions are the spec flags' options with the settings of
+// --policy-file, --local and --network-policy (when given, over the file's).
+func (f *runFlags) specOptions(cmd *cobra.Command) (spec.Options, []string, error) {
+	opts, warnings, err := f.spec.options()
+	opts.Policy.Local = f.local
+	if cmd.Flags().Changed("network-policy") {
+		opts.Policy.NetworkPolicy.Disabled = !f.networkPolicy
+	}
+	return opts, warnings, err
 }
 
 // survivePipeClosed keeps a run going when whoever reads its stdout or

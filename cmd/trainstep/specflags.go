@@ -18,13 +18,14 @@ import (
 // shared by run, render, validate and convert. Files come from -f (repeatable,
 // or comma-separated, as kubectl's) and from the positional arguments.
 type specFlags struct {
-	files []string
-	opts  spec.Options
+	files  []string
+	opts   spec.Options
+	policy policyFlags
 }
 
 func (f *specFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringSliceVarP(&f.files, "file", "f", nil, "job manifest: a TrainJob or a Kubeflow TFJob, PyTorchJob, JAXJob, XGBoostJob or MPIJob (- reads stdin); also as an argument")
+	fl.StringSliceVarP(&f.files, "file", "f", nil, "job manifest: a TrainJob or a Kubeflow TFJob, PyTorchJob, JAXJob, XGBoostJob, PaddleJob or MPIJob (- reads stdin); also as an argument")
 	fl.StringVarP(&f.opts.Namespace, "namespace", "n", "", "namespace of the job's objects (default: metadata.namespace)")
 	fl.StringVar(&f.opts.Name, "name", "", "job name, prefix of every object's name (default: metadata.name)")
 	fl.BoolVar(&f.opts.Lenient, "lenient", false, "warn about unknown fields instead of rejecting the manifest")
@@ -32,9 +33,8 @@ func (f *specFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.opts.Images, "image", nil, "[TYPE=]IMAGE: image of the main container of every replica type, or of TYPE (repeatable; a value of several lines is one per line)")
 	fl.StringArrayVar(&f.opts.Envs, "env", nil, "[TYPE:]KEY=VALUE: env var of the main container of every replica type, or of TYPE (repeatable; a value of several lines is one per line)")
 	fl.StringVar(&f.opts.Gang, "gang", "", "gang scheduling of the job: none, builtin, kubernetes, scheduler-plugins, volcano or kueue (replaces spec.runPolicy.schedulingPolicy.gang; Kubeflow manifests too)")
-	fl.BoolVar(&f.opts.Policy.AllowPrivileged, "allow-privileged", false, "let replicas be privileged, use the host's network, PID or IPC namespace, hostPath volumes, host ports, capabilities beyond NET_BIND_SERVICE and nodeName: such a replica can take over its node (for device or RDMA setups that need it; see docs/security.md)")
-	fl.StringSliceVar(&f.opts.Policy.ServiceAccounts, "allowed-service-accounts", nil, "ServiceAccounts a replica may name in serviceAccountName besides the namespace's default (comma-separated, repeatable); set by the template author")
 	fl.StringArrayVar(&f.opts.Args, "arg", nil, "[TYPE:]VALUE: argument appended to the main container's args of every replica type, or of TYPE (repeatable; a value of several lines is one per line)")
+	f.policy.register(fl)
 }
 
 // paths are the job files named by -f and by the arguments, in that order.
@@ -89,14 +89,21 @@ func readFile(stdin io.Reader, path string) ([]byte, error) {
 	return data, nil
 }
 
-// options returns the spec options the flags set.
-func (f *specFlags) options() spec.Options {
-	return f.opts
+// options returns the spec options the flags and the policy file set, and
+// the policy file's warnings.
+func (f *specFlags) options() (spec.Options, []string, error) {
+	opts := f.opts
+	var warnings []string
+	var err error
+	opts.Policy, warnings, err = f.policy.resolve()
+	return opts, warnings, err
 }
 
 // loaded is one job file loaded, or the error that stopped it.
 type loaded struct {
 	path string
+	data []byte
+	opts spec.Options
 	job  *v1alpha1.TrainJob
 	err  error
 }
@@ -108,13 +115,20 @@ func (f *specFlags) loadAll(cmd *cobra.Command, args []string) ([]loaded, error)
 	if err != nil {
 		return nil, err
 	}
+	opts, policyWarnings, err := f.options()
+	for _, w := range policyWarnings {
+		fmt.Fprintln(cmd.ErrOrStderr(), "Warning:", w)
+	}
+	if err != nil {
+		return nil, err
+	}
 	out := make([]loaded, 0, len(paths))
 	for _, path := range paths {
-		l := loaded{path: path}
-		data, err := readFile(cmd.InOrStdin(), path)
+		l := loaded{path: path, opts: opts}
+		l.data, err = readFile(cmd.InOrStdin(), path)
 		if err == nil {
 			var warnings []string
-			l.job, warnings, err = spec.Load(data, f.options())
+			l.job, warnings, err = spec.Load(l.data, opts)
 			for _, w := range warnings {
 				fmt.Fprintln(cmd.ErrOrStderr(), "Warning:", filePrefix(paths, path)+w)
 			}

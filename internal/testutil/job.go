@@ -5,6 +5,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 )
 
 // Replicas gives a job's shape: how many replicas of each type.
@@ -19,10 +20,7 @@ func NewJob(fw v1alpha1.Framework, name, namespace string, shape Replicas, edits
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 		Spec:       v1alpha1.TrainJobSpec{Framework: fw, ReplicaSpecs: map[v1alpha1.ReplicaType]*v1alpha1.ReplicaSpec{}},
 	}
-	container := v1alpha1.DefaultContainerName(fw)
-	if container == "" {
-		container = "main"
-	}
+	container := ContainerName(fw)
 	for rt, n := range shape {
 		n := n
 		job.Spec.ReplicaSpecs[rt] = &v1alpha1.ReplicaSpec{
@@ -35,6 +33,15 @@ func NewJob(fw v1alpha1.Framework, name, namespace string, shape Replicas, edits
 	for _, edit := range edits {
 		edit(job)
 	}
-	v1alpha1.SetDefaults(job)
+	frameworks.SetDefaults(job)
 	return job
+}
+
+// ContainerName is the name of framework fw's main container, "main" for
+// a framework that names none (MPI).
+func ContainerName(fw v1alpha1.Framework) string {
+	if f, err := frameworks.For(fw); err == nil && f.Conventions().Container != "" {
+		return f.Conventions().Container
+	}
+	return "main"
 }

@@ -17,6 +17,10 @@ import (
 type Step interface {
 	// Stopped reports whether the step was signalled.
 	Stopped() bool
+	// HandOver reports whether the signal came because the step's own pod
+	// is being removed by the infrastructure, and how (the disruption):
+	// the job is then its retry's to go on with.
+	HandOver() (bool, string)
 	// Lease is where this run stands with the job's Lease now: Held, or
 	// Lost when it could not renew it.
 	Lease() policy.LeaseState
@@ -67,6 +71,7 @@ func CarryOut(step Step, run Run) Result {
 		lease = step.Lease()
 	}
 	facts := policy.EndingFacts{Lease: lease, Stopped: step.Stopped(), Started: run.Started, Decision: run.Decision, Err: RunError(run.Err)}
+	facts.HandOver, facts.Disruption = step.HandOver()
 	e := policy.End(facts)
 	if e.Settle {
 		step.Settle()
@@ -83,6 +88,7 @@ func CarryOut(step Step, run Run) Result {
 	for {
 		if facts.Teardown == nil {
 			facts.Stopped = step.Stopped()
+			facts.HandOver, facts.Disruption = step.HandOver()
 		}
 		e = policy.End(facts)
 		switch e.Action {

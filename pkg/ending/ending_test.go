@@ -12,13 +12,16 @@ import (
 
 // fakeStep records what CarryOut asked of it.
 type fakeStep struct {
-	stopped bool
-	lease   policy.LeaseState
-	retake  policy.LeaseState
-	calls   []string
+	stopped    bool
+	handOver   bool
+	disruption string
+	lease      policy.LeaseState
+	retake     policy.LeaseState
+	calls      []string
 }
 
 func (f *fakeStep) Stopped() bool            { return f.stopped }
+func (f *fakeStep) HandOver() (bool, string) { return f.handOver, f.disruption }
 func (f *fakeStep) Lease() policy.LeaseState { return f.lease }
 func (f *fakeStep) Settle()                  { f.calls = append(f.calls, "settle") }
 func (f *fakeStep) Begin()                   { f.calls = append(f.calls, "begin") }
@@ -58,6 +61,10 @@ func TestCarryOut(t *testing.T) {
 			Run{Started: true, Decision: running}, policy.Ended, result.PhaseTerminated, result.ReasonTerminated, []string{"begin", "teardown all=true"}, true},
 		{"superseded: nothing deleted", fakeStep{lease: policy.LeaseHeld},
 			Run{Started: true, Superseded: true, Decision: running}, policy.LeaveObjects, result.PhaseTransient, result.ReasonLeaseLost, []string{"begin"}, true},
+		{"the step's own node drained: handed over, nothing deleted", fakeStep{lease: policy.LeaseHeld, stopped: true, handOver: true, disruption: "its node is drained"},
+			Run{Started: true, Decision: running}, policy.LeaveObjects, result.PhaseTransient, result.ReasonStepDisrupted, []string{"begin"}, true},
+		{"the step's own node drained after the job succeeded: torn down", fakeStep{lease: policy.LeaseHeld, stopped: true, handOver: true, disruption: "its node is drained"},
+			Run{Started: true, Decision: succeeded}, policy.Ended, result.PhaseSucceeded, result.ReasonSucceeded, []string{"settle", "begin", "teardown all=true"}, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

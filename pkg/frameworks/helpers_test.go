@@ -34,7 +34,7 @@ func withLayout(layout v1alpha1.ServiceLayout) func(*v1alpha1.TrainJob) {
 // withPort sets the framework's named port of rt's main container.
 func withPort(rt v1alpha1.ReplicaType, port int32) func(*v1alpha1.TrainJob) {
 	return func(job *v1alpha1.TrainJob) {
-		name, _ := v1alpha1.DefaultPort(job.Spec.Framework)
+		name, _ := frameworks.Port(job, rt)
 		c := &job.Spec.ReplicaSpecs[rt].Template.Spec.Containers[0]
 		c.Ports = append(c.Ports, corev1.ContainerPort{Name: name, ContainerPort: port})
 	}
@@ -52,13 +52,9 @@ func withSidecar(rt v1alpha1.ReplicaType) func(*v1alpha1.TrainJob) {
 // configured a copy of its template.
 func configured(t *testing.T, job *v1alpha1.TrainJob, rt v1alpha1.ReplicaType, index int) *corev1.PodSpec {
 	t.Helper()
-	fw, err := frameworks.For(job.Spec.Framework)
-	if err != nil {
-		t.Fatalf("For(%q): %v", job.Spec.Framework, err)
-	}
 	spec := job.Spec.ReplicaSpecs[rt].Template.Spec.DeepCopy()
 	at := frameworks.Placement{JobName: job.Name, Namespace: job.Namespace}
-	if err := fw.ConfigurePod(job, at, frameworks.ReplicaRef{Type: rt, Index: index}, spec); err != nil {
+	if err := frameworks.ConfigurePod(job, at, frameworks.ReplicaRef{Type: rt, Index: index}, spec); err != nil {
 		t.Fatalf("ConfigurePod(%s/%d): %v", rt, index, err)
 	}
 	return spec

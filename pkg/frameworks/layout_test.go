@@ -8,6 +8,7 @@ import (
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/frameworks"
+	"github.com/trainstep/trainstep/pkg/frameworks/tensorflow"
 )
 
 // Under the per-job layout every address trainstep renders names a pod
@@ -88,10 +89,10 @@ func TestTFClusterFollowsTheServiceLayout(t *testing.T) {
 			if len(cms) != 1 {
 				t.Fatalf("got %d ConfigMaps, want 1", len(cms))
 			}
-			if got := cms[0].Data[frameworks.TFClusterKey]; got != tc.want {
+			if got := cms[0].Data[tensorflow.TFClusterKey]; got != tc.want {
 				t.Errorf("cluster = %s\nwant      %s", got, tc.want)
 			}
-			config, err := frameworks.TFConfig(job, frameworks.Placement{JobName: job.Name, Namespace: job.Namespace}, frameworks.ReplicaRef{Type: worker, Index: 1})
+			config, err := tensorflow.TFConfig(job, frameworks.Placement{JobName: job.Name, Namespace: job.Namespace}, frameworks.ReplicaRef{Type: worker, Index: 1})
 			if err != nil {
 				t.Fatal(err)
 			}

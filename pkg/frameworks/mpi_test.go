@@ -119,8 +119,10 @@ func TestMPIDiscoverHosts(t *testing.T) {
 
 func mpiConfigMaps(t *testing.T, job *v1alpha1.TrainJob) []*corev1.ConfigMap {
 	t.Helper()
-	fw, _ := frameworks.For(v1alpha1.FrameworkMPI)
-	cms := fw.ConfigMaps(job, frameworks.Placement{JobName: job.Name, Namespace: job.Namespace})
+	cms, err := frameworks.ConfigMaps(job, frameworks.Placement{JobName: job.Name, Namespace: job.Namespace})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(cms) != 1 {
 		t.Fatalf("got %d ConfigMaps, want 1", len(cms))
 	}
@@ -309,11 +311,10 @@ func TestMPICustomMountPathAndCommand(t *testing.T) {
 }
 
 func TestMPISecret(t *testing.T) {
-	fw, _ := frameworks.For(v1alpha1.FrameworkMPI)
 	job := mpiJob("foo", "bar", 1)
 	at := frameworks.Placement{JobName: "foo", Namespace: "bar"}
 	keys := frameworks.SSHKeyPair{Private: []byte("PRIVATE"), Public: []byte("ssh-ed25519 AAAA")}
-	secrets, err := fw.Secrets(job, at, keys)
+	secrets, err := frameworks.Secrets(job, at, keys)
 	if err != nil {
 		t.Fatalf("Secrets: %v", err)
 	}
@@ -325,7 +326,7 @@ func TestMPISecret(t *testing.T) {
 	if diff := cmp.Diff(want, secrets); diff != "" {
 		t.Errorf("secrets (-want +got):\n%s", diff)
 	}
-	if _, err := fw.Secrets(job, at, frameworks.SSHKeyPair{}); err == nil {
+	if _, err := frameworks.Secrets(job, at, frameworks.SSHKeyPair{}); err == nil {
 		t.Error("Secrets without keys succeeded, want an error")
 	}
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/frameworks"
+	"github.com/trainstep/trainstep/pkg/frameworks/framework"
+	"github.com/trainstep/trainstep/pkg/frameworks/tensorflow"
 )
 
 const (
@@ -120,11 +122,11 @@ func TestTFConfigRefersToTheClusterConfigMap(t *testing.T) {
 
 func tfConfigMaps(t *testing.T, job *v1alpha1.TrainJob) []*corev1.ConfigMap {
 	t.Helper()
-	fw, err := frameworks.For(job.Spec.Framework)
+	cms, err := frameworks.ConfigMaps(job, frameworks.Placement{JobName: job.Name, Namespace: job.Namespace})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fw.ConfigMaps(job, frameworks.Placement{JobName: job.Name, Namespace: job.Namespace})
+	return cms
 }
 
 // tfConfigSeen is TF_CONFIG as the kubelet gives it to the process: the
@@ -132,7 +134,7 @@ func tfConfigMaps(t *testing.T, job *v1alpha1.TrainJob) []*corev1.ConfigMap {
 // in TF_CONFIG replaced by it. Any other env is an error.
 func tfConfigSeen(t *testing.T, job *v1alpha1.TrainJob, envs []corev1.EnvVar) string {
 	t.Helper()
-	if len(envs) != 2 || envs[0].Name != frameworks.EnvTFCluster || envs[1].Name != frameworks.EnvTFConfig {
+	if len(envs) != 2 || envs[0].Name != tensorflow.EnvTFCluster || envs[1].Name != tensorflow.EnvTFConfig {
 		t.Fatalf("env = %v, want TRAINSTEP_TF_CLUSTER then TF_CONFIG", envs)
 	}
 	ref := envs[0].ValueFrom
@@ -234,7 +236,7 @@ func TestTFConfigOfLargeJobMatchesWholeEncoding(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Prepare: %v", err)
 	}
-	for _, rt := range v1alpha1.SortedReplicaTypes(job) {
+	for _, rt := range frameworks.SortedReplicaTypes(job) {
 		for i := 0; i < frameworks.Replicas(job, rt); i++ {
 			spec := job.Spec.ReplicaSpecs[rt].Template.Spec.DeepCopy()
 			if err := pods.ConfigurePod(frameworks.ReplicaRef{Type: rt, Index: i}, spec); err != nil {
@@ -245,7 +247,7 @@ func TestTFConfigOfLargeJobMatchesWholeEncoding(t *testing.T) {
 				t.Fatalf("%s/%d: TF_CONFIG = %.200q…, want %.200q…", rt, i, got, want)
 			}
 			if i == 0 {
-				if got, err := frameworks.TFConfig(job, at, frameworks.ReplicaRef{Type: rt, Index: i}); err != nil || got != want {
+				if got, err := tensorflow.TFConfig(job, at, frameworks.ReplicaRef{Type: rt, Index: i}); err != nil || got != want {
 					t.Fatalf("%s/%d: TFConfig = %.200q…, %v, want %.200q…", rt, i, got, err, want)
 				}
 			}
@@ -267,9 +269,10 @@ func wholeTFConfig(t *testing.T, job *v1alpha1.TrainJob, rt v1alpha1.ReplicaType
 		Environment string              `json:"environment"`
 	}{Cluster: map[string][]string{}, Task: task{Type: strings.ToLower(string(rt)), Index: index}, Environment: "cloud"}
 	for peer, spec := range job.Spec.ReplicaSpecs {
-		key, port := strings.ToLower(string(peer)), frameworks.Port(job, peer)
+		key := strings.ToLower(string(peer))
+		_, port := frameworks.Port(job, peer)
 		for i := 0; i < int(spec.ReplicaCount()); i++ {
-			doc.Cluster[key] = append(doc.Cluster[key], fmt.Sprintf("%s.%s.svc:%d", v1alpha1.ReplicaName(job.Name, peer, i), job.Namespace, port))
+			doc.Cluster[key] = append(doc.Cluster[key], fmt.Sprintf("%s.%s.svc:%d", framework.ReplicaName(job.Name, peer, i), job.Namespace, port))
 		}
 	}
 	data, err := json.Marshal(doc)
@@ -311,7 +314,7 @@ func TestTFConfigOverTheEnvironmentLimit(t *testing.T) {
 	}
 	size := func(workers int32) int {
 		job := jobOf(workers)
-		value, err := frameworks.TFConfig(job, frameworks.Placement{JobName: job.Name, Namespace: job.Namespace},
+		value, err := tensorflow.TFConfig(job, frameworks.Placement{JobName: job.Name, Namespace: job.Namespace},
 			frameworks.ReplicaRef{Type: worker, Index: int(workers) - 1})
 		if err != nil {
 			t.Fatal(err)
@@ -319,11 +322,11 @@ func TestTFConfigOverTheEnvironmentLimit(t *testing.T) {
 		return len("TF_CONFIG=") + len(value) + 1
 	}
 	t.Logf("in namespace default, job ts-0123456789: 1 PS and %d workers fit (%d bytes), %d do not", lo, size(lo), hi)
-	if got := size(lo); got > frameworks.MaxEnvVarSize {
-		t.Errorf("%d workers accepted with a TF_CONFIG string of %d bytes, over %d", lo, got, frameworks.MaxEnvVarSize)
+	if got := size(lo); got > framework.MaxEnvVarSize {
+		t.Errorf("%d workers accepted with a TF_CONFIG string of %d bytes, over %d", lo, got, framework.MaxEnvVarSize)
 	}
-	if got := size(hi); got <= frameworks.MaxEnvVarSize {
-		t.Errorf("%d workers rejected with a TF_CONFIG string of %d bytes, within %d", hi, got, frameworks.MaxEnvVarSize)
+	if got := size(hi); got <= framework.MaxEnvVarSize {
+		t.Errorf("%d workers rejected with a TF_CONFIG string of %d bytes, within %d", hi, got, framework.MaxEnvVarSize)
 	}
 	job := jobOf(hi)
 	_, err = fw.Prepare(job, frameworks.Placement{JobName: job.Name, Namespace: job.Namespace})

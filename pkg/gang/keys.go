@@ -31,13 +31,14 @@ const (
 )
 
 // Kueue plain-pod groups (sigs.k8s.io/kueue: pkg/controller/constants
-// QueueLabel; pkg/controller/jobs/pod/constants GroupNameLabel,
+// QueueLabel and WorkloadPriorityClassLabel; pkg/controller/jobs/pod/constants GroupNameLabel,
 // GroupTotalCountAnnotation and PodFinalizer; pkg/controller/jobs/pod
 // ConditionTypeTerminationTarget; pkg/controller/jobframework
 // StopReasonWorkloadEvicted, which the reconciler suffixes with
 // "DueTo<eviction reason>").
 const (
-	KueueQueueLabel           = "kueue.x-k8s.io/queue-name"
+	KueueQueueLabel           = v1alpha1.LabelKueueQueueName
+	KueuePriorityClassLabel   = v1alpha1.LabelKueuePriorityClass
 	KueuePodGroupLabel        = "kueue.x-k8s.io/pod-group-name"
 	KueueTotalCountAnnotation = "kueue.x-k8s.io/pod-group-total-count"
 	// KueueAdmissionGate is the scheduling gate Kueue's webhook puts on

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 )
 
 // PodSettings is what a gang kind adds to every replica pod.
@@ -47,14 +48,17 @@ func ForPods(job *v1alpha1.TrainJob, jobName string) PodSettings {
 			SchedulerName: VolcanoSchedulerName,
 		}
 	case v1alpha1.GangKueue:
+		sp := job.Spec.RunPolicy.SchedulingPolicy
+		labels := map[string]string{KueueQueueLabel: sp.Queue, KueuePodGroupLabel: jobName}
+		if sp.WorkloadPriorityClass != "" {
+			// Kueue takes the group's priority from its pods' label.
+			labels[KueuePriorityClassLabel] = sp.WorkloadPriorityClass
+		}
 		return PodSettings{
-			Labels: map[string]string{
-				KueueQueueLabel:    job.Spec.RunPolicy.SchedulingPolicy.Queue,
-				KueuePodGroupLabel: jobName,
-			},
+			Labels: labels,
 			// Kueue admits the group once this many pods exist: every pod
 			// the job starts with.
-			Annotations: map[string]string{KueueTotalCountAnnotation: strconv.Itoa(int(v1alpha1.GangSize(job)))},
+			Annotations: map[string]string{KueueTotalCountAnnotation: strconv.Itoa(int(frameworks.GangSize(job)))},
 		}
 	}
 	return PodSettings{}
@@ -85,10 +89,11 @@ func MinMember(job *v1alpha1.TrainJob) int32 {
 	if sp := job.Spec.RunPolicy.SchedulingPolicy; sp != nil && sp.MinAvailable != nil {
 		return *sp.MinAvailable
 	}
-	if lo, _, ok := v1alpha1.ElasticBounds(job); ok {
-		return v1alpha1.TotalReplicas(job) - v1alpha1.ReplicaSlots(job, v1alpha1.ReplicaTypeWorker) + lo
+	total := int32(frameworks.TotalReplicas(job))
+	if e, ok := frameworks.Elastic(job); ok {
+		return total - int32(frameworks.Replicas(job, e.Type)) + e.Min
 	}
-	return v1alpha1.TotalReplicas(job)
+	return total
 }
 
 // HasGate reports whether pod carries the built-in gang's scheduling gate.

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 )
 
 // testJob has 1 Chief (2 cpu) and 3 Workers (1 cpu, 1 GPU given as a limit only).
@@ -187,15 +188,15 @@ func TestLauncherWaitingForWorkersIsNoGangMember(t *testing.T) {
 			},
 			RunPolicy: v1alpha1.RunPolicy{SchedulingPolicy: &v1alpha1.SchedulingPolicy{Gang: gang, Queue: "q", MinAvailable: minAvailable}},
 		}}
-		v1alpha1.SetDefaults(j)
+		frameworks.SetDefaults(j)
 		return j
 	}
 	for _, kind := range []v1alpha1.GangKind{v1alpha1.GangKubernetes, v1alpha1.GangSchedulerPlugins, v1alpha1.GangVolcano} {
-		if errs := v1alpha1.Validate(job(kind, nil)); len(errs) != 1 || errs[0].Field != "spec.launcherCreationPolicy" {
+		if errs := frameworks.Validate(job(kind, nil)); len(errs) != 1 || errs[0].Field != "spec.launcherCreationPolicy" {
 			t.Errorf("%s without minAvailable: errors %v, want the launcherCreationPolicy one", kind, errs)
 		}
 		j := job(kind, ptr.To[int32](3))
-		if errs := v1alpha1.Validate(j); len(errs) != 0 {
+		if errs := frameworks.Validate(j); len(errs) != 0 {
 			t.Fatalf("%s with minAvailable 3: %v", kind, errs.ToAggregate())
 		}
 		if got := MinMember(j); got != 3 {
@@ -207,7 +208,7 @@ func TestLauncherWaitingForWorkersIsNoGangMember(t *testing.T) {
 		}
 	}
 	for _, kind := range []v1alpha1.GangKind{v1alpha1.GangBuiltin, v1alpha1.GangKueue} {
-		if errs := v1alpha1.Validate(job(kind, ptr.To[int32](3))); len(errs) != 1 || errs[0].Field != "spec.launcherCreationPolicy" {
+		if errs := frameworks.Validate(job(kind, ptr.To[int32](3))); len(errs) != 1 || errs[0].Field != "spec.launcherCreationPolicy" {
 			t.Errorf("%s: errors %v, want spec.launcherCreationPolicy refused", kind, errs)
 		}
 	}
@@ -278,9 +279,9 @@ func TestKubernetesUnschedulableReadsTheSchedulersCondition(t *testing.T) {
 // An elastic job's gang needs its minReplicas workers and its Master; the
 // workers above minReplicas are outside the minimum and join later.
 func TestElasticGangMinimumIsMinReplicasPlusTheMaster(t *testing.T) {
-	lo, hi, two, one := int32(2), int32(6), int32(2), int32(1)
+	lo, hi, two, one, grow := int32(2), int32(6), int32(2), int32(1), true
 	job := &v1alpha1.TrainJob{Spec: v1alpha1.TrainJobSpec{Framework: v1alpha1.FrameworkPyTorch,
-		ElasticPolicy: &v1alpha1.ElasticPolicy{MinReplicas: &lo, MaxReplicas: &hi},
+		ElasticPolicy: &v1alpha1.ElasticPolicy{MinReplicas: &lo, MaxReplicas: &hi, GrowIntoCapacity: &grow},
 		ReplicaSpecs: map[v1alpha1.ReplicaType]*v1alpha1.ReplicaSpec{
 			v1alpha1.ReplicaTypeMaster: {Replicas: &one},
 			v1alpha1.ReplicaTypeWorker: {Replicas: &two},
@@ -288,7 +289,7 @@ func TestElasticGangMinimumIsMinReplicasPlusTheMaster(t *testing.T) {
 	if got := MinMember(job); got != 3 {
 		t.Errorf("minMember = %d, want minReplicas 2 + the master", got)
 	}
-	if got := v1alpha1.TotalReplicas(job); got != 7 {
+	if got := int32(frameworks.TotalReplicas(job)); got != 7 {
 		t.Errorf("total replicas = %d, want maxReplicas 6 workers + the master", got)
 	}
 	five := int32(5)

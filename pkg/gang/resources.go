@@ -4,11 +4,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 )
 
 // MinResources is what a PodGroup asks to be free before any of its pods
 // start: schedulingPolicy.minResources when set, else the requests of the
-// first MinMember replicas (replica types in v1alpha1.SortedReplicaTypes
+// first MinMember replicas (replica types in frameworks.SortedReplicaTypes
 // order, so the replicas a job cannot run without come first). An MPI
 // launcher created only once the workers are Ready is no member the group
 // starts with: the workers' requests are summed instead.
@@ -18,9 +19,10 @@ func MinResources(job *v1alpha1.TrainJob) corev1.ResourceList {
 	}
 	total := corev1.ResourceList{}
 	left := MinMember(job)
-	for _, t := range v1alpha1.SortedReplicaTypes(job) {
+	held, _, holds := frameworks.HeldUntilReady(job)
+	for _, t := range frameworks.SortedReplicaTypes(job) {
 		spec := job.Spec.ReplicaSpecs[t]
-		if spec == nil || t == v1alpha1.ReplicaTypeLauncher && v1alpha1.LauncherWaitsForWorkers(job) {
+		if spec == nil || holds && t == held {
 			continue
 		}
 		n := min(spec.ReplicaCount(), left)

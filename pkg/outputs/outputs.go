@@ -9,6 +9,8 @@
 // metrics.json a JSON object ("{}" when there are none: the deciding
 // replica's termination message over the last reported status's metrics),
 // trainer-status.json the last reported status ("{}" when none came),
+// resumes.json the job's whole-job restarts and what each cost ("[]" when
+// none),
 // termination-message the deciding replica's termination message with the
 // bytes a terminal acts on escaped, as its log lines are ("" when there is
 // none). The result line on stdout carries the same values, its
@@ -51,6 +53,9 @@ const (
 	// log is, so a message that is not a JSON object (and gives
 	// metrics.json "{}") is not lost.
 	FileTerminationMessage = "termination-message"
+	// FileResumes lists the job's whole-job restarts during the step, with
+	// what each cost when the replicas report progress ("[]" when none).
+	FileResumes = "resumes.json"
 	// FileTrainerStatus keeps the last status the replicas reported
 	// (Kubeflow Trainer's trainerStatus object), "{}" when none came.
 	FileTrainerStatus = "trainer-status.json"
@@ -86,6 +91,10 @@ func Write(dir string, r result.Result) error {
 	if err != nil {
 		return fmt.Errorf("encoding metrics: %w", err)
 	}
+	resumes, err := marshalCompact(r.Resumes)
+	if err != nil {
+		return fmt.Errorf("encoding resumes: %w", err)
+	}
 	files := []struct {
 		name    string
 		content []byte
@@ -99,6 +108,7 @@ func Write(dir string, r result.Result) error {
 		{FileMetrics, metrics},
 		{FileTerminationMessage, []byte(logs.EscapeText(r.TerminationMessage))},
 		{FileTrainerStatus, trainerStatus(r)},
+		{FileResumes, resumes},
 	}
 	var errs []error
 	for _, f := range files {
@@ -182,6 +192,9 @@ func normalize(r result.Result) result.Result {
 	})
 	r.Replicas = replicas
 	r.Metrics = mergeMetrics(r.Metrics, r.TrainerMetrics)
+	if r.Resumes == nil {
+		r.Resumes = []result.Resume{}
+	}
 	return r
 }
 

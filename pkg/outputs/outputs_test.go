@@ -36,6 +36,7 @@ func TestWriteProducesEveryFileWithExactContent(t *testing.T) {
 				"metrics.json":        "{}",
 				"termination-message": "",
 				"trainer-status.json": "{}",
+				"resumes.json":        "[]",
 			},
 		},
 		{
@@ -68,6 +69,7 @@ func TestWriteProducesEveryFileWithExactContent(t *testing.T) {
 				"metrics.json":        `{"accuracy":0.981,"note":"a<b"}`,
 				"termination-message": `{"accuracy": 0.981, "note": "a<b"}`,
 				"trainer-status.json": "{}",
+				"resumes.json":        "[]",
 			},
 		},
 		{
@@ -89,6 +91,7 @@ func TestWriteProducesEveryFileWithExactContent(t *testing.T) {
 				"metrics.json":        `{"accuracy":0.981,"loss":0.12}`,
 				"termination-message": `{"accuracy": 0.981}`,
 				"trainer-status.json": `{"progressPercentage":100,"metrics":[{"name":"accuracy","value":"0.97"},{"name":"loss","value":"0.12"}],"lastUpdatedTime":"2025-01-23T10:30:45Z"}`,
+				"resumes.json":        "[]",
 			},
 		},
 		{
@@ -104,6 +107,7 @@ func TestWriteProducesEveryFileWithExactContent(t *testing.T) {
 				"metrics.json":        "{}",
 				"termination-message": "",
 				"trainer-status.json": "{}",
+				"resumes.json":        "[]",
 			},
 		},
 	}
@@ -208,7 +212,7 @@ func TestPrintResultIsOneLineOfTheSameResult(t *testing.T) {
 	want := `{"phase":"Failed","reason":"BackoffLimitExceeded","message":"worker 1 exited 137\nthree times",` +
 		`"jobName":"job","durationSeconds":3.0,"restarts":3,` +
 		`"replicas":[{"type":"Worker","index":1,"phase":"Failed","exitCode":137,"restarts":3}],` +
-		`"metrics":{"step":12345678901234567890}}` + "\n"
+		`"metrics":{"step":12345678901234567890},"resumes":[]}` + "\n"
 	if diff := cmp.Diff(want, text); diff != "" {
 		t.Errorf("printed result (-want +got):\n%s", diff)
 	}

@@ -189,7 +189,7 @@ func TestDecide(t *testing.T) {
 
 func TestElasticJobSurvivesLosingAWorkerAboveMinReplicas(t *testing.T) {
 	job := jobWith(v1alpha1.FrameworkPyTorch, v1alpha1.RestartPolicyNever, map[v1alpha1.ReplicaType]int32{worker: 3})
-	job.Spec.ElasticPolicy = &v1alpha1.ElasticPolicy{MinReplicas: ptr(int32(2)), MaxReplicas: ptr(int32(3))}
+	job.Spec.ElasticPolicy = &v1alpha1.ElasticPolicy{MinReplicas: ptr(int32(2)), MaxReplicas: ptr(int32(3)), GrowIntoCapacity: ptr(true)}
 	rule := frameworks.SuccessRule{AnyOf: []v1alpha1.ReplicaType{worker}}
 
 	oneLost := Decide(viewOf(job, set(worker, 2, exited(1))), rule, timeouts)

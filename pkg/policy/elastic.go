@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/result"
 )
 
-// An elastic PyTorch job has a worker for every slot up to maxReplicas
-// (v1alpha1.ReplicaSlots). It counts as started once minReplicas workers
+// An elastic PyTorch job has a worker for every slot it has
+// (frameworks.Replicas: up to maxReplicas when it grows into capacity). It counts as started once minReplicas workers
 // run; the others wait for capacity and join torchrun's rendezvous when
 // they are placed. A worker waiting for capacity is not stuck: only the job
 // running fewer than minReplicas workers for longer than the pending
@@ -20,17 +21,17 @@ import (
 // replica r failed permanently: r is a worker and at least minReplicas
 // other workers are alive or on their way (workerAlive).
 func ToleratesLoss(v *View, r Replica) bool {
-	lo, _, ok := v1alpha1.ElasticBounds(v.Job)
-	if !ok || r.Type != v1alpha1.ReplicaTypeWorker {
+	e, ok := frameworks.Elastic(v.Job)
+	if !ok || r.Type != e.Type {
 		return false
 	}
 	alive := int32(0)
-	for _, w := range v.OfType(v1alpha1.ReplicaTypeWorker) {
+	for _, w := range v.OfType(e.Type) {
 		if w.ReplicaID != r.ReplicaID && workerAlive(v, w) {
 			alive++
 		}
 	}
-	return alive >= lo
+	return alive >= e.Min
 }
 
 // workerAlive reports whether worker w counts among an elastic job's
@@ -105,12 +106,12 @@ type Elastic struct {
 
 // ElasticOf counts the workers of an elastic job; ok is false for other jobs.
 func ElasticOf(v *View) (e Elastic, ok bool) {
-	lo, hi, ok := v1alpha1.ElasticBounds(v.Job)
+	bounds, ok := frameworks.Elastic(v.Job)
 	if !ok {
 		return Elastic{}, false
 	}
-	e = Elastic{Min: int(lo), Max: int(hi)}
-	for _, w := range v.OfType(v1alpha1.ReplicaTypeWorker) {
+	e = Elastic{Min: int(bounds.Min), Max: int(bounds.Max)}
+	for _, w := range v.OfType(bounds.Type) {
 		switch {
 		case w.Phase == PhaseRunning || w.Phase == PhaseSucceeded:
 			e.Running++
@@ -143,7 +144,8 @@ func ElasticShortSince(since time.Time, v *View) time.Time {
 // cannot place: its wait is bounded by the job's elastic minimum, not by the
 // pending timeout of a replica.
 func waitsForCapacity(v *View, r Replica) bool {
-	return r.Type == v1alpha1.ReplicaTypeWorker && v1alpha1.IsElastic(v.Job)
+	e, ok := frameworks.Elastic(v.Job)
+	return ok && r.Type == e.Type
 }
 
 // checkElasticShort ends an elastic job that ran fewer than minReplicas

@@ -10,7 +10,7 @@ import (
 
 func elasticWith(replicas, lo, hi int32) *v1alpha1.TrainJob {
 	job := jobWith(v1alpha1.FrameworkPyTorch, v1alpha1.RestartPolicyExitCode, map[v1alpha1.ReplicaType]int32{v1alpha1.ReplicaTypeWorker: replicas})
-	job.Spec.ElasticPolicy = &v1alpha1.ElasticPolicy{MinReplicas: ptr(lo), MaxReplicas: ptr(hi)}
+	job.Spec.ElasticPolicy = &v1alpha1.ElasticPolicy{MinReplicas: ptr(lo), MaxReplicas: ptr(hi), GrowIntoCapacity: ptr(true)}
 	return job
 }
 

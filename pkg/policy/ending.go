@@ -48,6 +48,11 @@ type EndingFacts struct {
 	Lease LeaseState
 	// Stopped: the step was signalled.
 	Stopped bool
+	// HandOver: the signal came because the step's own pod is being
+	// removed by the infrastructure (Disruption says how): the job is not
+	// this step's to end, but its retry's to go on with.
+	HandOver   bool
+	Disruption string
 	// Started: the controller started (it may have created or re-attached objects).
 	Started bool
 	// Decision is the controller's last decision; its Outcome is Running
@@ -118,6 +123,16 @@ const (
 func End(f EndingFacts) Ending {
 	e := Ending{Settle: f.Decision.Outcome != OutcomeRunning}
 	switch {
+	case f.Stopped && f.HandOver && f.Decision.Outcome != OutcomeSucceeded && f.Decision.Outcome != OutcomeFailed && f.Teardown == nil:
+		// The step's pod goes with its node, not with the job: its retry
+		// re-attaches. A job that already ended is torn down as usual.
+		e.Action, e.ListReplicas = LeaveObjects, f.Started
+		e.ReleaseLease = f.Lease == LeaseHeld || f.Lease == LeaseLost
+		e.Phase, e.Reason = result.PhaseTransient, result.ReasonStepDisrupted
+		e.Message = "the step's pod is being removed (" + f.Disruption + "); the job's objects are kept for the step's retry, which re-attaches to them"
+		if f.Lease == LeaseSuperseded || f.Lease == LeaseNeverHeld {
+			e.Message = "the step's pod is being removed (" + f.Disruption + "); another run of the job holds its lease and goes on with it"
+		}
 	case f.Lease == LeaseNeverHeld && f.Stopped:
 		e.Action = LeaveObjects
 		e.Phase, e.Reason, e.Message = result.PhaseTerminated, result.ReasonTerminated, messageNeverHeld

@@ -133,7 +133,7 @@ func everyEndingFacts() []EndingFacts {
 	errs := []*RunError{nil, apiAway, quotaFull, panicked, unnamedError}
 	teardowns := []*TeardownReport{nil, cleanTeardown, {LostLease: true}, {Left: []string{"pod/a"}}, {Err: "503"}}
 	for _, lease := range leases {
-		for _, stopped := range []bool{false, true} {
+		for _, signal := range []string{"", "stop", "disruption"} {
 			for _, started := range []bool{false, true} {
 				for _, d := range decisions {
 					for _, err := range errs {
@@ -142,8 +142,12 @@ func everyEndingFacts() []EndingFacts {
 							continue
 						}
 						for _, td := range teardowns {
-							all = append(all, EndingFacts{Lease: lease, Stopped: stopped, Started: started, Decision: d, Err: err,
-								RetakeFailure: "within 10s (refused)", Teardown: td})
+							f := EndingFacts{Lease: lease, Stopped: signal != "", Started: started, Decision: d, Err: err,
+								RetakeFailure: "within 10s (refused)", Teardown: td}
+							if signal == "disruption" {
+								f.HandOver, f.Disruption = true, "EvictionByEvictionAPI: Eviction API: evicting"
+							}
+							all = append(all, f)
 						}
 					}
 				}
@@ -157,10 +161,11 @@ func everyEndingFacts() []EndingFacts {
 // of the inputs, the rules docs/failures.md states about a run's end.
 func TestEndHoldsItsRulesInEveryCombination(t *testing.T) {
 	all := everyEndingFacts()
-	// 5 lease states, stopped or not, started or not, 12 pairs of a
-	// decision and an error, 5 teardown reports.
-	if len(all) != 5*2*2*12*5 {
-		t.Fatalf("%d combinations, want %d", len(all), 5*2*2*12*5)
+	// 5 lease states, no signal, a stop or the step pod's disruption,
+	// started or not, 12 pairs of a decision and an error, 5 teardown
+	// reports.
+	if len(all) != 5*3*2*12*5 {
+		t.Fatalf("%d combinations, want %d", len(all), 5*3*2*12*5)
 	}
 	for _, f := range all {
 		e := End(f)
@@ -194,8 +199,18 @@ func TestEndHoldsItsRulesInEveryCombination(t *testing.T) {
 		if final && (e.Phase == "" || e.Message == "" && !cancelledByCaller) {
 			t.Errorf("%s: a final ending without a phase or message: %+v", name, e)
 		}
-		if final && f.Stopped && f.Decision.Outcome == OutcomeRunning && e.Phase != result.PhaseTerminated {
+		if final && f.Stopped && !f.HandOver && f.Decision.Outcome == OutcomeRunning && e.Phase != result.PhaseTerminated {
 			t.Errorf("%s: stopped while the job ran, but phase %s", name, e.Phase)
+		}
+		// The step pod's own disruption hands a job that has not ended
+		// over to the retry: nothing is deleted, and the phase is one Argo
+		// retries.
+		jobEnded := f.Decision.Outcome == OutcomeSucceeded || f.Decision.Outcome == OutcomeFailed
+		if f.HandOver && !jobEnded && f.Teardown == nil && (deletes || e.Action != LeaveObjects || e.Phase != result.PhaseTransient || e.Reason != result.ReasonStepDisrupted) {
+			t.Errorf("%s: the step pod's disruption does not hand the job over: %+v", name, e)
+		}
+		if f.HandOver && jobEnded && f.Lease == LeaseHeld && f.Teardown == nil && e.Action != TearDown {
+			t.Errorf("%s: a job that ended before the disruption is not torn down: %+v", name, e)
 		}
 		if e.Action == EndWithError && (f.Err == nil && f.Lease != LeaseNeverHeld || e.Phase != "") {
 			t.Errorf("%s: ends with an error it does not have: %+v", name, e)

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 )
 
 // verdict is what the failure policy makes of one ended or lost replica.
@@ -42,7 +43,7 @@ func judge(v *View, r *Replica) judgement {
 		return judgement{replica: r, verdict: verdictKeep, rule: -1}
 	}
 	restart := v1alpha1.FailureRestartReplica
-	if v1alpha1.RestartsWithJob(v.Job, r.Type) {
+	if frameworks.RestartsWithJob(v.Job, r.Type) {
 		restart = v1alpha1.FailureRestartJob
 	}
 	if r.LostUnseen {
@@ -154,10 +155,14 @@ func decideJobRestart(v *View, js []judgement) (restart *JobRestart, permanent *
 			failed = append(failed, j)
 		}
 	}
+	// A rank marked for a disruption while it still runs is the notice the
+	// others need: the whole job stops now, every rank together, while the
+	// collective still works and each can checkpoint — not when a peer's
+	// next collective fails on the rank gone.
+	failed = append(failed, disruptedRunning(v, js)...)
 	if len(failed) == 0 {
 		return nil, nil, 0
 	}
-	failed = append(failed, disruptedRunning(v, js)...)
 	slices.SortStableFunc(failed, func(a, b judgement) int {
 		// A pod's times have whole seconds: a kill and its peers' failures
 		// often share one, and then the rank that was killed or disrupted
@@ -178,7 +183,7 @@ func decideJobRestart(v *View, js []judgement) (restart *JobRestart, permanent *
 		// exit (the workers do not talk to each other: only mpirun does).
 		for _, j := range failed {
 			if !j.replica.FinishedAt.IsZero() {
-				if endedFromOutside(j.replica) || !failsWithPeers(v.Job, j.replica.Type) {
+				if endedFromOutside(j.replica) || !frameworks.FailsWithPeers(v.Job, j.replica.Type) {
 					cause = j
 				}
 				break
@@ -205,9 +210,9 @@ func decideJobRestart(v *View, js []judgement) (restart *JobRestart, permanent *
 }
 
 // disruptedRunning judges the replicas still running whose pods were
-// marked for removal by a disruption as if they had ended then, lost: a
-// node that stops answering keeps such a pod's end from being seen, while
-// a peer's collective call fails on it.
+// marked for removal by a disruption (or whose node is being drained) as
+// if they had ended then, lost: their peers are stopped with them at once,
+// and a node that stops answering keeps such a pod's end from being seen.
 func disruptedRunning(v *View, js []judgement) []judgement {
 	var going []judgement
 	for _, j := range js {
@@ -218,13 +223,6 @@ func disruptedRunning(v *View, js []judgement) []judgement {
 		}
 	}
 	return going
-}
-
-// failsWithPeers reports whether a replica of type rt fails when a peer
-// goes: every rank of a collective does, but an MPI worker only serves
-// mpirun (sshd), which is the launcher's.
-func failsWithPeers(job *v1alpha1.TrainJob, rt v1alpha1.ReplicaType) bool {
-	return job.Spec.Framework != v1alpha1.FrameworkMPI || rt != v1alpha1.ReplicaTypeWorker
 }
 
 // settling is how much longer r's failure waits for its peers' to be seen.

@@ -20,7 +20,7 @@ var masterLeads = frameworks.SuccessRule{Leader: &frameworks.ReplicaRef{Type: ma
 func ddp(policy v1alpha1.RestartPolicy, backoff int32) *v1alpha1.TrainJob {
 	job := jobWith(v1alpha1.FrameworkPyTorch, policy, map[v1alpha1.ReplicaType]int32{master: 1, worker: 2})
 	job.Spec.RunPolicy.BackoffLimit = ptr(backoff)
-	job.Spec.RunPolicy.FailurePolicy = &v1alpha1.FailurePolicy{Restart: v1alpha1.FailureRestartJob, Rules: v1alpha1.DefaultFailureRules()}
+	job.Spec.RunPolicy.FailurePolicy = &v1alpha1.FailurePolicy{Restart: v1alpha1.FailureRestartJob, Rules: frameworks.DefaultFailureRules()}
 	return job
 }
 
@@ -114,7 +114,7 @@ func TestFailurePolicy(t *testing.T) {
 		view: viewOf(func() *v1alpha1.TrainJob {
 			j := jobWith(v1alpha1.FrameworkMPI, v1alpha1.RestartPolicyExitCode, map[v1alpha1.ReplicaType]int32{v1alpha1.ReplicaTypeLauncher: 1, worker: 2})
 			j.Spec.RunPolicy.BackoffLimit = ptr(int32(3))
-			j.Spec.RunPolicy.FailurePolicy = &v1alpha1.FailurePolicy{Restart: v1alpha1.FailureRestartJob, Rules: v1alpha1.DefaultFailureRules()}
+			j.Spec.RunPolicy.FailurePolicy = &v1alpha1.FailurePolicy{Restart: v1alpha1.FailureRestartJob, Rules: frameworks.DefaultFailureRules()}
 			return j
 		}(),
 			set(worker, 0, func(r *Replica) { r.Phase, r.Lost, r.LostUnseen = PhaseMissing, true, true }),

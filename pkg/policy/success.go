@@ -51,12 +51,12 @@ func firstSucceeded(v *View, types []v1alpha1.ReplicaType) *Replica {
 // success (the leader, the first of the AllOf types, or the AnyOf replica
 // that succeeded).
 func MetricsReplica(v *View, rule frameworks.SuccessRule) *Replica {
-	if from := v.Job.Spec.MetricsFrom; from != "" {
-		t, index, err := v1alpha1.ParseMetricsFrom(from)
-		if err != nil {
+	if v.Job.Spec.MetricsFrom != "" {
+		from, ok := frameworks.MetricsFrom(v.Job)
+		if !ok {
 			return nil
 		}
-		return v.Replica(ReplicaID{Type: t, Index: index})
+		return v.Replica(ReplicaID{Type: from.Type, Index: from.Index})
 	}
 	switch {
 	case rule.Leader != nil:

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 )
 
 // Phase is where one replica's current instance stands.
@@ -147,15 +148,13 @@ func (v *View) OfType(t v1alpha1.ReplicaType) []Replica {
 	return out
 }
 
-// Desired lists every replica a job should have, types sorted as
-// v1alpha1.SortedReplicaTypes orders them.
+// Desired lists every replica a job should have, in creation order
+// (frameworks.AllReplicas).
 func Desired(job *v1alpha1.TrainJob) []ReplicaID {
-	var ids []ReplicaID
-	for _, t := range v1alpha1.SortedReplicaTypes(job) {
-		n := int(v1alpha1.ReplicaSlots(job, t))
-		for i := 0; i < n; i++ {
-			ids = append(ids, ReplicaID{Type: t, Index: i})
-		}
+	refs := frameworks.AllReplicas(job)
+	ids := make([]ReplicaID, len(refs))
+	for i, ref := range refs {
+		ids[i] = ReplicaID{Type: ref.Type, Index: ref.Index}
 	}
 	return ids
 }

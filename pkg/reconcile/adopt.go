@@ -17,6 +17,7 @@ import (
 
 	"github.com/trainstep/trainstep/pkg/apierr"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/policy"
 )
 
@@ -114,6 +115,11 @@ func (c *Controller) continueRecords(pods []*corev1.Pod, desired map[string]poli
 			c.jobRestarts = max(c.jobRestarts, annotationCount(pod, v1alpha1.AnnotationJobRestarts))
 		}
 	}
+	for _, pod := range pods {
+		if _, ok := desired[pod.Name]; ok && jobAttemptOf(pod) == c.jobAttempt && pod.Annotations[v1alpha1.AnnotationRestartReason] != "" {
+			c.attemptReason = pod.Annotations[v1alpha1.AnnotationRestartReason]
+		}
+	}
 	c.restarts += c.jobRestarts
 	c.startTime = c.jobStart(pods, desired)
 	return ledger
@@ -139,7 +145,7 @@ func (c *Controller) adoptPods(pods []*corev1.Pod, desired map[string]policy.Rep
 			st.stage, st.nextAttempt, st.expectSince = stageRemoving, st.attempt+1, c.opts.Clock.Now()
 			if pod.DeletionTimestamp == nil {
 				a.stale = append(a.stale, pod)
-			} else if v1alpha1.RestartsWithJob(c.opts.Job, id.Type) && jobAttemptOf(pod) == c.jobAttempt {
+			} else if frameworks.RestartsWithJob(c.opts.Job, id.Type) && jobAttemptOf(pod) == c.jobAttempt {
 				a.restartUnderWay = true
 			}
 		default:
@@ -215,7 +221,7 @@ func (c *Controller) finishReattach(ctx context.Context) error {
 // restart of an earlier run's under way. (Its ranks restart no container
 // in place, so no in-place restart goes with it.)
 func (c *Controller) disruptedRank(id policy.ReplicaID, pod *corev1.Pod) bool {
-	return v1alpha1.RestartsWithJob(c.opts.Job, id.Type) && !disruptedAt(pod).IsZero()
+	return frameworks.RestartsWithJob(c.opts.Job, id.Type) && !disruptedAt(pod).IsZero()
 }
 
 // jobStart is when an earlier run started the job: the earliest creation
@@ -248,7 +254,7 @@ func (c *Controller) jobStart(pods []*corev1.Pod, desired map[string]policy.Repl
 func (c *Controller) lostWhileAway(found map[policy.ReplicaID]bool) {
 	for _, id := range c.order {
 		st := c.replicas[id]
-		if found[id] || st.stage != stageAbsent || !v1alpha1.RestartsWithJob(c.opts.Job, id.Type) {
+		if found[id] || st.stage != stageAbsent || !frameworks.RestartsWithJob(c.opts.Job, id.Type) {
 			continue
 		}
 		st.stage, st.lostUnseen = stageLost, true
@@ -260,9 +266,14 @@ func (c *Controller) lostWhileAway(found map[policy.ReplicaID]bool) {
 // so the garbage collector does not remove adopted objects with the dead
 // owner of an earlier attempt).
 func (c *Controller) setOwner(ctx context.Context, obj metav1.Object) error {
+	return c.setOwnerTo(ctx, obj, c.opts.Identity.Owner)
+}
+
+// setOwnerTo points obj's owner references at owner (none when nil).
+func (c *Controller) setOwnerTo(ctx context.Context, obj metav1.Object, owner *metav1.OwnerReference) error {
 	var want []metav1.OwnerReference
-	if c.opts.Identity.Owner != nil {
-		want = []metav1.OwnerReference{*c.opts.Identity.Owner}
+	if owner != nil {
+		want = []metav1.OwnerReference{*owner}
 	}
 	if equality.Semantic.DeepEqual(obj.GetOwnerReferences(), want) || len(obj.GetOwnerReferences()) == 0 && len(want) == 0 {
 		return nil

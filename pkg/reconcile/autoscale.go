@@ -14,6 +14,7 @@ import (
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/gang"
 	"github.com/trainstep/trainstep/pkg/policy"
 )
@@ -47,10 +48,11 @@ type autoscaler struct {
 }
 
 func newAutoscaler(job *v1alpha1.TrainJob) *autoscaler {
-	if !v1alpha1.ScalesOnMetrics(job) {
+	e, ok := frameworks.Elastic(job)
+	if !ok || !e.OnMetrics {
 		return nil
 	}
-	return &autoscaler{target: int(v1alpha1.InitialWorkerTarget(job)), requests: podRequests(&job.Spec.ReplicaSpecs[v1alpha1.ReplicaTypeWorker].Template.Spec)}
+	return &autoscaler{target: int(e.Initial), requests: podRequests(&job.Spec.ReplicaSpecs[e.Type].Template.Spec)}
 }
 
 // podRequests sums a pod's containers' cpu and memory requests, as the HPA
@@ -168,7 +170,8 @@ func (c *Controller) evaluateMetrics(ctx context.Context, podMetrics PodMetricsL
 	c.mu.Lock()
 	current := c.scaler.target
 	c.mu.Unlock()
-	lo, hi, _ := v1alpha1.ElasticBounds(c.opts.Job)
+	e, _ := frameworks.Elastic(c.opts.Job)
+	lo, hi := e.Min, e.Max
 	var proposals []int
 	for i, m := range c.opts.Job.Spec.ElasticPolicy.Metrics {
 		name := m.Resource.Name
@@ -225,8 +228,8 @@ func (c *Controller) recordedWorkerTarget() (int, bool) {
 	if err != nil {
 		return 0, false
 	}
-	lo, hi, _ := v1alpha1.ElasticBounds(c.opts.Job)
-	return min(max(n, int(lo)), int(hi)), true
+	e, _ := frameworks.Elastic(c.opts.Job)
+	return min(max(n, int(e.Min)), int(e.Max)), true
 }
 
 // noteHeld logs, once per proposal, that the metrics ask for fewer workers

@@ -234,5 +234,6 @@ func onCPUUtilization(job *v1alpha1.TrainJob, percent int32) *v1alpha1.TrainJob 
 	job.Spec.ElasticPolicy.Metrics = []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType,
 		Resource: &autoscalingv2.ResourceMetricSource{Name: corev1.ResourceCPU,
 			Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: &percent}}}}
+	job.Spec.ElasticPolicy.GrowIntoCapacity = nil // the metrics decide
 	return job
 }

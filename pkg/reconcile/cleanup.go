@@ -265,8 +265,8 @@ func (c *Controller) sharedObjectDeletes(ctx context.Context) []sharedDelete {
 	if c.opts.Desired.PodGroup != nil {
 		deletes = append(deletes, retried("the PodGroup", func() error { return c.deletePodGroup(ctx) }))
 	}
-	if len(c.opts.Desired.NetworkPolicies()) > 0 {
-		deletes = append(deletes, retried("the NetworkPolicies", func() error { return c.deleteNetworkPolicies(ctx) }))
+	if len(c.opts.Desired.Guards()) > 0 {
+		deletes = append(deletes, retried("the NetworkPolicies and the PodDisruptionBudget", func() error { return c.deleteGuards(ctx) }))
 	}
 	if gang.Kind(c.opts.Job) == v1alpha1.GangKueue {
 		deletes = append(deletes, retried("the Kueue Workload", func() error { return c.deleteKueueWorkload(ctx) }))

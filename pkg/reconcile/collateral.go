@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/policy"
 )
 
@@ -21,11 +22,11 @@ import (
 // restart with the job; nil in any other job.
 func (c *Controller) collateralLauncher() *replicaState {
 	job := c.opts.Job
-	if job.Spec.Framework != v1alpha1.FrameworkMPI || v1alpha1.RestartsWithJob(job, v1alpha1.ReplicaTypeLauncher) ||
-		!v1alpha1.RestartsWithJob(job, v1alpha1.ReplicaTypeWorker) {
+	driver, ok := frameworks.Driver(job)
+	if !ok || frameworks.RestartsWithJob(job, driver) || !frameworks.RestartsWithJob(job, v1alpha1.ReplicaTypeWorker) {
 		return nil
 	}
-	return c.replicas[policy.ReplicaID{Type: v1alpha1.ReplicaTypeLauncher}]
+	return c.replicas[policy.ReplicaID{Type: driver}]
 }
 
 // noteCollateral counts the in-place restarts pod shows beyond those last

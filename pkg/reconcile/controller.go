@@ -84,6 +84,10 @@ type Options struct {
 	// PodMetrics reads the workers' usage for elasticPolicy.metrics; nil
 	// evaluates no metrics (the worker target stays at Worker.replicas).
 	PodMetrics PodMetricsLister
+	// WatchNodes watches the nodes (cluster-wide: get, list and watch
+	// nodes), so that a replica whose node is cordoned or tainted to be
+	// drained counts as disrupted at once (drains.go).
+	WatchNodes bool
 	// BeforeSync, for tests, is called before each sync.
 	BeforeSync func()
 	// Timeline records the informers' sync and the creates (nil: nothing).
@@ -91,6 +95,10 @@ type Options struct {
 	// OnLaunched is called once, when the first sync that created anything
 	// created every object it set out to.
 	OnLaunched func()
+	// OnJobRestart is called when every replica of a whole-job restart is
+	// gone and the next attempt starts: that attempt and why the one before
+	// ended (RestartReasonDisruption or RestartReasonFailure).
+	OnJobRestart func(attempt int, reason string)
 }
 
 // Controller reconciles one job's children until the job ends.
@@ -158,13 +166,20 @@ type Controller struct {
 	jobAttempt  int
 	jobRestarts int32
 	restarting  *jobRestart
+	// attemptReason is why the job attempt before the current one ended
+	// ("disruption", "failure"; "" for the first): the pods of the current
+	// attempt carry it (AnnotationRestartReason).
+	attemptReason string
 	// gang is the gang's admission state (nil unless gang: builtin,
 	// kubernetes, scheduler-plugins or kueue).
 	gang            *gangAdmission
 	podGroupCreated bool
-	// networkPolicyUIDs hold, by name, the job's NetworkPolicies this run
-	// created or re-attached (see networkpolicy.go).
-	networkPolicyUIDs map[string]types.UID
+	// drainingNodes are the nodes seen cordoned or tainted to be drained;
+	// guarded by mu.
+	drainingNodes map[string]drainNotice
+	// guardUIDs hold, by render.Guard's key, the job's guards this run
+	// created or re-attached (see guards.go).
+	guardUIDs map[string]types.UID
 	// kueueReleased holds, per pod instance, the version whose Kueue
 	// finalizer this run dropped, so each version is patched once; guarded
 	// by kueueMu (the worker and the cleanup both release).
@@ -223,7 +238,8 @@ func New(opts Options) *Controller {
 		kueueReleased: map[types.UID]string{},
 		crashed:       make(chan struct{}),
 
-		networkPolicyUIDs: map[string]types.UID{},
+		guardUIDs:     map[string]types.UID{},
+		drainingNodes: map[string]drainNotice{},
 	}
 	if c.scaler != nil {
 		c.scaler.recent.Record(opts.Clock.Now(), c.scaler.target)
@@ -325,6 +341,10 @@ func (c *Controller) watchChildren() error {
 	c.secrets = cache.NewStore(cache.MetaNamespaceKeyFunc)
 	for _, s := range c.opts.Desired.Secrets {
 		c.keepJobWide(s, c.secrets)
+	}
+	// Nodes are watched by a step that may (a drain stops a rank at once).
+	if err := c.watchNodes(); err != nil {
+		return err
 	}
 	return nil
 }
@@ -480,12 +500,17 @@ func slimForCache(obj any) (any, error) {
 		o.Data, o.BinaryData = nil, nil
 	case *corev1.Secret:
 		o.Data, o.StringData = nil, nil
+	case *corev1.Node:
+		// Only whether it is being drained is read (drains.go).
+		o.Spec = corev1.NodeSpec{Unschedulable: o.Spec.Unschedulable, Taints: o.Spec.Taints}
+		o.Status = corev1.NodeStatus{}
+		o.Labels = nil
 	}
 	if m, ok := obj.(metav1.Object); ok {
 		m.SetManagedFields(nil)
-		// Of the annotations, only the restart counts and the worker target are read back (adopt).
+		// Of the annotations, only the restart counts and reason and the worker target are read back (adopt).
 		var kept map[string]string
-		for _, key := range []string{v1alpha1.AnnotationRestarts, v1alpha1.AnnotationJobRestarts, v1alpha1.AnnotationRestartLedger, v1alpha1.AnnotationWorkerTarget} {
+		for _, key := range []string{v1alpha1.AnnotationRestarts, v1alpha1.AnnotationJobRestarts, v1alpha1.AnnotationRestartLedger, v1alpha1.AnnotationWorkerTarget, v1alpha1.AnnotationRestartReason} {
 			if n, ok := m.GetAnnotations()[key]; ok {
 				if kept == nil {
 					kept = map[string]string{}

@@ -47,7 +47,7 @@ func tfJob(policyName v1alpha1.RestartPolicy) *v1alpha1.TrainJob {
 			// A Service per replica, as a Kubeflow TFJob has: the tests follow each one.
 			ServiceLayout: v1alpha1.ServiceLayoutPerReplica},
 	}
-	v1alpha1.SetDefaults(job)
+	frameworks.SetDefaults(job)
 	return job
 }
 
@@ -60,11 +60,12 @@ type harness struct {
 	client *fake.Clientset
 	ctrl   *Controller
 	done   chan policy.Decision
-	// stop ends the controller's Run and its informers, as a killed step.
-	stop context.CancelFunc
 	// runErr, when a setup made it, receives Run's error instead of the
 	// test failing on it.
 	runErr chan error
+	// stopRun cancels Run's context: it ends the controller's Run and its
+	// informers, as a killed step.
+	stopRun context.CancelFunc
 	// kueuePatches are the patches a reactor saw sent to deleted pods.
 	mu           sync.Mutex
 	kueuePatches []string
@@ -124,7 +125,7 @@ func startWith(t *testing.T, job *v1alpha1.TrainJob, setup func(h *harness, o *O
 	h.ctrl = New(opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	h.stop = cancel
+	h.stopRun = cancel
 	if err := h.ctrl.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -188,6 +189,15 @@ func (h *harness) setStatusOf(pod *corev1.Pod, phase corev1.PodPhase, exitCode i
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
 	_, err := h.client.CoreV1().Pods(ns).UpdateStatus(context.Background(), pod, metav1.UpdateOptions{})
 	return err
+}
+
+// stoppedView stops a job that has not ended and returns the controller's
+// last view, read once Run returned (View is not for a running controller).
+func (h *harness) stoppedView() policy.View {
+	h.t.Helper()
+	h.stopRun()
+	h.decision()
+	return h.ctrl.View()
 }
 
 func (h *harness) decision() policy.Decision {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/result"
 )
@@ -29,7 +30,7 @@ func elasticJob(replicas, lo, hi int32) *v1alpha1.TrainJob {
 					Template: corev1.PodTemplateSpec{Spec: container}},
 			}},
 	}
-	v1alpha1.SetDefaults(job)
+	frameworks.SetDefaults(job)
 	return job
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/gang"
 	"github.com/trainstep/trainstep/pkg/result"
 )
@@ -157,11 +158,16 @@ func TestGangOfAnElasticJobOnMetricsIsItsStartingWorkers(t *testing.T) {
 	if _, err := h.client.CoreV1().Pods(ns).Get(context.Background(), "el-worker-2", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("el-worker-2, above the target, exists or failed to read: %v", err)
 	}
-	if got := v1alpha1.GangSize(job); got != 2 {
+	if got := frameworks.GangSize(job); got != 2 {
 		t.Errorf("GangSize = %d, want the 2 starting workers (Kueue's pod-group-total-count)", got)
 	}
-	job.Spec.ElasticPolicy.Metrics = nil
-	if got := v1alpha1.GangSize(job); got != 4 {
-		t.Errorf("GangSize without metrics = %d, want every slot up to maxReplicas 4", got)
+	// A copy: the controller still reads the job it runs.
+	withoutMetrics := job.DeepCopy()
+	withoutMetrics.Spec.ElasticPolicy.Metrics = nil
+	for grow, want := range map[bool]int32{true: 4, false: 2} {
+		withoutMetrics.Spec.ElasticPolicy.GrowIntoCapacity = &grow
+		if got := frameworks.GangSize(withoutMetrics); got != want {
+			t.Errorf("GangSize without metrics, growIntoCapacity %v = %d, want %d (every slot up to maxReplicas, or the Worker replicas)", grow, got, want)
+		}
 	}
 }

@@ -13,6 +13,16 @@ import (
 	"github.com/trainstep/trainstep/pkg/policy"
 )
 
+// Why a whole-job attempt ended, as the next attempt's pods say it
+// (v1alpha1.AnnotationRestartReason, TRAINSTEP_RESTART_REASON).
+const (
+	// RestartReasonDisruption: a preemption, an eviction, a drain, a lost
+	// node: not the job's fault, and not counted against backoffLimit.
+	RestartReasonDisruption = "disruption"
+	// RestartReasonFailure: a rank failed; counted.
+	RestartReasonFailure = "failure"
+)
+
 // jobRestart is a whole-job restart under way: every replica is stopped,
 // then all are created again at the next job attempt. Touched only by the
 // worker.
@@ -92,6 +102,10 @@ func (c *Controller) continueJobRestart(ctx context.Context) (bool, error) {
 		return true, nil
 	}
 	c.jobAttempt, c.restarting = r.next, nil
+	c.attemptReason = restartReason(r.counted)
+	if c.opts.OnJobRestart != nil {
+		c.opts.OnJobRestart(r.next, c.attemptReason)
+	}
 	if c.gang != nil {
 		c.gang.state = gang.Start()
 	}
@@ -124,6 +138,15 @@ func (c *Controller) recordJobRestart(ctx context.Context, r *jobRestart) error 
 	}
 	c.mu.Unlock()
 	return c.recordCounted(ctx, &jobLedgerEntry{Attempt: r.next, Restarts: restarts}, entries)
+}
+
+// restartReason is why a whole-job attempt ended: a counted restart is a
+// failure, a free one a disruption.
+func restartReason(counted bool) string {
+	if counted {
+		return RestartReasonFailure
+	}
+	return RestartReasonDisruption
 }
 
 func countedNote(counted bool) string {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/policy"
 )
 
@@ -25,7 +26,7 @@ func ddpJob(restartPolicy v1alpha1.RestartPolicy) *v1alpha1.TrainJob {
 			v1alpha1.ReplicaTypeWorker: {Replicas: &two, RestartPolicy: restartPolicy, Template: corev1.PodTemplateSpec{Spec: container}},
 		}, RunPolicy: v1alpha1.RunPolicy{BackoffLimit: &limit}},
 	}
-	v1alpha1.SetDefaults(job)
+	frameworks.SetDefaults(job)
 	return job
 }
 

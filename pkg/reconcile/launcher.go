@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/policy"
 )
 
@@ -30,15 +31,16 @@ type launcherGate struct {
 
 // newLauncherGate returns nil unless the job waits for its workers.
 func newLauncherGate(job *v1alpha1.TrainJob, replicas map[policy.ReplicaID]*replicaState, order []policy.ReplicaID) *launcherGate {
-	if !v1alpha1.LauncherWaitsForWorkers(job) {
+	held, awaited, ok := frameworks.HeldUntilReady(job)
+	if !ok {
 		return nil
 	}
 	g := &launcherGate{}
 	for _, id := range order {
 		switch id.Type {
-		case v1alpha1.ReplicaTypeLauncher:
+		case held:
 			g.launcher = replicas[id]
-		case v1alpha1.ReplicaTypeWorker:
+		case awaited:
 			g.workers = append(g.workers, replicas[id])
 		}
 	}

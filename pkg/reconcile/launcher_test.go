@@ -14,6 +14,7 @@ import (
 
 	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/render"
 	"github.com/trainstep/trainstep/pkg/result"
@@ -32,7 +33,7 @@ func mpiJob(creation v1alpha1.LauncherCreationPolicy) *v1alpha1.TrainJob {
 			// These tests follow the launcher alone through its restarts.
 			RunPolicy: v1alpha1.RunPolicy{FailurePolicy: &v1alpha1.FailurePolicy{Restart: v1alpha1.FailureRestartReplica}}},
 	}
-	v1alpha1.SetDefaults(job)
+	frameworks.SetDefaults(job)
 	return job
 }
 

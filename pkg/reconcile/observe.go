@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/gang"
 	"github.com/trainstep/trainstep/pkg/policy"
 )
@@ -126,6 +127,7 @@ func (c *Controller) replicaFromPod(id policy.ReplicaID, st *replicaState, pod *
 	}
 	if r.Phase == policy.PhaseRunning {
 		r.NodeNotReadySince = nodeNotReadySince(pod, main)
+		c.disruptedByDrain(&r)
 	}
 	if main != nil {
 		if t := main.State.Terminated; t != nil {
@@ -153,7 +155,7 @@ func (c *Controller) replicaFromPod(id policy.ReplicaID, st *replicaState, pod *
 // mainContainerStatus finds the status of the replica's main container.
 func (c *Controller) mainContainerStatus(t v1alpha1.ReplicaType, pod *corev1.Pod) *corev1.ContainerStatus {
 	name := ""
-	if main := v1alpha1.MainContainer(c.opts.Job, t); main != nil {
+	if main := frameworks.MainContainer(c.opts.Job, t); main != nil {
 		name = main.Name
 	}
 	for i := range pod.Status.ContainerStatuses {
@@ -208,10 +210,14 @@ func (c *Controller) nodeNotReadySince(t v1alpha1.ReplicaType, pod *corev1.Pod) 
 }
 
 // disruptedAt is when pod was marked for removal by a disruption (its
-// DisruptionTarget condition), zero when it was not.
+// DisruptionTarget condition, or Kueue's stop of an evicted pod group,
+// which Kueue removes as a whole), zero when it was not.
 func disruptedAt(pod *corev1.Pod) time.Time {
 	for _, cond := range pod.Status.Conditions {
-		if cond.Type == v1alpha1.PodConditionDisruptionTarget && cond.Status == corev1.ConditionTrue {
+		if cond.Status != corev1.ConditionTrue {
+			continue
+		}
+		if cond.Type == v1alpha1.PodConditionDisruptionTarget || cond.Type == gang.KueueStoppedCondition && gang.KueueStopped(pod) {
 			return cond.LastTransitionTime.Time
 		}
 	}

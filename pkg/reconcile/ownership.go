@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -135,4 +136,37 @@ func (c *Controller) ownedCachedUID(child jobWideChild) types.UID {
 		}
 	}
 	return ""
+}
+
+// Disown clears the owner of every object of the job in the caches (pods,
+// Services, ConfigMaps, and the Secrets this run created or re-attached)
+// when it is a pod: the step pod, handing the job over because the
+// infrastructure removes it, must not take the replicas with it to the
+// garbage collector. The run that re-attaches gives them its own owner.
+// A job owned by its Workflow (or by nothing) needs nothing of it.
+func (c *Controller) Disown(ctx context.Context) error {
+	if owner := c.opts.Identity.Owner; owner == nil || owner.Kind != "Pod" {
+		return nil
+	}
+	var objs []metav1.Object
+	if pods, err := c.pods.Pods(c.opts.Identity.Namespace).List(labels.Everything()); err == nil {
+		for _, p := range pods {
+			objs = append(objs, p)
+		}
+	}
+	for _, s := range c.listServices() {
+		objs = append(objs, s)
+	}
+	for _, cm := range c.listConfigMaps() {
+		objs = append(objs, cm)
+	}
+	for _, child := range c.jobWide {
+		if s, ok := child.obj.(*corev1.Secret); ok {
+			if uid := c.knownUID(s); uid != "" {
+				objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, UID: uid, OwnerReferences: s.OwnerReferences}})
+			}
+		}
+	}
+	errs := c.parallel(ctx, len(objs), func(i int) error { return c.setOwnerTo(ctx, objs[i], nil) })
+	return joinErrors(errs)
 }

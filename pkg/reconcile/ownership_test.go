@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks/tensorflow"
 	"github.com/trainstep/trainstep/pkg/result"
 )
 
@@ -26,7 +27,7 @@ func TestAForeignConfigMapIsNeitherUsedNorDeleted(t *testing.T) {
 		{"labelled with another step's identity", map[string]string{v1alpha1.LabelJobName: "mnist", v1alpha1.LabelIdentity: "not" + testOwnerID}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.TFClusterConfigMapName("mnist"), Namespace: ns, Labels: tc.labels, UID: "theirs",
+			foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: tensorflow.ClusterConfigMapName("mnist"), Namespace: ns, Labels: tc.labels, UID: "theirs",
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "someone", UID: "someone", Controller: ptrTrue()}}},
 				Data: map[string]string{"discover_hosts.sh": "planted"}}
 			h := startWith(t, tfJob(v1alpha1.RestartPolicyExitCode), func(h *harness, o *Options) {

@@ -302,7 +302,7 @@ func (p *pumpedWatch) ResultChan() <-chan watch.Event { return p.out }
 // controller once it started.
 func rerun(t *testing.T, h *harness) *Controller {
 	t.Helper()
-	h.stop()
+	h.stopRun()
 	<-h.done
 	opts := h.ctrl.opts
 	opts.Identity.Owner = stepOwner("step-2")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks/mpi"
 	"github.com/trainstep/trainstep/pkg/policy"
 )
 
@@ -28,7 +29,7 @@ func TestSecretsAreReadByNameNeverListedOrWatched(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			job := mpiJob(v1alpha1.LauncherCreationAtStartup)
-			secretName := v1alpha1.MPISSHSecretName(job.Name)
+			secretName := mpi.SSHSecretName(job.Name)
 			const earlierUID = types.UID("earlier-attempt")
 			h := startWith(t, job, func(h *harness, _ *Options) {
 				if !earlier {

@@ -38,8 +38,10 @@ func drawControlPlaneFaults(seed uint64, last time.Duration) []fault {
 			f.kind, f.lasts = faultThrottle, time.Duration(5+y.IntN(55))*time.Second
 		case k < 95:
 			f.kind, f.replica = faultRemove, []string{"the ledger's Service", "the job's ConfigMap"}[y.IntN(2)]
-		default:
+		case k < 97:
 			f.kind = faultStop
+		default:
+			f.kind = faultDrainStep
 		}
 		out = append(out, f)
 	}
@@ -61,6 +63,8 @@ func (r *simRun) injectControlPlane(f *fault) {
 		r.removeFromOutside(f.replica)
 	case faultStop:
 		r.stopStep()
+	case faultDrainStep:
+		r.drainStep()
 	}
 }
 

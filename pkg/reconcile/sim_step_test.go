@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/trainstep/trainstep/pkg/apierr"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
@@ -77,7 +78,9 @@ type simStep struct {
 	// started: Start completed; ended: the controller stopped and the
 	// ending runs; dead: the step is gone (killed, or its run ended).
 	started, ended, dead bool
-	stopped              bool
+	// stopped: the step was signalled; handOver: by its own pod's
+	// disruption (its node drained), not by a stop of the workflow.
+	stopped, handOver bool
 	// planned is the view the teardown planned from: the product's one
 	// Cleanup observes once, before its deletes.
 	planned *policy.View
@@ -218,7 +221,9 @@ func (s *simStep) acquire() {
 // endNeverHeld ends a step that never held the Lease, as the executor
 // does: its error, or Terminated leaving the objects when stopped.
 func (s *simStep) endNeverHeld(err error) {
-	e := policy.End(policy.EndingFacts{Lease: policy.LeaseNeverHeld, Stopped: s.stopped, Decision: policy.Decision{Outcome: policy.OutcomeRunning}, Err: ending.RunError(err)})
+	handOver, disruption := s.HandOver()
+	e := policy.End(policy.EndingFacts{Lease: policy.LeaseNeverHeld, Stopped: s.stopped, HandOver: handOver, Disruption: disruption,
+		Decision: policy.Decision{Outcome: policy.OutcomeRunning}, Err: ending.RunError(err)})
 	if e.Action == policy.EndWithError {
 		e.Phase, e.Reason, e.Message = ending.ErrorResult(err)
 	}
@@ -263,7 +268,7 @@ func (s *simStep) start() {
 	r.truthSeen()
 	w.initialAdds()
 	c.queue.Add(syncKey)
-	if v1alpha1.ScalesOnMetrics(w.job) {
+	if frameworks.ScalesOnMetrics(w.job) {
 		r.runAutoscaler(c, s.gen)
 	}
 }
@@ -354,7 +359,7 @@ func (r *simRun) sync() {
 	switch {
 	case err != nil && errors.As(err, &re):
 		if re.Reason == result.ReasonQuotaExceeded {
-			if v := c.View(); v1alpha1.IsElastic(w.job) {
+			if v := c.View(); w.job.Spec.ElasticPolicy != nil {
 				if e, _ := policy.ElasticOf(&v); e.Running >= e.Min {
 					r.violate("an elastic job with %d of %d..%d workers running ended %s: workers waiting for room never end it", e.Running, e.Min, e.Max, re.Reason)
 				}
@@ -388,10 +393,50 @@ func (s *simStep) end(run ending.Run) {
 	s.ended = true
 	s.r.w.logf("step %d ends: decision %s %s, error %v", s.gen, run.Decision.Outcome, run.Decision.Reason, run.Err)
 	out := ending.CarryOut(s, run)
+	if e := out.Ending; e.Action == policy.LeaveObjects && e.Reason == result.ReasonStepDisrupted && s.leading && s.ctrl != nil {
+		// As the executor does: the replicas must not go with the step
+		// pod, whose grace bounds the tries.
+		s.disown(s.r.w.now().Add(simGrace-2*time.Second), func() { s.finishEnd(out) })
+		return
+	}
+	s.finishEnd(out)
+}
+
+// finishEnd gives the Lease up when the ending says so, and goes on as the
+// step's run ended.
+func (s *simStep) finishEnd(out ending.Result) {
+	if s.dead {
+		return
+	}
 	if out.Ending.ReleaseLease {
 		s.release()
 	}
+	if s.handOver {
+		// Its process exited: the eviction removes the step pod, and the
+		// garbage collector what the pod still owns, while Argo retries.
+		owner := s.owner.UID
+		s.r.w.after(time.Duration(200+s.r.w.rng.IntN(800))*time.Millisecond, 0, "step pod evicted", func() { s.r.collectOwnedBy(owner) })
+	}
 	s.r.stepEnded(s, out)
+}
+
+// disown clears the owner of the job's objects as the executor's ending
+// does: tried again every second while it fails for a reason that may
+// pass, until deadline; then done.
+func (s *simStep) disown(deadline time.Time, done func()) {
+	w := s.r.w
+	if s.dead {
+		return
+	}
+	err := s.ctrl.Disown(s.r.ctx)
+	if err == nil || apierr.IsPermanent(err) || !w.now().Add(time.Second).Before(deadline) {
+		if err != nil {
+			w.logf("step %d: clearing the job's owner failed: %v", s.gen, err)
+		}
+		done()
+		return
+	}
+	w.after(time.Second, 0, "disown again", func() { s.disown(deadline, done) })
 }
 
 // release gives the Lease up, when the API server takes the write.
@@ -419,7 +464,7 @@ func (r *simRun) stepEnded(s *simStep, out ending.Result) {
 	w.ctrl, w.inbox, w.informers = nil, nil, nil
 	e := out.Ending
 	leaves := e.Action == policy.EndWithError || e.Action == policy.LeaveObjects
-	if leaves && e.Phase == result.PhaseTransient && !s.stopped {
+	if leaves && e.Phase == result.PhaseTransient && (!s.stopped || s.handOver) {
 		if r.retries < simRetries {
 			r.retries++
 			r.cur = nil
@@ -492,6 +537,13 @@ func (r *simRun) restartsOnRecord() int32 {
 // ---- the Step ending.CarryOut drives ----
 
 func (s *simStep) Stopped() bool { return s.stopped }
+
+func (s *simStep) HandOver() (bool, string) {
+	if !s.handOver {
+		return false, ""
+	}
+	return true, simStepDisruption
+}
 
 func (s *simStep) Lease() policy.LeaseState {
 	if s.leading {
@@ -642,6 +694,62 @@ func (r *simRun) stopStep() {
 		return // waiting for the Lease: acquire ends it, never having held it
 	}
 	s.end(ending.Run{Started: s.started, Decision: policy.Decision{Outcome: policy.OutcomeRunning}})
+}
+
+// simStepDisruption is the step pod's DisruptionTarget when its node is
+// drained, as the executor reads it.
+const simStepDisruption = "EvictionByEvictionAPI: Eviction API: evicting"
+
+// drainStep drains the running step's own node: the step is signalled and
+// its pod is a DisruptionTarget, so it hands the job over to its retry
+// (Transient, nothing deleted) unless the job already ended. With no step
+// running, there is nothing to drain.
+func (r *simRun) drainStep() {
+	s := r.cur
+	if r.over() || s == nil || s.dead {
+		return
+	}
+	r.w.logf("step %d: its node is drained", s.gen)
+	s.stopped, s.handOver = true, true
+	// The eviction removes the step pod once its grace is over at the
+	// latest, and the garbage collector what it still owns.
+	owner := s.owner.UID
+	r.w.after(simGrace, 0, "step pod evicted", func() { r.collectOwnedBy(owner) })
+	if !s.leading && !s.started {
+		return // waiting for the Lease: acquire ends it, never having held it
+	}
+	s.end(ending.Run{Started: s.started, Decision: policy.Decision{Outcome: policy.OutcomeRunning}})
+}
+
+// collectOwnedBy deletes the job's objects whose controller is the step
+// pod owner, gone, as the garbage collector does (pods with their grace).
+func (r *simRun) collectOwnedBy(owner types.UID) {
+	w := r.w
+	for _, gvr := range []schema.GroupVersionResource{podsGVR, servicesGVR, configMapsGVR, secretsGVR} {
+		for _, m := range w.jobObjects(gvr) {
+			if ref := metav1.GetControllerOfNoCopy(m); ref == nil || ref.UID != owner {
+				continue
+			}
+			w.logf("the garbage collector deletes %s %s with its owner, the evicted step pod", gvr.Resource, m.GetName())
+			if gvr == podsGVR && m.GetDeletionTimestamp() == nil {
+				r.gcTaken++
+			}
+			if gvr == podsGVR && m.GetUID() == r.permanentPod && (w.ctrl == nil || w.watchBroken) {
+				// No step watched: none will know of that exit.
+				w.logf("the garbage collector removes %s before any step saw its exit", r.permanentExit)
+				r.permanentExit = ""
+			}
+			if err := w.delete(k8stesting.NewDeleteAction(gvr, m.GetNamespace(), m.GetName()), gvr); err != nil {
+				w.logf("the garbage collector: %v", err)
+			}
+		}
+	}
+	for _, m := range w.jobNetworkPolicies() {
+		if ref := metav1.GetControllerOfNoCopy(m); ref != nil && ref.UID == owner {
+			w.logf("the garbage collector deletes networkpolicy %s with its owner, the evicted step pod", m.GetName())
+			_ = w.dyn.Tracker().Delete(networkPolicies, m.GetNamespace(), m.GetName())
+		}
+	}
 }
 
 // leftByTeardown names the job's objects the teardown's plan deletes that

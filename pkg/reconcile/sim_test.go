@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/render"
 	"github.com/trainstep/trainstep/pkg/result"
@@ -91,6 +92,9 @@ const (
 	faultThrottle
 	faultRemove
 	faultStop
+	// faultDrainStep drains the step's own node: SIGTERM, its pod marked
+	// with a DisruptionTarget; the step hands the job over to its retry.
+	faultDrainStep
 )
 
 func (f fault) String() string {
@@ -128,6 +132,8 @@ func (f fault) String() string {
 		return at + fmt.Sprintf("%s is deleted from outside", f.replica)
 	case faultStop:
 		return at + "the workflow is stopped (SIGTERM to the step)"
+	case faultDrainStep:
+		return at + "the step's own node is drained (SIGTERM to the step, its pod a DisruptionTarget)"
 	}
 	return at + "?"
 }
@@ -166,7 +172,7 @@ func (s schedule) String() string {
 	if s.room > 0 {
 		fmt.Fprintf(&b, ", room for the gang after %s", s.room)
 	}
-	if v1alpha1.ScalesOnMetrics(s.job) {
+	if frameworks.ScalesOnMetrics(s.job) {
 		fmt.Fprintf(&b, ", workers at %d%% of their cpu request", s.load)
 	}
 	b.WriteString("\n")
@@ -250,7 +256,7 @@ func drawSchedule(seed uint64) schedule {
 	// The draws added later come from a stream of their own, so that the
 	// schedules drawn before keep their jobs and scripts.
 	x := rand.New(rand.NewPCG(seed, 0x6a9e))
-	if v1alpha1.IsElastic(s.job) && x.IntN(2) == 0 {
+	if s.job.Spec.ElasticPolicy != nil && x.IntN(2) == 0 {
 		s.job = onMetrics(s.job, 60)
 		s.name += "+metrics"
 		s.load = []int64{30, 60, 150}[x.IntN(3)]
@@ -271,7 +277,7 @@ func drawSchedule(seed uint64) schedule {
 		}
 	}
 
-	if v1alpha1.LauncherWaitsForWorkers(s.job) {
+	if _, _, held := frameworks.HeldUntilReady(s.job); held {
 		// What validation asks of a launcher that waits under a gang.
 		switch sp := rp.SchedulingPolicy; sp.Gang {
 		case v1alpha1.GangBuiltin, v1alpha1.GangKueue:
@@ -332,7 +338,7 @@ func drawSchedule(seed uint64) schedule {
 		s.faults = append(s.faults, f)
 	}
 	s.faults = append(s.faults, drawControlPlaneFaults(seed, at)...)
-	if v1alpha1.ScalesOnMetrics(s.job) {
+	if frameworks.ScalesOnMetrics(s.job) {
 		for range 1 + x.IntN(3) {
 			f := fault{at: time.Duration(10+x.IntN(int(at/time.Second)+20)) * time.Second, kind: faultLoad}
 			f.code = []int32{20, 60, 150, 250}[x.IntN(4)]
@@ -368,7 +374,7 @@ func simpleJob(name string, framework v1alpha1.Framework, policy v1alpha1.Restar
 		job.Spec.ReplicaSpecs[rt] = &v1alpha1.ReplicaSpec{Replicas: &n, RestartPolicy: policy,
 			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: string(framework), Image: "train:1"}}}}}
 	}
-	v1alpha1.SetDefaults(job)
+	frameworks.SetDefaults(job)
 	return job
 }
 
@@ -381,7 +387,7 @@ func mpiSimJob(creation v1alpha1.LauncherCreationPolicy, workers int32, workerPo
 	job.Spec.RunPolicy.FailurePolicy = nil
 	worker := job.Spec.ReplicaSpecs[v1alpha1.ReplicaTypeWorker]
 	worker.Replicas, worker.RestartPolicy = &workers, workerPolicy
-	v1alpha1.SetDefaults(job)
+	frameworks.SetDefaults(job)
 	return job
 }
 
@@ -613,6 +619,11 @@ type simRun struct {
 	// when a step died while the ledger's Service, removed from outside,
 	// was not created again: what only that step recorded is gone.
 	lastDecided, ledLast, ledgerLostAt time.Time
+	// gcTaken counts the replica pods the garbage collector deleted with
+	// an evicted step pod whose hand-over could not clear their owner.
+	gcTaken int32
+	// permanentPod is the instance whose exit is permanentExit.
+	permanentPod types.UID
 	// ctrlStarted is when the running controller started: one that
 	// re-attaches after the job's deadline passed must end it from there.
 	ctrlStarted time.Time
@@ -749,7 +760,7 @@ func (r *simRun) podCreated(pod *corev1.Pod) {
 			r.violate("worker %s created at or above the metrics' target of %d workers", pod.Name, c.scaler.target)
 		}
 	}
-	if !v1alpha1.RestartsWithJob(r.w.job, replicaTypeOf(r.w.job, pod)) {
+	if !frameworks.RestartsWithJob(r.w.job, replicaTypeOf(r.w.job, pod)) {
 		return
 	}
 	key := pod.Name + "@" + pod.Labels[v1alpha1.LabelJobAttempt]
@@ -784,7 +795,7 @@ func (r *simRun) inject(f *fault) {
 		r.killStep(f.lasts)
 	case faultLoad:
 		w.load = int64(f.code)
-	case faultAPIRestart, faultCompact, faultThrottle, faultRemove, faultStop:
+	case faultAPIRestart, faultCompact, faultThrottle, faultRemove, faultStop, faultDrainStep:
 		r.injectControlPlane(f)
 	case faultPanic:
 		if w.ctrl == nil || r.over() {
@@ -910,7 +921,7 @@ func (r *simRun) exitWhenRunning(name string, code int32, f *fault, seq, tries i
 		// Not a peer stopped by a whole-job restart under way, nor one
 		// that failed after a peer of its attempt ended: a failure the
 		// policy cannot retry, whether or not a step saw it happen.
-		r.permanentExit = name + " exit " + strconv.Itoa(int(code))
+		r.permanentExit, r.permanentPod = name+" exit "+strconv.Itoa(int(code)), pod.UID
 	}
 	r.breakPeers(f)
 }
@@ -919,7 +930,7 @@ func (r *simRun) exitWhenRunning(name string, code int32, f *fault, seq, tries i
 // restart policy does not retry (elastic workers are tolerated instead).
 func (r *simRun) permanent(pod *corev1.Pod, code int32) bool {
 	job := r.w.job
-	if v1alpha1.IsElastic(job) || pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
+	if (job.Spec.ElasticPolicy != nil) || pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
 		return false
 	}
 	spec := job.Spec.ReplicaSpecs[v1alpha1.ReplicaType(replicaTypeOf(job, pod))]
@@ -947,7 +958,7 @@ func (r *simRun) followsPeersEnd(pod *corev1.Pod, code int32) bool {
 		// A peer is another replica that restarts with the job (an MPI
 		// launcher's end breaks no worker), of the same job attempt.
 		if p.Name == pod.Name || p.Labels[v1alpha1.LabelJobAttempt] != pod.Labels[v1alpha1.LabelJobAttempt] ||
-			!v1alpha1.RestartsWithJob(w.job, replicaTypeOf(w.job, p)) {
+			!frameworks.RestartsWithJob(w.job, replicaTypeOf(w.job, p)) {
 			continue
 		}
 		at, fromOutside, ended := simEnded(p)
@@ -992,7 +1003,27 @@ func replicaTypeOf(job *v1alpha1.TrainJob, pod *corev1.Pod) v1alpha1.ReplicaType
 }
 
 // breakPeers makes the peers of a job that restarts as a whole exit 1.
-func (r *simRun) breakPeers(f *fault) {
+func (r *simRun) breakPeers(f *fault) { r.breakPeerInstances(f, r.peerInstances(f)) }
+
+// peerInstances are the instances of f's peers live now: those that share
+// the collective f breaks.
+func (r *simRun) peerInstances(f *fault) map[string]types.UID {
+	uids := map[string]types.UID{}
+	if f == nil {
+		return uids
+	}
+	for p := range f.peers {
+		if pod := r.w.livePod(p); pod != nil {
+			uids[p] = pod.UID
+		}
+	}
+	return uids
+}
+
+// breakPeerInstances makes the instances uids of f's peers exit 1, each
+// after its delay. Only the instances that shared the broken collective
+// fail: a peer of the next job attempt, created meanwhile, does not.
+func (r *simRun) breakPeerInstances(f *fault, uids map[string]types.UID) {
 	w := r.w
 	if f == nil || !restartsAsWhole(w.job) {
 		return
@@ -1002,11 +1033,7 @@ func (r *simRun) breakPeers(f *fault) {
 		if !ok || !breaksWith(w.job, f.replica, p) {
 			continue
 		}
-		// Only the instances that shared the broken collective fail.
-		var uid types.UID
-		if pod := w.livePod(p); pod != nil {
-			uid = pod.UID
-		}
+		uid := uids[p]
 		w.after(d, 0, "peer breaks "+p, func() { r.breakPeer(p, uid, 0) })
 	}
 }
@@ -1050,7 +1077,7 @@ func serves(job *v1alpha1.TrainJob, pod *corev1.Pod) bool {
 
 func restartsAsWhole(job *v1alpha1.TrainJob) bool {
 	for rt := range job.Spec.ReplicaSpecs {
-		if v1alpha1.RestartsWithJob(job, rt) {
+		if frameworks.RestartsWithJob(job, rt) {
 			return true
 		}
 	}
@@ -1097,23 +1124,23 @@ func (r *simRun) disruptWhenThere(f *fault, seq, tries int) {
 		f.onLanding()
 	}
 	r.disrupt(pod, f.disruption)
-	r.breakPeersOnceStopped(f, pod.UID, 0)
+	r.breakPeersOnceStopped(f, pod.UID, r.peerInstances(f), 0)
 }
 
 // breakPeersOnceStopped breaks the peers of a disrupted instance once it
 // stopped: their collective breaks when its process ends, not when its pod
 // is marked (its kubelet may take seconds, or a finalizer keep the pod
 // after). A rank on a node that stopped answering is cut off at once.
-func (r *simRun) breakPeersOnceStopped(f *fault, uid types.UID, tries int) {
+func (r *simRun) breakPeersOnceStopped(f *fault, uid types.UID, peers map[string]types.UID, tries int) {
 	w := r.w
 	pod := w.livePod(f.replica)
 	if pod != nil && pod.UID == uid && pod.Status.Phase == corev1.PodRunning && tries < 600 {
 		if n := w.node(pod.Spec.NodeName); n != nil && n.up {
-			w.after(100*time.Millisecond, 0, "peers of "+f.replica+" wait", func() { r.breakPeersOnceStopped(f, uid, tries+1) })
+			w.after(100*time.Millisecond, 0, "peers of "+f.replica+" wait", func() { r.breakPeersOnceStopped(f, uid, peers, tries+1) })
 			return
 		}
 	}
-	r.breakPeers(f)
+	r.breakPeerInstances(f, peers)
 }
 
 var disruptionReasons = map[string]string{"preemption": "PreemptionByScheduler", "eviction": "EvictionByEvictionAPI", "podgc": "DeletionByPodGC"}
@@ -1295,7 +1322,7 @@ func runAndCheck(t *testing.T, s schedule, trace bool) bool {
 // differently).
 func runOrders(t *testing.T, s schedule, orders int, trace bool) *simEnd {
 	t.Helper()
-	if errs := v1alpha1.Validate(s.job); len(errs) > 0 {
+	if errs := frameworks.Validate(s.job); len(errs) > 0 {
 		// A job trainstep refuses before creating anything has no run.
 		t.Errorf("%sthe job is invalid: %v\nreplay: %s", s, errs.ToAggregate(), s.replay())
 		return nil

@@ -64,7 +64,7 @@ func (r *simRun) noteFailure(pod *corev1.Pod, code int32, restarting bool) {
 		// The cause, a peer's end, may be gone without trace when a step
 		// next looks: a rank that failed at a known time then comes first.
 		f.undecided = "it followed a peer's end while no step watched, which may have gone without trace"
-	case v1alpha1.IsElastic(job):
+	case job.Spec.ElasticPolicy != nil:
 		f.undecided = "an elastic job's worker: tolerated or replaced as the workers alive at the time decide"
 	case r.permanent(pod, code):
 		return // not retried: the job fails (permanentExit)
@@ -132,6 +132,12 @@ func (r *simRun) checkTruth(end *simEnd) {
 		default:
 			must++
 		}
+	}
+	if r.gcTaken > 0 {
+		// Their deletes carry no DisruptionTarget: the step that watches
+		// them go may count each as a replica's failure.
+		may += r.gcTaken
+		undecided = append(undecided, fmt.Sprintf("%d replicas the garbage collector deleted with the evicted step pod, their owner not cleared within its grace", r.gcTaken))
 	}
 	if limit := r.w.job.Spec.RunPolicy.BackoffLimit; limit != nil && end.reason == result.ReasonBackoffLimitExceeded {
 		// What went past the limit ended the job: any of it charges.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/trainstep/trainstep/pkg/apierr"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/gang"
 	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/result"
@@ -42,7 +43,7 @@ func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 	if err := c.ensurePodGroup(ctx); err != nil {
 		return policy.Decision{}, c.apiError(err)
 	}
-	if err := c.ensureNetworkPolicies(ctx); err != nil {
+	if err := c.ensureGuards(ctx); err != nil {
 		return policy.Decision{}, c.apiError(err)
 	}
 	if err := c.confirmExpectations(ctx); err != nil {
@@ -319,11 +320,12 @@ func splitSources(objs []runtime.Object) (sources, rest []runtime.Object) {
 // it runs.
 func (c *Controller) rendezvousHostFirst(pending []podCreate) (host podCreate, rest []podCreate, ok bool) {
 	ep := c.opts.Job.Spec.ElasticPolicy
-	if len(pending) < 2 || !v1alpha1.IsElastic(c.opts.Job) || ep.RDZVHost != nil {
+	e, elastic := frameworks.Elastic(c.opts.Job)
+	if len(pending) < 2 || !elastic || ep.RDZVHost != nil {
 		return podCreate{}, pending, false
 	}
 	for i, p := range pending {
-		if p.st.id.Type == v1alpha1.ReplicaTypeWorker && p.st.id.Index == 0 {
+		if p.st.id.Type == e.Type && p.st.id.Index == 0 {
 			rest = append(append(rest, pending[:i]...), pending[i+1:]...)
 			return p, rest, true
 		}
@@ -379,6 +381,9 @@ func (c *Controller) createReplica(ctx context.Context, p podCreate) error {
 	}
 	if restarts > 0 {
 		pod.Annotations[v1alpha1.AnnotationRestarts] = strconv.Itoa(int(restarts))
+	}
+	if c.attemptReason != "" {
+		pod.Annotations[v1alpha1.AnnotationRestartReason] = c.attemptReason
 	}
 	if jobRestarts > 0 {
 		pod.Annotations[v1alpha1.AnnotationJobRestarts] = strconv.Itoa(int(jobRestarts))

@@ -12,9 +12,18 @@ import (
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/render"
+	"github.com/trainstep/trainstep/pkg/replicapolicy"
 	"github.com/trainstep/trainstep/pkg/result"
 	"github.com/trainstep/trainstep/pkg/spec"
 )
+
+// openPolicy allows every list's names, so that the fuzzer's inputs reach
+// the renderer whatever they mount or name; the policy's own refusals are
+// its package's tests.
+var openPolicy = replicapolicy.Policy{
+	AllowPrivileged: true, Secrets: []string{"*"}, ConfigMaps: []string{"*"}, PVCs: []string{"*"}, CSIDrivers: []string{"*"},
+	VolumeTypes: []string{"*"}, PriorityClasses: []string{"*"}, RuntimeClasses: []string{"*"}, Schedulers: []string{"*"},
+}
 
 // maxFuzzReplicas bounds the work one input may ask for: a valid job of a
 // billion replicas is legal but would only exhaust memory.
@@ -24,7 +33,7 @@ const maxFuzzReplicas = 256
 // bytes. Loading may reject the input (always as Invalid); a job it accepts
 // must render, deterministically, into objects whose names are DNS labels.
 func FuzzRenderPipeline(f *testing.F) {
-	for _, pattern := range []string{"testdata/*.yaml", "../kubeflow/testdata/*.yaml"} {
+	for _, pattern := range []string{"testdata/*.yaml", "../frameworks/testdata/*.yaml"} {
 		paths, _ := filepath.Glob(pattern)
 		for _, path := range paths {
 			data, err := os.ReadFile(path)
@@ -35,7 +44,7 @@ func FuzzRenderPipeline(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		job, _, err := spec.Load(data, spec.Options{})
+		job, _, err := spec.Load(data, spec.Options{Policy: openPolicy})
 		if err != nil {
 			if phase := result.PhaseOf(err); phase != result.PhaseInvalid {
 				t.Fatalf("Load failed with phase %s, want Invalid: %v", phase, err)
@@ -51,6 +60,9 @@ func FuzzRenderPipeline(f *testing.F) {
 		}
 		id := render.Identity{Namespace: ns, JobName: job.Name}
 		first := renderForFuzz(t, job, id)
+		if r, err := render.NewRenderer(job, id); err == nil {
+			_ = replicapolicy.CheckRendered(r, nil, openPolicy) // must not panic
+		}
 		if again := renderForFuzz(t, job, id); !bytes.Equal(first, again) {
 			t.Fatal("two renders of the same job differ")
 		}
@@ -93,7 +105,7 @@ func TestSeedManifestsRender(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			job, warnings, err := spec.Load(data, spec.Options{})
+			job, warnings, err := spec.Load(data, spec.Options{Policy: openPolicy})
 			if err != nil {
 				t.Fatalf("Load: %v", err)
 			}

@@ -21,7 +21,7 @@ import (
 // RANK or PET_NODE_RANK, which it sets only with a Master — and no
 // init-pytorch container, which setInitContainer adds only with a Master.
 func TestRenderPyTorchJobOfWorkersOnly(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "kubeflow", "testdata", "pytorchjob_workers_only.yaml"))
+	data, err := os.ReadFile(filepath.Join("..", "frameworks", "testdata", "pytorchjob_workers_only.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

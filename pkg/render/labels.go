@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 )
 
 // JobLabels are the labels every object of a job carries: its name and,
@@ -20,13 +21,14 @@ func JobLabels(id Identity) map[string]string {
 }
 
 // sharedLabels are the labels of the Services, ConfigMaps and Secrets a job
-// has once: JobLabels, and for MPI the "app: <job>" MPI Operator v2 puts on
-// its job Service, hostfile ConfigMap and SSH Secret (and on no pod or
-// PodGroup).
+// has once: the framework's operator's (MPI Operator v2's "app: <job>",
+// which it puts on no pod or PodGroup), and JobLabels over them.
 func sharedLabels(job *v1alpha1.TrainJob, id Identity) map[string]string {
 	out := JobLabels(id)
-	if job.Spec.Framework == v1alpha1.FrameworkMPI {
-		out[v1alpha1.LabelMPIApp] = id.JobName
+	for k, v := range frameworks.SharedLabels(job, id.JobName) {
+		if _, own := out[k]; !own {
+			out[k] = v
+		}
 	}
 	return out
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/frameworks"
+	"github.com/trainstep/trainstep/pkg/frameworks/tensorflow"
 	"github.com/trainstep/trainstep/pkg/render"
 	"github.com/trainstep/trainstep/pkg/spec"
 )
@@ -112,7 +113,7 @@ func TestRenderTemplateHostname(t *testing.T) {
 // opts in, in the manifest or with --set spec.serviceLayout=PerJob; an
 // MPIJob has the job-wide Service either way and refuses PerReplica.
 func TestKubeflowManifestsOptInToThePerJobLayout(t *testing.T) {
-	tfjob, err := os.ReadFile(filepath.Join("..", "kubeflow", "testdata", "tfjob_dist_mnist.yaml"))
+	tfjob, err := os.ReadFile(filepath.Join("..", "frameworks", "testdata", "tfjob_dist_mnist.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +138,7 @@ func TestKubeflowManifestsOptInToThePerJobLayout(t *testing.T) {
 			if len(objs.Services) != tc.wantServices {
 				t.Errorf("got %d Services (%v), want %d", len(objs.Services), serviceNames(objs), tc.wantServices)
 			}
-			config, err := frameworks.TFConfig(job, frameworks.Placement{JobName: job.Name, Namespace: "kubeflow"}, frameworks.ReplicaRef{Type: worker, Index: 0})
+			config, err := tensorflow.TFConfig(job, frameworks.Placement{JobName: job.Name, Namespace: "kubeflow"}, frameworks.ReplicaRef{Type: worker, Index: 0})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -146,7 +147,7 @@ func TestKubeflowManifestsOptInToThePerJobLayout(t *testing.T) {
 			}
 		})
 	}
-	mpijob, err := os.ReadFile(filepath.Join("..", "kubeflow", "testdata", "mpijob_pi.yaml"))
+	mpijob, err := os.ReadFile(filepath.Join("..", "frameworks", "testdata", "mpijob_pi.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

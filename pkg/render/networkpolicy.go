@@ -19,8 +19,24 @@ import (
 //
 // Only a network plugin that enforces NetworkPolicy makes it hold.
 func NetworkPolicy(job *v1alpha1.TrainJob, id Identity) *networkingv1.NetworkPolicy {
+	return NetworkPolicyAdmitting(job, id, IngressAllowance{})
+}
+
+// IngressAllowance is what a job's NetworkPolicy admits besides the job's
+// own pods: connections from every pod of Namespaces (by name), to Ports
+// of the job's pods (by number or a container port's name), or to every
+// port when Ports is empty. A monitoring namespace's Prometheus scraping
+// the replicas' metrics port is the usual case.
+type IngressAllowance struct {
+	Namespaces []string
+	Ports      []intstr.IntOrString
+}
+
+// NetworkPolicyAdmitting renders the job's NetworkPolicy (NetworkPolicy)
+// with a second ingress rule for allow, when it names namespaces.
+func NetworkPolicyAdmitting(job *v1alpha1.TrainJob, id Identity, allow IngressAllowance) *networkingv1.NetworkPolicy {
 	own := &metav1.LabelSelector{MatchLabels: JobLabels(id)}
-	return &networkingv1.NetworkPolicy{
+	np := &networkingv1.NetworkPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: networkingv1.SchemeGroupVersion.String(), Kind: "NetworkPolicy"},
 		ObjectMeta: jobObjectMeta(id, id.JobName, sharedLabels(job, id)),
 		Spec: networkingv1.NetworkPolicySpec{
@@ -29,6 +45,18 @@ func NetworkPolicy(job *v1alpha1.TrainJob, id Identity) *networkingv1.NetworkPol
 			Ingress:     []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: own.DeepCopy()}}}},
 		},
 	}
+	if len(allow.Namespaces) > 0 {
+		rule := networkingv1.NetworkPolicyIngressRule{From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{
+			MatchExpressions: []metav1.LabelSelectorRequirement{{
+				Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpIn, Values: append([]string{}, allow.Namespaces...),
+			}},
+		}}}}
+		for _, port := range allow.Ports {
+			rule.Ports = append(rule.Ports, networkingv1.NetworkPolicyPort{Protocol: ptrTo(corev1.ProtocolTCP), Port: ptrTo(port)})
+		}
+		np.Spec.Ingress = append(np.Spec.Ingress, rule)
+	}
+	return np
 }
 
 // StatusNetworkPolicy renders the NetworkPolicy of the step's own pod while

@@ -4,9 +4,11 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/render"
@@ -50,5 +52,31 @@ func TestNetworkPolicyAdmitsOnlyTheJobsPods(t *testing.T) {
 		if !selector.Matches(labels.Set(pod.Labels)) {
 			t.Errorf("pod %s (labels %v) is not selected", pod.Name, pod.Labels)
 		}
+	}
+}
+
+// The template author's allowance adds one rule: pods of the named
+// namespaces, to the named ports of the job's pods over TCP; the job's own
+// rule stays first.
+func TestNetworkPolicyAdmitsTheAllowedNamespaces(t *testing.T) {
+	job := newJob(v1alpha1.FrameworkPyTorch, "ddp", replicas{master: 1, worker: 2})
+	id := identity("team-a", "ddp")
+	got := render.NetworkPolicyAdmitting(job, id, render.IngressAllowance{
+		Namespaces: []string{"monitoring", "team-a"}, Ports: []intstr.IntOrString{intstr.FromInt32(9090), intstr.FromString("metrics")}})
+	tcp := corev1.ProtocolTCP
+	p9090, metrics := intstr.FromInt32(9090), intstr.FromString("metrics")
+	want := []networkingv1.NetworkPolicyIngressRule{
+		render.NetworkPolicy(job, id).Spec.Ingress[0],
+		{
+			From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+				Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{"monitoring", "team-a"}}}}}},
+			Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &p9090}, {Protocol: &tcp, Port: &metrics}},
+		},
+	}
+	if diff := cmp.Diff(want, got.Spec.Ingress); diff != "" {
+		t.Errorf("ingress rules (-want +got):\n%s", diff)
+	}
+	if none := render.NetworkPolicyAdmitting(job, id, render.IngressAllowance{}); len(none.Spec.Ingress) != 1 {
+		t.Errorf("an empty allowance adds rules: %+v", none.Spec.Ingress)
 	}
 }

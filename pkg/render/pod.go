@@ -11,6 +11,7 @@ import (
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/frameworks"
+	"github.com/trainstep/trainstep/pkg/frameworks/framework"
 	"github.com/trainstep/trainstep/pkg/gang"
 )
 
@@ -26,12 +27,21 @@ const (
 	// of it), a file of its own for a local process. One name on both
 	// backends, so a script writes its metrics the same way everywhere.
 	EnvTerminationMessagePath = "TRAINSTEP_TERMINATION_MESSAGE_PATH"
+	// EnvJobAttempt is the job's whole-job attempt the pod belongs to (0
+	// first), and EnvRestartReason why the attempt before it ended:
+	// "disruption" (a preemption, a drain, an eviction: not the job's
+	// fault; uncounted), "failure" (counted against backoffLimit), ""
+	// on the first attempt. Read through the downward API from the pod's
+	// own label and annotation, so the pod spec is the same whatever the
+	// attempt: a training script resumes from its checkpoint when told to.
+	EnvJobAttempt    = "TRAINSTEP_JOB_ATTEMPT"
+	EnvRestartReason = "TRAINSTEP_RESTART_REASON"
 )
 
 // PodName is the name of a replica's pod: "<job>-<lower-case type>-<index>".
 // A recreated replica keeps its name; its attempt label tells them apart.
 func PodName(jobName string, rt v1alpha1.ReplicaType, index int) string {
-	return v1alpha1.ReplicaName(jobName, rt, index)
+	return framework.ReplicaName(jobName, rt, index)
 }
 
 // Pod renders replica index of type rt. attempt counts its recreations
@@ -75,7 +85,7 @@ func (r *Renderer) Pod(rt v1alpha1.ReplicaType, index int, attempt int) (*corev1
 	spec := r.job.Spec.ReplicaSpecs[rt]
 	template := spec.Template.DeepCopy()
 	podSpec := template.Spec
-	podSpec.RestartPolicy = podRestartPolicy(v1alpha1.InPlaceRestartPolicy(r.job, rt))
+	podSpec.RestartPolicy = podRestartPolicy(frameworks.InPlaceRestartPolicy(r.job, rt))
 	if podSpec.AutomountServiceAccountToken == nil {
 		// Training code has no business with the API server: a replica gets
 		// a token only when its template asks for one.
@@ -87,12 +97,14 @@ func (r *Renderer) Pod(rt v1alpha1.ReplicaType, index int, attempt int) (*corev1
 	if err := r.pods.ConfigurePod(replica, &podSpec); err != nil {
 		return nil, fmt.Errorf("rendering pod %s: %w", replica, err)
 	}
-	if main := frameworks.MainContainer(r.job.Spec.Framework, &podSpec); main != nil {
+	if main := frameworks.MainContainerOf(r.job, &podSpec); main != nil {
 		main.Env = append(main.Env,
 			corev1.EnvVar{Name: EnvJobName, Value: r.id.JobName},
 			corev1.EnvVar{Name: EnvReplicaType, Value: strings.ToLower(string(rt))},
 			corev1.EnvVar{Name: EnvReplicaIndex, Value: strconv.Itoa(index)},
 			corev1.EnvVar{Name: EnvTerminationMessagePath, Value: terminationMessagePath(main)},
+			fromPod(EnvJobAttempt, "metadata.labels['"+v1alpha1.LabelJobAttempt+"']"),
+			fromPod(EnvRestartReason, "metadata.annotations['"+v1alpha1.AnnotationRestartReason+"']"),
 		)
 	}
 	setHostname(&podSpec, r.layout, r.id.JobName, rt, index)
@@ -113,6 +125,11 @@ func (r *Renderer) Pod(rt v1alpha1.ReplicaType, index int, attempt int) (*corev1
 	}
 	applyGang(pod, r.gang)
 	return pod, nil
+}
+
+// fromPod is an env var the downward API reads from the pod's field path.
+func fromPod(name, fieldPath string) corev1.EnvVar {
+	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: fieldPath}}}
 }
 
 // setHostname gives a pod of a job under the per-job layout its hostname

@@ -130,6 +130,8 @@ func TestTrainstepEnvOnMainContainer(t *testing.T) {
 		{Name: "TRAINSTEP_REPLICA_TYPE", Value: "ps"},
 		{Name: "TRAINSTEP_REPLICA_INDEX", Value: "0"},
 		{Name: "TRAINSTEP_TERMINATION_MESSAGE_PATH", Value: "/dev/termination-log"},
+		fromPodEnv("TRAINSTEP_JOB_ATTEMPT", "metadata.labels['trainstep.dev/job-attempt']"),
+		fromPodEnv("TRAINSTEP_RESTART_REASON", "metadata.annotations['trainstep.dev/restart-reason']"),
 	}
 	if diff := cmp.Diff(want, pod.Spec.Containers[1].Env); diff != "" {
 		t.Errorf("main container env of a single-replica job (-want +got):\n%s", diff)
@@ -147,8 +149,12 @@ func TestTerminationMessagePathEnvFollowsTheContainer(t *testing.T) {
 		t.Fatalf("Pod: %v", err)
 	}
 	main := pod.Spec.Containers[0]
-	if got := main.Env[len(main.Env)-1]; got.Name != "TRAINSTEP_TERMINATION_MESSAGE_PATH" || got.Value != "/tmp/metrics.json" {
-		t.Errorf("last env var %s=%s, want TRAINSTEP_TERMINATION_MESSAGE_PATH=/tmp/metrics.json", got.Name, got.Value)
+	found := false
+	for _, v := range main.Env {
+		found = found || v.Name == "TRAINSTEP_TERMINATION_MESSAGE_PATH" && v.Value == "/tmp/metrics.json"
+	}
+	if !found {
+		t.Errorf("env %v, want TRAINSTEP_TERMINATION_MESSAGE_PATH=/tmp/metrics.json", main.Env)
 	}
 }
 
@@ -220,4 +226,9 @@ func TestPodServiceAccountToken(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fromPodEnv is an env var the downward API reads from the pod.
+func fromPodEnv(name, fieldPath string) corev1.EnvVar {
+	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: fieldPath}}}
 }

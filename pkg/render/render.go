@@ -15,6 +15,7 @@ package render
 import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -70,6 +71,10 @@ type Objects struct {
 	// StatusNetworkPolicy, when the step serves the progress endpoint
 	// (StatusNetworkPolicy), admits only the job's pods to the step's pod.
 	StatusNetworkPolicy *networkingv1.NetworkPolicy
+	// DisruptionBudget, when the caller renders one (DisruptionBudget),
+	// keeps a drain from evicting one rank of a job whose ranks restart as
+	// a whole; it is created before them.
+	DisruptionBudget *policyv1.PodDisruptionBudget
 }
 
 // NetworkPolicies are the job's NetworkPolicies, those rendered.
@@ -93,6 +98,9 @@ func (o *Objects) List() []runtime.Object {
 	for _, np := range o.NetworkPolicies() {
 		list = append(list, np)
 	}
+	if o.DisruptionBudget != nil {
+		list = append(list, o.DisruptionBudget)
+	}
 	for _, s := range o.Secrets {
 		list = append(list, s)
 	}
@@ -109,8 +117,8 @@ func (o *Objects) List() []runtime.Object {
 }
 
 // Render returns every object of job, a job that has been defaulted
-// (v1alpha1.SetDefaults) and validated (v1alpha1.Validate). Replica types
-// come in v1alpha1.SortedReplicaTypes order, replicas by index.
+// (frameworks.SetDefaults) and validated (frameworks.Validate). Replica types
+// come in frameworks.SortedReplicaTypes order, replicas by index.
 //
 // Render holds every pod at once; a controller creating a large job renders
 // each replica when it creates it, with a Renderer.

@@ -59,6 +59,8 @@ func TestRenderTensorFlowPod(t *testing.T) {
 					{Name: "TRAINSTEP_REPLICA_TYPE", Value: "worker"},
 					{Name: "TRAINSTEP_REPLICA_INDEX", Value: "1"},
 					{Name: "TRAINSTEP_TERMINATION_MESSAGE_PATH", Value: "/dev/termination-log"},
+					fromPodEnv("TRAINSTEP_JOB_ATTEMPT", "metadata.labels['trainstep.dev/job-attempt']"),
+					fromPodEnv("TRAINSTEP_RESTART_REASON", "metadata.annotations['trainstep.dev/restart-reason']"),
 				},
 			}},
 		},

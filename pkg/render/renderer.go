@@ -42,7 +42,6 @@ import (
 type Renderer struct {
 	job  *v1alpha1.TrainJob
 	id   Identity
-	fw   frameworks.Framework
 	pods frameworks.PodConfigurer
 	gang gang.PodSettings
 	// layout is the job's service layout.
@@ -52,26 +51,22 @@ type Renderer struct {
 	ports map[v1alpha1.ReplicaType][]corev1.ServicePort
 }
 
-// NewRenderer prepares job, defaulted (v1alpha1.SetDefaults) and validated
-// (v1alpha1.Validate), for rendering into the namespace and with the owner
+// NewRenderer prepares job, defaulted (frameworks.SetDefaults) and validated
+// (frameworks.Validate), for rendering into the namespace and with the owner
 // and labels of id, which it copies. The job must not change while the
 // Renderer is in use.
 func NewRenderer(job *v1alpha1.TrainJob, id Identity) (*Renderer, error) {
 	id = copyIdentity(id)
-	fw, err := frameworks.For(job.Spec.Framework)
-	if err != nil {
-		return nil, fmt.Errorf("rendering job %q: %w", id.JobName, err)
-	}
-	for _, rt := range v1alpha1.SortedReplicaTypes(job) {
+	for _, rt := range frameworks.SortedReplicaTypes(job) {
 		if job.Spec.ReplicaSpecs[rt] == nil {
 			return nil, fmt.Errorf("rendering job %q: replica type %s has no spec", id.JobName, rt)
 		}
 	}
-	pods, err := fw.Prepare(job, placement(id))
+	pods, err := frameworks.Prepare(job, placement(id))
 	if err != nil {
 		return nil, fmt.Errorf("rendering job %q: %w", id.JobName, err)
 	}
-	r := &Renderer{job: job, id: id, fw: fw, pods: pods, gang: gang.ForPods(job, id.JobName), layout: job.Spec.ServiceLayoutOrDefault()}
+	r := &Renderer{job: job, id: id, pods: pods, gang: gang.ForPods(job, id.JobName), layout: job.Spec.ServiceLayoutOrDefault()}
 	if r.layout == v1alpha1.ServiceLayoutPerReplica {
 		r.ports = make(map[v1alpha1.ReplicaType][]corev1.ServicePort, len(job.Spec.ReplicaSpecs))
 		for rt := range job.Spec.ReplicaSpecs {
@@ -81,16 +76,13 @@ func NewRenderer(job *v1alpha1.TrainJob, id Identity) (*Renderer, error) {
 	return r, nil
 }
 
-// Replicas lists every replica of the job in creation order: replica types
-// in v1alpha1.SortedReplicaTypes order, replicas by index.
+// Identity is where the objects go and who owns them, as rendered.
+func (r *Renderer) Identity() Identity { return copyIdentity(r.id) }
+
+// Replicas lists every replica of the job in creation order
+// (frameworks.AllReplicas).
 func (r *Renderer) Replicas() []frameworks.ReplicaRef {
-	refs := make([]frameworks.ReplicaRef, 0, frameworks.TotalReplicas(r.job))
-	for _, rt := range v1alpha1.SortedReplicaTypes(r.job) {
-		for i := 0; i < frameworks.Replicas(r.job, rt); i++ {
-			refs = append(refs, frameworks.ReplicaRef{Type: rt, Index: i})
-		}
-	}
-	return refs
+	return frameworks.AllReplicas(r.job)
 }
 
 // PodObject is what to send to create pod, a Pod this Renderer rendered
@@ -126,7 +118,11 @@ func (r *Renderer) SharedObjects(in Inputs) (*Objects, error) {
 	if r.layout == v1alpha1.ServiceLayoutPerJob {
 		objs.Services = []*corev1.Service{headlessService(r.id, r.id.JobName, sharedLabels(r.job, r.id), JobLabels(r.id), nil)}
 	}
-	for _, cm := range r.fw.ConfigMaps(r.job, at) {
+	configMaps, err := frameworks.ConfigMaps(r.job, at)
+	if err != nil {
+		return nil, fmt.Errorf("rendering job %q: %w", r.id.JobName, err)
+	}
+	for _, cm := range configMaps {
 		if err := checkConfigMapSize(r.job, cm); err != nil {
 			return nil, fmt.Errorf("rendering job %q: %w", r.id.JobName, err)
 		}
@@ -134,7 +130,7 @@ func (r *Renderer) SharedObjects(in Inputs) (*Objects, error) {
 		cm.ObjectMeta = jobObjectMeta(r.id, cm.Name, sharedLabels(r.job, r.id))
 		objs.ConfigMaps = append(objs.ConfigMaps, cm)
 	}
-	secrets, err := r.fw.Secrets(r.job, at, frameworks.SSHKeyPair{Private: in.SSHPrivateKey, Public: in.SSHPublicKey})
+	secrets, err := frameworks.Secrets(r.job, at, frameworks.SSHKeyPair{Private: in.SSHPrivateKey, Public: in.SSHPublicKey})
 	if err != nil {
 		return nil, fmt.Errorf("rendering job %q: %w", r.id.JobName, err)
 	}

@@ -57,7 +57,7 @@ func headlessService(id Identity, name string, own, selector map[string]string, 
 func servicePorts(job *v1alpha1.TrainJob, rt v1alpha1.ReplicaType) []corev1.ServicePort {
 	var ports []corev1.ServicePort
 	seen := map[string]bool{}
-	if main := v1alpha1.MainContainer(job, rt); main != nil {
+	if main := frameworks.MainContainer(job, rt); main != nil {
 		for _, p := range main.Ports {
 			if p.Name == "" || seen[p.Name] {
 				continue
@@ -66,8 +66,8 @@ func servicePorts(job *v1alpha1.TrainJob, rt v1alpha1.ReplicaType) []corev1.Serv
 			ports = append(ports, servicePort(p.Name, p.ContainerPort))
 		}
 	}
-	if name, _ := v1alpha1.DefaultPort(job.Spec.Framework); name != "" && !seen[name] {
-		ports = append(ports, servicePort(name, frameworks.Port(job, rt)))
+	if name, port := frameworks.Port(job, rt); name != "" && !seen[name] {
+		ports = append(ports, servicePort(name, port))
 	}
 	return ports
 }

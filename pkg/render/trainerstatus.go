@@ -80,8 +80,11 @@ func TrainerStatusSelectorValue(id Identity) string {
 }
 
 // addTrainerStatus gives every container of the pod the endpoint's
-// environment and mounts the CA and the token (not the serving key). A
-// variable the template sets itself is left as it is.
+// environment, under both of Kubeflow's names, and mounts the CA and the
+// token (not the serving key) where Kubeflow Trainer mounts them; a client
+// reads the token file again as it posts. The variables come before the
+// template's own, so the template may refer to them ($(KUBEFLOW_TRAINER_SERVER_URL));
+// a variable the template sets itself is left as it is.
 func (r *Renderer) addTrainerStatus(spec *corev1.PodSpec) {
 	spec.Volumes = append(spec.Volumes, corev1.Volume{
 		Name: trainerStatusVolume,
@@ -91,19 +94,18 @@ func (r *Renderer) addTrainerStatus(spec *corev1.PodSpec) {
 			DefaultMode: ptrTo(int32(0o444)),
 		}},
 	})
-	env := []corev1.EnvVar{
-		{Name: trainerstatus.EnvURL, Value: TrainerStatusURL(r.id.Namespace, r.id.JobName)},
-		{Name: trainerstatus.EnvCACert, Value: trainerstatus.MountDir + "/" + trainerstatus.CAKey},
-		{Name: trainerstatus.EnvToken, Value: trainerstatus.MountDir + "/" + trainerstatus.TokenKey},
-	}
+	vars := trainerstatus.Environment(TrainerStatusURL(r.id.Namespace, r.id.JobName),
+		trainerstatus.MountDir+"/"+trainerstatus.CAKey, trainerstatus.MountDir+"/"+trainerstatus.TokenKey)
 	for _, containers := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
 		for i := range containers {
 			c := &containers[i]
-			for _, v := range env {
+			env := make([]corev1.EnvVar, 0, len(vars)+len(c.Env))
+			for _, v := range vars {
 				if !hasEnv(c, v.Name) {
-					c.Env = append(c.Env, v)
+					env = append(env, corev1.EnvVar{Name: v.Name, Value: v.Value})
 				}
 			}
+			c.Env = append(env, c.Env...)
 			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: trainerStatusVolume, MountPath: trainerstatus.MountDir, ReadOnly: true})
 		}
 	}

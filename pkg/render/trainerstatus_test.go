@@ -44,6 +44,13 @@ func TestRenderTrainerStatusEnvInEveryContainer(t *testing.T) {
 			assert.Equal(t, wantURL, env[trainerstatus.EnvURL], "%s/%s", pod.Name, c.Name)
 			assert.Equal(t, "/var/run/secrets/kubeflow/trainer/ca.crt", env[trainerstatus.EnvCACert], "%s/%s", pod.Name, c.Name)
 			assert.Equal(t, "/var/run/secrets/kubeflow/trainer/token", env[trainerstatus.EnvToken], "%s/%s", pod.Name, c.Name)
+			// The names Trainer's TrainJobStatus plugin, the Kubeflow SDK
+			// and the transformers integration read.
+			if c.Name != "sidecar" {
+				assert.Equal(t, wantURL, env[trainerstatus.EnvServerURL], "%s/%s", pod.Name, c.Name)
+			}
+			assert.Equal(t, "/var/run/secrets/kubeflow/trainer/ca.crt", env[trainerstatus.EnvServerCACert], "%s/%s", pod.Name, c.Name)
+			assert.Equal(t, "/var/run/secrets/kubeflow/trainer/token", env[trainerstatus.EnvServerToken], "%s/%s", pod.Name, c.Name)
 			assert.Contains(t, c.VolumeMounts, corev1.VolumeMount{Name: "kubeflow-trainer-status", MountPath: trainerstatus.MountDir, ReadOnly: true})
 		}
 		var volume *corev1.Volume
@@ -57,6 +64,27 @@ func TestRenderTrainerStatusEnvInEveryContainer(t *testing.T) {
 		// The replicas get the CA and the token, never the serving key.
 		assert.Equal(t, []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}, {Key: "token", Path: "token"}}, volume.Secret.Items)
 	}
+}
+
+// The endpoint's variables come before the template's own, so a template
+// may refer to them; one the template sets itself is not added again.
+func TestRenderTrainerStatusEnvComesBeforeTheTemplates(t *testing.T) {
+	job := newJob(v1alpha1.FrameworkPyTorch, "mnist", replicas{worker: 1}, func(j *v1alpha1.TrainJob) {
+		c := &j.Spec.ReplicaSpecs[worker].Template.Spec.Containers[0]
+		c.Env = []corev1.EnvVar{
+			{Name: "PROGRESS_URL", Value: "$(" + trainerstatus.EnvServerURL + ")"},
+			{Name: trainerstatus.EnvServerToken, Value: "/elsewhere/token"},
+		}
+	})
+	objs, err := render.Render(job, withTrainerStatus(identity("team-a", "mnist")), render.Inputs{TrainerStatus: statusMaterial})
+	require.NoError(t, err)
+	var names []string
+	for _, v := range objs.Pods[0].Spec.Containers[0].Env[:7] {
+		names = append(names, v.Name)
+	}
+	assert.Equal(t, []string{trainerstatus.EnvServerURL, trainerstatus.EnvServerCACert,
+		trainerstatus.EnvURL, trainerstatus.EnvCACert, trainerstatus.EnvToken, "PROGRESS_URL", trainerstatus.EnvServerToken}, names)
+	assert.Equal(t, "/elsewhere/token", objs.Pods[0].Spec.Containers[0].Env[6].Value)
 }
 
 func TestRenderTrainerStatusSecretAndService(t *testing.T) {

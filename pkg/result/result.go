@@ -74,6 +74,11 @@ const (
 	// ReasonInternalError: trainstep itself failed (a panic); the message
 	// says where.
 	ReasonInternalError = "InternalError"
+	// ReasonStepDisrupted: the step's own pod was removed by the
+	// infrastructure (a drain, a preemption, a node shutdown: its
+	// DisruptionTarget condition) while the job ran; the replicas are kept
+	// for the step's retry, which re-attaches to them.
+	ReasonStepDisrupted = "StepDisrupted"
 	// ReasonLeaseLost: another run of the same job took over its Lease
 	// (this one could not renew it); the replicas are left to that run.
 	ReasonLeaseLost = "LeaseLost"
@@ -166,6 +171,26 @@ type Result struct {
 	// TrainerMetrics are that status's metrics. The outputs merge them
 	// into Metrics, whose values (the termination message's) win.
 	TrainerMetrics map[string]any `json:"-"`
+	// Resumes are the job's whole-job restarts while this step ran, with
+	// what each cost when the replicas report their progress.
+	Resumes []Resume `json:"resumes"`
+}
+
+// Resume is one whole-job restart and where the job took up its work
+// after it, from the statuses its replicas reported just before and just
+// after: Redone is how much was done again (in Unit: "steps" from a step
+// metric, else "percent"), absent when no status says.
+type Resume struct {
+	Attempt        int    `json:"attempt"`
+	Reason         string `json:"reason"`
+	RestartedAt    string `json:"restartedAt"`
+	ResumedAt      string `json:"resumedAt,omitempty"`
+	StepBefore     *int64 `json:"stepBefore,omitempty"`
+	StepAfter      *int64 `json:"stepAfter,omitempty"`
+	ProgressBefore *int32 `json:"progressBefore,omitempty"`
+	ProgressAfter  *int32 `json:"progressAfter,omitempty"`
+	Redone         *int64 `json:"redone,omitempty"`
+	Unit           string `json:"unit,omitempty"`
 }
 
 // Err is the error a run that ended so returns: nil when it succeeded, an

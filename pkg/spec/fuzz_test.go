@@ -11,7 +11,7 @@ import (
 // that validation would reject.
 func FuzzLoad(f *testing.F) {
 	f.Add([]byte(psJob), "spec.replicaSpecs.Worker.replicas=3")
-	files, _ := filepath.Glob(filepath.Join("..", "kubeflow", "testdata", "*.yaml"))
+	files, _ := filepath.Glob(filepath.Join("..", "frameworks", "testdata", "*.yaml"))
 	for _, name := range files {
 		data, err := os.ReadFile(name)
 		if err != nil {

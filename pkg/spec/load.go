@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/kubeflow"
 	"github.com/trainstep/trainstep/pkg/replicapolicy"
 	"github.com/trainstep/trainstep/pkg/result"
@@ -143,21 +144,22 @@ func load(data []byte, opts Options) (*v1alpha1.TrainJob, []string, error) {
 		}
 		job.Spec.RunPolicy.SchedulingPolicy.Gang = v1alpha1.GangKind(opts.Gang)
 	}
-	if sp := job.Spec.RunPolicy.SchedulingPolicy; terms.replicaSpecs != trainJobReplicaSpecs && sp != nil && sp.Gang == "" {
+	if sp := job.Spec.RunPolicy.SchedulingPolicy; terms.replicaSpecs != trainJobReplicaSpecs && sp != nil && sp.Gang == "" &&
+		job.Labels[v1alpha1.LabelKueueQueueName] == "" {
 		warnings = append(warnings, "spec.runPolicy.schedulingPolicy: Kubeflow turns gang scheduling on operator-wide; "+
-			"trainstep keeps it off (gang: none) until you choose one with --gang or spec.runPolicy.schedulingPolicy.gang "+
-			"(builtin, kubernetes, scheduler-plugins, volcano, kueue)")
+			"trainstep keeps it off (gang: none) until you choose one with --gang, spec.runPolicy.schedulingPolicy.gang "+
+			"(builtin, kubernetes, scheduler-plugins, volcano, kueue) or Kueue's label kueue.x-k8s.io/queue-name on the job")
 	}
-	v1alpha1.SetDefaults(job)
+	frameworks.SetDefaults(job)
 	if err := applyOverrides(job, opts); err != nil {
 		return nil, warnings, err
 	}
-	errs := v1alpha1.Validate(job)
+	errs := frameworks.Validate(job)
 	errs = append(errs, replicapolicy.Check(job, opts.Policy)...)
 	if len(errs) > 0 {
 		return nil, warnings, &ValidationError{Errors: terms.rewrite(errs)}
 	}
-	return job, warnings, nil
+	return job, append(warnings, replicapolicy.Notes(job, opts.Policy)...), nil
 }
 
 // UnboundedRestartsWarning is what a run says at its start when a
@@ -192,8 +194,8 @@ const trainJobReplicaSpecs = "spec.replicaSpecs"
 func manifestTerms(doc map[string]any) terms {
 	apiVersion, _ := doc["apiVersion"].(string)
 	kind, _ := doc["kind"].(string)
-	if obj, ok := kubeflow.New(apiVersion, kind); ok {
-		return terms{replicaSpecs: "spec." + obj.ReplicaSpecsField()}
+	if k, ok := frameworks.KubeflowKind(apiVersion, kind); ok {
+		return terms{replicaSpecs: "spec." + k.ReplicaSpecsField}
 	}
 	return terms{replicaSpecs: trainJobReplicaSpecs}
 }
@@ -209,6 +211,17 @@ func (t terms) rewrite(errs field.ErrorList) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// PolicyError is the Invalid error of a job that loaded from data but
+// whose rendered objects the replica policy refuses
+// (replicapolicy.CheckRendered), its paths in the manifest's terms; nil
+// when errs is empty.
+func PolicyError(data []byte, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return result.Invalid(result.ReasonInvalidSpec, InManifestTerms(data, &ValidationError{Errors: errs}))
 }
 
 // InManifestTerms rewrites the field paths of a job's validation error —
@@ -288,7 +301,7 @@ func singleDocument(data []byte) (map[string]any, error) {
 }
 
 func supportedKinds() string {
-	kinds := append([]string{v1alpha1.APIVersion + " " + v1alpha1.Kind}, kubeflow.Supported()...)
+	kinds := append([]string{v1alpha1.APIVersion + " " + v1alpha1.Kind}, frameworks.KubeflowKinds()...)
 	return strings.Join(kinds, ", ")
 }
 
@@ -312,23 +325,37 @@ func decode(doc map[string]any, lenient bool) (*v1alpha1.TrainJob, []string, err
 		warnings, err := decodeStrict(data, job, kind, trainJobReplicaSpecs, lenient)
 		return job, warnings, err
 	}
-	obj, ok := kubeflow.New(apiVersion, kind)
+	obj, warnings, err := DecodeKubeflow(doc, lenient)
+	if err != nil {
+		return nil, warnings, err
+	}
+	job, convertWarnings, err := obj.ToTrainJob()
+	return job, append(warnings, convertWarnings...), err
+}
+
+// DecodeKubeflow decodes a Kubeflow manifest's document strictly into the
+// kind its apiVersion and kind name, as its framework reads it.
+func DecodeKubeflow(doc map[string]any, lenient bool) (kubeflow.Object, []string, error) {
+	apiVersion, _ := doc["apiVersion"].(string)
+	kind, _ := doc["kind"].(string)
+	k, ok := frameworks.KubeflowKind(apiVersion, kind)
 	if !ok {
-		reason := kubeflow.Unsupported(apiVersion, kind)
+		reason := frameworks.KubeflowUnsupported(apiVersion, kind)
 		if reason == "" {
 			reason = fmt.Sprintf("apiVersion %q kind %q is not supported", apiVersion, kind)
 		}
 		return nil, nil, fmt.Errorf("%s; supported: %s", reason, supportedKinds())
 	}
+	obj := k.New()
 	if errs := checkTypes(doc, reflect.TypeOf(obj).Elem(), nil); len(errs) > 0 {
 		return nil, nil, &ValidationError{Errors: errs}
 	}
-	warnings, err := decodeStrict(data, obj, kind, "spec."+obj.ReplicaSpecsField(), lenient)
+	data, err := json.Marshal(doc)
 	if err != nil {
-		return nil, warnings, err
+		return nil, nil, fmt.Errorf("encoding the manifest: %w", err)
 	}
-	job, convertWarnings := obj.ToTrainJob()
-	return job, append(warnings, convertWarnings...), nil
+	warnings, err := decodeStrict(data, obj, kind, "spec."+k.ReplicaSpecsField, lenient)
+	return obj, warnings, err
 }
 
 // strictErrorPattern matches sigs.k8s.io/json's strict errors, which carry

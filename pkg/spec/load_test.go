@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/result"
 )
 
@@ -45,7 +46,7 @@ spec:
 
 func kubeflowFile(t *testing.T, name string) []byte {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "kubeflow", "testdata", name))
+	data, err := os.ReadFile(filepath.Join("..", "frameworks", "testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +142,7 @@ func TestLoadKubeflowExamples(t *testing.T) {
 				t.Errorf("cleanPodPolicy = %s, want %s", got, tc.clean)
 			}
 			if len(job.Spec.ReplicaSpecs) != len(tc.replicas) {
-				t.Errorf("replica types = %v", v1alpha1.SortedReplicaTypes(job))
+				t.Errorf("replica types = %v", frameworks.SortedReplicaTypes(job))
 			}
 			for rt, want := range tc.replicas {
 				spec := job.Spec.ReplicaSpecs[rt]
@@ -151,7 +152,7 @@ func TestLoadKubeflowExamples(t *testing.T) {
 				if spec.ReplicaCount() != want.replicas || spec.RestartPolicy != want.restart {
 					t.Errorf("%s = %d %s, want %d %s", rt, spec.ReplicaCount(), spec.RestartPolicy, want.replicas, want.restart)
 				}
-				if diff := cmp.Diff(want.ports, v1alpha1.MainContainer(job, rt).Ports); diff != "" {
+				if diff := cmp.Diff(want.ports, frameworks.MainContainer(job, rt).Ports); diff != "" {
 					t.Errorf("%s ports (-want +got):\n%s", rt, diff)
 				}
 			}
@@ -201,17 +202,14 @@ func TestLoadUnknownFields(t *testing.T) {
 
 func TestLoadUnsupportedKinds(t *testing.T) {
 	supported := "supported: trainstep.dev/v1alpha1 TrainJob, kubeflow.org/v1 TFJob, kubeflow.org/v1 PyTorchJob, " +
-		"kubeflow.org/v1 JAXJob, kubeflow.org/v1 XGBoostJob, kubeflow.org/v2beta1 MPIJob"
+		"kubeflow.org/v2beta1 MPIJob, kubeflow.org/v1 JAXJob, kubeflow.org/v1 XGBoostJob, kubeflow.org/v1 PaddleJob"
 	cases := []struct {
 		name, manifest, want string
 	}{
 		{"Kubeflow Trainer v2", "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: x}\nspec: {runtimeRef: {name: torch-distributed}}\n",
 			"trainer.kubeflow.org/v1alpha1 TrainJob is Kubeflow Trainer v2"},
-		{"MPIJob v1", string(kubeflowFile(t, "mpijob_v1_tensorflow_mnist.yaml")),
-			"kubeflow.org/v1 MPIJob is an older MPIJob version; trainstep reads MPIJob kubeflow.org/v2beta1 (MPI Operator v2)"},
 		{"MPIJob v1alpha2", "apiVersion: kubeflow.org/v1alpha2\nkind: MPIJob\n", "kubeflow.org/v1alpha2 MPIJob is an older MPIJob version"},
-		{"PaddleJob", "apiVersion: kubeflow.org/v1\nkind: PaddleJob\n", "kubeflow.org/v1 PaddleJob: trainstep has no Paddle framework"},
-		{"MXJob", "apiVersion: kubeflow.org/v1\nkind: MXJob\n", "kubeflow.org/v1 MXJob: trainstep has no MX framework"},
+		{"MXJob", "apiVersion: kubeflow.org/v1\nkind: MXJob\n", "kubeflow.org/v1 MXJob: trainstep has no MXNet framework"},
 		{"unknown", "apiVersion: batch/v1\nkind: Job\n", `apiVersion "batch/v1" kind "Job" is not supported`},
 		{"no kind", "metadata: {name: x}\n", "apiVersion and kind are required"},
 	}
@@ -223,6 +221,18 @@ func TestLoadUnsupportedKinds(t *testing.T) {
 				t.Errorf("error = %q\nwant it to contain %q and end with %q", msg, tc.want, supported)
 			}
 		})
+	}
+}
+
+// Training Operator's MPIJob v1 runs nowhere as it is: the error says how
+// to convert it, naming no supported list (it is read, only not run).
+func TestLoadMPIJobV1SaysHowToConvertIt(t *testing.T) {
+	_, _, err := Load(kubeflowFile(t, "mpijob_v1_tensorflow_mnist.yaml"), Options{})
+	msg := requireInvalid(t, err)
+	for _, want := range []string{"kubeflow.org/v1 MPIJob is the Training Operator's MPIJob", "`trainstep convert -f FILE`", "kubeflow.org/v2beta1", "the workers run sshd"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not say %q", msg, want)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 )
 
 // applyOverrides applies --image, --env and --arg, in that order and each
@@ -55,7 +56,7 @@ func splitTypePrefix(raw string) (typ, rest string) {
 	if !found {
 		return "", raw
 	}
-	if _, known := v1alpha1.CanonicalReplicaType(prefix); !known {
+	if _, known := frameworks.CanonicalReplicaType(prefix); !known {
 		return "", raw
 	}
 	return prefix, rest
@@ -64,16 +65,16 @@ func splitTypePrefix(raw string) (typ, rest string) {
 // forEachMain calls apply on the main container of every replica type, or
 // of typ only; a typ the job does not have is an error naming the flag.
 func forEachMain(job *v1alpha1.TrainJob, flag, raw, typ string, apply func(*corev1.Container)) error {
-	types := v1alpha1.SortedReplicaTypes(job)
+	types := frameworks.SortedReplicaTypes(job)
 	if typ != "" {
-		rt, _ := v1alpha1.CanonicalReplicaType(typ)
+		rt, _ := frameworks.CanonicalReplicaType(typ)
 		if _, ok := job.Spec.ReplicaSpecs[rt]; !ok {
 			return fmt.Errorf("%s %q: the job has no %s replicas (it has %s)", flag, raw, typ, typeList(types))
 		}
 		types = []v1alpha1.ReplicaType{rt}
 	}
 	for _, rt := range types {
-		if c := v1alpha1.MainContainer(job, rt); c != nil {
+		if c := frameworks.MainContainer(job, rt); c != nil {
 			apply(c)
 		}
 	}

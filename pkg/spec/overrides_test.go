@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 )
 
 func TestLoadSet(t *testing.T) {
@@ -138,7 +139,7 @@ func TestLoadContainerOverrides(t *testing.T) {
 				t.Fatal(err)
 			}
 			for rt, want := range map[v1alpha1.ReplicaType]mainContainer{"PS": tc.wantPS, "Worker": tc.wantWorker} {
-				c := v1alpha1.MainContainer(job, rt)
+				c := frameworks.MainContainer(job, rt)
 				got := mainContainer{Image: c.Image, Env: c.Env, Args: c.Args}
 				if diff := cmp.Diff(want, got); diff != "" {
 					t.Errorf("%s main container (-want +got):\n%s", rt, diff)
@@ -183,7 +184,7 @@ func TestLoadOverridesOnKubeflowManifest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	launcher := v1alpha1.MainContainer(job, v1alpha1.ReplicaTypeLauncher)
+	launcher := frameworks.MainContainer(job, v1alpha1.ReplicaTypeLauncher)
 	if launcher.Image != "mpioperator/mpi-pi:v2" {
 		t.Errorf("launcher image = %s", launcher.Image)
 	}
@@ -191,7 +192,7 @@ func TestLoadOverridesOnKubeflowManifest(t *testing.T) {
 	if diff := cmp.Diff([]string{"-n", "2", "/home/mpiuser/pi", "--verbose"}, launcher.Args); diff != "" {
 		t.Errorf("launcher args (-want +got):\n%s", diff)
 	}
-	if w := v1alpha1.MainContainer(job, v1alpha1.ReplicaTypeWorker); w.Image != "mpioperator/mpi-pi:openmpi" {
+	if w := frameworks.MainContainer(job, v1alpha1.ReplicaTypeWorker); w.Image != "mpioperator/mpi-pi:openmpi" {
 		t.Errorf("worker image changed to %s", w.Image)
 	}
 }
@@ -219,7 +220,7 @@ func TestLoadSkipsEmptyOverrides(t *testing.T) {
 	if n := job.Spec.ReplicaSpecs["Worker"].ReplicaCount(); n != 5 {
 		t.Errorf("replicas = %d, want 5 (the non-empty --set)", n)
 	}
-	if args := v1alpha1.MainContainer(job, "Worker").Args; len(args) == 0 || args[len(args)-1] != "--lr=0.1" {
+	if args := frameworks.MainContainer(job, "Worker").Args; len(args) == 0 || args[len(args)-1] != "--lr=0.1" {
 		t.Errorf("worker args = %q, want --lr=0.1 last", args)
 	}
 }

@@ -60,6 +60,10 @@ func applyKustomization(t *testing.T, c *cluster.Cluster, ns, dir string) {
 			var binding rbacv1.RoleBinding
 			readYAML(t, path, &binding, true)
 			_, err = c.Client.RbacV1().RoleBindings(ns).Create(ctx, &binding, metav1.CreateOptions{})
+		case "ConfigMap":
+			var cm corev1.ConfigMap
+			readYAML(t, path, &cm, true)
+			_, err = c.Client.CoreV1().ConfigMaps(ns).Create(ctx, &cm, metav1.CreateOptions{})
 		default:
 			t.Fatalf("%s: kind %q: teach applyKustomization to create it", path, meta.Kind)
 		}

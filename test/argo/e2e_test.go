@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,12 +20,14 @@ import (
 	"github.com/argoproj/argo-workflows/v3/workflow/common"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trainstep/trainstep/executor"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/result"
@@ -54,12 +57,22 @@ func TestTrainTemplateRunsEveryFrameworkAsTheDeployedServiceAccount(t *testing.T
 	applyAdmissionPolicy(t, c, ns)
 	token := c.ServiceAccountToken(t, ns, serviceAccountName)
 	checkStepAccess(t, kubernetes.NewForConfigOrDie(c.ConfigForToken(token)), ns)
-	kubeconfig := c.KubeconfigForToken(t, token, ns)
 	binary := buildTrainstep(t)
 	train := trainTemplates(t)["WorkflowTemplate"]
-	workflow, workflowUID := "e2e-"+strings.ToLower(string(uuid.NewUUID())[:5]), uuid.NewUUID()
+	// The Workflow owns the step pods, as Argo's do: the step proves its
+	// workflow from the pod its token is bound to.
+	c.InstallArgoCRDs(t)
+	wf := createWorkflow(t, c, ns, "e2e-"+strings.ToLower(string(uuid.NewUUID())[:5]))
+	workflow, workflowUID := wf.GetName(), wf.GetUID()
 
-	for _, framework := range []string{"tensorflow", "pytorch", "pytorch-elastic", "mpi", "jax", "xgboost"} {
+	// The subtests share the endpoint's port: the one that listens on it labels its pod.
+	var served atomic.Int32
+	t.Cleanup(func() {
+		if served.Load() == 0 {
+			t.Error("no run served the progress endpoint: the admission policy's label on the step's own pod went untested")
+		}
+	})
+	for _, framework := range []string{"tensorflow", "pytorch", "pytorch-elastic", "mpi", "jax", "xgboost", "paddle"} {
 		t.Run(framework, func(t *testing.T) {
 			t.Parallel()
 			manifest, job, message := exitingJob(t, "workflows/jobs/"+framework+".yaml")
@@ -69,8 +82,12 @@ func TestTrainTemplateRunsEveryFrameworkAsTheDeployedServiceAccount(t *testing.T
 				arguments: []wfv1.Parameter{{Name: "job", Value: wfv1.AnyStringPtr(string(manifest))}},
 			}
 			rendered := renderTrain(t, train, step)
-			stepPod := createStepPod(t, c, ns, rendered, workflow)
-			run := runStep(t, binary, rendered, stepPod, kubeconfig)
+			stepPod := createStepPod(t, c, ns, rendered, wf)
+			// The kubelet gives the step a token bound to its pod, and mounts the
+			// namespace's settings where the template says.
+			kubeconfig := c.KubeconfigForToken(t, c.PodToken(t, stepPod), ns)
+			mounts := mountConfigMaps(t, c, ns, rendered.tmpl)
+			run := runStep(t, binary, rendered, stepPod, kubeconfig, mounts)
 
 			if run.exitCode != result.ExitSucceeded {
 				t.Fatalf("exit code %d, want 0\nstdout: %s\nstderr (last lines):\n%s", run.exitCode, run.stdout, lastLines(run.stderr, 40))
@@ -81,6 +98,7 @@ func TestTrainTemplateRunsEveryFrameworkAsTheDeployedServiceAccount(t *testing.T
 			checkProgress(t, run)
 			checkGoMemoryLimit(t, rendered.tmpl.Container, run)
 			checkReplicasBelongToTheStep(t, c, ns, name, workflow, stepPod)
+			checkStepPodLabelled(t, c, stepPod, executor.WorkflowIdentity(string(workflowUID), step.nodeName), run, &served)
 		})
 	}
 }
@@ -140,14 +158,68 @@ func exitingJob(t *testing.T, path string) (manifest []byte, job *v1alpha1.Train
 	return manifest, job, message
 }
 
+// checkStepPodLabelled checks that a run serving the progress endpoint labelled its own pod
+// with the job's identity, which the job's progress Service selects, as the admission policy
+// lets it (with a token bound to that pod).
+func checkStepPodLabelled(t *testing.T, c *cluster.Cluster, stepPod *corev1.Pod, identity string, run stepRun, served *atomic.Int32) {
+	t.Helper()
+	if strings.Contains(run.stderr, "labelling its pod failed") {
+		t.Errorf("the step could not label its pod:\n%s", lastLines(run.stderr, 20))
+	}
+	if !strings.Contains(run.stderr, "serving the progress endpoint") {
+		return
+	}
+	served.Add(1)
+	pod, err := c.Client.CoreV1().Pods(stepPod.Namespace).Get(context.Background(), stepPod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pod.Labels[v1alpha1.LabelTrainerStatus]; got != identity {
+		t.Errorf("the step pod's %s label is %q, want the job's identity %q", v1alpha1.LabelTrainerStatus, got, identity)
+	}
+}
+
+// mountConfigMaps writes each ConfigMap the template's container mounts, as namespace ns
+// holds it, into a directory of one file per key, as the kubelet would (an optional one that
+// does not exist is an empty directory), and returns the directories by mount path.
+func mountConfigMaps(t *testing.T, c *cluster.Cluster, ns string, tmpl *wfv1.Template) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, m := range tmpl.Container.VolumeMounts {
+		for _, v := range tmpl.Volumes {
+			if v.Name != m.Name || v.ConfigMap == nil {
+				continue
+			}
+			dir := t.TempDir()
+			cm, err := c.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), v.ConfigMap.Name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err) && v.ConfigMap.Optional != nil && *v.ConfigMap.Optional:
+			case err != nil:
+				t.Fatalf("ConfigMap %s the step mounts: %v", v.ConfigMap.Name, err)
+			default:
+				for key, value := range cm.Data {
+					if err := os.WriteFile(filepath.Join(dir, key), []byte(value), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			out[m.MountPath] = dir
+		}
+	}
+	return out
+}
+
 // createStepPod creates the pod Argo would run the step in: its name, uid
 // and namespace reach trainstep through the downward API.
-func createStepPod(t *testing.T, c *cluster.Cluster, ns string, r renderedStep, workflow string) *corev1.Pod {
+func createStepPod(t *testing.T, c *cluster.Cluster, ns string, r renderedStep, wf *unstructured.Unstructured) *corev1.Pod {
 	t.Helper()
+	yes := true
 	pod, err := c.Client.CoreV1().Pods(ns).Create(context.Background(), &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   r.podName,
-			Labels: map[string]string{common.LabelKeyWorkflow: workflow},
+			Labels: map[string]string{common.LabelKeyWorkflow: wf.GetName()},
+			// Argo's controller makes the Workflow the controller of its pods.
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "Workflow", Name: wf.GetName(), UID: wf.GetUID(), Controller: &yes}},
 		},
 		Spec: corev1.PodSpec{
 			ServiceAccountName: r.tmpl.ServiceAccountName,
@@ -179,7 +251,7 @@ type stepRun struct {
 // container's files (the job file, the outputs directory and Argo's progress
 // file) live in a temporary directory, and KUBECONFIG stands in for the
 // in-cluster configuration of the ServiceAccount.
-func runStep(t *testing.T, binary string, r renderedStep, pod *corev1.Pod, kubeconfig string) stepRun {
+func runStep(t *testing.T, binary string, r renderedStep, pod *corev1.Pod, kubeconfig string, mounts map[string]string) stepRun {
 	t.Helper()
 	c := r.tmpl.Container
 	if left := unresolved(c); len(left) > 0 {
@@ -201,6 +273,9 @@ func runStep(t *testing.T, binary string, r renderedStep, pod *corev1.Pod, kubec
 	}
 	if err := os.Mkdir(run.local[outputsDir], 0o755); err != nil {
 		t.Fatal(err)
+	}
+	for inPod, local := range mounts {
+		run.local[inPod] = local
 	}
 
 	env := containerEnv(t, c, pod)
@@ -384,6 +459,8 @@ func checkOutputFiles(t *testing.T, tmpl *wfv1.Template, run stepRun, jobName st
 		"reason":   equals(result.ReasonSucceeded),
 		"job-name": equals(jobName),
 		"restarts": equals("0"),
+		// No whole-job restart: nothing resumed.
+		"resumes": equals("[]"),
 		"duration-seconds": func(v string) error {
 			d, err := strconv.ParseFloat(v, 64)
 			if err != nil || d < replicaRunFor.Seconds() || d > 180 {
@@ -495,17 +572,24 @@ func checkReplicasBelongToTheStep(t *testing.T, c *cluster.Cluster, ns, jobName,
 		t.Fatalf("no replica pod matches %s (the deciding replicas stay after success)", selector)
 	}
 	for _, p := range pods.Items {
-		if !ownedBy(p.OwnerReferences, step.UID) {
-			t.Errorf("replica %s is not owned by the step pod %s (%s): %+v", p.Name, step.Name, step.UID, p.OwnerReferences)
+		if ref := metav1.GetControllerOf(&p); ref == nil || ref.Kind != "Workflow" || ref.Name != workflow {
+			t.Errorf("replica %s is not controlled by workflow %s, which outlives the step pod %s: %+v", p.Name, workflow, step.Name, p.OwnerReferences)
 		}
 	}
 }
 
-func ownedBy(refs []metav1.OwnerReference, uid types.UID) bool {
-	for _, r := range refs {
-		if r.UID == uid {
-			return true
-		}
+// createWorkflow creates a Workflow object that owns step pods (no Argo
+// controller acts on it here).
+func createWorkflow(t *testing.T, c *cluster.Cluster, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	wf := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+		"metadata": map[string]any{"name": name, "namespace": ns},
+		"spec":     map[string]any{"workflowTemplateRef": map[string]any{"name": "trainstep"}},
+	}}
+	created, err := c.Dynamic().Resource(cluster.WorkflowResource).Namespace(ns).Create(context.Background(), wf, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating workflow %s: %v", name, err)
 	}
-	return false
+	return created
 }

@@ -10,6 +10,7 @@ import (
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/spec"
 )
 
@@ -24,6 +25,7 @@ func TestJobSpecsCoverEveryFramework(t *testing.T) {
 		"workflows/jobs/mpi.yaml":             "mpi",
 		"workflows/jobs/jax.yaml":             "jax",
 		"workflows/jobs/xgboost.yaml":         "xgboost",
+		"workflows/jobs/paddle.yaml":          "paddle",
 	}
 	for path, kind := range want {
 		t.Run(path, func(t *testing.T) {
@@ -31,7 +33,7 @@ func TestJobSpecsCoverEveryFramework(t *testing.T) {
 			if !ok {
 				t.Fatalf("%s is missing", path)
 			}
-			job, _, err := spec.Load(doc, spec.Options{})
+			job, _, err := spec.Load(doc, spec.Options{Policy: examplesPolicy})
 			if err != nil {
 				t.Fatalf("trainstep validate would reject it: %v", err)
 			}
@@ -82,7 +84,7 @@ func TestEveryExampleJobLoadsWithItsOverrides(t *testing.T) {
 			if manifest == "" {
 				t.Fatal("no job manifest passed")
 			}
-			opts := spec.Options{}
+			opts := spec.Options{Policy: examplesPolicy}
 			for name, into := range map[string]*[]string{"set": &opts.Sets, "image": &opts.Images, "env": &opts.Envs, "arg": &opts.Args} {
 				if v := args[name]; v != "" {
 					*into = []string{v}
@@ -131,22 +133,22 @@ func TestDistributedExamplesRunDistributedImages(t *testing.T) {
 		}
 	}
 	for where, doc := range jobs {
-		job, _, err := spec.Load(doc, spec.Options{})
+		job, _, err := spec.Load(doc, spec.Options{Policy: examplesPolicy})
 		if err != nil {
 			t.Errorf("%s: %v", where, err)
 			continue
 		}
-		if v1alpha1.TotalReplicas(job) < 2 {
+		if int32(frameworks.TotalReplicas(job)) < 2 {
 			continue
 		}
 		for rt := range job.Spec.ReplicaSpecs {
-			main := v1alpha1.MainContainer(job, rt)
+			main := frameworks.MainContainer(job, rt)
 			if main == nil {
 				continue
 			}
 			repo, _, _ := strings.Cut(main.Image, ":")
 			if why, single := singleProcessImages[repo]; single {
-				t.Errorf("%s: %s runs %s as one of %d replicas: %s", where, rt, main.Image, v1alpha1.TotalReplicas(job), why)
+				t.Errorf("%s: %s runs %s as one of %d replicas: %s", where, rt, main.Image, int32(frameworks.TotalReplicas(job)), why)
 			}
 		}
 	}

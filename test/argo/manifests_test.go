@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trainstep/trainstep/pkg/replicapolicy"
 	"github.com/trainstep/trainstep/pkg/spec"
 )
 
@@ -45,10 +47,13 @@ type catalog struct {
 	serviceAccounts map[string]*corev1.ServiceAccount
 	roles           map[string]*rbacv1.Role
 	roleBindings    map[string]*rbacv1.RoleBinding
+	clusterRoles    map[string]*rbacv1.ClusterRole
 	kustomizations  map[string]*kustomization
 	// admission holds the ValidatingAdmissionPolicies and their bindings.
 	admission map[string][]any
-	jobs      map[string][]byte // job manifests (TrainJob, Kubeflow kinds), raw
+	// policies are the trainstep-policy ConfigMaps, as settings.
+	policies map[string]replicapolicy.Policy
+	jobs     map[string][]byte // job manifests (TrainJob, Kubeflow kinds), raw
 }
 
 func newCatalog() *catalog {
@@ -60,8 +65,10 @@ func newCatalog() *catalog {
 		serviceAccounts: map[string]*corev1.ServiceAccount{},
 		roles:           map[string]*rbacv1.Role{},
 		roleBindings:    map[string]*rbacv1.RoleBinding{},
+		clusterRoles:    map[string]*rbacv1.ClusterRole{},
 		kustomizations:  map[string]*kustomization{},
 		admission:       map[string][]any{},
+		policies:        map[string]replicapolicy.Policy{},
 		jobs:            map[string][]byte{},
 	}
 }
@@ -159,6 +166,8 @@ func (c *catalog) add(path string, doc []byte) error {
 		return decodeInto(c.roles, path, strict)
 	case meta.APIVersion == "rbac.authorization.k8s.io/v1" && meta.Kind == "RoleBinding":
 		return decodeInto(c.roleBindings, path, strict)
+	case meta.APIVersion == "rbac.authorization.k8s.io/v1" && meta.Kind == "ClusterRole":
+		return decodeInto(c.clusterRoles, path, strict)
 	case meta.APIVersion == "kustomize.config.k8s.io/v1beta1" && meta.Kind == "Kustomization":
 		return decodeInto(c.kustomizations, path, strict)
 	case meta.APIVersion == "admissionregistration.k8s.io/v1" && meta.Kind == "ValidatingAdmissionPolicy":
@@ -175,15 +184,61 @@ func (c *catalog) add(path string, doc []byte) error {
 		}
 		c.admission[path] = append(c.admission[path], binding)
 		return nil
+	case meta.APIVersion == "v1" && meta.Kind == "ConfigMap":
+		return c.addPolicy(path, strict)
 	case meta.APIVersion == "trainstep.dev/v1alpha1" || strings.HasPrefix(meta.APIVersion, "kubeflow.org/"):
-		// spec.Load decodes strictly and validates, as `trainstep validate` does.
-		if _, _, err := spec.Load(doc, spec.Options{}); err != nil {
+		// spec.Load decodes strictly and validates, as `trainstep validate
+		// --policy-file workflows/policy.yaml` does.
+		if _, _, err := spec.Load(doc, spec.Options{Policy: examplesPolicy}); err != nil {
 			return fmt.Errorf("loading the job: %w", err)
 		}
 		c.jobs[path] = doc
 		return nil
 	}
 	return fmt.Errorf("unknown kind %q of apiVersion %q: teach this test what to check in it", meta.Kind, meta.APIVersion)
+}
+
+// examplesPolicyFile holds the settings the shipped examples run with.
+const examplesPolicyFile = "workflows/policy.yaml"
+
+// examplesPolicy is examplesPolicyFile's settings: the jobs of the shipped
+// files are loaded with them, as a namespace that applied it runs them.
+var examplesPolicy = func() replicapolicy.Policy {
+	_, file, _, _ := runtime.Caller(0)
+	data, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", examplesPolicyFile))
+	if err != nil {
+		panic(err)
+	}
+	var cm corev1.ConfigMap
+	if err := yaml.UnmarshalStrict(data, &cm); err != nil {
+		panic(err)
+	}
+	p, _, err := replicapolicy.ParseSettings(cm.Data, examplesPolicyFile)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}()
+
+// addPolicy reads a trainstep-policy ConfigMap: every key a setting
+// trainstep knows (none ignored with a warning), every value one it takes.
+func (c *catalog) addPolicy(path string, strict func(any) error) error {
+	cm := &corev1.ConfigMap{}
+	if err := strict(cm); err != nil {
+		return err
+	}
+	if cm.Name != replicapolicy.ConfigMapName {
+		return fmt.Errorf("ConfigMap %q: the only ConfigMap shipped is %s", cm.Name, replicapolicy.ConfigMapName)
+	}
+	p, warnings, err := replicapolicy.ParseSettings(cm.Data, path)
+	if err != nil {
+		return err
+	}
+	if len(warnings) > 0 {
+		return errors.New(strings.Join(warnings, "\n"))
+	}
+	c.policies[path] = p
+	return nil
 }
 
 func decodeInto[T any](into map[string]*T, path string, strict func(any) error) error {
@@ -255,6 +310,7 @@ func TestEveryManifestParses(t *testing.T) {
 		"Workflow": len(c.workflows), "WorkflowTemplate": len(c.templates),
 		"ClusterWorkflowTemplate": len(c.clusterTemplate), "CronWorkflow": len(c.cronWorkflows),
 		"ServiceAccount": len(c.serviceAccounts), "Role": len(c.roles), "RoleBinding": len(c.roleBindings),
+		"ClusterRole":   len(c.clusterRoles),
 		"Kustomization": len(c.kustomizations), "job manifest": len(c.jobs),
 	}
 	for kind, n := range counts {
@@ -265,6 +321,31 @@ func TestEveryManifestParses(t *testing.T) {
 	t.Logf("parsed: %v", counts)
 }
 
+// The one cluster-wide grant the project ships, deploy/nodes/, lets the step
+// read nodes and nothing else: no write, no other resource, no aggregation.
+func TestTheOnlyClusterRoleReadsNodes(t *testing.T) {
+	c := manifests(t)
+	if len(c.clusterRoles) != 1 {
+		t.Fatalf("ClusterRoles shipped: %d, want deploy/nodes/'s alone", len(c.clusterRoles))
+	}
+	for path, role := range c.clusterRoles {
+		if role.AggregationRule != nil {
+			t.Errorf("%s aggregates other roles", path)
+		}
+		for _, rule := range role.Rules {
+			if len(rule.NonResourceURLs) > 0 || len(rule.ResourceNames) > 0 ||
+				!slices.Equal(rule.APIGroups, []string{""}) || !slices.Equal(rule.Resources, []string{"nodes"}) {
+				t.Errorf("%s: rule %+v reaches more than nodes", path, rule)
+			}
+			for _, verb := range rule.Verbs {
+				if verb != "get" && verb != "list" && verb != "watch" {
+					t.Errorf("%s: verb %q on nodes, want only get, list and watch", path, verb)
+				}
+			}
+		}
+	}
+}
+
 // The checks above must catch a broken file; these are the kinds of
 // mistakes they exist for.
 func TestManifestCheckRejectsBrokenFiles(t *testing.T) {
@@ -273,7 +354,9 @@ func TestManifestCheckRejectsBrokenFiles(t *testing.T) {
 		{"misspelled Workflow field", "apiVersion: argoproj.io/v1alpha1\nkind: Workflow\nspec:\n  entrypont: main\n", `unknown field "entrypont"`},
 		{"wrong type in a Role", "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nrules: {verbs: get}\n", "decoding"},
 		{"invalid TrainJob", "apiVersion: trainstep.dev/v1alpha1\nkind: TrainJob\nmetadata: {name: x}\nspec: {framework: caffe}\n", "loading the job"},
-		{"unknown kind", "apiVersion: v1\nkind: ConfigMap\n", "unknown kind"},
+		{"unknown kind", "apiVersion: v1\nkind: Secret\n", "unknown kind"},
+		{"misspelled setting", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: trainstep-policy}\ndata: {allowedSecret: x}\n", `unknown setting "allowedSecret"`},
+		{"bad setting", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: trainstep-policy}\ndata: {podSecurity: privileged}\n", "podSecurity"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -106,7 +106,7 @@ func shippedPods(t *testing.T, c *catalog, ns string) []examplePod {
 		pods = append(pods, more...)
 	}
 	for path, doc := range c.jobs {
-		add(renderedReplicas(path, doc, spec.Options{}, ns))
+		add(renderedReplicas(path, doc, spec.Options{Policy: examplesPolicy}, ns))
 	}
 	for _, call := range trainArguments(c) {
 		args := map[string]string{}
@@ -115,7 +115,7 @@ func shippedPods(t *testing.T, c *catalog, ns string) []examplePod {
 				args[p.Name] = resolveForCheck(p.Value.String(), call.globals)
 			}
 		}
-		opts := spec.Options{}
+		opts := spec.Options{Policy: examplesPolicy}
 		for name, into := range map[string]*[]string{"set": &opts.Sets, "image": &opts.Images, "env": &opts.Envs, "arg": &opts.Args} {
 			if v := args[name]; v != "" {
 				*into = []string{v}

@@ -165,7 +165,10 @@ func retryScope(exitCode, status string, retries int) map[string]any {
 	})
 }
 
-func TestRetryOnlyTransient(t *testing.T) {
+// Argo retries the step when another attempt can re-attach and go on:
+// after Transient, after the step was killed (OOM), and when its pod went
+// with its node; never after Failed, Invalid or Terminated.
+func TestRetryOnlyWhatAnAttemptCanGoOnWith(t *testing.T) {
 	cases := []struct {
 		exitCode string
 		status   wfv1.NodePhase
@@ -175,9 +178,10 @@ func TestRetryOnlyTransient(t *testing.T) {
 		{strconv.Itoa(result.ExitFailed), wfv1.NodeFailed, false},
 		{strconv.Itoa(result.ExitInvalid), wfv1.NodeFailed, false},
 		{strconv.Itoa(result.ExitTerminated), wfv1.NodeFailed, false},
-		{"1", wfv1.NodeFailed, false},   // a panic
-		{"137", wfv1.NodeFailed, false}, // OOM-killed
-		{"-1", wfv1.NodeError, false},   // the pod vanished
+		{"1", wfv1.NodeFailed, false},  // a panic
+		{"137", wfv1.NodeFailed, true}, // OOM-killed: the retry re-attaches
+		{"-1", wfv1.NodeError, true},   // the pod vanished with its node: the retry re-attaches
+		{"-1", wfv1.NodeFailed, false}, // a step that ended with no exit code of its own
 	}
 	for kind, train := range trainTemplates(t) {
 		rs := train.RetryStrategy
@@ -193,7 +197,7 @@ func TestRetryOnlyTransient(t *testing.T) {
 			t.Fatalf("%s: retryPolicy %s never retries a Failed node", kind, p)
 		}
 		for _, tc := range cases {
-			t.Run(fmt.Sprintf("%s/exit %s", kind, tc.exitCode), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/exit %s %s", kind, tc.exitCode, tc.status), func(t *testing.T) {
 				got, err := argoexpr.EvalBool(rs.Expression, retryScope(tc.exitCode, string(tc.status), 0))
 				if err != nil {
 					t.Fatalf("evaluating %q: %v", rs.Expression, err)
@@ -214,6 +218,7 @@ func TestOutputParametersReadTheFilesTrainstepWrites(t *testing.T) {
 		"duration-seconds": outputs.FileDurationSeconds, "restarts": outputs.FileRestarts,
 		"replicas": outputs.FileReplicas, "metrics": outputs.FileMetrics,
 		"termination-message": outputs.FileTerminationMessage, "trainer-status": outputs.FileTrainerStatus,
+		"resumes": outputs.FileResumes,
 	}
 	for kind, train := range trainTemplates(t) {
 		t.Run(kind, func(t *testing.T) {

@@ -1,18 +1,13 @@
 package argo_test
 
 import (
-	"bytes"
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"github.com/trainstep/trainstep/internal/testutil"
@@ -20,43 +15,22 @@ import (
 )
 
 // applyWorkflowsPolicy creates deploy/admission/workflows.yaml's policy and
-// binding as shipped, but named after ns and bound to ns only.
-func applyWorkflowsPolicy(t *testing.T, c *cluster.Cluster, ns string) {
+// binding as shipped, but named after ns and bound to ns only, and returns
+// the policy's name.
+func applyWorkflowsPolicy(t *testing.T, c *cluster.Cluster, ns string) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "admission", "workflows.yaml"))
+	policies, err := testutil.ReadPolicyFile(repoRoot(t), testutil.WorkflowsPolicyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	var policy admissionv1.ValidatingAdmissionPolicy
-	var binding admissionv1.ValidatingAdmissionPolicyBinding
-	if err := decoder.Decode(&policy); err != nil {
-		t.Fatalf("reading the policy: %v", err)
+	for _, b := range policies.Bindings {
+		if got := b.Spec.MatchResources.NamespaceSelector.MatchLabels; got["trainstep.dev/workflows-by-reference"] != "true" {
+			t.Fatalf("the shipped binding %s selects namespaces by %v, the docs say trainstep.dev/workflows-by-reference=true", b.Name, got)
+		}
 	}
-	if err := decoder.Decode(&binding); err != nil {
-		t.Fatalf("reading the binding: %v", err)
-	}
-	if got := binding.Spec.MatchResources.NamespaceSelector.MatchLabels; got["trainstep.dev/workflows-by-reference"] != "true" {
-		t.Fatalf("the shipped binding selects namespaces by %v, the docs say trainstep.dev/workflows-by-reference=true", got)
-	}
-	policy.Name = "trainstep-workflows-" + ns
-	binding.Name, binding.Spec.PolicyName = policy.Name, policy.Name
-	binding.Spec.MatchResources.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	admission := c.Client.AdmissionregistrationV1()
-	if _, err := admission.ValidatingAdmissionPolicies().Create(ctx, &policy, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating the ValidatingAdmissionPolicy: %v", err)
-	}
-	if _, err := admission.ValidatingAdmissionPolicyBindings().Create(ctx, &binding, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating the binding: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = admission.ValidatingAdmissionPolicyBindings().Delete(ctx, binding.Name, metav1.DeleteOptions{})
-		_ = admission.ValidatingAdmissionPolicies().Delete(ctx, policy.Name, metav1.DeleteOptions{})
-	})
+	policies.ScopeTo(ns)
+	applyPolicies(t, c, policies)
+	return policies.Policies[0].Name
 }
 
 // Under templateReferencing: Strict, Argo still merges a Workflow's own
@@ -70,7 +44,7 @@ func TestWorkflowsPolicyAdmitsOnlyTemplateReferences(t *testing.T) {
 	c := cluster.Get(t)
 	ns := c.Namespace(t)
 	c.InstallArgoCRDs(t)
-	applyWorkflowsPolicy(t, c, ns)
+	policy := applyWorkflowsPolicy(t, c, ns)
 	workflows := c.Dynamic().Resource(cluster.WorkflowResource).Namespace(ns)
 	ctx := context.Background()
 	workflow := func(name, spec string) *unstructured.Unstructured {
@@ -88,7 +62,7 @@ func TestWorkflowsPolicyAdmitsOnlyTemplateReferences(t *testing.T) {
 	// The policy is enforced once the API server's cache holds it.
 	testutil.Eventually(t, time.Minute, "the policy to refuse an inline template", func() bool {
 		_, err := workflows.Create(ctx, workflow("probe", "  templates: [{name: x, container: {image: busybox}}]\n  entrypoint: x\n"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		return err != nil && strings.Contains(err.Error(), "trainstep-workflows-"+ns)
+		return err != nil && strings.Contains(err.Error(), policy)
 	})
 	admitted, err := workflows.Create(ctx, workflow("by-reference", byReference), metav1.CreateOptions{})
 	if err != nil {

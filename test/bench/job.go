@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/render"
 )
@@ -53,7 +54,7 @@ func (s JobSpec) Manifest() ([]byte, error) {
 	replicas := int32(s.Workers)
 	template := corev1.PodTemplateSpec{
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{
-			Name:    v1alpha1.DefaultContainerName(v1alpha1.FrameworkTensorFlow),
+			Name:    testutil.ContainerName(v1alpha1.FrameworkTensorFlow),
 			Image:   "registry.example/train:1",
 			Command: []string{"python", "train.py"},
 		}}},

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 )
 
 // Targets of the per-job Service layout (one headless Service for the job)
@@ -26,7 +26,7 @@ const (
 )
 
 // MaxLaunchReplicas is the one launch at the documented maximum of a job.
-const MaxLaunchReplicas = v1alpha1.MaxReplicas
+const MaxLaunchReplicas = frameworks.MaxReplicas
 
 // LayoutsCompared says whether the launch rounds at n workers also run
 // trainstep under the per-replica layout.

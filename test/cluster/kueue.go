@@ -53,6 +53,9 @@ var (
 	KueueClusterQueues   = kueueResource("clusterqueues")
 	KueueLocalQueues     = kueueResource("localqueues")
 	KueueWorkloads       = kueueResource("workloads")
+	// KueueWorkloadPriorityClasses are the priorities Kueue's label
+	// kueue.x-k8s.io/priority-class names.
+	KueueWorkloadPriorityClasses = kueueResource("workloadpriorityclasses")
 )
 
 func kueueResource(r string) schema.GroupVersionResource {

@@ -11,7 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 )
 
 // ResourceGPU is the extended resource KWOK nodes offer for accelerators.
@@ -140,15 +140,25 @@ func (c *Cluster) addNodes(ctx context.Context, nodes []NodeSpec) error {
 }
 
 // LoseNode makes a node look lost, as the node lifecycle controller shows a
-// node whose kubelet stopped answering: the node is cordoned (the
-// controller taints it unreachable) and each of its pods' Ready condition
-// goes False while their containers still show running (MarkPodsNotReady).
-// KWOK v0.7 keeps renewing a node's Lease whatever its annotation or
-// holder, so the test plays the controller's part.
+// node whose kubelet stopped answering: each of its pods' Ready condition
+// goes False while their containers still show running (MarkPodsNotReady),
+// and nothing new is scheduled there. KWOK v0.7 keeps the node Ready and
+// renews its Lease whatever its annotation or holder, so the test plays the
+// controller's part; and since the controller takes its own unreachable
+// taint off a Ready node, a taint of the test's (LostNodeTaint) keeps pods
+// away. The node is not cordoned: a cordon is a drain's notice.
 func (c *Cluster) LoseNode(ctx context.Context, name string) error {
-	patch := []byte(`{"spec":{"unschedulable":true}}`)
-	if _, err := c.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("cordoning node %s: %w", name, err)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: LostNodeTaint, Effect: corev1.TaintEffectNoSchedule})
+		_, err = c.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("tainting node %s lost: %w", name, err)
 	}
 	pods, err := c.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + name})
 	if err != nil {
@@ -157,14 +167,26 @@ func (c *Cluster) LoseNode(ctx context.Context, name string) error {
 	now := metav1.Now()
 	for i := range pods.Items {
 		pod := &pods.Items[i]
-		for j := range pod.Status.Conditions {
-			if cond := &pod.Status.Conditions[j]; cond.Type == corev1.PodReady {
-				cond.Status, cond.LastTransitionTime = corev1.ConditionFalse, now
+		// The pod's own controllers write it too: a conflict reads it again.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			live, err := c.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
 			}
-		}
-		if _, err := c.Client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+			for j := range live.Status.Conditions {
+				if cond := &live.Status.Conditions[j]; cond.Type == corev1.PodReady {
+					cond.Status, cond.LastTransitionTime = corev1.ConditionFalse, now
+				}
+			}
+			_, err = c.Client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, live, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
 			return fmt.Errorf("marking pod %s not Ready: %w", pod.Name, err)
 		}
 	}
 	return nil
 }
+
+// LostNodeTaint keeps pods off a node LoseNode lost.
+const LostNodeTaint = "test.trainstep.dev/lost"

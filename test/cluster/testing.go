@@ -14,6 +14,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -306,3 +307,17 @@ func (c *Cluster) requireBinary(t testing.TB, name, target string) {
 
 // Dynamic is an admin dynamic client of the cluster, for objects of CRDs.
 func (c *Cluster) Dynamic() dynamic.Interface { return c.dynamic }
+
+// CreatePriorityClass creates the cluster-scoped PriorityClass name of value, removed when the
+// test ends.
+func (c *Cluster) CreatePriorityClass(ctx context.Context, t testing.TB, name string, value int32) error {
+	t.Helper()
+	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}
+	if _, err := c.Client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating PriorityClass %s: %w", name, err)
+	}
+	t.Cleanup(func() {
+		_ = c.Client.SchedulingV1().PriorityClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	return nil
+}

@@ -20,9 +20,11 @@ const allReduceClaim = "demo-allreduce-checkpoints"
 // to a PersistentVolume of its own: a directory of this machine, which is the real node,
 // writable by every user (the replicas run as the images' users). A job's pods mount the
 // claim, as the replica policy and PodSecurity `restricted` want, instead of a hostPath;
-// the test reads the directory to see the checkpoints. Both go when the test ends.
+// the test reads the directory to see the checkpoints. Both go when the test ends. The
+// namespace's settings allow the claim (allowedPVCs), as its admin would.
 func (e *e2e) checkpointClaim(t *testing.T, claim string) string {
 	t.Helper()
+	e.allowInPolicy(t, "allowedPVCs", claim)
 	dir := filepath.Join("/var/tmp", "trainstep-e2e-"+e.namespace+"-"+claim)
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		t.Fatal(err)

@@ -77,6 +77,7 @@ spec:
 func TestRealNodePyTorchJobThroughClusterWorkflowTemplate(t *testing.T) {
 	t.Parallel()
 	e := setUp(t)
+	e.applyExamplesPolicy(t)
 	e.checkpointClaim(t, allReduceClaim)
 	manifest, err := json.Marshal(string(readFile(t, filepath.Join(repoRoot(t), allReduceJob))))
 	if err != nil {

@@ -131,7 +131,8 @@ type e2e struct {
 // setUp hands the test the shared cluster, starting it on first use, and a namespace of
 // its own that enforces PodSecurity `restricted` (enforceRestricted), with deploy/ and
 // templates/ applied as docs/argo.md says: every pod of the test — the steps, Argo's
-// containers, the replicas and the test's own — must pass the profile. When the test fails,
+// containers, the replicas and the test's own — must pass the profile, and every write of
+// the steps the shipped admission policy (applyAdmissionPolicy), with deploy/'s settings. When the test fails,
 // its output ends with the namespace's pods and the end of every component's log.
 func setUp(t *testing.T) *e2e {
 	t.Helper()
@@ -187,6 +188,9 @@ func startShared(t *testing.T, binDir string) error {
 	if err := importPythonImage(ctx, c); err != nil {
 		return err
 	}
+	if err := applyAdmissionPolicy(ctx, c, root); err != nil {
+		return err
+	}
 	var cwt unstructured.Unstructured
 	path := filepath.Join(root, "templates", "clusterworkflowtemplate.yaml")
 	data, err := os.ReadFile(path)
@@ -194,7 +198,7 @@ func startShared(t *testing.T, binDir string) error {
 		return err
 	}
 	// The step's image is the template's own, no parameter: the test's replaces it.
-	data = []byte(replaceOnce(t, "templates/clusterworkflowtemplate.yaml", string(data), shippedImage, localImage))
+	data = []byte(replaceTimes(t, "templates/clusterworkflowtemplate.yaml", string(data), shippedImage, localImage, templateImages))
 	if err := yaml.UnmarshalStrict(data, &cwt.Object); err != nil {
 		return fmt.Errorf("reading %s: %w", path, err)
 	}
@@ -274,6 +278,10 @@ func (e *e2e) applyKustomization(t *testing.T, dir string) {
 			var binding rbacv1.RoleBinding
 			readYAML(t, path, &binding)
 			_, err = e.c.Client.RbacV1().RoleBindings(e.namespace).Create(ctx, &binding, metav1.CreateOptions{})
+		case "ConfigMap":
+			var cm corev1.ConfigMap
+			readYAML(t, path, &cm)
+			_, err = e.c.Client.CoreV1().ConfigMaps(e.namespace).Create(ctx, &cm, metav1.CreateOptions{})
 		default:
 			t.Fatalf("%s: kind %q: teach applyKustomization to create it", path, meta.Kind)
 		}
@@ -287,7 +295,7 @@ func (e *e2e) applyKustomization(t *testing.T, dir string) {
 // trainstep image replaced by localImage.
 func (e *e2e) applyTemplate(t *testing.T, root string) {
 	t.Helper()
-	text := replaceOnce(t, "templates/workflowtemplate.yaml", string(readFile(t, filepath.Join(root, "templates", "workflowtemplate.yaml"))), shippedImage, localImage)
+	text := replaceTimes(t, "templates/workflowtemplate.yaml", string(readFile(t, filepath.Join(root, "templates", "workflowtemplate.yaml"))), shippedImage, localImage, templateImages)
 	tmpl := &unstructured.Unstructured{}
 	if err := yaml.UnmarshalStrict([]byte(text), &tmpl.Object); err != nil {
 		t.Fatalf("reading templates/workflowtemplate.yaml: %v", err)
@@ -331,11 +339,21 @@ func pinToRealNode(t *testing.T, wf *unstructured.Unstructured) {
 // replaceOnce replaces the one occurrence of old in text.
 func replaceOnce(t *testing.T, what, text, old, replacement string) string {
 	t.Helper()
-	if n := strings.Count(text, old); n != 1 {
-		t.Fatalf("%s names %s %d times, want once: update the test", what, old, n)
-	}
-	return strings.Replace(text, old, replacement, 1)
+	return replaceTimes(t, what, text, old, replacement, 1)
 }
+
+// replaceTimes replaces old, which text must hold times times.
+func replaceTimes(t *testing.T, what, text, old, replacement string, times int) string {
+	t.Helper()
+	if n := strings.Count(text, old); n != times {
+		t.Fatalf("%s names %s %d times, want %d: update the test", what, old, n, times)
+	}
+	return strings.ReplaceAll(text, old, replacement)
+}
+
+// templateImages is how many times each template file names the trainstep
+// image: its train and cleanup templates.
+const templateImages = 2
 
 // submit creates the Workflow and returns its name.
 func (e *e2e) submit(t *testing.T, wf *unstructured.Unstructured) string {

@@ -88,7 +88,7 @@ spec:
 // TestRealNodeRetriedStepReattachesToItsReplicas runs a train step whose first attempt ends
 // Transient (exit 12: a replica unschedulable past pending-timeout) under Argo's retry: the
 // node pool appears, Argo starts the second attempt after the template's backoff, and that
-// attempt takes over the very pods of the first (same UIDs, now owned by the new step pod)
+// attempt takes over the very pods of the first (same UIDs, owned by the Workflow throughout)
 // instead of starting a second job: the template's default job-name is stable across the
 // real controller's retries.
 func TestRealNodeRetriedStepReattachesToItsReplicas(t *testing.T) {
@@ -165,7 +165,7 @@ func TestRealNodeRetriedStepReattachesToItsReplicas(t *testing.T) {
 		t.Errorf("the second attempt's log does not say it re-attached all 3 replicas:\n%s", lastLines(secondLog, 40))
 	}
 
-	// The same pods, owned now by the second attempt's step pod.
+	// The same pods, owned by the Workflow all along (neither attempt's step pod).
 	ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if pods, _, err = e.jobObjects(ctx, job); err != nil {
@@ -187,8 +187,8 @@ func TestRealNodeRetriedStepReattachesToItsReplicas(t *testing.T) {
 				owners = append(owners, o.Name+"/"+string(o.UID))
 			}
 		}
-		if want := second.Name + "/" + string(second.UID); len(owners) != 1 || owners[0] != want {
-			t.Errorf("pod %s is controlled by %v, want the second attempt's step pod %s", p.Name, owners, want)
+		if want := wf.GetName() + "/" + string(wf.GetUID()); len(owners) != 1 || owners[0] != want {
+			t.Errorf("pod %s is controlled by %v, want the Workflow %s", p.Name, owners, want)
 		}
 	}
 	t.Logf("second attempt %s re-attached to %s", second.Name, podNames(pods))

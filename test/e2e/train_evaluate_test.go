@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trainstep/trainstep/internal/testutil"
-	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks/tensorflow"
 )
 
 // trainEvaluate is the example DAG preprocess → train → evaluate.
@@ -166,7 +166,7 @@ func (e *e2e) checkReplicasTrained(t *testing.T, job string, pods []corev1.Pod, 
 	if !strings.HasPrefix(tfConfig, `{"cluster":$(TRAINSTEP_TF_CLUSTER),`) {
 		t.Errorf("worker 0's TF_CONFIG %s does not take its cluster from $(TRAINSTEP_TF_CLUSTER)", tfConfig)
 	}
-	cm, err := e.c.Client.CoreV1().ConfigMaps(e.namespace).Get(context.Background(), v1alpha1.TFClusterConfigMapName(job), metav1.GetOptions{})
+	cm, err := e.c.Client.CoreV1().ConfigMaps(e.namespace).Get(context.Background(), tensorflow.ClusterConfigMapName(job), metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the job's cluster ConfigMap, kept while its pods are: %v", err)
 	}

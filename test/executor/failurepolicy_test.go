@@ -86,7 +86,7 @@ func TestAFailJobRuleEndsTheJobAtOnce(t *testing.T) {
 }
 
 // A replica's node stops answering (its pods not Ready while running, the
-// node cordoned, as the node lifecycle controller leaves them): past
+// node tainted unreachable, as the node lifecycle controller leaves them): past
 // --node-lost-timeout the replica counts as lost to a disruption, its pod
 // is removed at once (its kubelet cannot confirm a graceful delete), the
 // job restarts on the remaining nodes, and it costs no restart.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks/tensorflow"
 	"github.com/trainstep/trainstep/pkg/result"
 	"github.com/trainstep/trainstep/test/cluster"
 )
@@ -164,7 +165,7 @@ func TestSIGTERMAtAnyMomentEndsTerminatedAndLeavesNothing(t *testing.T) {
 			if pods, svcs := listPods(t, c, ns, "stop"), listServices(t, c, ns, "stop"); len(pods)+len(svcs) != 0 {
 				t.Errorf("a live List finds %d pods and %d services of the job", len(pods), len(svcs))
 			}
-			_, err := c.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), v1alpha1.TFClusterConfigMapName("stop"), metav1.GetOptions{})
+			_, err := c.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), tensorflow.ClusterConfigMapName("stop"), metav1.GetOptions{})
 			if !apierrors.IsNotFound(err) {
 				t.Errorf("the job's cluster ConfigMap: got error %v, want NotFound", err)
 			}

@@ -51,7 +51,7 @@ func newJob(name string, fw v1alpha1.Framework) *jobBuilder {
 
 // replicas adds n replicas of type t; annotations go on the pod template.
 func (b *jobBuilder) replicas(t v1alpha1.ReplicaType, n int32, annotations map[string]string) *jobBuilder {
-	container := v1alpha1.DefaultContainerName(b.job.Spec.Framework)
+	container := testutil.ContainerName(b.job.Spec.Framework)
 	if container == "" {
 		container = "main"
 	}

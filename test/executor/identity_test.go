@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 
 	"github.com/trainstep/trainstep/executor"
 	"github.com/trainstep/trainstep/internal/testutil"
@@ -101,10 +102,11 @@ func snapshot(t *testing.T, c *cluster.Cluster, ns, job string) map[string]strin
 
 // A second workflow whose step names a running job's job-name neither
 // adopts, reads nor deletes anything of it: not while the job's step runs,
-// and not after that step died and left every object behind. A retry of
-// the job's own step (another pod of the same workflow node) re-attaches
-// to the same replicas and finishes the job. A step cannot claim a
-// workflow it does not run in.
+// and not after that step ended Transient (a replica unschedulable past
+// --pending-timeout) and left every object behind. A retry of the job's
+// own step (another pod of the same workflow node) re-attaches to the same
+// replicas and finishes the job. A step cannot claim a workflow it does not
+// run in.
 func TestAJobBelongsToItsWorkflowStepNotToItsName(t *testing.T) {
 	t.Parallel()
 	c := cluster.Get(t)
@@ -112,12 +114,18 @@ func TestAJobBelongsToItsWorkflowStepNotToItsName(t *testing.T) {
 	c.InstallArgoCRDs(t)
 	applyDeploy(t, c, ns, true)
 	victim, attacker := newWorkflow(t, c, ns, "team-a-train"), newWorkflow(t, c, ns, "team-b-sweep")
-	file := writeFile(t, newJob("shared", v1alpha1.FrameworkPyTorch).replicas(master, 1, nil).replicas(worker, 1, nil).yaml(t))
+	// The worker waits for a node pool that comes only later.
+	pool := map[string]string{"trainstep.dev/test-pool": ns}
+	file := writeFile(t, newJob("shared", v1alpha1.FrameworkPyTorch).replicas(master, 1, nil).replicas(worker, 1, nil).
+		with(func(j *v1alpha1.TrainJob) {
+			j.Spec.ReplicaSpecs[worker].Template.Spec.NodeSelector = pool
+			// The step that gives up on the pool keeps what runs for its retry.
+			j.Spec.RunPolicy.CleanPodPolicy = ptr.To(v1alpha1.CleanPodPolicyNone)
+		}).yaml(t))
 
-	first := startBinary(t, stepOf(t, c, ns, victim, "team-a-train.train", "team-a-train-1").args(file, ns)...)
-	waitRunning(t, c, ns, "shared", 2)
-	testutil.Eventually(t, time.Minute, "the progress endpoint's Secrets", func() bool {
-		return len(snapshot(t, c, ns, "shared")) >= 5 // 2 pods, the job-wide and status Services, 2 Secrets
+	first := startBinary(t, append(stepOf(t, c, ns, victim, "team-a-train.train", "team-a-train-1").args(file, ns), "--pending-timeout", "20s")...)
+	testutil.Eventually(t, time.Minute, "the job's pods and the progress endpoint's Secrets", func() bool {
+		return len(listPods(t, c, ns, "shared")) == 2 && len(snapshot(t, c, ns, "shared")) >= 6 // 2 pods, 2 Services, 2 Secrets
 	})
 	before := snapshot(t, c, ns, "shared")
 
@@ -137,11 +145,12 @@ func TestAJobBelongsToItsWorkflowStepNotToItsName(t *testing.T) {
 	}
 	takeOver("while the job's step runs")
 
-	// The job's step dies and leaves everything (its Lease expires).
-	_ = first.cmd.Process.Kill()
-	first.wait(t, 10*time.Second)
-	time.Sleep(4 * time.Second)
-	takeOver("after the job's step died")
+	// The job's step ends Transient, its worker unschedulable: it leaves
+	// everything to its retry, and gives its Lease up.
+	if code := first.wait(t, time.Minute); code != 12 || !strings.Contains(first.stdout.String(), result.ReasonPendingTimeout) {
+		t.Fatalf("the job's step exited %d (%s), want 12 PendingTimeout", code, first.stdout.String())
+	}
+	takeOver("after the job's step ended Transient")
 
 	// A step pod of another workflow cannot present the job's workflow.
 	forged := intruder
@@ -161,15 +170,22 @@ func TestAJobBelongsToItsWorkflowStepNotToItsName(t *testing.T) {
 		t.Errorf("after the forged runs, the job's objects changed:\n%s", diff)
 	}
 
-	// Argo retries the job's own step: it re-attaches and finishes.
+	// The pool comes, and Argo retries the job's own step: it re-attaches and finishes.
+	if err := c.AddNode(context.Background(), "pool-"+ns[len(ns)-5:], cluster.NodeCapacity("8", "32Gi", 110, 0), cluster.WithNodeLabels(pool)); err != nil {
+		t.Fatal(err)
+	}
 	retry := startBinary(t, stepOf(t, c, ns, victim, "team-a-train.train(1)", "team-a-train-2").args(file, ns)...)
-	testutil.Eventually(t, time.Minute, "the retried step to re-attach", func() bool {
+	testutil.Eventually(t, time.Minute, "the retried step to re-attach and the worker to run", func() bool {
+		running := 0
 		for _, p := range listPods(t, c, ns, "shared") {
 			if ref := metav1.GetControllerOf(&p); ref == nil || ref.Name != "team-a-train-2" {
 				return false
 			}
+			if p.Status.Phase == corev1.PodRunning {
+				running++
+			}
 		}
-		return true
+		return running == 2
 	})
 	for name, pod := range livePods(t, c, ns, "shared") {
 		if !strings.HasPrefix(before["pod/"+name], `["`+string(pod.UID)+`"`) {

@@ -17,6 +17,7 @@ import (
 	"github.com/trainstep/trainstep/executor"
 	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks/mpi"
 	"github.com/trainstep/trainstep/pkg/logs"
 	"github.com/trainstep/trainstep/pkg/result"
 	"github.com/trainstep/trainstep/test/cluster"
@@ -135,8 +136,8 @@ func TestMPILauncherWorkersCreateAndCleanHostfileAndSSHSecret(t *testing.T) {
 
 	wait := startJob(t, c, ns, job.yaml(t))
 	testutil.Eventually(t, time.Minute, "the hostfile ConfigMap and SSH Secret", func() (bool, error) {
-		_, cmErr := c.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), v1alpha1.MPIConfigMapName("mpi"), metav1.GetOptions{})
-		s, sErr := c.Client.CoreV1().Secrets(ns).Get(context.Background(), v1alpha1.MPISSHSecretName("mpi"), metav1.GetOptions{})
+		_, cmErr := c.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), mpi.ConfigMapName("mpi"), metav1.GetOptions{})
+		s, sErr := c.Client.CoreV1().Secrets(ns).Get(context.Background(), mpi.SSHSecretName("mpi"), metav1.GetOptions{})
 		return cmErr == nil && sErr == nil && s.Type == corev1.SecretTypeSSHAuth, nil
 	})
 	out := wait()
@@ -150,10 +151,10 @@ func TestMPILauncherWorkersCreateAndCleanHostfileAndSSHSecret(t *testing.T) {
 	if svcs := listServices(t, c, ns, "mpi"); len(svcs) != 0 {
 		t.Errorf("cleanPodPolicy All left services %d", len(svcs))
 	}
-	if _, err := c.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), v1alpha1.MPIConfigMapName("mpi"), metav1.GetOptions{}); err == nil {
+	if _, err := c.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), mpi.ConfigMapName("mpi"), metav1.GetOptions{}); err == nil {
 		t.Error("the hostfile ConfigMap survived the job")
 	}
-	if _, err := c.Client.CoreV1().Secrets(ns).Get(context.Background(), v1alpha1.MPISSHSecretName("mpi"), metav1.GetOptions{}); err == nil {
+	if _, err := c.Client.CoreV1().Secrets(ns).Get(context.Background(), mpi.SSHSecretName("mpi"), metav1.GetOptions{}); err == nil {
 		t.Error("the SSH Secret survived the job")
 	}
 }

@@ -248,7 +248,7 @@ func TestElasticWorkersFollowAResourceMetric(t *testing.T) {
 	// Training Operator's imagenet example, unchanged (KWOK pulls no
 	// image): its cpu metric at 80% of a 4-cpu request is evaluated, and at
 	// 25% the two workers it starts with stay for the stabilisation window.
-	manifest, err := os.ReadFile(filepath.Join("..", "..", "pkg", "kubeflow", "testdata", "pytorchjob_elastic_imagenet.yaml"))
+	manifest, err := os.ReadFile(filepath.Join("..", "..", "pkg", "frameworks", "testdata", "pytorchjob_elastic_imagenet.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/trainstep/trainstep/internal/testutil"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks/mpi"
+	"github.com/trainstep/trainstep/pkg/frameworks/tensorflow"
 	"github.com/trainstep/trainstep/pkg/result"
 	"github.com/trainstep/trainstep/test/cluster"
 )
@@ -99,11 +101,11 @@ func TestObjectsInTheJobsWayAreNeitherUsedNorDeleted(t *testing.T) {
 	c := cluster.Get(t)
 	ns := c.Namespace(t)
 	ctx := context.Background()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.TFClusterConfigMapName("foo")}, Data: map[string]string{"cluster": "planted"}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: tensorflow.ClusterConfigMapName("foo")}, Data: map[string]string{"cluster": "planted"}}
 	if _, err := c.Client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.MPISSHSecretName("github-deploy")},
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: mpi.SSHSecretName("github-deploy")},
 		Data: map[string][]byte{corev1.SSHAuthPrivateKey: []byte("the team's deploy key")}}
 	if _, err := c.Client.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -20,7 +20,9 @@ import (
 
 	"github.com/trainstep/trainstep/executor"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/replicapolicy"
 	"github.com/trainstep/trainstep/pkg/result"
+	"github.com/trainstep/trainstep/pkg/spec"
 	"github.com/trainstep/trainstep/test/cluster"
 )
 
@@ -94,12 +96,21 @@ type run struct {
 // startRun runs the executor in the background.
 func startRun(t *testing.T, c *cluster.Cluster, ns string, job *v1alpha1.TrainJob, edits ...func(*executor.Config)) *run {
 	t.Helper()
+	return startManifest(t, c, ns, job.Name, manifest(t, job), edits...)
+}
+
+// startManifest runs the executor on a manifest as written (a Kubeflow
+// kind, say) in the background.
+func startManifest(t *testing.T, c *cluster.Cluster, ns, name string, manifest []byte, edits ...func(*executor.Config)) *run {
+	t.Helper()
 	r := &run{done: make(chan struct{}), signals: make(chan os.Signal, 1)}
 	cfg := executor.Config{
-		Spec: manifest(t, job), Kubeconfig: c.Kubeconfig, PodNamespace: ns,
+		Spec: manifest, Kubeconfig: c.Kubeconfig, PodNamespace: ns,
 		QPS: 200, Burst: 400, OutputsDir: t.TempDir(),
 		APITimeout: 30 * time.Second, TerminationGrace: 30 * time.Second,
-		Logger: zaptest.NewLogger(t).Named(job.Name), Signals: r.signals,
+		Logger: zaptest.NewLogger(t).Named(name), Signals: r.signals,
+		// The tests' own priority classes, as a namespace's settings would allow them.
+		SpecOptions: spec.Options{Policy: replicapolicy.Policy{PriorityClasses: []string{"*"}}},
 	}
 	for _, e := range edits {
 		e(&cfg)

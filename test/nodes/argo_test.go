@@ -93,6 +93,7 @@ func TestRealNodesAllReduceWorkflowAcrossNodes(t *testing.T) {
 	t.Logf("trainstep image and ClusterWorkflowTemplate in place in %s", time.Since(started).Round(100*time.Millisecond))
 	ns := c.Namespace(t)
 	applyDeploy(ctx, t, c, root, ns)
+	applyExamplesPolicy(ctx, t, c, root, ns)
 	checkpointClaim(ctx, t, c, ns, allReduceClaim)
 
 	job, err := json.Marshal(string(readFile(t, filepath.Join(root, allReduceJob))))
@@ -103,27 +104,11 @@ func TestRealNodesAllReduceWorkflowAcrossNodes(t *testing.T) {
 	if err := yaml.UnmarshalStrict([]byte(fmt.Sprintf(allReduceWorkflow, job)), &wf.Object); err != nil {
 		t.Fatal(err)
 	}
-	workflows := dyn.Resource(cluster.WorkflowResource).Namespace(ns)
-	created, err := workflows.Create(ctx, wf, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("submitting the Workflow: %v", err)
-	}
-	started = time.Now()
-	var phase string
-	testutil.Eventually(t, 5*time.Minute, "the Workflow to end", func(ctx context.Context) (bool, error) {
-		if wf, err = workflows.Get(ctx, created.GetName(), metav1.GetOptions{}); err != nil {
-			return false, err
-		}
-		phase, _, _ = unstructured.NestedString(wf.Object, "status", "phase")
-		// The step's outputs reach its node through a WorkflowTaskResult, which the
-		// controller may take in after the Workflow's phase (no task here reads them).
-		_, reported := trainOutputs(t, wf)["phase"]
-		return phase == "Failed" || phase == "Error" || phase == "Succeeded" && reported, nil
-	}, func() string { return "phase " + phase + "; nodes: " + nodeSummary(wf) + "; " + podsOf(c, ns) })
-	t.Logf("Workflow %s ended %s in %s", created.GetName(), phase, time.Since(started).Round(100*time.Millisecond))
+	run := submitWorkflow(ctx, t, dyn, ns, wf)
+	wf, phase := run.waitEnd(t, c, 5*time.Minute)
 	train := trainOutputs(t, wf)
 	if phase != "Succeeded" || train["phase"] != "Succeeded" {
-		t.Fatalf("Workflow %s: phase %s, train step's outputs %v; want Succeeded; nodes: %s; %s", created.GetName(), phase, train, nodeSummary(wf), podsOf(c, ns))
+		t.Fatalf("Workflow %s: phase %s, train step's outputs %v; want Succeeded; nodes: %s; %s", run.name, phase, train, nodeSummary(wf), podsOf(c, ns))
 	}
 	if train["restarts"] != "0" {
 		t.Errorf("train output restarts = %s, want 0", train["restarts"])
@@ -253,11 +238,12 @@ func applyClusterTemplate(ctx context.Context, t *testing.T, dyn dynamic.Interfa
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(text, shippedImage); n != 1 {
-		t.Fatalf("templates/clusterworkflowtemplate.yaml names %s %d times, want once: update the test", shippedImage, n)
+	// Its train and cleanup templates.
+	if n := strings.Count(text, shippedImage); n != 2 {
+		t.Fatalf("templates/clusterworkflowtemplate.yaml names %s %d times, want twice: update the test", shippedImage, n)
 	}
 	cwt := &unstructured.Unstructured{}
-	if err := yaml.UnmarshalStrict([]byte(strings.Replace(text, shippedImage, localImage, 1)), &cwt.Object); err != nil {
+	if err := yaml.UnmarshalStrict([]byte(strings.ReplaceAll(text, shippedImage, localImage)), &cwt.Object); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := dyn.Resource(clusterWorkflowTemplates).Create(ctx, cwt, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -298,12 +284,31 @@ func applyDeploy(ctx context.Context, t *testing.T, c *cluster.Cluster, root, ns
 			if err = yaml.UnmarshalStrict(data, &binding); err == nil {
 				_, err = c.Client.RbacV1().RoleBindings(ns).Create(ctx, &binding, metav1.CreateOptions{})
 			}
+		case "ConfigMap":
+			var cm corev1.ConfigMap
+			if err = yaml.UnmarshalStrict(data, &cm); err == nil {
+				_, err = c.Client.CoreV1().ConfigMaps(ns).Create(ctx, &cm, metav1.CreateOptions{})
+			}
 		default:
 			t.Fatalf("deploy/%s: kind %q: teach applyDeploy to create it", file, meta.Kind)
 		}
 		if err != nil {
 			t.Fatalf("applying deploy/%s: %v", file, err)
 		}
+	}
+}
+
+// applyExamplesPolicy replaces the namespace's settings with workflows/policy.yaml's, as
+// workflows/README.md says: the examples' claim allowed.
+func applyExamplesPolicy(ctx context.Context, t *testing.T, c *cluster.Cluster, root, ns string) {
+	t.Helper()
+	var cm corev1.ConfigMap
+	if err := yaml.UnmarshalStrict(readFile(t, filepath.Join(root, "workflows", "policy.yaml")), &cm); err != nil {
+		t.Fatal(err)
+	}
+	cm.Namespace = ns
+	if _, err := c.Client.CoreV1().ConfigMaps(ns).Update(ctx, &cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("applying workflows/policy.yaml: %v", err)
 	}
 }
 
@@ -386,4 +391,43 @@ func repoRoot(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return root
+}
+
+// submittedWorkflow is a Workflow the test submitted.
+type submittedWorkflow struct {
+	workflows dynamic.ResourceInterface
+	name, ns  string
+}
+
+// submitWorkflow creates wf in ns.
+func submitWorkflow(ctx context.Context, t *testing.T, dyn dynamic.Interface, ns string, wf *unstructured.Unstructured) submittedWorkflow {
+	t.Helper()
+	workflows := dyn.Resource(cluster.WorkflowResource).Namespace(ns)
+	created, err := workflows.Create(ctx, wf, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("submitting the Workflow: %v", err)
+	}
+	return submittedWorkflow{workflows: workflows, name: created.GetName(), ns: ns}
+}
+
+// waitEnd waits until the Workflow ended, its train step's outputs in when it succeeded, and
+// returns it with its phase.
+func (w submittedWorkflow) waitEnd(t *testing.T, c *cluster.Cluster, within time.Duration) (*unstructured.Unstructured, string) {
+	t.Helper()
+	started := time.Now()
+	var wf *unstructured.Unstructured
+	var phase string
+	testutil.Eventually(t, within, "the Workflow to end", func(ctx context.Context) (bool, error) {
+		var err error
+		if wf, err = w.workflows.Get(ctx, w.name, metav1.GetOptions{}); err != nil {
+			return false, err
+		}
+		phase, _, _ = unstructured.NestedString(wf.Object, "status", "phase")
+		// The step's outputs reach its node through a WorkflowTaskResult, which the
+		// controller may take in after the Workflow's phase (no task here reads them).
+		_, reported := trainOutputs(t, wf)["phase"]
+		return phase == "Failed" || phase == "Error" || phase == "Succeeded" && reported, nil
+	}, func() string { return "phase " + phase + "; nodes: " + nodeSummary(wf) + "; " + podsOf(c, w.ns) })
+	t.Logf("Workflow %s ended %s in %s", w.name, phase, time.Since(started).Round(100*time.Millisecond))
+	return wf, phase
 }

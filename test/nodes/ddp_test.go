@@ -66,6 +66,8 @@ type testJob struct {
 	// until is the file in ckpt that ends the training of a newDDPUntil job.
 	until    string
 	manifest []byte
+	// kubeconfig is whom trainstep runs as: the cluster's admin unless set.
+	kubeconfig string
 }
 
 func newDDP(t *testing.T, c *cluster.Cluster, steps int, cleanPodPolicy string) *testJob {
@@ -124,16 +126,18 @@ func (d *testJob) start(t *testing.T, nodeLostTimeout time.Duration) *run {
 		// The checkpoint is a hostPath that both nodes see (one machine's
 		// directory), which the replica policy allows only by this flag.
 		SpecOptions:      spec.Options{Policy: replicapolicy.Policy{AllowPrivileged: true}},
-		Kubeconfig:       d.c.Kubeconfig,
+		Kubeconfig:       firstSet(d.kubeconfig, d.c.Kubeconfig),
 		PodNamespace:     d.ns,
 		OutputsDir:       t.TempDir(),
 		APITimeout:       30 * time.Second,
 		TerminationGrace: 30 * time.Second,
 		NodeLostTimeout:  nodeLostTimeout,
 		Logs:             logs.ModeAll,
-		Logger:           zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core)),
-		Stdout:           &testutil.SyncBuffer{},
-		Stderr:           r.stderr,
+		// As `trainstep run` does: the leaders' status lines are read.
+		TrainerStatus: true,
+		Logger:        zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core)),
+		Stdout:        &testutil.SyncBuffer{},
+		Stderr:        r.stderr,
 	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -326,4 +330,13 @@ func TestRealNodesPyTorchDDPAcrossNodes(t *testing.T) {
 	if len(jobRestarts(o)) != 0 {
 		t.Errorf("the job restarted: %v", jobRestarts(o))
 	}
+}
+
+func firstSet(values ...string) string {
+	for _, v := range values {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
 }

@@ -43,6 +43,9 @@ const (
 	trainScript = "/train/ddp_train.py"
 	// elasticScript is where the elastic training (executor/testdata/elastic_train.py) is.
 	elasticScript = "/train/elastic_train.py"
+	// checkpointScript is where the shipped checkpoint-on-notice training
+	// (workflows/checkpoint/ddp_checkpoint.py) is.
+	checkpointScript = "/train/ddp_checkpoint.py"
 )
 
 // shared is the package's cluster, started on first use and stopped by TestMain.
@@ -123,8 +126,9 @@ func startShared(t *testing.T, binDir string) error {
 	written := make(chan error, 1)
 	go func() {
 		files, err := cluster.TorchImageFiles(map[string]string{
-			trainScript:   filepath.Join(root, "executor", "testdata", "ddp_train.py"),
-			elasticScript: filepath.Join(root, "executor", "testdata", "elastic_train.py"),
+			trainScript:      filepath.Join(root, "executor", "testdata", "ddp_train.py"),
+			elasticScript:    filepath.Join(root, "executor", "testdata", "elastic_train.py"),
+			checkpointScript: filepath.Join(root, "workflows", "checkpoint", "ddp_checkpoint.py"),
 		})
 		if err == nil {
 			err = cluster.WriteHostFilesImage(archive, torchImage, files)

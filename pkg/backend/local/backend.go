@@ -6,15 +6,16 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/frameworks"
+	"github.com/trainstep/trainstep/pkg/frameworks/framework"
 	"github.com/trainstep/trainstep/pkg/logs"
 	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/render"
@@ -57,6 +58,10 @@ type Options struct {
 	RestartDelay time.Duration
 	// OnView, when set, is called with the replicas after every decision.
 	OnView func(*policy.View)
+	// JobEnv is what trainstep gives every container before the template's
+	// own variables, as in a cluster (the progress endpoint's): the
+	// template may refer to them, and a variable it sets itself wins.
+	JobEnv []corev1.EnvVar
 	// Environ is the environment every process starts from; nil means
 	// trainstep's own.
 	Environ []string
@@ -170,23 +175,24 @@ func newBackend(opts Options, dir string) (*backend, error) {
 	for i, id := range ids {
 		portOf[id] = ports[i]
 	}
-	env := &environment{peers: newPeerBook(job.Name, namespace, portOf), hostname: hostname}
+	env := &environment{peers: newPeerBook(job.Name, namespace, portOf), hostname: hostname, local: frameworks.Local(job)}
 	if env.configMaps, err = renderedConfigMaps(job, namespace); err != nil {
 		return nil, err
 	}
-	if job.Spec.Framework == v1alpha1.FrameworkMPI {
-		env.mpiConfig = filepath.Join(dir, mpiConfigDir)
-		if err := writeMPIConfig(job, env.mpiConfig); err != nil {
+	var setup framework.LocalSetup
+	if env.local != nil {
+		if setup, err = env.local.LocalSetup(job, dir); err != nil {
 			return nil, err
 		}
 	}
+	env.mounts = setup.Mounts
 	leaders := map[frameworks.ReplicaRef]bool{}
 	for _, ref := range frameworks.Leaders(job) {
 		leaders[ref] = true
 	}
 	p := &planner{
 		job: job, identity: render.Identity{Namespace: namespace, JobName: job.Name, Labels: map[string]string{}},
-		dir: dir, baseEnv: opts.Environ, env: env, leaders: leaders, logs: opts.Logs,
+		dir: dir, baseEnv: opts.Environ, env: env, jobEnv: plainVars(opts.JobEnv), setupEnv: plainVars(setup.Env), leaders: leaders, logs: opts.Logs,
 		maxGrace: opts.MaxStopGrace, lookPath: exec.LookPath,
 	}
 	plans, warnings, err := p.plans()
@@ -357,15 +363,24 @@ func uniq(items []string) []string {
 	return out
 }
 
+// plainVars are the variables a framework adds to every process.
+func plainVars(env []corev1.EnvVar) []envVar {
+	out := make([]envVar, len(env))
+	for i, v := range env {
+		out[i] = envVar{name: v.Name, value: v.Value}
+	}
+	return out
+}
+
 // renderedConfigMaps is the data of the ConfigMaps the job's pods read on a
 // cluster, by name.
 func renderedConfigMaps(job *v1alpha1.TrainJob, namespace string) (map[string]map[string]string, error) {
-	fw, err := frameworks.For(job.Spec.Framework)
+	configMaps, err := frameworks.ConfigMaps(job, frameworks.Placement{JobName: job.Name, Namespace: namespace})
 	if err != nil {
 		return nil, result.Invalid(result.ReasonInvalidSpec, err)
 	}
 	data := map[string]map[string]string{}
-	for _, cm := range fw.ConfigMaps(job, frameworks.Placement{JobName: job.Name, Namespace: namespace}) {
+	for _, cm := range configMaps {
 		data[cm.Name] = cm.Data
 	}
 	return data, nil

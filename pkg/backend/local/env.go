@@ -2,13 +2,12 @@ package local
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/trainstep/trainstep/pkg/frameworks"
+	"github.com/trainstep/trainstep/pkg/frameworks/framework"
 	"github.com/trainstep/trainstep/pkg/render"
 )
 
@@ -28,20 +27,31 @@ type envVar struct {
 // values taken from the pod resolved locally, $(VAR) references expanded as
 // the kubelet does, and peer addresses pointed at the local ports.
 type environment struct {
-	peers     *peerBook
-	hostname  string
-	mpiConfig string // directory standing in for the MPI config mount; "" outside MPI
+	peers    *peerBook
+	hostname string
+	// local is what the job's framework rewrites itself; nil for nothing.
+	local framework.Local
+	// mounts maps a directory the pods mount (MPI's /etc/mpi) to the local
+	// directory standing in for it.
+	mounts map[string]string
 	// configMaps holds the data of the ConfigMaps trainstep renders for the
 	// job (TF_CONFIG's cluster), by name: the only ones a local process can read.
 	configMaps map[string]map[string]string
 }
 
-// containerEnv returns the container's variables in order, and a warning
-// for each one that cannot be resolved on this machine (left out).
-func (e *environment) containerEnv(pod *corev1.Pod, c *corev1.Container, path *field.Path) ([]envVar, []string) {
+// containerEnv returns the container's variables in order, after before
+// (trainstep's own, which the container's may refer to and override), and
+// a warning for each one that cannot be resolved on this machine (left out).
+func (e *environment) containerEnv(self framework.ReplicaRef, pod *corev1.Pod, c *corev1.Container, path *field.Path, before []envVar) ([]envVar, []string) {
 	var vars []envVar
 	var warnings []string
 	defined := map[string]string{}
+	for _, v := range before {
+		if !declares(c, v.name) {
+			defined[v.name] = v.value
+			vars = append(vars, v)
+		}
+	}
 	for i, v := range c.Env {
 		value := expand(v.Value, lookupIn(defined))
 		if v.ValueFrom != nil {
@@ -59,60 +69,56 @@ func (e *environment) containerEnv(pod *corev1.Pod, c *corev1.Container, path *f
 	if len(c.EnvFrom) > 0 {
 		warnings = append(warnings, fmt.Sprintf("%s: ConfigMaps and Secrets are not available to a local process; ignored", path.Child("envFrom")))
 	}
-	vars, rewriteWarnings := e.pointAtLocalPeers(vars, defined)
+	vars, rewriteWarnings := e.pointAtLocalPeers(self, vars, defined)
 	return vars, append(warnings, rewriteWarnings...)
 }
 
+// declares reports whether c sets variable name itself.
+func declares(c *corev1.Container, name string) bool {
+	for _, v := range c.Env {
+		if v.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
 // pointAtLocalPeers rewrites replica host names to 127.0.0.1, their ports
-// to the replicas' local ports, and the MPI config mount to its local
-// directory. original holds the values before any rewrite.
-func (e *environment) pointAtLocalPeers(vars []envVar, original map[string]string) ([]envVar, []string) {
+// to the replicas' local ports, and paths under what the pods mount to the
+// local directories: what the framework rewrites itself (framework.Local)
+// first. original holds the values before any rewrite.
+func (e *environment) pointAtLocalPeers(self framework.ReplicaRef, vars []envVar, original map[string]string) ([]envVar, []string) {
 	var warnings []string
 	for i := range vars {
 		v := &vars[i]
-		switch {
-		case v.fromPod:
-		case v.name == frameworks.EnvTFCluster:
-			rewritten, err := e.peers.rewriteTFCluster(v.value)
-			if err != nil {
-				warnings = append(warnings, fmt.Sprintf("%s is left as it is: %v", v.name, err))
+		if v.fromPod {
+			continue
+		}
+		if e.local != nil {
+			rewritten, handled, warning := e.local.LocalValue(v.name, v.value, self, lookupIn(original), e.peers)
+			if warning != "" {
+				warnings = append(warnings, warning)
 			}
-			v.value = rewritten
-		case v.name == frameworks.EnvTFConfig:
-			rewritten, err := e.peers.rewriteTFConfig(v.value)
-			if err != nil {
-				warnings = append(warnings, fmt.Sprintf("%s is left as it is: %v", v.name, err))
-			}
-			v.value = rewritten
-		case portVariables[v.name] != "":
-			hostVar := portVariables[v.name]
-			port, replicas, ok := e.peers.portFor(original[hostVar])
-			if !ok {
+			if handled {
+				v.value = rewritten
 				continue
 			}
-			v.value = strconv.Itoa(port)
-			if replicas > 1 {
-				warnings = append(warnings, fmt.Sprintf("%s names %d replicas but %s holds one port: locally each replica has its own port, so only the first is reachable through it",
-					hostVar, replicas, v.name))
-			}
-		default:
-			v.value = e.localPath(e.peers.rewriteValue(v.value))
 		}
+		v.value = e.localPath(e.peers.rewriteValue(v.value))
 	}
 	return vars, warnings
 }
 
-// localPath maps a path under the MPI config mount (/etc/mpi/hostfile) to
-// the directory trainstep wrote the local hostfile to.
+// localPath maps a path under a directory the pods mount (/etc/mpi/hostfile)
+// to the local directory standing in for it.
 func (e *environment) localPath(value string) string {
-	if e.mpiConfig == "" {
-		return value
-	}
-	if value == frameworks.MPIConfigMountPath {
-		return e.mpiConfig
-	}
-	if rest, ok := strings.CutPrefix(value, frameworks.MPIConfigMountPath+"/"); ok {
-		return e.mpiConfig + "/" + rest
+	for mount, dir := range e.mounts {
+		if value == mount {
+			return dir
+		}
+		if rest, ok := strings.CutPrefix(value, mount+"/"); ok {
+			return dir + "/" + rest
+		}
 	}
 	return value
 }
@@ -144,13 +150,12 @@ func (e *environment) valueFrom(pod *corev1.Pod, src *corev1.EnvVarSource) (stri
 	case "status.podIP", "status.podIPs", "status.hostIP", "status.hostIPs":
 		return Loopback, true
 	}
+	// A key the pod lacks is "", as the kubelet resolves it.
 	if key, ok := subscript(path, "metadata.labels"); ok {
-		value, found := pod.Labels[key]
-		return value, found
+		return pod.Labels[key], true
 	}
 	if key, ok := subscript(path, "metadata.annotations"); ok {
-		value, found := pod.Annotations[key]
-		return value, found
+		return pod.Annotations[key], true
 	}
 	return "", false
 }

@@ -14,13 +14,14 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/replicapolicy"
 	"github.com/trainstep/trainstep/pkg/spec"
 )
 
-// loadJob defaults and validates a manifest as `trainstep run` does.
+// loadJob defaults and validates a manifest as `trainstep run --local` does.
 func loadJob(t *testing.T, manifest string) *v1alpha1.TrainJob {
 	t.Helper()
-	job, _, err := spec.Load([]byte(manifest), spec.Options{})
+	job, _, err := spec.Load([]byte(manifest), spec.Options{Policy: replicapolicy.Policy{Local: true}})
 	if err != nil {
 		t.Fatalf("loading the job: %v", err)
 	}

@@ -1,14 +1,12 @@
 package local
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"strconv"
 	"strings"
 
-	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
-	"github.com/trainstep/trainstep/pkg/frameworks"
+	"github.com/trainstep/trainstep/pkg/frameworks/framework"
 	"github.com/trainstep/trainstep/pkg/policy"
 )
 
@@ -32,7 +30,7 @@ type peerBook struct {
 func newPeerBook(jobName, namespace string, ports map[policy.ReplicaID]int) *peerBook {
 	b := &peerBook{ports: ports, hosts: map[string]policy.ReplicaID{}}
 	for id := range ports {
-		name := v1alpha1.ReplicaName(jobName, id.Type, id.Index)
+		name := framework.ReplicaName(jobName, id.Type, id.Index)
 		for _, domain := range []string{"", "." + namespace, "." + jobName, "." + jobName + "." + namespace} {
 			for _, suffix := range []string{"", ".svc", ".svc.cluster.local"} {
 				if domain == "" && suffix != "" {
@@ -82,63 +80,20 @@ func (b *peerBook) rewriteValue(value string) string {
 	return strings.Join(parts, ",")
 }
 
-// rewriteTFConfig points every address of TF_CONFIG's cluster at the local
-// ports, keeping the rest of the document as it is.
-func (b *peerBook) rewriteTFConfig(value string) (string, error) {
-	var doc map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(value), &doc); err != nil {
-		return value, fmt.Errorf("reading %s: %w", frameworks.EnvTFConfig, err)
-	}
-	raw, ok := doc["cluster"]
-	if !ok {
-		return value, nil
-	}
-	rewritten, err := b.rewriteTFCluster(string(raw))
-	if err != nil {
-		return value, err
-	}
-	doc["cluster"] = json.RawMessage(rewritten)
-	out, err := json.Marshal(doc)
-	if err != nil {
-		return value, fmt.Errorf("encoding %s: %w", frameworks.EnvTFConfig, err)
-	}
-	return string(out), nil
+// Address implements framework.Peers.
+func (b *peerBook) Address(addr string) (string, bool) { return b.rewriteAddress(addr) }
+
+// Port implements framework.Peers.
+func (b *peerBook) Port(r framework.ReplicaRef) int {
+	return b.ports[policy.ReplicaID{Type: r.Type, Index: r.Index}]
 }
 
-// rewriteTFCluster points every address of a TF_CONFIG cluster (the
-// cluster ConfigMap's value) at the local ports.
-func (b *peerBook) rewriteTFCluster(value string) (string, error) {
-	var cluster map[string][]string
-	if err := json.Unmarshal([]byte(value), &cluster); err != nil {
-		return value, fmt.Errorf("reading %s cluster: %w", frameworks.EnvTFConfig, err)
-	}
-	for task, addrs := range cluster {
-		for i, addr := range addrs {
-			cluster[task][i], _ = b.rewriteAddress(addr)
-		}
-	}
-	rewritten, err := json.Marshal(cluster)
-	if err != nil {
-		return value, fmt.Errorf("encoding %s cluster: %w", frameworks.EnvTFConfig, err)
-	}
-	return string(rewritten), nil
-}
-
-// portVariables pairs each framework variable that holds a port with the
-// variable that holds the host it belongs to: locally the port is that
-// replica's own.
-var portVariables = map[string]string{
-	frameworks.EnvMasterPort:      frameworks.EnvMasterAddr,
-	frameworks.EnvPETMasterPort:   frameworks.EnvPETMasterAddr,
-	frameworks.EnvCoordinatorPort: frameworks.EnvCoordinatorAddress,
-	frameworks.EnvWorkerPort:      frameworks.EnvWorkerAddrs,
-}
-
-// portFor returns the local port of the host held by hostValue (the first
-// host of a list), and how many distinct replicas the list names.
-func (b *peerBook) portFor(hostValue string) (port int, replicas int, ok bool) {
+// PortOfHosts implements framework.Peers: the local port of the host held
+// by hosts (the first host of a list), and how many distinct replicas the
+// list names.
+func (b *peerBook) PortOfHosts(hosts string) (port int, replicas int, ok bool) {
 	seen := map[policy.ReplicaID]bool{}
-	for i, part := range strings.Split(hostValue, ",") {
+	for i, part := range strings.Split(hosts, ",") {
 		host := strings.TrimSpace(part)
 		if h, _, err := net.SplitHostPort(host); err == nil {
 			host = h

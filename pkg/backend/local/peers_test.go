@@ -7,6 +7,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks/framework"
+	"github.com/trainstep/trainstep/pkg/frameworks/tensorflow"
 	"github.com/trainstep/trainstep/pkg/policy"
 )
 
@@ -51,9 +53,9 @@ func TestRewriteValuePointsReplicaNamesAtLoopback(t *testing.T) {
 
 func TestRewriteTFConfigKeepsTaskAndRewritesEveryAddress(t *testing.T) {
 	in := `{"cluster":{"ps":["mnist-ps-0.team-a.svc:2222"],"worker":["mnist-worker-0.team-a.svc:2222","mnist-worker-1.team-a.svc:2222"]},"task":{"type":"worker","index":1},"environment":"cloud"}`
-	out, err := testPeers().rewriteTFConfig(in)
-	if err != nil {
-		t.Fatal(err)
+	out, handled, warning := tensorflow.Framework{}.LocalValue(tensorflow.EnvTFConfig, in, framework.ReplicaRef{}, nil, testPeers())
+	if !handled || warning != "" {
+		t.Fatalf("handled %v, warning %q", handled, warning)
 	}
 	var got map[string]any
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
@@ -74,9 +76,9 @@ func TestRewriteTFConfigKeepsTaskAndRewritesEveryAddress(t *testing.T) {
 
 func TestRewriteTFConfigThatIsNotJSONIsAnError(t *testing.T) {
 	in := "cluster=mnist-ps-0:2222"
-	out, err := testPeers().rewriteTFConfig(in)
-	if err == nil {
-		t.Fatal("want an error for a TF_CONFIG that is not JSON")
+	out, _, warning := tensorflow.Framework{}.LocalValue(tensorflow.EnvTFConfig, in, framework.ReplicaRef{}, nil, testPeers())
+	if warning == "" {
+		t.Fatal("want a warning for a TF_CONFIG that is not JSON")
 	}
 	if out != in {
 		t.Errorf("value changed to %q; it should stay as it was", out)
@@ -96,9 +98,9 @@ func TestPortForIsTheFirstReplicaOfTheList(t *testing.T) {
 		{"elsewhere", 0, 0, false},
 	}
 	for _, tc := range cases {
-		port, replicas, ok := testPeers().portFor(tc.hosts)
+		port, replicas, ok := testPeers().PortOfHosts(tc.hosts)
 		if port != tc.wantPort || replicas != tc.wantReplicas || ok != tc.wantOK {
-			t.Errorf("portFor(%q) = %d, %d, %v; want %d, %d, %v", tc.hosts, port, replicas, ok, tc.wantPort, tc.wantReplicas, tc.wantOK)
+			t.Errorf("PortOfHosts(%q) = %d, %d, %v; want %d, %d, %v", tc.hosts, port, replicas, ok, tc.wantPort, tc.wantReplicas, tc.wantOK)
 		}
 	}
 }

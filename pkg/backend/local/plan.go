@@ -25,14 +25,11 @@ const DefaultNamespace = "default"
 // when its pod template sets no terminationGracePeriodSeconds.
 const DefaultStopGrace = 10 * time.Second
 
-// mpiConfigDir is the directory, under the run's own, that stands in for
-// the launcher's /etc/mpi mount.
-const mpiConfigDir = "mpi"
-
 // plan is how one replica runs on this machine.
 type plan struct {
 	id policy.ReplicaID
-	// slot: an MPI worker, run by the launcher's mpirun, not by trainstep.
+	// slot: a replica with no process of its own (an MPI worker, run by
+	// the launcher's mpirun, not by trainstep).
 	slot   bool
 	argv   []string
 	env    []string
@@ -49,6 +46,10 @@ type planner struct {
 	dir      string
 	baseEnv  []string
 	env      *environment
+	// jobEnv comes before every container's own variables (Options.JobEnv).
+	jobEnv []envVar
+	// setupEnv is what the framework adds to every process (LocalSetup).
+	setupEnv []envVar
 	leaders  map[frameworks.ReplicaRef]bool
 	logs     logs.Mode
 	maxGrace time.Duration
@@ -69,7 +70,7 @@ func (p *planner) plans() ([]*plan, []string, error) {
 		return nil, nil, result.Invalid(result.ReasonInvalidSpec, err)
 	}
 	for _, id := range policy.Desired(p.job) {
-		if isSlot(p.job, id) {
+		if frameworks.IsSlot(p.job, id.Type) {
 			plans = append(plans, &plan{id: id, slot: true})
 			continue
 		}
@@ -97,7 +98,7 @@ func (p *planner) plan(renderer *render.Renderer, id policy.ReplicaID) (*plan, [
 	if err != nil {
 		return nil, nil, nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering replica %s: %w", id, err))
 	}
-	index := v1alpha1.MainContainerIndex(&pod.Spec, v1alpha1.DefaultContainerName(p.job.Spec.Framework))
+	index := frameworks.MainContainerIndex(p.job, &pod.Spec)
 	path := field.NewPath("spec", "replicaSpecs").Child(string(id.Type), "template", "spec").Child("containers").Index(index)
 	if index < 0 {
 		return nil, nil, field.ErrorList{field.Required(path, "a container to run")}, nil
@@ -108,10 +109,10 @@ func (p *planner) plan(renderer *render.Renderer, id policy.ReplicaID) (*plan, [
 			"the local backend runs the container's command on this machine and cannot use the image's entrypoint")}, nil
 	}
 
-	vars, warnings := p.env.containerEnv(pod, main, path)
+	vars, warnings := p.env.containerEnv(frameworks.ReplicaRef{Type: id.Type, Index: id.Index}, pod, main, path, p.jobEnv)
 	terminationLog := filepath.Join(p.dir, logs.ReplicaPrefix(string(id.Type), id.Index)+".termination-log")
 	vars = append(vars, envVar{name: EnvTerminationMessagePath, value: terminationLog})
-	vars = append(vars, mpiRootEnv(p.job)...)
+	vars = append(vars, p.setupEnv...)
 	final := map[string]string{}
 	for _, v := range vars {
 		final[v.name] = v.value

@@ -121,7 +121,7 @@ func (b *backend) exited(e exit) {
 	if code != 0 && r.tail != nil {
 		b.showTail(r, log)
 	}
-	if policy.RestartsInPlace(v1alpha1.InPlaceRestartPolicy(b.job, r.id.Type), code) {
+	if policy.RestartsInPlace(frameworks.InPlaceRestartPolicy(b.job, r.id.Type), code) {
 		r.restarts++
 		r.message = ""
 		r.startAt = now.Add(b.nextDelay(r))
@@ -209,7 +209,10 @@ func (b *backend) nextDelay(r *replica) time.Duration {
 // view is the job as the policy sees it.
 func (b *backend) view() policy.View {
 	v := policy.View{Job: b.job, StartTime: b.start, Now: b.opts.Clock.Now(), Restarts: b.recreations + b.jobRestarts}
-	launcher := b.byID[policy.ReplicaID{Type: v1alpha1.ReplicaTypeLauncher, Index: 0}]
+	var driver *replica
+	if rt, ok := frameworks.Driver(b.job); ok {
+		driver = b.byID[policy.ReplicaID{Type: rt, Index: 0}]
+	}
 	for _, r := range b.replicas {
 		replica := policy.Replica{
 			ReplicaID: r.id, Attempt: r.attempt, Phase: r.phase, ExitCode: r.exitCode,
@@ -217,7 +220,7 @@ func (b *backend) view() policy.View {
 			EarlierRestarts: int32(r.attempt) - r.free + r.restartsBefore, FinishedAt: r.finishedAt,
 		}
 		if r.slot {
-			replica = policy.Replica{ReplicaID: r.id, Phase: slotPhase(launcher), Node: b.hostname}
+			replica = policy.Replica{ReplicaID: r.id, Phase: slotPhase(driver), Node: b.hostname}
 		}
 		v.Restarts += r.restarts + r.restartsBefore
 		v.Replicas = append(v.Replicas, replica)
@@ -225,9 +228,10 @@ func (b *backend) view() policy.View {
 	return v
 }
 
-// slotPhase is an MPI worker's phase: its slots are busy while the
-// launcher's mpirun runs and done when it succeeded. A failed launcher
-// leaves the slots unused, not failed: the launcher's failure is the job's.
+// slotPhase is the phase of a replica that is a slot of the driver's (an
+// MPI worker of the launcher's hostfile): busy while the driver (mpirun)
+// runs and done when it succeeded. A failed driver leaves the slots
+// unused, not failed: the driver's failure is the job's.
 func slotPhase(launcher *replica) policy.Phase {
 	if launcher == nil {
 		return policy.PhaseMissing
@@ -261,11 +265,15 @@ func (b *backend) showTail(r *replica, log *zap.Logger) {
 	_ = w.Close()
 }
 
+// envRank is the variable PyTorch's and XGBoost's processes read their
+// rank from.
+const envRank = "RANK"
+
 // rankOf is the framework's rank of a replica (RANK, as PyTorch sets it)
 // when its environment holds one.
 func rankOf(env []string) (string, bool) {
 	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, frameworks.EnvRank+"="); ok {
+		if v, ok := strings.CutPrefix(kv, envRank+"="); ok {
 			return v, true
 		}
 	}

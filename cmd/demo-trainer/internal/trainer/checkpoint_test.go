@@ -32,7 +32,7 @@ func TestTrainingResumesFromTheCheckpoint(t *testing.T) {
 	s.CheckpointDir, s.CheckpointEvery, s.Steps = dir, 10, 45
 	s.TerminationMessagePath = filepath.Join(t.TempDir(), "termination-log")
 	// The first all-reduce shares the (absent) checkpoint; step n is call n+1.
-	err := trainSynchronously(context.Background(), s, 0, 1, &failingReducer{failAt: 36}, NewLogger(&bytes.Buffer{}))
+	err := trainSynchronously(context.Background(), s, 0, 1, &failingReducer{failAt: 36}, NewLogger(&bytes.Buffer{}), false)
 	if err == nil {
 		t.Fatal("the interrupted run did not fail")
 	}

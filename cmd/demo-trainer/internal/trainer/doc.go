@@ -1,7 +1,8 @@
 // Package trainer is trainstep's demo trainer: data-parallel linear
-// regression on a synthetic dataset, in three shapes — a single process, a
-// TensorFlow-style parameter-server cluster (TF_CONFIG) and a PyTorch-style
-// ring all-reduce (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE).
+// regression on a synthetic dataset, in four shapes — a single process, a
+// TensorFlow-style parameter-server cluster (TF_CONFIG), a PyTorch-style
+// ring all-reduce (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE) and the same
+// ring ranked by a Paddle-style rendezvous (PADDLE_MASTER, PADDLE_NNODES).
 //
 // It exists so a TrainJob can be run for real, locally or on a cluster,
 // without any ML framework installed. It uses the standard library only and

@@ -53,13 +53,19 @@ const (
 )
 
 // roster is rank 0's answer to a registration: every rank's ring address
-// (rank 0's is empty: each rank reaches it at its own MASTER_ADDR) and the
-// settings every rank trains with.
+// (rank 0's is empty: each rank reaches it at its own MASTER_ADDR), the
+// settings every rank trains with, and the rank it gave a node that asked
+// for one (Paddle's nodes are ranked by the rendezvous).
 type roster struct {
 	Peers    []string  `json:"peers,omitempty"`
 	Settings *Settings `json:"settings,omitempty"`
+	Rank     int       `json:"rank,omitempty"`
 	Error    string    `json:"error,omitempty"`
 }
+
+// assignRank is the rank a node registers with when the rendezvous is to
+// rank it, in the order the nodes arrive.
+const assignRank = -1
 
 // RunAllReduce trains as one rank of a ring all-reduce and writes the
 // metrics on rank 0. A rank that dies fails the others' next step.
@@ -73,7 +79,7 @@ func RunAllReduce(ctx context.Context, s Settings, env PyTorchEnv, log *Logger) 
 	}
 	defer ring.Close()
 	log.Printf("rank %d of %d: ring ready", env.Rank, env.WorldSize)
-	return trainSynchronously(ctx, agreed, env.Rank, env.WorldSize, ring, log)
+	return trainSynchronously(ctx, agreed, env.Rank, env.WorldSize, ring, log, false)
 }
 
 // JoinRing runs the rendezvous and connects this rank to its ring
@@ -97,6 +103,11 @@ func hostRing(ctx context.Context, s Settings, env PyTorchEnv) (*Ring, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listening on MASTER_PORT: %w", err)
 	}
+	return hostRingOn(ctx, s, env, ln)
+}
+
+// hostRingOn hosts the rendezvous, as rank 0, on ln, which it closes.
+func hostRingOn(ctx context.Context, s Settings, env PyTorchEnv, ln net.Listener) (*Ring, error) {
 	defer ln.Close()
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
@@ -170,6 +181,7 @@ func acceptHellos(ln net.Listener, previousRank int, registrations chan<- regist
 // the ring formed) replaces its earlier registration.
 func collectRegistrations(ctx context.Context, s Settings, env PyTorchEnv, registrations <-chan registration) ([]string, error) {
 	byRank := map[int]registration{}
+	assigned := 0
 	defer func() {
 		for _, r := range byRank {
 			r.conn.Close()
@@ -180,6 +192,10 @@ func collectRegistrations(ctx context.Context, s Settings, env PyTorchEnv, regis
 	for len(byRank) < env.WorldSize-1 {
 		select {
 		case r := <-registrations:
+			if r.hello.Rank == assignRank && assigned < env.WorldSize-1 {
+				assigned++
+				r.hello.Rank = assigned
+			}
 			if err := checkRegistration(r.hello, env.WorldSize); err != nil {
 				writeLine(r.conn, roster{Error: err.Error()})
 				r.conn.Close()
@@ -199,9 +215,9 @@ func collectRegistrations(ctx context.Context, s Settings, env PyTorchEnv, regis
 	for rank, r := range byRank {
 		peers[rank] = r.hello.Addr
 	}
-	answer := roster{Peers: peers, Settings: &s}
 	var errs []error
 	for rank, r := range byRank {
+		answer := roster{Peers: peers, Settings: &s, Rank: rank}
 		r.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
 		if err := writeLine(r.conn, answer); err != nil {
 			errs = append(errs, fmt.Errorf("sending the roster to rank %d: %w", rank, err))
@@ -230,15 +246,19 @@ func joinHostedRing(ctx context.Context, s Settings, env PyTorchEnv, log *Logger
 	defer ln.Close()
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
-	fromPrevious := make(chan net.Conn, 1)
-	done := make(chan struct{})
-	defer close(done)
-	go acceptHellos(ln, env.Rank-1, nil, fromPrevious, done)
-
 	answer, err := register(ctx, s, env, ln.Addr().(*net.TCPAddr).Port)
 	if err != nil {
 		return nil, s, err
 	}
+	if env.Rank == assignRank {
+		env.Rank = answer.Rank
+		log.Printf("the rendezvous ranked this node %d of %d", env.Rank, env.WorldSize)
+	}
+	// The previous rank's connection waits in the listen queue meanwhile.
+	fromPrevious := make(chan net.Conn, 1)
+	done := make(chan struct{})
+	defer close(done)
+	go acceptHellos(ln, env.Rank-1, nil, fromPrevious, done)
 	agreed := adoptSettings(s, *answer.Settings, log)
 	nextRank := (env.Rank + 1) % env.WorldSize
 	nextAddr := answer.Peers[nextRank]
@@ -282,6 +302,8 @@ func register(ctx context.Context, s Settings, env PyTorchEnv, port int) (roster
 		return roster{}, fmt.Errorf("rank 0 refused the registration: %s", answer.Error)
 	case len(answer.Peers) != env.WorldSize || answer.Settings == nil:
 		return roster{}, fmt.Errorf("rank 0 sent a roster of %d ranks for WORLD_SIZE %d", len(answer.Peers), env.WorldSize)
+	case env.Rank == assignRank && (answer.Rank < 1 || answer.Rank >= env.WorldSize):
+		return roster{}, fmt.Errorf("rank 0 gave this node rank %d, outside [1, %d)", answer.Rank, env.WorldSize)
 	}
 	return answer, nil
 }

@@ -16,8 +16,13 @@ import (
 )
 
 // The environment of Kubeflow Trainer's progress protocol, which trainstep
-// serves (KEP-2779).
+// serves (KEP-2779), under the names its TrainJobStatus plugin, the
+// Kubeflow SDK and the transformers integration read; the trainer falls
+// back to those of Trainer's first plugin.
 const (
+	EnvServerURL    = "KUBEFLOW_TRAINER_SERVER_URL"
+	EnvServerCACert = "KUBEFLOW_TRAINER_SERVER_CA_CERT"
+	EnvServerToken  = "KUBEFLOW_TRAINER_SERVER_TOKEN"
 	EnvStatusURL    = "KUBEFLOW_TRAINER_STATUS_URL"
 	EnvStatusCACert = "KUBEFLOW_TRAINER_STATUS_CA_CERT"
 	EnvStatusToken  = "KUBEFLOW_TRAINER_STATUS_TOKEN"
@@ -32,9 +37,11 @@ const statusTimeout = 5 * time.Second
 // is logged once and otherwise ignored: the status is a view of training,
 // not part of it.
 type StatusReporter struct {
-	url    string
-	token  string
-	client *http.Client
+	url string
+	// tokenPath is re-read for every post, as Kubeflow's clients do: the
+	// token rotates under Kubeflow Trainer.
+	tokenPath string
+	client    *http.Client
 
 	mu        sync.Mutex
 	inFlight  bool
@@ -46,24 +53,34 @@ type StatusReporter struct {
 // NewStatusReporter reads the protocol's environment; it returns nil, and
 // no error, when the URL is not set.
 func NewStatusReporter(getenv func(string) string) (*StatusReporter, error) {
-	url := getenv(EnvStatusURL)
+	urlVar, caVar, tokenVar := EnvServerURL, EnvServerCACert, EnvServerToken
+	if getenv(urlVar) == "" {
+		urlVar, caVar, tokenVar = EnvStatusURL, EnvStatusCACert, EnvStatusToken
+	}
+	url := getenv(urlVar)
 	if url == "" {
 		return nil, nil
 	}
-	ca, err := os.ReadFile(getenv(EnvStatusCACert))
+	ca, err := os.ReadFile(getenv(caVar))
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", EnvStatusCACert, err)
+		return nil, fmt.Errorf("reading %s: %w", caVar, err)
 	}
-	token, err := os.ReadFile(getenv(EnvStatusToken))
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", EnvStatusToken, err)
+	r := &StatusReporter{url: url, tokenPath: getenv(tokenVar), startedAt: time.Now()}
+	if _, err := r.token(); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", tokenVar, err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(ca) {
-		return nil, fmt.Errorf("%s holds no PEM certificate", EnvStatusCACert)
+		return nil, fmt.Errorf("%s holds no PEM certificate", caVar)
 	}
-	client := &http.Client{Timeout: statusTimeout, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
-	return &StatusReporter{url: url, token: strings.TrimSpace(string(token)), client: client, startedAt: time.Now()}, nil
+	r.client = &http.Client{Timeout: statusTimeout, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	return r, nil
+}
+
+// token reads the bearer token from its file.
+func (r *StatusReporter) token() (string, error) {
+	data, err := os.ReadFile(r.tokenPath)
+	return strings.TrimSpace(string(data)), err
 }
 
 // statusBody is Kubeflow Trainer's payload.
@@ -140,7 +157,11 @@ func (r *StatusReporter) send(body []byte) error {
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+r.token)
+	token, err := r.token()
+	if err != nil {
+		return fmt.Errorf("reading the token: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := r.client.Do(req)
 	if err != nil {

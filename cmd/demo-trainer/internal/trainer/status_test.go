@@ -101,3 +101,37 @@ func TestNoStatusEnvNoReporter(t *testing.T) {
 	}
 	r.Step(1, 10, 0.5, NewLogger(&bytes.Buffer{})) // a nil reporter does nothing
 }
+
+// Under the names Kubeflow's current clients read (KUBEFLOW_TRAINER_SERVER_*)
+// the reporter posts as they do, reading the token file again for every
+// post: a token that rotates is picked up without a restart.
+func TestReporterReadsTheServerNamesAndTheTokenFileAgain(t *testing.T) {
+	getenv, statuses := statusEndpoint(t)
+	token := getenv(EnvStatusToken)
+	good, err := os.ReadFile(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{EnvServerURL: getenv(EnvStatusURL), EnvServerCACert: getenv(EnvStatusCACert), EnvServerToken: token}
+	if err := os.WriteFile(token, []byte("not-the-token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reporter, err := NewStatusReporter(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	log := NewLogger(&out)
+	reporter.Final(5, 10, 0.5, log)
+	if n := len(statuses()); n != 0 {
+		t.Fatalf("%d statuses applied with a wrong token", n)
+	}
+	if err := os.WriteFile(token, good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reporter.Final(10, 10, 0.25, log)
+	got := statuses()
+	if len(got) != 1 || got[0].ProgressPercentage == nil || *got[0].ProgressPercentage != 100 {
+		t.Fatalf("statuses %+v, want the one posted after the token file changed; log:\n%s", got, out.String())
+	}
+}

@@ -24,14 +24,16 @@ func (soloReducer) AllReduce(context.Context, []float64) error { return nil }
 // metrics: the shape used when no topology is configured.
 func RunSingle(ctx context.Context, s Settings, log *Logger) error {
 	log.Printf("single process: %d samples, %d features", s.Samples, s.Features)
-	return trainSynchronously(ctx, s, 0, 1, soloReducer{}, log)
+	return trainSynchronously(ctx, s, 0, 1, soloReducer{}, log, false)
 }
 
 // trainSynchronously is data-parallel gradient descent where every step's
 // partial sums are all-reduced, so every rank applies the same update and
 // holds the same weights. Rank 0 decides when to stop: the reduced vector
 // carries a stop flag only rank 0 sets, so all ranks end on the same step.
-func trainSynchronously(ctx context.Context, s Settings, rank, world int, reducer allReducer, log *Logger) error {
+// Rank 0 writes the metrics, or every rank when allWrite: Paddle's
+// rendezvous, not the replica's index, decides which node is rank 0.
+func trainSynchronously(ctx context.Context, s Settings, rank, world int, reducer allReducer, log *Logger, allWrite bool) error {
 	full, _ := Generate(s.Seed, s.Samples, s.Features)
 	shard := full.Shard(rank, world)
 	f := s.Features
@@ -66,7 +68,7 @@ func trainSynchronously(ctx context.Context, s Settings, rank, world int, reduce
 			}
 		}
 		if reduced[f+2] > 0 {
-			return finishSynchronously(s, rank, step, weights, full, log)
+			return finishSynchronously(s, rank, step, weights, full, log, allWrite)
 		}
 		sleep(ctx, s.StepDelay)
 		if err := ctx.Err(); err != nil {
@@ -75,9 +77,14 @@ func trainSynchronously(ctx context.Context, s Settings, rank, world int, reduce
 	}
 }
 
-func finishSynchronously(s Settings, rank, steps int, weights []float64, full Dataset, log *Logger) error {
+func finishSynchronously(s Settings, rank, steps int, weights []float64, full Dataset, log *Logger, allWrite bool) error {
 	if rank != 0 {
 		log.Printf("training over after %d steps", steps)
+		if allWrite {
+			m := Metrics{Loss: full.Loss(weights), Steps: steps, Weights: weights}
+			log.final(m)
+			writeMetrics(log, s.TerminationMessagePath, m)
+		}
 		return nil
 	}
 	if s.CheckpointDir != "" {

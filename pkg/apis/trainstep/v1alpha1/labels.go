@@ -23,15 +23,20 @@ const (
 	LabelJobAttempt = "trainstep.dev/job-attempt"
 	// LabelWorkflow is Argo's workflow label, set when the workflow is known.
 	LabelWorkflow = "workflows.argoproj.io/workflow"
-	// LabelMPIApp holds the job name on an MPI job's Service, hostfile
-	// ConfigMap and SSH Secret, as MPI Operator v2 labels them; users
-	// select them with `kubectl get -l app=<job>`.
-	LabelMPIApp = "app"
 	// LabelTrainerStatus holds the job's identity (LabelIdentity's value)
 	// on the step's own pod, the one serving the job's progress endpoint:
 	// the <job>-status Service selects it, and a retried step moves it to
 	// its own pod.
 	LabelTrainerStatus = "trainstep.dev/trainer-status"
+
+	// LabelKueueQueueName and LabelKueuePriorityClass, on a job's own
+	// metadata, put it in that Kueue LocalQueue with that
+	// WorkloadPriorityClass, as Kueue's integrations read them off a job:
+	// defaulting makes them spec.runPolicy.schedulingPolicy's gang kueue,
+	// queue and workloadPriorityClass. They are Kueue's keys, never set on
+	// objects by anyone but trainstep's own gang handling.
+	LabelKueueQueueName     = "kueue.x-k8s.io/queue-name"
+	LabelKueuePriorityClass = "kueue.x-k8s.io/priority-class"
 
 	// AnnotationFramework records the framework on every pod, for humans.
 	AnnotationFramework = "trainstep.dev/framework"
@@ -49,6 +54,10 @@ const (
 	// restart: a step that dies between a delete and the replacement's
 	// create leaves the count there for the run that re-attaches.
 	AnnotationRestartLedger = "trainstep.dev/restart-ledger"
+	// AnnotationRestartReason records, on each pod of a whole-job attempt
+	// after the first, why the attempt before it ended: "disruption" or
+	// "failure" (the replicas read it as TRAINSTEP_RESTART_REASON).
+	AnnotationRestartReason = "trainstep.dev/restart-reason"
 	// AnnotationWorkerTarget records, on the job's first Service, the
 	// worker count elasticPolicy.metrics last set, before any pod is
 	// created or deleted for it: a run that re-attaches goes on from it, as

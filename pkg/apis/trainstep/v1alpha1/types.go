@@ -24,10 +24,13 @@ type TrainJob struct {
 }
 
 // Framework names the training framework whose conventions (ports, env,
-// success rule, extra objects) the replicas follow.
+// success rule, extra objects) the replicas follow. Which frameworks exist,
+// and everything about each, is pkg/frameworks' (one folder per framework,
+// one table); the API only spells the names of those it has always had,
+// for its readers and tests.
 type Framework string
 
-// The supported frameworks.
+// Names of frameworks (a framework's folder also names its own).
 const (
 	FrameworkTensorFlow Framework = "tensorflow"
 	FrameworkPyTorch    Framework = "pytorch"
@@ -36,13 +39,11 @@ const (
 	FrameworkXGBoost    Framework = "xgboost"
 )
 
-// Frameworks lists every supported framework, in documentation order.
-var Frameworks = []Framework{FrameworkTensorFlow, FrameworkPyTorch, FrameworkMPI, FrameworkJAX, FrameworkXGBoost}
-
 // ReplicaType is the role of a group of replicas, spelled as Kubeflow spells it.
 type ReplicaType string
 
-// Replica types used by the frameworks (Kubeflow's spelling).
+// Replica types used by the frameworks (Kubeflow's spelling). Which types a
+// framework accepts is its folder's (pkg/frameworks/<name>).
 const (
 	ReplicaTypePS        ReplicaType = "PS"
 	ReplicaTypeWorker    ReplicaType = "Worker"
@@ -57,8 +58,9 @@ type TrainJobSpec struct {
 	// Framework selects the conventions the replicas follow.
 	Framework Framework `json:"framework"`
 
-	// ReplicaSpecs maps each replica type (PS, Worker, Chief, Master,
-	// Evaluator, Launcher) to how many replicas of it run and how.
+	// ReplicaSpecs maps each replica type of the framework (PS, Worker,
+	// Chief, Master, Evaluator, Launcher) to how many replicas of it run
+	// and how.
 	ReplicaSpecs map[ReplicaType]*ReplicaSpec `json:"replicaSpecs"`
 
 	// RunPolicy holds the job-wide policies: restarts, deadline, cleanup, scheduling.
@@ -305,6 +307,12 @@ type SchedulingPolicy struct {
 	// MaxScheduleAttempts is how many attempts the builtin gang makes
 	// before the job ends Unschedulable (default 3).
 	MaxScheduleAttempts *int32 `json:"maxScheduleAttempts,omitempty"`
+
+	// WorkloadPriorityClass is the Kueue WorkloadPriorityClass of the
+	// job's pod group (gang kueue): its priority in its queue, apart from
+	// the pods' PriorityClass. Default: the job's label
+	// kueue.x-k8s.io/priority-class.
+	WorkloadPriorityClass string `json:"workloadPriorityClass,omitempty"`
 }
 
 // SuccessPolicy decides when a job has succeeded.
@@ -339,9 +347,15 @@ type ElasticPolicy struct {
 	NProcPerNode *int32       `json:"nProcPerNode,omitempty"`
 	MaxRestarts  *int32       `json:"maxRestarts,omitempty"`
 	// Metrics are the HPA MetricSpecs the worker count follows (Resource
-	// metrics, evaluated by trainstep at the HPA's algorithm); without them
-	// the job grows into free capacity up to MaxReplicas.
+	// metrics, evaluated by trainstep at the HPA's algorithm), starting at
+	// the Worker replicas.
 	Metrics []autoscalingv2.MetricSpec `json:"metrics,omitempty"`
+	// GrowIntoCapacity is trainstep's own: true gives the job a worker for
+	// every slot up to MaxReplicas from the start, each joining as capacity
+	// frees up; false starts the Worker replicas and keeps them, as the
+	// Training Operator does. Default: true for a TrainJob, false for a
+	// PyTorchJob; not with Metrics, which decide the count.
+	GrowIntoCapacity *bool `json:"growIntoCapacity,omitempty"`
 }
 
 // RDZVConf is one torchrun rendezvous option.
