@@ -109,30 +109,7 @@ func (l *jobLease) acquire(ctx context.Context, takeBack bool, apiTimeout time.D
 		return err
 	}
 	started, stopped, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Name: l.name, Namespace: l.conn.namespace},
-			Client:     l.conn.coordination,
-			LockConfig: resourcelock.ResourceLockConfig{Identity: l.identity},
-		},
-		LeaseDuration: l.duration,
-		RenewDeadline: l.duration * 2 / 3,
-		RetryPeriod:   LeaseRenewPeriod(l.duration),
-		// Stopping gives the Lease up only while this run still holds it
-		// (an update that conflicts with another holder's write fails).
-		ReleaseOnCancel: true,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(context.Context) {
-				l.leading.Store(true)
-				close(started)
-			},
-			OnStoppedLeading: func() {
-				l.leading.Store(false)
-				close(stopped)
-			},
-		},
-		Name: l.name,
-	})
+	elector, err := l.newElector(started, stopped)
 	if err != nil {
 		return fmt.Errorf("setting up the job's lease: %w", err)
 	}
@@ -175,6 +152,35 @@ func (l *jobLease) acquire(ctx context.Context, takeBack bool, apiTimeout time.D
 			return context.Cause(ctx)
 		}
 	}
+}
+
+// newElector sets up the elector of the job's Lease: started is closed
+// when this run holds it, stopped when it stops holding it.
+func (l *jobLease) newElector(started, stopped chan struct{}) (*leaderelection.LeaderElector, error) {
+	return leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Name: l.name, Namespace: l.conn.namespace},
+			Client:     l.conn.coordination,
+			LockConfig: resourcelock.ResourceLockConfig{Identity: l.identity},
+		},
+		LeaseDuration: l.duration,
+		RenewDeadline: l.duration * 2 / 3,
+		RetryPeriod:   LeaseRenewPeriod(l.duration),
+		// Stopping gives the Lease up only while this run still holds it
+		// (an update that conflicts with another holder's write fails).
+		ReleaseOnCancel: true,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(context.Context) {
+				l.leading.Store(true)
+				close(started)
+			},
+			OnStoppedLeading: func() {
+				l.leading.Store(false)
+				close(stopped)
+			},
+		},
+		Name: l.name,
+	})
 }
 
 // ensureLease creates the job's Lease, labelled and owned like the job's

@@ -361,30 +361,7 @@ func (c *Controller) confirmGone(ctx context.Context, isDoomed func(kind, name s
 			lastErr = fmt.Errorf("listing the job's services: %w", err)
 			return false, nil
 		}
-		var deletes []func() error
-		var podsLeft []string
-		for _, p := range pods.Items {
-			if !isDoomed("pod", p.Name) {
-				continue
-			}
-			// A pod whose delete landed may still be terminating: it is left until a List stops showing it.
-			podsLeft = append(podsLeft, "pod/"+p.Name)
-			if p.DeletionTimestamp == nil && !deleted.has(p.UID) {
-				deletes = append(deletes, c.deleteInstance(ctx, "pod", p.Name, p.UID, deleted))
-			} else if force := c.forceStranded(ctx, &p, forced); force != nil {
-				deletes = append(deletes, force)
-			}
-		}
-		var svcsListed []corev1.Service
-		for _, s := range svcs.Items {
-			if !isDoomed("service", s.Name) {
-				continue
-			}
-			svcsListed = append(svcsListed, s)
-			if !deleted.has(s.UID) {
-				deletes = append(deletes, c.deleteInstance(ctx, "service", s.Name, s.UID, deleted))
-			}
-		}
+		deletes, podsLeft, svcsListed := c.listedDeletes(ctx, pods.Items, svcs.Items, isDoomed, deleted, forced)
 		var sharedErr error
 		shared, sharedErr = c.sendShared(ctx, shared)
 		lastErr = errors.Join(c.deleteAll(ctx, deletes), sharedErr)
@@ -427,6 +404,36 @@ func (c *Controller) confirmGone(ctx context.Context, isDoomed func(kind, name s
 		return left, fmt.Errorf("no List of the job's objects got through, so what is left is not known for sure: %w", lastErr)
 	}
 	return left, fmt.Errorf("waiting for the job's objects to go: %w", lastErr)
+}
+
+// listedDeletes plans a round of confirmGone from what a List showed: the
+// deletes of the doomed pods and Services not yet deleted (forced for a pod
+// stranded on a node that stopped answering), the doomed pods listed, and
+// the doomed Services listed.
+func (c *Controller) listedDeletes(ctx context.Context, pods []corev1.Pod, svcs []corev1.Service, isDoomed func(kind, name string) bool, deleted, forced *deletedSet) (deletes []func() error, podsLeft []string, svcsListed []corev1.Service) {
+	for i := range pods {
+		p := &pods[i]
+		if !isDoomed("pod", p.Name) {
+			continue
+		}
+		// A pod whose delete landed may still be terminating: it is left until a List stops showing it.
+		podsLeft = append(podsLeft, "pod/"+p.Name)
+		if p.DeletionTimestamp == nil && !deleted.has(p.UID) {
+			deletes = append(deletes, c.deleteInstance(ctx, "pod", p.Name, p.UID, deleted))
+		} else if force := c.forceStranded(ctx, p, forced); force != nil {
+			deletes = append(deletes, force)
+		}
+	}
+	for _, s := range svcs {
+		if !isDoomed("service", s.Name) {
+			continue
+		}
+		svcsListed = append(svcsListed, s)
+		if !deleted.has(s.UID) {
+			deletes = append(deletes, c.deleteInstance(ctx, "service", s.Name, s.UID, deleted))
+		}
+	}
+	return deletes, podsLeft, svcsListed
 }
 
 // cachedDoomed names the doomed objects the caches still hold: the best

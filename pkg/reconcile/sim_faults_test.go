@@ -38,10 +38,8 @@ func drawControlPlaneFaults(seed uint64, last time.Duration) []fault {
 			f.kind, f.lasts = faultThrottle, time.Duration(5+y.IntN(55))*time.Second
 		case k < 95:
 			f.kind, f.replica = faultRemove, []string{"the ledger's Service", "the job's ConfigMap"}[y.IntN(2)]
-		case k < 97:
-			f.kind = faultStop
 		default:
-			f.kind = faultDrainStep
+			f.kind = faultStop
 		}
 		out = append(out, f)
 	}

@@ -740,6 +740,29 @@ func regressions() []regression {
 		job:  ddpJob(v1alpha1.RestartPolicyExitCode), nodes: 2,
 		faults: []fault{{at: 20 * time.Second, kind: faultPanic, replica: "ddp-worker-0", disruption: "a pod event's handler"}},
 		phase:  result.PhaseFailed, reason: result.ReasonInternalError, restarts: 0,
+	}, {
+		// The step's own node drained (issue 47): the step hands the job
+		// over, nothing deleted, and its retry goes on with it; a worker's
+		// later failure costs its one restart.
+		name: "a drain of the step's own node hands the job over to the retry",
+		job:  tfJob(v1alpha1.RestartPolicyOnFailure), nodes: 3,
+		faults: []fault{
+			{at: 20 * time.Second, kind: faultDrainStep},
+			{at: 50 * time.Second, kind: faultExit, replica: "mnist-worker-1", code: 1},
+		},
+		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 1,
+	}, {
+		// Found by the simulation on the merge of the hand-over: the owner
+		// patches of a hand-over met a conflict once, and the replicas went
+		// with the evicted step pod; the ending clears the owner again for
+		// the step's grace.
+		name: "a hand-over clears the job's owner through a short run of API errors",
+		job:  ddpJob(v1alpha1.RestartPolicyExitCode), nodes: 2,
+		faults: []fault{
+			{at: 18 * time.Second, kind: faultAPI, code: 409, lasts: 6 * time.Second},
+			{at: 20 * time.Second, kind: faultDrainStep},
+		},
+		phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
 	}}
 }
 
