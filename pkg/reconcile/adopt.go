@@ -141,6 +141,9 @@ func (c *Controller) adoptPods(pods []*corev1.Pod, desired map[string]policy.Rep
 			// Replaced, not adopted: removed, then created at the next attempt.
 			st := c.replicas[id]
 			st.adopted(pod, attemptOf(pod, 0), restartsOf(pod))
+			// Its counted in-place restarts live in its status only: the
+			// replacement carries them, or they go with the pod.
+			st.recreations += c.replicaFromPod(id, st, pod).Restarts
 			c.restarts += st.recreations
 			st.stage, st.nextAttempt, st.expectSince = stageRemoving, st.attempt+1, c.opts.Clock.Now()
 			if pod.DeletionTimestamp == nil {

@@ -763,6 +763,17 @@ func regressions() []regression {
 			{at: 20 * time.Second, kind: faultDrainStep},
 		},
 		phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
+	}, {
+		// Found by the simulation (seed 872011227): a worker restarted in
+		// place while no step ran, and was preempted as the next step
+		// started; the re-attach replaced it without its in-place restart.
+		name: "a replica being deleted at the re-attach carries its in-place restarts",
+		job:  tfJob(v1alpha1.RestartPolicyOnFailure), nodes: 3,
+		faults: []fault{
+			killDuringExit(25*time.Second, "mnist-worker-0", 1, 22*time.Second),
+			{at: 47 * time.Second, kind: faultDisruption, replica: "mnist-worker-0", disruption: "preemption"},
+		},
+		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 1,
 	}}
 }
 
