@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/result"
 )
@@ -214,6 +215,16 @@ func (r *simRun) removedUnwatched(pod *corev1.Pod) {
 	if r.w.ctrl != nil && !r.w.watchBroken {
 		return
 	}
+	if r.permanentUnseenRank && pod.UID != r.permanentPod && pod.Labels[v1alpha1.LabelJobAttempt] == r.permanentAttempt &&
+		frameworks.RestartsWithJob(r.w.job, replicaTypeOf(r.w.job, pod)) {
+		// A peer removed while no step watched reaches the next look as
+		// gone with no end on record (a relist's tombstone carries what
+		// the cache last held), beside a rank's error exit no step saw
+		// either: the pods do not order them, and the policy takes the
+		// loss for the cause of the exit (a free restart), as it may be.
+		r.w.logf("%s and %s's removal, unseen, are not ordered by the pods: the exit may be the loss's collateral", r.permanentExit, pod.Name)
+		r.permanentExit, r.permanentUnseenRank = "", false
+	}
 	for i := range r.truth {
 		if f := &r.truth[i]; f.pod == pod.UID && f.undecided == "" {
 			f.undecided = "its pod was removed before any step saw it"
@@ -224,6 +235,7 @@ func (r *simRun) removedUnwatched(pod *corev1.Pod) {
 // truthSeen marks every failure so far as seen: an informer listed the
 // job's pods (a step started, or its informers relisted).
 func (r *simRun) truthSeen() {
+	r.permanentUnseenRank = false
 	for i := range r.truth {
 		r.truth[i].unseen = false
 	}
