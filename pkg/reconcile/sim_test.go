@@ -623,11 +623,12 @@ type simRun struct {
 	// an evicted step pod whose hand-over could not clear their owner.
 	gcTaken int32
 	// permanentPod is the instance whose exit is permanentExit, at job
-	// attempt permanentAttempt; permanentUnseenRank: an error exit of a
-	// collective rank that no step has seen yet.
-	permanentPod        types.UID
-	permanentAttempt    string
-	permanentUnseenRank bool
+	// attempt permanentAttempt; permanentUnseen: no step saw it yet;
+	// permanentCollective: an error exit of a rank that fails with its
+	// peers.
+	permanentPod                         types.UID
+	permanentAttempt                     string
+	permanentUnseen, permanentCollective bool
 	// ctrlStarted is when the running controller started: one that
 	// re-attaches after the job's deadline passed must end it from there.
 	ctrlStarted time.Time
@@ -926,10 +927,10 @@ func (r *simRun) exitWhenRunning(name string, code int32, f *fault, seq, tries i
 		// that failed after a peer of its attempt ended: a failure the
 		// policy cannot retry, whether or not a step saw it happen.
 		r.permanentExit, r.permanentPod = name+" exit "+strconv.Itoa(int(code)), pod.UID
-		// An error exit of a collective rank no step watched: a peer lost
-		// without trace before any step saw it may be judged its cause.
-		r.permanentUnseenRank = (w.ctrl == nil || w.watchBroken) && code < 128 &&
-			restartsAsWhole(w.job) && frameworks.FailsWithPeers(w.job, replicaTypeOf(w.job, pod))
+		r.permanentUnseen = w.ctrl == nil || w.watchBroken
+		// An error exit of a collective rank: a peer lost without trace
+		// before any step saw either may be judged its cause.
+		r.permanentCollective = code < 128 && restartsAsWhole(w.job) && frameworks.FailsWithPeers(w.job, replicaTypeOf(w.job, pod))
 		r.permanentAttempt = pod.Labels[v1alpha1.LabelJobAttempt]
 	}
 	r.breakPeers(f)

@@ -215,15 +215,20 @@ func (r *simRun) removedUnwatched(pod *corev1.Pod) {
 	if r.w.ctrl != nil && !r.w.watchBroken {
 		return
 	}
-	if r.permanentUnseenRank && pod.UID != r.permanentPod && pod.Labels[v1alpha1.LabelJobAttempt] == r.permanentAttempt &&
-		frameworks.RestartsWithJob(r.w.job, replicaTypeOf(r.w.job, pod)) {
+	if r.permanentExit != "" && r.permanentUnseen && pod.UID == r.permanentPod {
+		// Its pod took the exit with it: no step can know of it.
+		r.w.logf("%s went with its pod before any step saw it", r.permanentExit)
+		r.permanentExit = ""
+	}
+	if r.permanentExit != "" && r.permanentUnseen && r.permanentCollective && pod.UID != r.permanentPod &&
+		pod.Labels[v1alpha1.LabelJobAttempt] == r.permanentAttempt && frameworks.RestartsWithJob(r.w.job, replicaTypeOf(r.w.job, pod)) {
 		// A peer removed while no step watched reaches the next look as
 		// gone with no end on record (a relist's tombstone carries what
 		// the cache last held), beside a rank's error exit no step saw
 		// either: the pods do not order them, and the policy takes the
 		// loss for the cause of the exit (a free restart), as it may be.
 		r.w.logf("%s and %s's removal, unseen, are not ordered by the pods: the exit may be the loss's collateral", r.permanentExit, pod.Name)
-		r.permanentExit, r.permanentUnseenRank = "", false
+		r.permanentExit = ""
 	}
 	for i := range r.truth {
 		if f := &r.truth[i]; f.pod == pod.UID && f.undecided == "" {
@@ -235,7 +240,7 @@ func (r *simRun) removedUnwatched(pod *corev1.Pod) {
 // truthSeen marks every failure so far as seen: an informer listed the
 // job's pods (a step started, or its informers relisted).
 func (r *simRun) truthSeen() {
-	r.permanentUnseenRank = false
+	r.permanentUnseen = false
 	for i := range r.truth {
 		r.truth[i].unseen = false
 	}
