@@ -3,11 +3,13 @@ package executor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"go.uber.org/zap"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -89,39 +91,25 @@ func newJobLease(cfg *Config, s *preparedRun) *jobLease {
 // apiTimeout is Transient. It returns ctx's cause if ctx ends first.
 func (l *jobLease) acquire(ctx context.Context, takeBack bool, apiTimeout time.Duration) error {
 	// Taking the lease back, the API server may still be away: the elector
-	// retries, and creates the Lease itself if it went.
-	if err := ensureLease(ctx, l.conn, l.name, l.labels, l.owner); err != nil && (!takeBack || result.PhaseOf(err) == result.PhaseInvalid) {
+	// retries, and creates the Lease itself if it went. A first run retries
+	// its create within the API timeout, then is Transient (a retried step
+	// meets the API server as it restarts as often as any other write).
+	if takeBack {
+		if err := ensureLease(ctx, l.conn, l.name, l.labels, l.owner); err != nil && result.PhaseOf(err) == result.PhaseInvalid {
+			return err
+		}
+	} else if err := retryTransient(ctx, apiTimeout, func() error {
+		err := ensureLease(ctx, l.conn, l.name, l.labels, l.owner)
+		var re *result.Error
+		if errors.As(err, &re) {
+			return backoff.Permanent(err)
+		}
+		return err
+	}); err != nil {
 		return err
 	}
 	started, stopped, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: &labelledLeaseLock{
-			LeaseLock: &resourcelock.LeaseLock{
-				LeaseMeta:  metav1.ObjectMeta{Name: l.name, Namespace: l.conn.namespace},
-				Client:     l.conn.coordination,
-				LockConfig: resourcelock.ResourceLockConfig{Identity: l.identity},
-			},
-			labels: l.labels,
-			owner:  l.owner,
-		},
-		LeaseDuration: l.duration,
-		RenewDeadline: l.duration * 2 / 3,
-		RetryPeriod:   LeaseRenewPeriod(l.duration),
-		// Stopping gives the Lease up only while this run still holds it
-		// (an update that conflicts with another holder's write fails).
-		ReleaseOnCancel: true,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(context.Context) {
-				l.leading.Store(true)
-				close(started)
-			},
-			OnStoppedLeading: func() {
-				l.leading.Store(false)
-				close(stopped)
-			},
-		},
-		Name: l.name,
-	})
+	elector, err := l.newElector(started, stopped)
 	if err != nil {
 		return fmt.Errorf("setting up the job's lease: %w", err)
 	}
@@ -164,6 +152,39 @@ func (l *jobLease) acquire(ctx context.Context, takeBack bool, apiTimeout time.D
 			return context.Cause(ctx)
 		}
 	}
+}
+
+// newElector sets up the elector of the job's Lease: started is closed
+// when this run holds it, stopped when it stops holding it.
+func (l *jobLease) newElector(started, stopped chan struct{}) (*leaderelection.LeaderElector, error) {
+	return leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: &labelledLeaseLock{
+			LeaseLock: &resourcelock.LeaseLock{
+				LeaseMeta:  metav1.ObjectMeta{Name: l.name, Namespace: l.conn.namespace},
+				Client:     l.conn.coordination,
+				LockConfig: resourcelock.ResourceLockConfig{Identity: l.identity},
+			},
+			labels: l.labels,
+			owner:  l.owner,
+		},
+		LeaseDuration: l.duration,
+		RenewDeadline: l.duration * 2 / 3,
+		RetryPeriod:   LeaseRenewPeriod(l.duration),
+		// Stopping gives the Lease up only while this run still holds it
+		// (an update that conflicts with another holder's write fails).
+		ReleaseOnCancel: true,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(context.Context) {
+				l.leading.Store(true)
+				close(started)
+			},
+			OnStoppedLeading: func() {
+				l.leading.Store(false)
+				close(stopped)
+			},
+		},
+		Name: l.name,
+	})
 }
 
 // ensureLease creates the job's Lease, labelled and owned like the job's
