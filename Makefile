@@ -160,7 +160,7 @@ integration-real-node: cluster-bin cluster-bin-node cluster-bin-argo node-deps #
 .PHONY: soak
 soak: ## Run the controller's simulation over SCHEDULES drawn schedules (default 100000), each under 3 delivery orders.
 	@$(SIM_BASE_SAY)
-	TRAINSTEP_SIM_BASE=$(SIM_BASE) $(GO) test -count=1 -timeout 0 -run '^TestSimulation$$' ./pkg/reconcile/ -schedules $(SCHEDULES)
+	TRAINSTEP_SIM_BASE=$(SIM_BASE) $(GO) test -count=1 -timeout 0 -run '^TestSimulation$$' ./pkg/reconcile/ -v -schedules $(SCHEDULES) | grep -v -e '^=== RUN' -e '^--- PASS'; exit $${PIPESTATUS[0]}
 
 .PHONY: fuzz
 fuzz: ## Fuzz parse → default → validate → render, then the progress endpoint's payload decoder, each for FUZZTIME (default 5m).

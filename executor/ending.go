@@ -8,7 +8,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/trainstep/trainstep/pkg/apierr"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/ending"
 	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/reconcile"
 	"github.com/trainstep/trainstep/pkg/result"
@@ -19,7 +21,8 @@ import (
 var errLeaseLost = errors.New(policy.MessageLeaseLost)
 
 // runEnd carries out how a run that held the job's Lease ends, as
-// policy.End decides it: what is deleted or left, the phase and message.
+// policy.End decides it (ending.CarryOut asks): what is deleted or left,
+// the phase and message. It is ending.CarryOut's Step on the cluster.
 type runEnd struct {
 	cfg        *Config
 	job        *v1alpha1.TrainJob
@@ -30,79 +33,71 @@ type runEnd struct {
 	streamer   *logStreamer
 	terminated func() bool
 	res        *result.Result
+
+	// runCtx is the run's context; teardownCtx bounds what the ending does
+	// once it deals with the job's objects (Begin).
+	runCtx         context.Context
+	teardownCtx    context.Context
+	cancelTeardown context.CancelFunc
 }
 
-// runError is err as policy.End reads it (nil for none).
-func runError(err error) *policy.RunError {
-	if err == nil {
-		return nil
+// carryOut ends the run after the controller stopped with decision or
+// runErr, and writes how into the result.
+func (r *runEnd) carryOut(ctx context.Context, decision policy.Decision, superseded bool, runErr error) error {
+	r.runCtx = ctx
+	defer func() {
+		if r.cancelTeardown != nil {
+			r.cancelTeardown()
+		}
+	}()
+	out := ending.CarryOut(r, ending.Run{Started: r.ctrl.Started(), Superseded: superseded, Decision: decision, Err: runErr})
+	if out.Ending.Action == policy.EndWithError {
+		if out.Ending.ReleaseLease {
+			r.releaseLease(nil)
+		}
+		return runErr
 	}
-	e := &policy.RunError{Phase: result.PhaseOf(err), Message: err.Error()}
-	var re *result.Error
-	if errors.As(err, &re) {
-		e.Reason = re.Reason
-	}
-	return e
+	r.apply(r.teardownCtx, out.Ending, decision, &out.View)
+	return nil
 }
 
-// leaseState is where this run stands with the job's Lease now.
-func (r *runEnd) leaseState(superseded bool) policy.LeaseState {
-	switch {
-	case superseded:
-		return policy.LeaseSuperseded
-	case r.lease.held():
+// Stopped reports whether the step was signalled.
+func (r *runEnd) Stopped() bool { return r.terminated() }
+
+// HandOver reports whether the step's own pod is being removed by the
+// infrastructure, and how: its retry goes on with the job.
+func (r *runEnd) HandOver() (bool, string) { return r.cfg.stop.handOver(), r.cfg.stop.reason() }
+
+// Lease is where this run stands with the job's Lease now.
+func (r *runEnd) Lease() policy.LeaseState {
+	if r.lease.held() {
 		return policy.LeaseHeld
 	}
 	return policy.LeaseLost
 }
 
-// carryOut ends the run after the controller stopped with decision or
-// runErr: it asks policy.End, does what it says (taking the Lease back,
-// tearing down) and asks again until the run has its result.
-func (r *runEnd) carryOut(ctx context.Context, decision policy.Decision, superseded bool, runErr error) error {
-	facts := policy.EndingFacts{Lease: r.leaseState(superseded), Stopped: r.terminated(), Started: r.ctrl.Started(),
-		HandOver: r.cfg.stop.handOver(), Disruption: r.cfg.stop.reason(), Decision: decision, Err: runError(runErr)}
-	e := policy.End(facts)
-	if e.Settle {
-		// The outcome is known: a signal from now on only hurries the teardown.
-		r.cfg.Outputs.settle()
-	}
-	if e.Action == policy.EndWithError {
-		if e.ReleaseLease {
-			r.releaseLease(nil)
-		}
-		return runErr
-	}
-	teardownCtx, cancelTeardown := teardownContext(ctx, r.cfg, r.terminated())
-	defer cancelTeardown()
-	r.drainLogs(teardownCtx)
-	if facts.Lease != policy.LeaseSuperseded {
-		facts.Lease = r.leaseState(false)
-	}
-	var view policy.View
-	for {
-		if facts.Teardown == nil {
-			facts.Stopped = r.terminated()
-			facts.HandOver, facts.Disruption = r.cfg.stop.handOver(), r.cfg.stop.reason()
-		}
-		e = policy.End(facts)
-		switch e.Action {
-		case policy.RetakeLease:
-			facts.Lease, facts.RetakeFailure = r.retakeLease(teardownCtx)
-			continue
-		case policy.TearDown:
-			facts.Teardown = r.tearDown(teardownCtx, e.DeleteAll)
-			// The view the cleanup planned from: a replica that ended
-			// since the last sync was kept, and the outputs say so.
-			view = r.ctrl.View()
-			continue
-		case policy.LeaveObjects:
-			view = r.ctrl.View()
-		}
-		r.apply(teardownCtx, e, decision, &view)
-		return nil
-	}
+// Settle: the outcome is known, so a signal from now on only hurries the
+// teardown.
+func (r *runEnd) Settle() { r.cfg.Outputs.settle() }
+
+// Begin bounds what the ending does from here (teardownContext) and
+// drains the replicas' logs.
+func (r *runEnd) Begin() {
+	r.teardownCtx, r.cancelTeardown = teardownContext(r.runCtx, r.cfg, r.terminated())
+	r.drainLogs(r.teardownCtx)
 }
+
+// RetakeLease tries to hold the job's Lease again before the teardown.
+func (r *runEnd) RetakeLease() (policy.LeaseState, string) { return r.retakeLease(r.teardownCtx) }
+
+// TearDown deletes the job's objects.
+func (r *runEnd) TearDown(deleteAll bool) *policy.TeardownReport {
+	return r.tearDown(r.teardownCtx, deleteAll)
+}
+
+// View is the view the teardown planned from: a replica that ended since
+// the last sync was kept, and the outputs say so.
+func (r *runEnd) View() policy.View { return r.ctrl.View() }
 
 // drainLogs waits a little for the replicas' log streams. Streams of
 // replicas still running never drain by themselves: the wait is bounded so
@@ -129,7 +124,7 @@ func (r *runEnd) apply(teardownCtx context.Context, e policy.Ending, decision po
 	if e.Action == policy.LeaveObjects {
 		r.s.log.Warn("deleted nothing: the job's objects are left to a retry of the step or to another run", fields...)
 		if e.Reason == result.ReasonStepDisrupted && r.lease.held() {
-			if err := r.ctrl.Disown(teardownCtx); err != nil {
+			if err := r.disown(teardownCtx); err != nil {
 				r.s.log.Warn("the job's objects may go with the step's pod: clearing their owner failed", zap.Error(err))
 			}
 		}
@@ -143,6 +138,29 @@ func (r *runEnd) apply(teardownCtx context.Context, e policy.Ending, decision po
 	r.events.final(r.s.eventObject, *r.res)
 	r.releaseLease(teardownCtx)
 	r.s.log.Info("job ended", fields...)
+}
+
+// disownRetry is how often a failed Controller.Disown is tried again.
+const disownRetry = time.Second
+
+// disown clears the owner of the job's objects before the step pod goes
+// (Controller.Disown), tried again every disownRetry while it fails for a
+// reason that may pass (an API error, a conflict), until ctx ends: once the
+// step pod's grace is over, the garbage collector takes whatever it still
+// owns, the replicas with it.
+func (r *runEnd) disown(ctx context.Context) error {
+	for {
+		err := r.ctrl.Disown(ctx)
+		if err == nil || apierr.IsPermanent(err) {
+			return err
+		}
+		r.s.log.Info("clearing the job's owner failed; trying again", zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(disownRetry):
+		}
+	}
 }
 
 // releaseLease gives the Lease up on ctx, or within 5 s when ctx is nil.

@@ -3,11 +3,13 @@ package executor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"go.uber.org/zap"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -89,36 +91,27 @@ func newJobLease(cfg *Config, s *preparedRun) *jobLease {
 // apiTimeout is Transient. It returns ctx's cause if ctx ends first.
 func (l *jobLease) acquire(ctx context.Context, takeBack bool, apiTimeout time.Duration) error {
 	// Taking the lease back, the API server may still be away: the elector
-	// retries, and creates the Lease itself if it went.
-	created, err := ensureLease(ctx, l.conn, l.name, l.labels, l.owner)
-	if err != nil && (!takeBack || result.PhaseOf(err) == result.PhaseInvalid) {
+	// retries, and creates the Lease itself if it went. A first run retries
+	// its create within the API timeout, then is Transient (a retried step
+	// meets the API server as it restarts as often as any other write).
+	var created bool
+	if takeBack {
+		var err error
+		if created, err = ensureLease(ctx, l.conn, l.name, l.labels, l.owner); err != nil && result.PhaseOf(err) == result.PhaseInvalid {
+			return err
+		}
+	} else if err := retryTransient(ctx, apiTimeout, func() (err error) {
+		created, err = ensureLease(ctx, l.conn, l.name, l.labels, l.owner)
+		var re *result.Error
+		if errors.As(err, &re) {
+			return backoff.Permanent(err)
+		}
+		return err
+	}); err != nil {
 		return err
 	}
 	started, stopped, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Name: l.name, Namespace: l.conn.namespace},
-			Client:     l.conn.coordination,
-			LockConfig: resourcelock.ResourceLockConfig{Identity: l.identity},
-		},
-		LeaseDuration: l.duration,
-		RenewDeadline: l.duration * 2 / 3,
-		RetryPeriod:   LeaseRenewPeriod(l.duration),
-		// Stopping gives the Lease up only while this run still holds it
-		// (an update that conflicts with another holder's write fails).
-		ReleaseOnCancel: true,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(context.Context) {
-				l.leading.Store(true)
-				close(started)
-			},
-			OnStoppedLeading: func() {
-				l.leading.Store(false)
-				close(stopped)
-			},
-		},
-		Name: l.name,
-	})
+	elector, err := l.newElector(started, stopped)
 	if err != nil {
 		return fmt.Errorf("setting up the job's lease: %w", err)
 	}
@@ -167,6 +160,39 @@ func (l *jobLease) acquire(ctx context.Context, takeBack bool, apiTimeout time.D
 	}
 }
 
+// newElector sets up the elector of the job's Lease: started is closed
+// when this run holds it, stopped when it stops holding it.
+func (l *jobLease) newElector(started, stopped chan struct{}) (*leaderelection.LeaderElector, error) {
+	return leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: &labelledLeaseLock{
+			LeaseLock: &resourcelock.LeaseLock{
+				LeaseMeta:  metav1.ObjectMeta{Name: l.name, Namespace: l.conn.namespace},
+				Client:     l.conn.coordination,
+				LockConfig: resourcelock.ResourceLockConfig{Identity: l.identity},
+			},
+			labels: l.labels,
+			owner:  l.owner,
+		},
+		LeaseDuration: l.duration,
+		RenewDeadline: l.duration * 2 / 3,
+		RetryPeriod:   LeaseRenewPeriod(l.duration),
+		// Stopping gives the Lease up only while this run still holds it
+		// (an update that conflicts with another holder's write fails).
+		ReleaseOnCancel: true,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(context.Context) {
+				l.leading.Store(true)
+				close(started)
+			},
+			OnStoppedLeading: func() {
+				l.leading.Store(false)
+				close(stopped)
+			},
+		},
+		Name: l.name,
+	})
+}
+
 // ensureLease creates the job's Lease, labelled and owned like the job's
 // other objects, so that the garbage collector removes it with its owner;
 // created says this call made it. One of that name without the job's
@@ -199,6 +225,34 @@ func ensureLease(ctx context.Context, conn *connection, name string, labels map[
 		}
 	}
 	return false, nil
+}
+
+// labelledLeaseLock is client-go's LeaseLock whose Create makes the Lease
+// as ensureLease does, labelled and owned like the job's objects: the
+// elector creates it when it went between ensureLease and the elector's
+// first read (a predecessor released it), and one without the job's labels
+// would be refused by the namespace's admission policy and by the next run.
+type labelledLeaseLock struct {
+	*resourcelock.LeaseLock
+	labels map[string]string
+	owner  *metav1.OwnerReference
+}
+
+// Create creates the Lease with the job's labels and owner and the
+// elector's record, then reads it back so that the lock's Update has it.
+func (ll *labelledLeaseLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: ll.LeaseMeta.Name, Namespace: ll.LeaseMeta.Namespace, Labels: ll.labels},
+		Spec:       resourcelock.LeaderElectionRecordToLeaseSpec(&ler),
+	}
+	if ll.owner != nil {
+		lease.OwnerReferences = []metav1.OwnerReference{*ll.owner}
+	}
+	if _, err := ll.Client.Leases(ll.LeaseMeta.Namespace).Create(ctx, lease, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	_, _, err := ll.Get(ctx)
+	return err
 }
 
 // own points the Lease's owner at this run's owner, so that it outlives the

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/ending"
 	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/gang"
 	"github.com/trainstep/trainstep/pkg/outputs"
@@ -78,15 +79,7 @@ func newResult(cfg *Config) result.Result {
 // itself, and writes the outputs.
 func end(cfg *Config, res *result.Result, err error, start time.Time) {
 	if err != nil && res.Phase == "" {
-		var re *result.Error
-		res.Phase = result.PhaseOf(err)
-		if errors.As(err, &re) {
-			res.Reason = re.Reason
-		}
-		if res.Reason == "" {
-			res.Reason = string(res.Phase)
-		}
-		res.Message = err.Error()
+		res.Phase, res.Reason, res.Message = ending.ErrorResult(err)
 	}
 	res.DurationSeconds = result.Seconds(cfg.Clock.Since(start).Seconds())
 	cfg.status.finish(res)
@@ -261,42 +254,9 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 	if err != nil {
 		return nil, result.Invalid(result.ReasonInvalidSpec, fmt.Errorf("rendering the job: %w", err))
 	}
-	perms := requiredPermissions(planned, eventObject != nil, frameworks.ScalesOnMetrics(job))
-	if !cfg.NoNetworkPolicy {
-		perms = append(perms, networkPolicyPermissions()...)
-	}
-	budget := !cfg.NoDisruptionBudget && render.DisruptionBudget(job, id) != nil
-	if budget {
-		perms = append(perms, disruptionBudgetPermissions()...)
-	}
-	// The progress endpoint is worth no failed run: without its Secret's
-	// rights it is left out, with a warning, and nothing else changes.
-	var endpointPerms []permission
-	if servesTrainerStatus(cfg) {
-		endpointPerms = trainerStatusPermissions()
-	}
-	endpointDenied, err := conn.checkPermissions(ctx, cfg.APITimeout, perms, endpointPerms)
+	endpointDenied, watchNodes, err := preflight(ctx, cfg, conn, job, id, planned, eventObject != nil)
 	if err != nil {
 		return nil, err
-	}
-	cfg.Timeline.Mark("preflight done")
-	watchNodes := conn.mayWatchNodes(ctx)
-	if !watchNodes && render.DisruptionBudget(job, id) != nil {
-		cfg.Logger.Info("the step may not watch nodes (deploy/nodes/): a drain of a rank's node waits on the job's PodDisruptionBudget instead of stopping every rank at once")
-	}
-	endpoint := servesTrainerStatus(cfg) && cfg.TrainerStatus && len(endpointDenied) == 0
-	if err := checkNoForeignObjects(ctx, conn, id, namedObjects(job, planned, endpoint, !cfg.NoNetworkPolicy, budget), cfg.APITimeout); err != nil {
-		return nil, err
-	}
-	if podGroups, hasPodGroup := gang.PodGroupResource(gang.Kind(job)); hasPodGroup {
-		if err := conn.checkPodGroupAPI(ctx, cfg.APITimeout, podGroups); err != nil {
-			return nil, err
-		}
-	}
-	if frameworks.ScalesOnMetrics(job) {
-		if err := conn.checkMetricsAPI(ctx, cfg.APITimeout); err != nil {
-			return nil, err
-		}
 	}
 	inputs, err := renderInputs(ctx, conn, job, id, cfg.APITimeout)
 	if err != nil {
@@ -317,8 +277,8 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 		desired.NetworkPolicy = render.NetworkPolicyAdmitting(job, id, cfg.SpecOptions.Policy.NetworkPolicy.Ingress)
 		desired.StatusNetworkPolicy = render.StatusNetworkPolicy(job, id)
 	}
-	if budget {
-		desired.DisruptionBudget = render.DisruptionBudget(job, id)
+	if !cfg.NoDisruptionBudget {
+		desired.DisruptionBudget = render.DisruptionBudget(job, id) // nil for a job that needs none
 	}
 	if err := conn.admitPods(ctx, cfg.APITimeout, renderer); err != nil {
 		return nil, err
@@ -326,6 +286,50 @@ func prepare(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob) (*prepare
 	log := cfg.Logger.With(zap.String("job", job.Name), zap.String("namespace", conn.namespace))
 	cfg.Timeline.Mark("rendered")
 	return &preparedRun{conn: conn, identity: id, renderer: renderer, desired: desired, eventObject: eventObject, log: log, watchNodes: watchNodes}, nil
+}
+
+// preflight checks every right the job needs, that no object in its way is
+// another's, and the APIs it uses (PodGroups, metrics). It returns the
+// progress endpoint's rights that are denied (the endpoint is worth no
+// failed run, so without them it is left out, with a warning) and whether
+// the step may watch nodes.
+func preflight(ctx context.Context, cfg *Config, conn *connection, job *v1alpha1.TrainJob, id render.Identity, planned *render.Objects, events bool) (endpointDenied []permission, watchNodes bool, err error) {
+	perms := requiredPermissions(planned, events, frameworks.ScalesOnMetrics(job))
+	if !cfg.NoNetworkPolicy {
+		perms = append(perms, networkPolicyPermissions()...)
+	}
+	budget := !cfg.NoDisruptionBudget && render.DisruptionBudget(job, id) != nil
+	if budget {
+		perms = append(perms, disruptionBudgetPermissions()...)
+	}
+	var endpointPerms []permission
+	if servesTrainerStatus(cfg) {
+		endpointPerms = trainerStatusPermissions()
+	}
+	endpointDenied, err = conn.checkPermissions(ctx, cfg.APITimeout, perms, endpointPerms)
+	if err != nil {
+		return nil, false, err
+	}
+	cfg.Timeline.Mark("preflight done")
+	watchNodes = conn.mayWatchNodes(ctx)
+	if !watchNodes && render.DisruptionBudget(job, id) != nil {
+		cfg.Logger.Info("the step may not watch nodes (deploy/nodes/): a drain of a rank's node waits on the job's PodDisruptionBudget instead of stopping every rank at once")
+	}
+	endpoint := servesTrainerStatus(cfg) && cfg.TrainerStatus && len(endpointDenied) == 0
+	if err := checkNoForeignObjects(ctx, conn, id, namedObjects(job, planned, endpoint, !cfg.NoNetworkPolicy, budget), cfg.APITimeout); err != nil {
+		return nil, false, err
+	}
+	if podGroups, hasPodGroup := gang.PodGroupResource(gang.Kind(job)); hasPodGroup {
+		if err := conn.checkPodGroupAPI(ctx, cfg.APITimeout, podGroups); err != nil {
+			return nil, false, err
+		}
+	}
+	if frameworks.ScalesOnMetrics(job) {
+		if err := conn.checkMetricsAPI(ctx, cfg.APITimeout); err != nil {
+			return nil, false, err
+		}
+	}
+	return endpointDenied, watchNodes, nil
 }
 
 // plannedInputs stand in for the inputs renderInputs reads or generates
@@ -369,7 +373,7 @@ func execute(ctx context.Context, cfg *Config, job *v1alpha1.TrainJob, s *prepar
 	lease := newJobLease(cfg, s)
 	if err := lease.acquire(ctx, false, cfg.APITimeout); err != nil {
 		e := policy.End(policy.EndingFacts{Lease: policy.LeaseNeverHeld, Stopped: terminated(), HandOver: cfg.stop.handOver(), Disruption: cfg.stop.reason(),
-			Decision: policy.Decision{Outcome: policy.OutcomeRunning}, Err: runError(err)})
+			Decision: policy.Decision{Outcome: policy.OutcomeRunning}, Err: ending.RunError(err)})
 		if e.Action == policy.EndWithError {
 			return err
 		}

@@ -106,15 +106,9 @@ func (s *PodStreamer) run(ctx context.Context, st *stream) {
 		close(st.done)
 		s.wg.Done()
 	}()
-
-	for _, earlier := range st.predecessors {
-		select {
-		case <-earlier.done:
-		case <-ctx.Done():
-			return
-		}
+	if !waitForPredecessors(ctx, st) {
+		return
 	}
-	st.predecessors = nil
 	logger.Debug("streaming replica log")
 	retry := s.newBackOff()
 	for {
@@ -150,23 +144,43 @@ func (s *PodStreamer) run(ctx context.Context, st *stream) {
 			return
 		}
 		logger.Debug("retrying replica log stream", zap.Error(err), zap.Duration("after", wait))
-		// A retirement during the wait reads the rest at once; once
-		// retired, a failing read waits out its back-off.
-		var retired <-chan struct{}
-		if !st.isRetired() {
-			retired = st.retired
-		}
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-		case <-retired:
-		case <-timer.C:
-		}
-		timer.Stop()
-		if ctx.Err() != nil {
+		if !waitToRetry(ctx, st, wait) {
 			return
 		}
 	}
+}
+
+// waitForPredecessors waits until the streams of the container's earlier
+// instances are done, so that the logs print in order; false when ctx
+// ended first.
+func waitForPredecessors(ctx context.Context, st *stream) bool {
+	for _, earlier := range st.predecessors {
+		select {
+		case <-earlier.done:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	st.predecessors = nil
+	return true
+}
+
+// waitToRetry waits out a failed read's back-off; a retirement during the
+// wait reads the rest at once, and once retired, a failing read waits out
+// its back-off. It reports false when ctx ended.
+func waitToRetry(ctx context.Context, st *stream, wait time.Duration) bool {
+	var retired <-chan struct{}
+	if !st.isRetired() {
+		retired = st.retired
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+	case <-retired:
+	case <-timer.C:
+	}
+	return ctx.Err() == nil
 }
 
 // copyOnce makes one log request, following the log or reading it to its

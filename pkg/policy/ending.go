@@ -138,9 +138,10 @@ func End(f EndingFacts) Ending {
 		e.Phase, e.Reason, e.Message = result.PhaseTerminated, result.ReasonTerminated, messageNeverHeld
 	case f.Lease == LeaseNeverHeld:
 		e.Action = EndWithError
-	case f.Err != nil && (f.Lease == LeaseHeld || f.Lease == LeaseLost) && !f.Started && !f.Stopped:
+	case f.Err != nil && (f.Lease == LeaseHeld || f.Lease == LeaseLost) && !f.Started && !f.Stopped && f.Err.Phase != result.PhaseFailed:
 		// Nothing was created: a retry of the step re-attaches to whatever
-		// exists, so nothing is torn down.
+		// exists, so nothing is torn down. (A failure is not retried: what
+		// an earlier run left is torn down with it, below.)
 		e.Action, e.ReleaseLease = EndWithError, true
 	case !f.Stopped && f.Err != nil && leavesObjects(f.Err.Reason) && (f.Lease == LeaseHeld || f.Lease == LeaseLost):
 		// The API server is away, or a quota has no room: the step's retry

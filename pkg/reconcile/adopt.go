@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/trainstep/trainstep/pkg/apierr"
@@ -24,7 +23,7 @@ import (
 
 // adopt re-attaches the children an earlier attempt of the same job left
 // behind (the step was killed, or ended Transient and Argo retried it):
-// replica pods and the other children get the new owner. A replica that
+// replica pods and the other children become this run's. A replica that
 // finished meanwhile is judged by the first sync as if this run had seen
 // it end — succeeded counts as done, failed goes to the failure policy
 // and backoffLimit, as it would for the run that created it. Pods being
@@ -33,15 +32,16 @@ import (
 // restarts as a whole, a pod being deleted means an earlier run was
 // restarting the job, and the restart goes on (uncounted: its cause was
 // that run's to count).
-func (c *Controller) adopt(ctx context.Context) error {
+//
+// adopt reads only the caches: what it found that only writes can finish
+// (the owners, the deletes of what is replaced, the earlier Secrets and
+// ConfigMaps) is left to the first syncs (finishReattach), whose API
+// errors are retried within the API timeout like every other write's.
+func (c *Controller) adopt() error {
 	desired := map[string]policy.ReplicaID{}
 	for _, id := range c.order {
 		desired[c.replicas[id].name] = id
 	}
-	var stale []*corev1.Pod
-	var owned []metav1.Object
-	adopted := 0
-	restartUnderWay := false
 	// The cache is listed under the lock the pod handlers take: an event
 	// delivered meanwhile finds the replica already adopted.
 	c.mu.Lock()
@@ -50,9 +50,54 @@ func (c *Controller) adopt(ctx context.Context) error {
 		c.mu.Unlock()
 		return fmt.Errorf("listing the job's pods: %w", err)
 	}
-	// The job's whole-job attempt and counted restarts go on from the
-	// pods' own record, and from the ledger's, which a restart writes
-	// before it deletes anything.
+	ledger := c.continueRecords(pods, desired)
+	plan := c.adoptPods(pods, desired)
+	c.restarts += c.applyLedger(ledger)
+	if !plan.restartUnderWay && plan.adopted > 0 {
+		c.lostWhileAway(plan.found)
+	}
+	if plan.adopted > 0 {
+		c.collateralWhileAway()
+	}
+	if plan.restartUnderWay {
+		c.restarting = &jobRestart{next: c.jobAttempt + 1, why: "an earlier run of the step was restarting the job", committed: true}
+		c.opts.Logger.Info("re-attached while the job was restarting; the restart goes on", zap.Int("attempt", c.restarting.next+1))
+	}
+	c.mu.Unlock()
+	if len(pods) > 0 || len(c.listServices()) > 0 {
+		c.createdAny.Store(true) // from here on, nothing ends the run Invalid
+	}
+	plan.owned = append(plan.owned, c.adoptJobWide()...)
+	c.reattach = &plan.reattachPlan
+	return nil
+}
+
+// adoption is what adopt makes of the pods an earlier attempt left.
+type adoption struct {
+	reattachPlan
+	found           map[policy.ReplicaID]bool
+	restartUnderWay bool
+}
+
+// reattachPlan is what a re-attach leaves to the first syncs: writes.
+type reattachPlan struct {
+	// stale are pods to delete: of an earlier job attempt, being replaced,
+	// or no part of the job as it is specified now.
+	stale []*corev1.Pod
+	// owned are the objects to point at this run's owner.
+	owned []metav1.Object
+	// adopted counts the replica pods taken over as they are.
+	adopted int
+	// secretsRead: the job's Secrets an earlier attempt left were read.
+	secretsRead bool
+}
+
+// continueRecords goes on from the records an earlier run left: the
+// job's whole-job attempt and counted restarts, from the pods' own record
+// and from the ledger's, which a restart writes before it deletes
+// anything; the elastic worker target; the job's start. It returns the
+// ledger. Called with the controller's mutex held.
+func (c *Controller) continueRecords(pods []*corev1.Pod, desired map[string]policy.ReplicaID) restartLedger {
 	ledger := c.readLedger()
 	if target, ok := c.recordedWorkerTarget(); ok && target != c.scaler.target {
 		c.opts.Logger.Info("elastic worker target of an earlier run", zap.Int("target", target))
@@ -61,7 +106,7 @@ func (c *Controller) adopt(ctx context.Context) error {
 		c.scaler.recent = policy.Recommendations{}
 		c.scaler.recent.Record(c.opts.Clock.Now(), target)
 	}
-	if e, ok := ledger[ledgerJob]; ok {
+	if e, ok := ledger.job(); ok {
 		c.jobAttempt = max(c.jobAttempt, e.Attempt)
 	}
 	for _, pod := range pods {
@@ -77,78 +122,98 @@ func (c *Controller) adopt(ctx context.Context) error {
 	}
 	c.restarts += c.jobRestarts
 	c.startTime = c.jobStart(pods, desired)
-	found := map[policy.ReplicaID]bool{}
+	return ledger
+}
+
+// adoptPods takes over each replica pod as it is, or marks it to be
+// replaced; called with the controller's mutex held.
+func (c *Controller) adoptPods(pods []*corev1.Pod, desired map[string]policy.ReplicaID) adoption {
+	a := adoption{found: map[policy.ReplicaID]bool{}}
 	for _, pod := range pods {
 		id, ok := desired[pod.Name]
-		found[id] = ok
+		a.found[id] = ok
 		switch {
 		case !ok:
-			stale = append(stale, pod) // not part of the job as it is now specified
+			a.stale = append(a.stale, pod) // not part of the job as it is now specified
 		case pod.DeletionTimestamp != nil && !c.disruptedRank(id, pod) || jobAttemptOf(pod) < c.jobAttempt:
 			// A pod of an earlier job attempt (a whole-job restart was cut
 			// short) cannot join the current one's rendezvous.
 			// Replaced, not adopted: removed, then created at the next attempt.
 			st := c.replicas[id]
 			st.adopted(pod, attemptOf(pod, 0), restartsOf(pod))
+			// Its counted in-place restarts live in its status only: the
+			// replacement carries them, or they go with the pod.
+			st.recreations += c.replicaFromPod(id, st, pod).Restarts
 			c.restarts += st.recreations
 			st.stage, st.nextAttempt, st.expectSince = stageRemoving, st.attempt+1, c.opts.Clock.Now()
 			if pod.DeletionTimestamp == nil {
-				stale = append(stale, pod)
+				a.stale = append(a.stale, pod)
 			} else if frameworks.RestartsWithJob(c.opts.Job, id.Type) && jobAttemptOf(pod) == c.jobAttempt {
-				restartUnderWay = true
+				a.restartUnderWay = true
 			}
 		default:
 			c.replicas[id].adopted(pod, attemptOf(pod, 0), restartsOf(pod))
 			c.restarts += c.replicas[id].recreations
 			c.launcher.adopted(c.replicas[id])
-			owned = append(owned, pod)
-			adopted++
+			a.owned = append(a.owned, pod)
+			a.adopted++
 		}
 	}
-	c.restarts += c.applyLedger(ledger)
-	if !restartUnderWay && adopted > 0 {
-		c.lostWhileAway(found)
-	}
-	if adopted > 0 {
-		c.collateralWhileAway()
-	}
-	if restartUnderWay {
-		c.restarting = &jobRestart{next: c.jobAttempt + 1, why: "an earlier run of the step was restarting the job", committed: true}
-		c.opts.Logger.Info("re-attached while the job was restarting; the restart goes on", zap.Int("attempt", c.restarting.next+1))
-	}
-	c.mu.Unlock()
-	if len(pods) > 0 || len(c.listServices()) > 0 {
-		c.createdAny.Store(true) // from here on, nothing ends the run Invalid
-	}
+	return a
+}
+
+// adoptJobWide takes over the job-wide objects the caches hold: the
+// teardown deletes exactly these (by UID) from now on, whether or not
+// their owners were pointed at this run yet.
+func (c *Controller) adoptJobWide() []metav1.Object {
+	var owned []metav1.Object
 	for _, s := range c.listServices() {
 		owned = append(owned, s)
+		c.markCreated(s, s.UID)
 	}
 	for _, cm := range c.listConfigMaps() {
 		owned = append(owned, cm)
+		c.markCreated(cm, cm.UID)
 	}
-	for _, s := range c.earlierSecrets {
-		owned = append(owned, s)
-	}
+	return owned
+}
 
-	errs := c.parallel(ctx, len(stale), func(i int) error { return deletePod(ctx, c.opts.Core, stale[i]) })
-	if err := joinErrors(errs); err != nil {
-		return c.apiError(fmt.Errorf("deleting replicas of an earlier attempt: %w", err))
+// finishReattach carries out the writes of a re-attach, ahead of any
+// create: it reads the job's Secrets an earlier attempt left, deletes the
+// pods being replaced, points every re-attached object at this run's
+// owner and restores the ConfigMaps. It is repeated whole until it
+// succeeds (each write is idempotent); its errors are the sync's.
+func (c *Controller) finishReattach(ctx context.Context) error {
+	p := c.reattach
+	if p == nil {
+		return nil
 	}
-	errs = c.parallel(ctx, len(owned), func(i int) error { return c.setOwner(ctx, owned[i]) })
-	if err := joinErrors(errs); err != nil {
-		return c.apiError(fmt.Errorf("re-attaching the job's objects: %w", err))
-	}
-	for _, obj := range owned {
-		if o, ok := obj.(runtime.Object); ok {
-			if _, isPod := o.(*corev1.Pod); !isPod {
-				c.markCreated(o, obj.GetUID()) // the teardown deletes exactly these
-			}
+	if !p.secretsRead {
+		if err := c.findEarlierSecrets(ctx); err != nil {
+			return err
 		}
+		for _, s := range c.earlierSecrets {
+			p.owned = append(p.owned, s)
+			c.markCreated(s, s.UID)
+		}
+		p.secretsRead = true
 	}
-	if adopted > 0 || len(stale) > 0 {
+	errs := c.parallel(ctx, len(p.stale), func(i int) error { return deletePod(ctx, c.opts.Core, p.stale[i]) })
+	if err := joinErrors(errs); err != nil {
+		return fmt.Errorf("deleting replicas of an earlier attempt: %w", err)
+	}
+	errs = c.parallel(ctx, len(p.owned), func(i int) error { return c.setOwner(ctx, p.owned[i]) })
+	if err := joinErrors(errs); err != nil {
+		return fmt.Errorf("re-attaching the job's objects: %w", err)
+	}
+	if err := c.restoreConfigMaps(ctx); err != nil {
+		return err
+	}
+	c.reattach = nil
+	if p.adopted > 0 || len(p.stale) > 0 {
 		c.opts.Logger.Info("re-attached to an earlier attempt of the job",
-			zap.Int("adoptedPods", adopted), zap.Int("replacedPods", len(stale)), zap.Int("objects", len(owned)))
-		c.event(corev1.EventTypeNormal, EventAdopted, "re-attached %d running replicas of an earlier attempt; replacing %d", adopted, len(stale))
+			zap.Int("adoptedPods", p.adopted), zap.Int("replacedPods", len(p.stale)), zap.Int("objects", len(p.owned)))
+		c.event(corev1.EventTypeNormal, EventAdopted, "re-attached %d running replicas of an earlier attempt; replacing %d", p.adopted, len(p.stale))
 	}
 	return nil
 }

@@ -77,18 +77,22 @@ func (c *Controller) Cleanup(ctx context.Context, everything, waitGone bool) ([]
 	}
 	deleted, forced := newDeletedSet(), newDeletedSet()
 	first, deletes := c.knownInstanceDeletes(ctx, isDoomed, deleted, forced)
+	var shared []sharedDelete
 	switch {
 	case plan.Shared:
-		deletes = append(deletes, c.sharedObjectDeletes(ctx)...)
+		shared = c.sharedObjectDeletes(ctx)
 	case gang.Kind(c.opts.Job) == v1alpha1.GangKueue && !keptRunning(c.view.Replicas, c.replicas, doomed):
 		// The job is over and no pod it keeps runs: its Workload must not
 		// hold the quota (Kueue does not always end a group some of whose
 		// running pods were deleted while others had finished).
-		deletes = append(deletes, retriedDelete(ctx, "the Kueue Workload", func() error { return c.deleteKueueWorkload(ctx) }))
+		shared = []sharedDelete{{"the Kueue Workload", retriedDelete(ctx, "the Kueue Workload", func() error { return c.deleteKueueWorkload(ctx) })}}
 	}
 	// The job-wide Service's delete is answered before the pods' go out.
 	err := errors.Join(c.deleteAll(ctx, first), c.deleteAll(ctx, deletes))
-	c.opts.Logger.Info("cleaning up", zap.Int("deletes", len(first)+len(deletes)), zap.Bool("everything", everything), zap.Error(err))
+	n := len(first) + len(deletes) + len(shared)
+	shared, sharedErr := c.sendShared(ctx, shared)
+	err = errors.Join(err, sharedErr)
+	c.opts.Logger.Info("cleaning up", zap.Int("deletes", n), zap.Bool("everything", everything), zap.Error(err))
 	if !waitGone {
 		return nil, err
 	}
@@ -102,7 +106,31 @@ func (c *Controller) Cleanup(ctx context.Context, everything, waitGone bool) ([]
 		c.waitForCaches(cacheCtx, isDoomed, deleted, forced)
 		cancel()
 	}
-	return c.confirmGone(ctx, isDoomed, deleted, forced)
+	return c.confirmGone(ctx, isDoomed, deleted, forced, shared)
+}
+
+// sharedDelete is a delete of the teardown that no List confirms (a
+// ConfigMap, a Secret, the NetworkPolicies, a PodGroup, Kueue's Workload):
+// it is sent again, until it lands, for as long as the teardown waits.
+type sharedDelete struct {
+	what string
+	do   func() error
+}
+
+// sendShared sends the deletes, in parallel, and returns those that failed
+// with their errors.
+func (c *Controller) sendShared(ctx context.Context, shared []sharedDelete) ([]sharedDelete, error) {
+	errs := parallelize(ctx, c.opts.TeardownParallelism, len(shared), func(i int) error { return shared[i].do() })
+	var failed []sharedDelete
+	for i, err := range errs {
+		if err != nil {
+			failed = append(failed, shared[i])
+		}
+	}
+	if err := joinErrors(errs); err != nil {
+		return failed, fmt.Errorf("deleting the job's objects: %w", err)
+	}
+	return nil, nil
 }
 
 // deletedSet holds the UIDs whose delete the API server accepted, so that
@@ -227,15 +255,17 @@ func (c *Controller) jobWideService(name string) bool {
 }
 
 // sharedObjectDeletes lists the deletes of the job-wide ConfigMaps,
-// Secrets and PodGroup, each retried while its error is transient.
-func (c *Controller) sharedObjectDeletes(ctx context.Context) []func() error {
+// Secrets and PodGroup, each retried in place while its error is transient.
+func (c *Controller) sharedObjectDeletes(ctx context.Context) []sharedDelete {
 	ns, core := c.opts.Identity.Namespace, c.opts.Core
-	retried := func(what string, del func() error) func() error { return retriedDelete(ctx, what, del) }
-	var deletes []func() error
+	retried := func(what string, del func() error) sharedDelete {
+		return sharedDelete{what: what, do: retriedDelete(ctx, what, del)}
+	}
+	var deletes []sharedDelete
 	if c.opts.Desired.PodGroup != nil {
 		deletes = append(deletes, retried("the PodGroup", func() error { return c.deletePodGroup(ctx) }))
 	}
-	if len(c.guardUIDs) > 0 {
+	if len(c.opts.Desired.Guards()) > 0 {
 		deletes = append(deletes, retried("the NetworkPolicies and the PodDisruptionBudget", func() error { return c.deleteGuards(ctx) }))
 	}
 	if gang.Kind(c.opts.Job) == v1alpha1.GangKueue {
@@ -313,7 +343,7 @@ func (c *Controller) waitForCaches(ctx context.Context, isDoomed func(kind, name
 // until none of the doomed ones is left, deleting by UID whatever it finds
 // not yet deleted. When ctx ends it returns what the last List showed; if
 // no List got through, what the caches still hold, with the List's error.
-func (c *Controller) confirmGone(ctx context.Context, isDoomed func(kind, name string) bool, deleted, forced *deletedSet) ([]string, error) {
+func (c *Controller) confirmGone(ctx context.Context, isDoomed func(kind, name string) bool, deleted, forced *deletedSet, shared []sharedDelete) ([]string, error) {
 	ns := c.opts.Identity.Namespace
 	core := c.opts.Core
 	selector := metav1.ListOptions{LabelSelector: render.JobSelector(c.opts.Identity).String()}
@@ -331,35 +361,17 @@ func (c *Controller) confirmGone(ctx context.Context, isDoomed func(kind, name s
 			lastErr = fmt.Errorf("listing the job's services: %w", err)
 			return false, nil
 		}
-		var deletes []func() error
-		var podsLeft []string
-		for _, p := range pods.Items {
-			if !isDoomed("pod", p.Name) {
-				continue
-			}
-			// A pod whose delete landed may still be terminating: it is left until a List stops showing it.
-			podsLeft = append(podsLeft, "pod/"+p.Name)
-			if p.DeletionTimestamp == nil && !deleted.has(p.UID) {
-				deletes = append(deletes, c.deleteInstance(ctx, "pod", p.Name, p.UID, deleted))
-			} else if force := c.forceStranded(ctx, &p, forced); force != nil {
-				deletes = append(deletes, force)
-			}
-		}
-		var svcsListed []corev1.Service
-		for _, s := range svcs.Items {
-			if !isDoomed("service", s.Name) {
-				continue
-			}
-			svcsListed = append(svcsListed, s)
-			if !deleted.has(s.UID) {
-				deletes = append(deletes, c.deleteInstance(ctx, "service", s.Name, s.UID, deleted))
-			}
-		}
-		lastErr = c.deleteAll(ctx, deletes)
+		deletes, podsLeft, svcsListed := c.listedDeletes(ctx, pods.Items, svcs.Items, isDoomed, deleted, forced)
+		var sharedErr error
+		shared, sharedErr = c.sendShared(ctx, shared)
+		lastErr = errors.Join(c.deleteAll(ctx, deletes), sharedErr)
 		// Counted after this round's deletes: a Service whose delete landed is
 		// gone (nothing holds it), and must not be reported as left when the
 		// deadline ends the wait right after.
 		listed, left = true, podsLeft
+		for _, d := range shared {
+			left = append(left, d.what)
+		}
 		for _, s := range svcsListed {
 			if !deleted.has(s.UID) {
 				left = append(left, "service/"+s.Name)
@@ -380,6 +392,9 @@ func (c *Controller) confirmGone(ctx context.Context, isDoomed func(kind, name s
 	}
 	if !listed {
 		left = c.cachedDoomed(isDoomed)
+		for _, d := range shared {
+			left = append(left, d.what)
+		}
 	}
 	slices.Sort(left)
 	if lastErr == nil {
@@ -389,6 +404,36 @@ func (c *Controller) confirmGone(ctx context.Context, isDoomed func(kind, name s
 		return left, fmt.Errorf("no List of the job's objects got through, so what is left is not known for sure: %w", lastErr)
 	}
 	return left, fmt.Errorf("waiting for the job's objects to go: %w", lastErr)
+}
+
+// listedDeletes plans a round of confirmGone from what a List showed: the
+// deletes of the doomed pods and Services not yet deleted (forced for a pod
+// stranded on a node that stopped answering), the doomed pods listed, and
+// the doomed Services listed.
+func (c *Controller) listedDeletes(ctx context.Context, pods []corev1.Pod, svcs []corev1.Service, isDoomed func(kind, name string) bool, deleted, forced *deletedSet) (deletes []func() error, podsLeft []string, svcsListed []corev1.Service) {
+	for i := range pods {
+		p := &pods[i]
+		if !isDoomed("pod", p.Name) {
+			continue
+		}
+		// A pod whose delete landed may still be terminating: it is left until a List stops showing it.
+		podsLeft = append(podsLeft, "pod/"+p.Name)
+		if p.DeletionTimestamp == nil && !deleted.has(p.UID) {
+			deletes = append(deletes, c.deleteInstance(ctx, "pod", p.Name, p.UID, deleted))
+		} else if force := c.forceStranded(ctx, p, forced); force != nil {
+			deletes = append(deletes, force)
+		}
+	}
+	for _, s := range svcs {
+		if !isDoomed("service", s.Name) {
+			continue
+		}
+		svcsListed = append(svcsListed, s)
+		if !deleted.has(s.UID) {
+			deletes = append(deletes, c.deleteInstance(ctx, "service", s.Name, s.UID, deleted))
+		}
+	}
+	return deletes, podsLeft, svcsListed
 }
 
 // cachedDoomed names the doomed objects the caches still hold: the best
@@ -457,14 +502,15 @@ type namedClient[T metav1.Object] interface {
 }
 
 // ownedDelete deletes the job's instance of name by its UID. An instance
-// this run does not know (uid "": its create's answer was lost, or the
-// teardown came before the cache saw it) is read back and deleted only
-// when it is the job's.
+// this run does not know (uid "": its create's answer was lost, the
+// teardown came before the cache saw it, or before a re-attach read and
+// re-owned an earlier attempt's) is read back and deleted only when it is
+// the job's: its name and identity labels (the run holds the Lease).
 func ownedDelete[T metav1.Object](ctx context.Context, c *Controller, client namedClient[T], name string, uid types.UID) func() error {
 	return func() error {
 		if uid == "" {
 			live, err := client.Get(ctx, name, metav1.GetOptions{})
-			if err != nil || !c.ownedBy(live) {
+			if err != nil || !c.ofThisJob(live.GetLabels()) {
 				return err
 			}
 			uid = live.GetUID()

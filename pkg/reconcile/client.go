@@ -150,3 +150,11 @@ func (c *Controller) apiError(err error) error {
 	}
 	return err
 }
+
+// apiErrorOrNil is apiError for an error that may be nil.
+func (c *Controller) apiErrorOrNil(err error) error {
+	if err == nil {
+		return nil
+	}
+	return c.apiError(err)
+}

@@ -49,26 +49,62 @@ func (c *Controller) noteCollateral(st *replicaState, pod *corev1.Pod) {
 	if st.pod != nil && st.pod.UID == pod.UID {
 		before = inPlaceRestarts(st.pod)
 	}
-	if grew := inPlaceRestarts(pod) - before; grew > 0 && c.workerEnded() {
+	switch grew := inPlaceRestarts(pod) - before; {
+	case grew > 0 && c.workerEnded():
 		st.collateral += grew
-		st.collateralAt = c.lastExitOf(st.id.Type, pod)
+		st.collateralAt, st.batch = c.lastExitOf(st.id.Type, pod), 0
+	case grew > 0:
+		st.batch, st.batchBase, st.batchEnd = grew, st.collateral, time.Time{}
 	}
 }
 
-// collateralBefore judges, as the end of a worker is seen, the launcher's
-// last in-place restart, seen before it: the kubelets report each pod on
-// their own, so mpirun's failure may reach the API server before the end of
-// the worker it followed.
-func (c *Controller) collateralBefore(ended time.Time) {
-	st := c.collateralLauncher()
-	if st == nil || st.pod == nil || st.pod.UID != st.uid || st.collateral >= inPlaceRestarts(st.pod) {
+// workerVanished judges the launcher's last in-place restart, seen before,
+// when worker st's instance is deleted without its end having been seen
+// (cached shows none): by the end the deletion's final state shows, or,
+// when it shows none (a relist's tombstone), as of the last time the
+// worker was seen alive: it ended after that. Called with the
+// controller's mutex held.
+func (c *Controller) workerVanished(st *replicaState, cached, final *corev1.Pod) {
+	if st.id.Type != v1alpha1.ReplicaTypeWorker || podEnded(cached) {
 		return
 	}
-	exited := c.lastExitOf(st.id.Type, st.pod)
-	if !exited.IsZero() && !exited.Equal(st.collateralAt) && cameAfter(exited, ended) {
-		st.collateral++
-		st.collateralAt, st.dirty = exited, true
+	ended := st.aliveAt
+	if podEnded(final) {
+		ended = c.endOf(st.id.Type, final)
 	}
+	c.collateralBefore(ended)
+}
+
+// collateralBefore judges, as the end of a worker is seen, the launcher's
+// in-place restarts seen before it and counted: the kubelets report each
+// pod on their own, so mpirun's failure may reach the API server before the
+// end of the worker it followed. Several restarts seen at once (a relist
+// folds what a broken watch did not deliver) are judged as a re-attach
+// judges them, against the earliest of the workers' ends seen after them
+// (however a relist orders them): when the run that failed last started at
+// or after it, they all came after it; otherwise only the last one did.
+func (c *Controller) collateralBefore(ended time.Time) {
+	st := c.collateralLauncher()
+	if st == nil || st.pod == nil || st.pod.UID != st.uid || st.batch == 0 {
+		return
+	}
+	if !st.batchEnd.IsZero() && !ended.Before(st.batchEnd) {
+		return // an earlier end already judged the batch
+	}
+	st.batchEnd = ended
+	if ended.IsZero() {
+		st.batchEnd = time.Unix(0, 1) // unknown: the earliest there is
+	}
+	exited, started := c.lastRunOf(st.id.Type, st.pod)
+	var n int32
+	if !exited.IsZero() && cameAfter(exited, ended) {
+		n = 1
+		if st.batch > 1 && (started.IsZero() || cameAfter(started, ended)) {
+			n = st.batch
+		}
+	}
+	st.collateral = st.batchBase + min(n, inPlaceRestarts(st.pod)-st.batchBase)
+	st.collateralAt, st.dirty = exited, true
 }
 
 // collateralWhileAway judges, as a run re-attaches, the adopted launcher's
@@ -79,9 +115,21 @@ func (c *Controller) collateralBefore(ended time.Time) {
 // every worker's end, they came before it too and count; otherwise none of
 // them does (a launcher that crash-loops while a worker is gone restarts
 // many times). Called with the controller's mutex held.
+//
+// Restarts an earlier run saw and counted are its judgement, kept: the
+// ledger holds them for the instance (recordInPlaceRestarts); only those
+// since are judged here.
 func (c *Controller) collateralWhileAway() {
 	launcher := c.collateralLauncher()
-	if launcher == nil || launcher.stage != stageObserved || launcher.pod == nil || inPlaceRestarts(launcher.pod) == 0 {
+	if launcher == nil || launcher.stage != stageObserved || launcher.pod == nil {
+		return
+	}
+	judged := int32(0)
+	if e, ok := c.ledger.Replicas[ledgerSlot(launcher.id)]; ok && e.replaces(launcher) {
+		judged = max(0, e.Restarts-launcher.restartsSoFar())
+	}
+	unjudged := inPlaceRestarts(launcher.pod) - judged
+	if unjudged <= 0 {
 		return
 	}
 	exited, started := c.lastRunOf(launcher.id.Type, launcher.pod)
@@ -92,7 +140,7 @@ func (c *Controller) collateralWhileAway() {
 	if !ended || !cameAfter(exited, first) {
 		return
 	}
-	launcher.collateral = inPlaceRestarts(launcher.pod)
+	launcher.collateral = unjudged
 	if !started.IsZero() && !cameAfter(started, first) {
 		launcher.collateral = 1
 	}

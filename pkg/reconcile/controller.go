@@ -111,8 +111,12 @@ type Controller struct {
 	services   corelisters.ServiceLister
 	configMaps corelisters.ConfigMapLister
 	// earlierSecrets are the job's Secrets an earlier attempt left, read
-	// by name in Start (no informer watches Secrets).
+	// by name by the first sync (no informer watches Secrets), and secrets
+	// holds them for the lookups of the job-wide children.
 	earlierSecrets []*corev1.Secret
+	secrets        cache.Store
+	// reattach is what a re-attach left to the first syncs (nil once done).
+	reattach *reattachPlan
 	// jobWide holds the job-wide children with their caches and keys,
 	// looked up on every sync without allocating.
 	jobWide []jobWideChild
@@ -192,6 +196,9 @@ type Controller struct {
 	// scaler is the metric-driven worker target (nil unless the job has
 	// elasticPolicy.metrics).
 	scaler *autoscaler
+	// behindSince is when an end found the pod cache lagging the API
+	// server (zero when it did not; freshness.go).
+	behindSince time.Time
 	// ledger is the restart ledger as this run last wrote or read it;
 	// touched only by the worker (and adopt, before it starts).
 	ledger restartLedger
@@ -249,16 +256,49 @@ func New(opts Options) *Controller {
 // Start runs label-filtered informers for the job's children on ctx (which
 // should outlive Run, so Cleanup can watch deletions), waits for their
 // caches, and re-attaches children left by an earlier attempt of the job.
+// It writes nothing: what a re-attach must write is the first syncs' work
+// (finishReattach), retried within the API timeout like every other write.
 func (c *Controller) Start(ctx context.Context) error {
 	if c.opts.Identity.OwnerID == "" {
 		// Without it, objects with the job's name but no identity would pass
 		// for the job's.
 		return errors.New("the job has no owner identity")
 	}
+	c.informerCtx = ctx
+	if err := c.watchChildren(); err != nil {
+		return err
+	}
+	for _, inf := range c.informers {
+		go inf.RunWithContext(ctx)
+	}
+	// cache.WaitForCacheSync looks every 100 ms: most of a new job's time to
+	// its first create, when the first lists take a few milliseconds.
+	allSynced := func(context.Context) (bool, error) {
+		for _, inf := range c.informers {
+			if !inf.HasSynced() {
+				return false, nil
+			}
+		}
+		return true, nil
+	}
+	if err := wait.PollUntilContextCancel(ctx, cacheSyncPoll, true, allSynced); err != nil {
+		return errors.New("waiting for the job's informer caches to sync: context ended")
+	}
+	c.cachesSynced.Store(true)
+	c.opts.Timeline.Mark("informers synced")
+	c.startTime = c.opts.Clock.Now()
+	if err := c.adopt(); err != nil {
+		return err
+	}
+	c.started.Store(true)
+	return nil
+}
+
+// watchChildren builds the informers of the job's children and the caches
+// the controller reads them from.
+func (c *Controller) watchChildren() error {
 	selector := render.JobSelector(c.opts.Identity).String()
 	ns, core := c.opts.Identity.Namespace, c.opts.Core
-	c.informerCtx = ctx
-
 	podInformer := c.newInformer(listWatch(core.Pods(ns), selector), &corev1.Pod{})
 	if _, err := podInformer.AddEventHandler(c.guarded("the pod informer's handler", cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.observePod,
@@ -297,47 +337,15 @@ func (c *Controller) Start(ctx context.Context) error {
 			c.keepJobWide(cm, inf.GetStore())
 		}
 	}
+	// Secrets are read by name, not watched (findEarlierSecrets).
+	c.secrets = cache.NewStore(cache.MetaNamespaceKeyFunc)
+	for _, s := range c.opts.Desired.Secrets {
+		c.keepJobWide(s, c.secrets)
+	}
+	// Nodes are watched by a step that may (a drain stops a rank at once).
 	if err := c.watchNodes(); err != nil {
 		return err
 	}
-	for _, inf := range c.informers {
-		go inf.RunWithContext(ctx)
-	}
-	// The Secrets are read while the informers list.
-	// Secrets are read by name, not watched: list and watch would let the
-	// step read every Secret of its namespace at once. One an earlier
-	// attempt left (labelled with the job) is re-attached by adopt; the
-	// others are created once. A Secret deleted while the job runs is not
-	// created again: the pods that mounted it keep its files.
-	if len(c.opts.Desired.Secrets) > 0 {
-		if err := c.findEarlierSecrets(ctx); err != nil {
-			return err
-		}
-	}
-
-	// cache.WaitForCacheSync looks every 100 ms: most of a new job's time to
-	// its first create, when the first lists take a few milliseconds.
-	allSynced := func(context.Context) (bool, error) {
-		for _, inf := range c.informers {
-			if !inf.HasSynced() {
-				return false, nil
-			}
-		}
-		return true, nil
-	}
-	if err := wait.PollUntilContextCancel(ctx, cacheSyncPoll, true, allSynced); err != nil {
-		return errors.New("waiting for the job's informer caches to sync: context ended")
-	}
-	c.cachesSynced.Store(true)
-	c.opts.Timeline.Mark("informers synced")
-	c.startTime = c.opts.Clock.Now()
-	if err := c.adopt(ctx); err != nil {
-		return err
-	}
-	if err := c.restoreConfigMaps(ctx); err != nil {
-		return err
-	}
-	c.started.Store(true)
 	return nil
 }
 
@@ -367,13 +375,14 @@ func (c *Controller) observePod(obj any) {
 // observePodDeleted is the only evidence that a replica's instance is gone:
 // a delete of that UID, tombstones included.
 func (c *Controller) observePodDeleted(obj any) {
+	tombstone := false
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
+		obj, tombstone = tomb.Obj, true
 	}
 	if pod, ok := obj.(*corev1.Pod); ok {
 		c.mu.Lock()
 		if st := c.byName[pod.Name]; st != nil {
-			before := st.stage
+			before, cached := st.stage, st.pod
 			if st.podDeleted(pod.UID) {
 				if st.stage == stageVanished {
 					// The deletion's final state says why it went (a
@@ -381,6 +390,12 @@ func (c *Controller) observePodDeleted(obj any) {
 					// batch with that update, before any sync read it.
 					st.pod, st.dirty = pod, false
 					st.last = c.replicaFromPod(st.id, st, pod)
+					// A relist's tombstone holds the pod as the cache last
+					// had it, not its final state: one that shows no end
+					// went in a way nobody saw, judged as a loss no run
+					// watched (free), as a re-attach judges one.
+					st.lostUnseen = tombstone && !podEnded(pod)
+					c.workerVanished(st, cached, pod)
 				}
 				c.opts.Logger.Debug("replica's pod deleted", zap.Stringer("replica", st.id), zap.String("uid", string(pod.UID)),
 					zap.Stringer("from", before), zap.Stringer("to", st.stage))

@@ -63,7 +63,8 @@ type harness struct {
 	// runErr, when a setup made it, receives Run's error instead of the
 	// test failing on it.
 	runErr chan error
-	// stopRun cancels Run's context.
+	// stopRun cancels Run's context: it ends the controller's Run and its
+	// informers, as a killed step.
 	stopRun context.CancelFunc
 	// kueuePatches are the patches a reactor saw sent to deleted pods.
 	mu           sync.Mutex

@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/trainstep/trainstep/pkg/apierr"
 )
@@ -18,13 +17,12 @@ var secretsResource = corev1.SchemeGroupVersion.WithResource("secrets")
 // findEarlierSecrets looks for the job's Secrets an earlier attempt left,
 // by name: Secrets are read by name, not watched, since list and watch
 // would let the step read every Secret of its namespace at once. Only
-// their metadata is read: one of this job's identity is re-attached by
-// adopt; another of that name is not the job's, and its data never
-// reaches this process (the create meets it and names it). A Secret
-// deleted while the job runs is not created again: the pods that mounted
-// it keep its files.
+// their metadata is read: one of this job's identity is re-attached; another
+// of that name is not the job's, and its data never reaches this process
+// (the create meets it and names it). A Secret deleted while the job runs
+// is not created again: the pods that mounted it keep its files.
 func (c *Controller) findEarlierSecrets(ctx context.Context) error {
-	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	c.earlierSecrets = nil
 	for _, s := range c.opts.Desired.Secrets {
 		var live *corev1.Secret
 		err := apierr.Retry(ctx, func() (err error) {
@@ -34,12 +32,11 @@ func (c *Controller) findEarlierSecrets(ctx context.Context) error {
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
-			return c.apiError(fmt.Errorf("reading secret %s: %w", s.Name, err))
+			return fmt.Errorf("reading secret %s: %w", s.Name, err)
 		case c.ofThisJob(live.Labels):
-			_ = store.Add(live)
+			_ = c.secrets.Add(live)
 			c.earlierSecrets = append(c.earlierSecrets, live)
 		}
-		c.keepJobWide(s, store)
 	}
 	return nil
 }
@@ -89,7 +86,7 @@ func (c *Controller) restoreConfigMaps(ctx context.Context) error {
 			return nil
 		})
 		if err != nil && !apierrors.IsNotFound(err) {
-			return c.apiError(fmt.Errorf("checking ConfigMap %s of an earlier attempt: %w", want.Name, err))
+			return fmt.Errorf("checking ConfigMap %s of an earlier attempt: %w", want.Name, err)
 		}
 	}
 	return nil

@@ -66,6 +66,13 @@ func (c *Controller) admitGang(ctx context.Context) (time.Duration, error) {
 	}
 	pods, count := c.gangPods()
 	step := g.params.Next(g.state, count, c.opts.Clock.Now(), g.jitter())
+	if step.Action == gang.ActionReleaseAll || step.Action == gang.ActionGiveUp {
+		// Both end a wait for the pods to be bound, as the cache shows them:
+		// a cache behind the API server waits until it caught up.
+		if behind, err := c.cacheBehind(ctx); err != nil || behind {
+			return time.Second, c.apiErrorOrNil(err)
+		}
+	}
 	// The next state is saved only once the action it needs landed: a
 	// failed ungate or release is decided again on the next sync.
 	switch step.Action {

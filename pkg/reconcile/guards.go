@@ -110,22 +110,35 @@ func adoptOps(uid types.UID, owners []metav1.OwnerReference) []map[string]any {
 	return append(ops, map[string]any{"op": "add", "path": "/metadata/ownerReferences", "value": owners})
 }
 
-// deleteGuards removes the job's guards at the end: exactly the objects
-// this run created or re-attached (UID precondition).
+// deleteGuards removes the job's guards at the end: the objects this run
+// created or re-attached, by UID; one it has not met (a teardown before the
+// first sync re-attached an earlier attempt's) is read back and deleted, by
+// its UID, when it has the job's labels.
 func (c *Controller) deleteGuards(ctx context.Context) error {
 	var errs []error
 	for _, g := range c.opts.Desired.Guards() {
-		uid := c.guardUIDs[g.Key()]
-		if uid == "" {
-			continue
-		}
 		client, err := c.guardClient(g)
 		if err != nil {
 			return err
 		}
-		err = client.Delete(ctx, g.Object.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		name := g.Object.GetName()
+		uid := c.guardUIDs[g.Key()]
+		if uid == "" {
+			live, err := client.Get(ctx, name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+				continue
+			case err != nil:
+				errs = append(errs, fmt.Errorf("reading %s %s: %w", g.Kind, name, err))
+				continue
+			case !isJobsObject(live.GetLabels(), g.Object.GetLabels()):
+				continue
+			}
+			uid = live.GetUID()
+		}
+		err = client.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			errs = append(errs, fmt.Errorf("deleting %s %s: %w", g.Kind, g.Object.GetName(), err))
+			errs = append(errs, fmt.Errorf("deleting %s %s: %w", g.Kind, name, err))
 		}
 	}
 	return errors.Join(errs...)

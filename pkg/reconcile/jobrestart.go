@@ -52,16 +52,7 @@ func (c *Controller) startJobRestart(jr *policy.JobRestart) {
 func (c *Controller) continueJobRestart(ctx context.Context) (bool, error) {
 	r := c.restarting
 	if !r.recorded {
-		// Counted or not, the next attempt is recorded, also by a run that
-		// re-attached to a restart under way: a run that re-attaches before
-		// any of its pods exists must not start the old one again.
-		c.mu.Lock()
-		restarts := c.jobRestarts
-		if r.counted && !r.committed {
-			restarts++
-		}
-		c.mu.Unlock()
-		if err := c.recordCounted(ctx, map[string]ledgerEntry{ledgerJob: {Attempt: r.next, Restarts: restarts}}); err != nil {
+		if err := c.recordJobRestart(ctx, r); err != nil {
 			return true, err
 		}
 		r.recorded = true
@@ -123,6 +114,30 @@ func (c *Controller) continueJobRestart(ctx context.Context) (bool, error) {
 	c.mu.Unlock()
 	c.opts.Logger.Info("every replica stopped; starting the job's next attempt", zap.Int("attempt", c.jobAttempt+1))
 	return false, nil
+}
+
+// recordJobRestart writes a whole-job restart into the ledger before any
+// of its deletes. Counted or not, the next attempt is recorded, also by a
+// run that re-attached to a restart under way: a run that re-attaches
+// before any of its pods exists must not start the old one again. So are
+// the restarts each replica carries, its current instance's in-place ones
+// included (an MPI launcher's own failures): until the next attempt's pods
+// carry them, they would live only in this run.
+func (c *Controller) recordJobRestart(ctx context.Context, r *jobRestart) error {
+	entries := map[policy.ReplicaID]ledgerEntry{}
+	c.mu.Lock()
+	restarts := c.jobRestarts
+	if r.counted && !r.committed {
+		restarts++
+	}
+	for _, id := range c.order {
+		st := c.replicas[id]
+		if carried := st.restartsSoFar() + st.last.Restarts; carried > 0 {
+			entries[id] = c.replicaEntry(st, carried)
+		}
+	}
+	c.mu.Unlock()
+	return c.recordCounted(ctx, &jobLedgerEntry{Attempt: r.next, Restarts: restarts}, entries)
 }
 
 // restartReason is why a whole-job attempt ended: a counted restart is a

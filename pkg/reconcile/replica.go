@@ -68,6 +68,11 @@ type replicaState struct {
 	// the API server accepted its create (or it was adopted).
 	uid     types.UID
 	attempt int
+	// jobAttempt is the current instance's job attempt, and carried the
+	// restarts its restarts annotation carries (what the ledger no longer
+	// needs to hold for it).
+	jobAttempt int
+	carried    int32
 	// nextAttempt is the attempt label the next create uses.
 	nextAttempt int
 	// createdAt is when the current instance's create was accepted.
@@ -96,6 +101,15 @@ type replicaState struct {
 	// collateralAt is the exit of the last of them.
 	collateral   int32
 	collateralAt time.Time
+	// aliveAt is when the current instance was last delivered not ended:
+	// it ended after that, if it went without trace.
+	aliveAt time.Time
+	// batch is how many in-place restarts the last delivery that showed
+	// new ones brought, when they counted (0 once judged collateral);
+	// batchBase the collateral restarts before it, batchEnd the earliest
+	// worker's end it was judged against (collateralBefore).
+	batch, batchBase int32
+	batchEnd         time.Time
 	// recreations counts replacements of this replica (its share of the
 	// job's restarts, with the in-place restarts).
 	recreations int32
@@ -107,7 +121,8 @@ type replicaState struct {
 	// worldSize is, for an elastic worker, how many workers ran the last
 	// time this one was seen running.
 	worldSize int
-	// lostUnseen: lost while no run of the step watched (adopt).
+	// lostUnseen: lost while no run of the step watched (adopt), or its
+	// end went with a broken watch (a relist's tombstone).
 	lostUnseen bool
 	// restartDecided is the failed instance whose counted restart was
 	// decided but is not carried out yet (its ledger entry or delete did
@@ -142,7 +157,8 @@ func (st *replicaState) createAccepted(uid types.UID, attempt int, now time.Time
 		return fmt.Errorf("replica %s: create accepted while %s", st.id, st.stage)
 	}
 	st.stage, st.uid, st.attempt, st.nextAttempt, st.createdAt, st.expectSince = stageCreated, uid, attempt, attempt, now, now
-	st.pod, st.collateral, st.collateralAt = nil, 0, time.Time{}
+	st.jobAttempt, st.carried = 0, 0
+	st.pod, st.collateral, st.collateralAt, st.batch, st.batchBase, st.batchEnd = nil, 0, time.Time{}, 0, 0, time.Time{}
 	if cached != nil && cached.UID == uid {
 		st.podSeen(cached, now)
 	}
@@ -154,8 +170,10 @@ func (st *replicaState) createAccepted(uid types.UID, attempt int, now time.Time
 // from the pod (its restarts annotation): they count as recreations.
 func (st *replicaState) adopted(pod *corev1.Pod, attempt int, restartsBefore int32) {
 	st.stage, st.uid, st.attempt, st.nextAttempt = stageObserved, pod.UID, attempt, attempt
+	st.jobAttempt, st.carried = jobAttemptOf(pod), restartsBefore
 	st.pod, st.dirty, st.createdAt = pod, true, pod.CreationTimestamp.Time
 	st.recreations, st.restartsBefore, st.collateral, st.collateralAt = restartsBefore, 0, 0, time.Time{}
+	st.batch, st.batchBase, st.batchEnd = 0, 0, time.Time{}
 }
 
 // podSeen records an instance the informer delivered. Only the current
@@ -166,6 +184,9 @@ func (st *replicaState) podSeen(pod *corev1.Pod, now time.Time) bool {
 	if pod.UID != st.uid || st.uid == "" {
 		return false
 	}
+	if !podEnded(pod) {
+		st.aliveAt = now
+	}
 	switch st.stage {
 	case stageCreated, stageObserved, stageVanished:
 		if pod.DeletionTimestamp != nil && st.unanswered == pod.UID && !st.deleting {
@@ -174,7 +195,7 @@ func (st *replicaState) podSeen(pod *corev1.Pod, now time.Time) bool {
 			return true
 		}
 		// A vanished instance seen again means the delete was a stale view.
-		st.stage, st.pod, st.dirty = stageObserved, pod, true
+		st.stage, st.pod, st.dirty, st.lostUnseen = stageObserved, pod, true, false
 		return true
 	case stageRemoving:
 		st.pod, st.dirty = pod, true
@@ -236,7 +257,7 @@ func (st *replicaState) confirmed(live *corev1.Pod, now time.Time) (deleteAgain 
 	case stageVanished, stageCreated:
 		if same {
 			// The informer will deliver it (again); until then, the live copy.
-			st.stage, st.pod, st.dirty = stageObserved, live, true
+			st.stage, st.pod, st.dirty, st.lostUnseen = stageObserved, live, true, false
 			return nil
 		}
 		st.stage, st.pod = stageLost, nil

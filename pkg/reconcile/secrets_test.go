@@ -57,6 +57,12 @@ func TestSecretsAreReadByNameNeverListedOrWatched(t *testing.T) {
 				t.Fatalf("decision %+v, want Succeeded", d)
 			}
 			if earlier {
+				// Re-attached by the first sync, before any create.
+				s, err := h.client.CoreV1().Secrets(ns).Get(context.Background(), secretName, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				secret = s
 				if secret.UID != earlierUID {
 					t.Errorf("the Secret has UID %s, want the earlier attempt's %s re-attached", secret.UID, earlierUID)
 				}

@@ -609,9 +609,11 @@ func regressions() []regression {
 		// above adopted every pod a disruption was removing: the parameter
 		// server's in-place restart counted in the orders where the step
 		// that re-attached found its evicted pod still terminating, and not
-		// in those where it was gone. A replica restarted in place keeps
-		// being replaced, its restarts going with its pod.
-		name: "a replica restarted in place and evicted while no step watched counts the same in every order",
+		// in those where it was gone. Made alike, it counted in none: its
+		// own failure was lost with its pod, an undercount the lower bound
+		// (issue 46) found, and backoffLimit did not hold. A counted
+		// in-place restart is written into the ledger when first seen.
+		name: "a replica restarted in place and evicted while no step watched counts its restart",
 		job:  withCleanPodPolicy(withBackoffLimit(tfJob(v1alpha1.RestartPolicyOnFailure), 1), v1alpha1.CleanPodPolicyAll), nodes: 3,
 		faults: []fault{
 			{at: 37 * time.Second, kind: faultExit, replica: "mnist-ps-0", code: 3},
@@ -619,7 +621,7 @@ func regressions() []regression {
 			{at: 89 * time.Second, kind: faultDisruption, replica: "mnist-ps-0", disruption: "eviction"},
 			{at: 118 * time.Second, kind: faultKillStep, lasts: 13 * time.Second},
 		},
-		counted: 2, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 1,
+		counted: 2, phase: result.PhaseFailed, reason: result.ReasonBackoffLimitExceeded, restarts: 2,
 	}, {
 		// Found by a 100,000-schedule soak (seed 4100069980): worker-0 was
 		// preempted, and its node stopped answering before its process
@@ -681,6 +683,52 @@ func regressions() []regression {
 		},
 		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 1,
 	}, {
+		// Issue 46, defect 2: the launcher's own failure, restarted in
+		// place, lived only in the run's memory once a whole-job restart
+		// removed its pod; a quota kept the next attempt's pods from being
+		// created until the step ended Transient, and its retry counted
+		// the whole-job restart alone. The restart records each replica's
+		// restarts in the ledger with it.
+		name: "an MPI launcher's own restart survives a retry before the next attempt's pods exist",
+		job:  withBackoffLimit(mpiSimJob(v1alpha1.LauncherCreationAtStartup, 2, v1alpha1.RestartPolicyExitCode), 3), nodes: 2,
+		faults: []fault{
+			{at: 30 * time.Second, kind: faultExit, replica: "pi-launcher-0", code: 3},
+			{at: 55 * time.Second, kind: faultQuota, lasts: 200 * time.Second},
+			breaksLauncher(fault{at: 60 * time.Second, kind: faultExit, replica: "pi-worker-1", code: 137}, 800*time.Millisecond),
+		},
+		counted: 2, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 2,
+	}, {
+		// Found by the simulation once it drove the whole step (seed
+		// 711055139): a step that re-attached after activeDeadlineSeconds
+		// passed ended at its first sync, before it had read the earlier
+		// attempt's Secrets or met its NetworkPolicies, and the teardown
+		// left them: it deleted only objects this run knew or owned. The
+		// teardown deletes, by UID, whatever has the job's name and identity.
+		name: "a step that re-attaches past the deadline deletes the earlier attempt's Secrets and NetworkPolicies",
+		job:  withCleanPodPolicy(withDeadline(ddpJob(v1alpha1.RestartPolicyExitCode), 60), v1alpha1.CleanPodPolicyAll), nodes: 2,
+		faults: []fault{{at: 40 * time.Second, kind: faultKillStep, lasts: 30 * time.Second}},
+		phase:  result.PhaseFailed, reason: result.ReasonDeadlineExceeded, restarts: 0,
+	}, {
+		// The failure seed 449290907 showed before issue 46: the launcher
+		// exited 3 (its own failure) while no step watched, and worker-0
+		// was preempted before the next step re-attached. Where its pod was
+		// still being deleted, its end was known and came after the
+		// launcher's restart, which counted; where it was gone, its end was
+		// unknown and the restart was taken for mpirun's break (free). The
+		// pods keep no order of the two: both ends are the policy's to make,
+		// and the comparison names why they differ. worker-1's exit 137
+		// (Never) fails the job in every order.
+		name:  "an MPI launcher's restart and a worker's preemption while no step watched are judged by the trace left",
+		job:   withCleanPodPolicy(withBackoffLimit(mpiSimJob(v1alpha1.LauncherCreationAtStartup, 2, v1alpha1.RestartPolicyNever), 1), v1alpha1.CleanPodPolicyAll),
+		nodes: 3,
+		faults: []fault{
+			killDuringExit(30*time.Second, "pi-launcher-0", 3, 23*time.Second),
+			breaksLauncher(fault{at: 51 * time.Second, kind: faultDisruption, replica: "pi-worker-0", disruption: "preemption"}, 1500*time.Millisecond),
+			breaksLauncher(fault{at: 94 * time.Second, kind: faultExit, replica: "pi-worker-1", code: 137}, 1600*time.Millisecond),
+			breaksLauncher(fault{at: 127 * time.Second, kind: faultDisruption, replica: "pi-worker-0", disruption: "preemption"}, 900*time.Millisecond),
+		},
+		counted: 2, phase: result.PhaseFailed, reason: result.ReasonReplicaFailed, restarts: -1,
+	}, {
 		// Review item 6: a panic in a parallel create ended the process.
 		name: "a panic in a pod create ends the run Failed and torn down",
 		job:  tfJob(v1alpha1.RestartPolicyExitCode), nodes: 2,
@@ -692,6 +740,40 @@ func regressions() []regression {
 		job:  ddpJob(v1alpha1.RestartPolicyExitCode), nodes: 2,
 		faults: []fault{{at: 20 * time.Second, kind: faultPanic, replica: "ddp-worker-0", disruption: "a pod event's handler"}},
 		phase:  result.PhaseFailed, reason: result.ReasonInternalError, restarts: 0,
+	}, {
+		// The step's own node drained (issue 47): the step hands the job
+		// over, nothing deleted, and its retry goes on with it; a worker's
+		// later failure costs its one restart.
+		name: "a drain of the step's own node hands the job over to the retry",
+		job:  tfJob(v1alpha1.RestartPolicyOnFailure), nodes: 3,
+		faults: []fault{
+			{at: 20 * time.Second, kind: faultDrainStep},
+			{at: 50 * time.Second, kind: faultExit, replica: "mnist-worker-1", code: 1},
+		},
+		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 1,
+	}, {
+		// Found by the simulation on the merge of the hand-over: the owner
+		// patches of a hand-over met a conflict once, and the replicas went
+		// with the evicted step pod; the ending clears the owner again for
+		// the step's grace.
+		name: "a hand-over clears the job's owner through a short run of API errors",
+		job:  ddpJob(v1alpha1.RestartPolicyExitCode), nodes: 2,
+		faults: []fault{
+			{at: 18 * time.Second, kind: faultAPI, code: 409, lasts: 6 * time.Second},
+			{at: 20 * time.Second, kind: faultDrainStep},
+		},
+		phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
+	}, {
+		// Found by the simulation (seed 872011227): a worker restarted in
+		// place while no step ran, and was preempted as the next step
+		// started; the re-attach replaced it without its in-place restart.
+		name: "a replica being deleted at the re-attach carries its in-place restarts",
+		job:  tfJob(v1alpha1.RestartPolicyOnFailure), nodes: 3,
+		faults: []fault{
+			killDuringExit(25*time.Second, "mnist-worker-0", 1, 22*time.Second),
+			{at: 47 * time.Second, kind: faultDisruption, replica: "mnist-worker-0", disruption: "preemption"},
+		},
+		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 1,
 	}}
 }
 
@@ -737,7 +819,8 @@ func TestPodGCBatchIsADisruption(t *testing.T) {
 	s := schedule{seed: 1, name: "podgc batch", job: job, nodes: 2}
 	r := &simRun{s: s, ctx: context.Background(), instances: map[string]types.UID{}}
 	r.w = newSimWorld(job.DeepCopy(), 1, s.nodes)
-	if !r.startController() {
+	r.startStep()
+	if r.cur == nil || !r.cur.started {
 		t.Fatal("the controller did not start")
 	}
 	w := r.w

@@ -39,19 +39,30 @@ import (
 // refusing writes while the world's faults say so.
 func (w *simWorld) newSimDynamic() *dynamicfake.FakeDynamicClient {
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		gang.KueueWorkloads: "WorkloadList", gang.SchedulerPluginsPodGroups: "PodGroupList"})
+		gang.KueueWorkloads: "WorkloadList", gang.SchedulerPluginsPodGroups: "PodGroupList", networkPolicies: "NetworkPolicyList"})
 	dyn.PrependReactor("*", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
 		verb := action.GetVerb()
+		name := ""
+		if a, ok := action.(interface{ GetName() string }); ok {
+			name = a.GetName()
+		}
+		if w.outage() {
+			w.logf("refuse %s %s %s: kube-apiserver restarts", verb, action.GetResource().Resource, name)
+			return true, nil, outageError()
+		}
 		if f := w.writeFault(verb); f != nil {
-			name := ""
-			if a, ok := action.(interface{ GetName() string }); ok {
-				name = a.GetName()
-			}
 			w.logf("refuse %s %s %s: %d", verb, action.GetResource().Resource, name, f.code)
 			return true, nil, f.error(verb, action.GetResource(), name)
 		}
+		if a, ok := action.(k8stesting.CreateAction); ok {
+			// The API server gives every object its UID.
+			if m, ok := a.GetObject().(metav1.Object); ok && m.GetUID() == "" {
+				w.uidSeq++
+				m.SetUID(types.UID(fmt.Sprintf("u%d", w.uidSeq)))
+			}
+		}
 		if verb == "create" || verb == "delete" {
-			w.logf("%s %s", verb, action.GetResource().Resource)
+			w.logf("%s %s %s", verb, action.GetResource().Resource, name)
 		}
 		return false, nil, nil
 	})

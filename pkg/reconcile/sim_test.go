@@ -3,7 +3,6 @@ package reconcile
 import (
 	"cmp"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -11,22 +10,17 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/dynamic"
 
-	"github.com/trainstep/trainstep/pkg/apierr"
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/frameworks"
-	"github.com/trainstep/trainstep/pkg/gang"
 	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/render"
 	"github.com/trainstep/trainstep/pkg/result"
@@ -92,6 +86,15 @@ const (
 	// faultLoad moves the workers' cpu use to code percent of their
 	// request: an elastic job's metrics move its worker target.
 	faultLoad
+	// The control plane's faults and the outside world's (sim_faults_test.go).
+	faultAPIRestart
+	faultCompact
+	faultThrottle
+	faultRemove
+	faultStop
+	// faultDrainStep drains the step's own node: SIGTERM, its pod marked
+	// with a DisruptionTarget; the step hands the job over to its retry.
+	faultDrainStep
 )
 
 func (f fault) String() string {
@@ -119,6 +122,18 @@ func (f fault) String() string {
 		return at + fmt.Sprintf("trainstep panics in %s (%s is disrupted)", f.disruption, f.replica)
 	case faultLoad:
 		return at + fmt.Sprintf("the workers' cpu use moves to %d%% of their request", f.code)
+	case faultAPIRestart:
+		return at + fmt.Sprintf("kube-apiserver restarts: every request refused for %s, every watch broken", f.lasts)
+	case faultCompact:
+		return at + "etcd is compacted: every watch ends 410 Gone and relists"
+	case faultThrottle:
+		return at + fmt.Sprintf("API Priority and Fairness answers every request 429 for %s", f.lasts)
+	case faultRemove:
+		return at + fmt.Sprintf("%s is deleted from outside", f.replica)
+	case faultStop:
+		return at + "the workflow is stopped (SIGTERM to the step)"
+	case faultDrainStep:
+		return at + "the step's own node is drained (SIGTERM to the step, its pod a DisruptionTarget)"
 	}
 	return at + "?"
 }
@@ -322,14 +337,15 @@ func drawSchedule(seed uint64) schedule {
 		}
 		s.faults = append(s.faults, f)
 	}
+	s.faults = append(s.faults, drawControlPlaneFaults(seed, at)...)
 	if frameworks.ScalesOnMetrics(s.job) {
 		for range 1 + x.IntN(3) {
 			f := fault{at: time.Duration(10+x.IntN(int(at/time.Second)+20)) * time.Second, kind: faultLoad}
 			f.code = []int32{20, 60, 150, 250}[x.IntN(4)]
 			s.faults = append(s.faults, f)
 		}
-		slices.SortStableFunc(s.faults, func(a, b fault) int { return cmp.Compare(a.at, b.at) })
 	}
+	slices.SortStableFunc(s.faults, func(a, b fault) int { return cmp.Compare(a.at, b.at) })
 	return s
 }
 
@@ -395,6 +411,14 @@ type simEnd struct {
 	// at is when the job ended, deadline when its activeDeadlineSeconds
 	// ran out (zero without one).
 	at, deadline time.Time
+	// resumed is when the last step took the Lease (back), or started.
+	resumed time.Time
+	// launcherAway: a re-attach could not order an MPI launcher's restart
+	// and a worker's end (launcherJudgedAway).
+	launcherAway bool
+	// lateFault: an exit or a disruption landed within simSettle and
+	// simDecisionSlack of the end.
+	lateFault bool
 	// landed names the script's exits and disruptions that took effect
 	// before the end: one whose replica never ran again, or that came
 	// after the end, changed nothing.
@@ -404,40 +428,138 @@ type simEnd struct {
 	targets []int
 }
 
-// same compares two ends of one fault script. A deadline races with
-// whatever else ends the job by design: a failure at the deadline and
-// another failure, or an end close to the deadline, are alike. So do two
-// bounded waits whose bounds pass at the same moment (the gang's timeout
-// and the pending timeout): whichever the controller looks at first ends
-// the job, Transient either way.
-func (e simEnd) same(o simEnd) bool {
-	if e.landed != o.landed {
-		// Not the same faults took effect (the order decided whether a
-		// replica ran again in time): nothing to compare.
-		return true
+// compare compares two ends of one fault script, strictly on phase,
+// reason and counted restarts. A difference passes only when the script
+// itself explains it, and compare names the explanation ("" for a strict
+// match); ok is false for a difference nothing explains.
+//
+//   - other faults took effect: the order decided whether a replica ran
+//     again in time for an exit or a disruption, or whether it came after
+//     the end (nothing to compare);
+//   - the metrics moved the worker target along another path: their
+//     evaluation counts the workers it has seen running, as the HPA's
+//     does, so when it came decides how many slots a failure leaves;
+//   - the deadline raced the job's end: a failure at the deadline and
+//     another end close to it are alike;
+//   - two bounded waits passed together: the gang's timeout and the
+//     pending timeout, Transient either way;
+//   - a wait's bound passed while the step could not act (the API server
+//     away, the Lease lost): the first looks after it raced what it waited
+//     for;
+//   - an MPI launcher's restart and a worker's end while no step watched:
+//     the pods keep no order of the two, and a re-attach judges the
+//     launcher's restart by the worker's trace, which a slower or faster
+//     pod deletion leaves or takes;
+//   - a fault landed too close to the end for every order to decide it:
+//     an exit or a disruption within the policy's settle and a decision's
+//     slack of an end that does not wait for it (the workflow stopped, the
+//     deadline, a bound);
+//   - failures found at once charge as those seen one at a time: a step
+//     that found several failures at once (it was away, or could not
+//     write) ends the job with the retryable ones unspent; what they charge
+//     is the same.
+func (e simEnd) compare(o simEnd) (explanation string, ok bool) {
+	if e.phase == o.phase && e.reason == o.reason && e.restarts == o.restarts {
+		return "", true
 	}
-	if !slices.Equal(e.targets, o.targets) {
-		// The metrics moved the worker target along another path: their
-		// evaluation counts the workers it has seen running, as the HPA's
-		// does, so when it came decides how many slots a failure leaves.
-		return true
+	switch {
+	case e.landed != o.landed:
+		return explainedByFaults, true
+	case !slices.Equal(e.targets, o.targets):
+		return explainedByTargets, true
+	case (e.reason == result.ReasonDeadlineExceeded || o.reason == result.ReasonDeadlineExceeded) &&
+		(e.phase == o.phase || o.near(e.deadline) || e.near(o.deadline)):
+		return explainedByDeadline, true
+	case e.boundedWait() && o.boundedWait() && e.restarts == o.restarts && e.at.Sub(o.at).Abs() <= simWaitsRace:
+		return explainedByWaits, true
+	case (e.boundedWait() || o.boundedWait()) && e.restarts == o.restarts && (e.waitAfterBlind() || o.waitAfterBlind()):
+		return explainedByBlindWait, true
+	case e.phase == string(result.PhaseFailed) && o.phase == e.phase && e.reason == o.reason && e.reason != result.ReasonInternalError &&
+		e.charged == o.charged:
+		return explainedByCharge, true
+	case e.phase == o.phase && e.reason == o.reason && (e.launcherAway || o.launcherAway):
+		return explainedByLauncherAway, true
+	case e.lateFault || o.lateFault:
+		return explainedByLateFault, true
 	}
-	if e.reason == result.ReasonDeadlineExceeded || o.reason == result.ReasonDeadlineExceeded {
-		if e.phase == o.phase || o.near(e.deadline) || e.near(o.deadline) {
-			return true
-		}
+	return "", false
+}
+
+// The explanations compare gives.
+const (
+	explainedByFaults    = "other faults took effect"
+	explainedByTargets   = "the metrics moved the worker target along another path"
+	explainedByDeadline  = "the deadline raced the job's end"
+	explainedByWaits     = "two bounded waits passed together"
+	explainedByBlindWait = "a wait's bound passed while the step could not act"
+	explainedByCharge    = "failures found at once charge as those seen one at a time"
+	// explainedByLauncherAway: an MPI launcher restarted in place and a
+	// worker ended or went while no step watched; the pods do not keep
+	// which came first (launcherJudgedAway).
+	explainedByLauncherAway = "an MPI launcher's restart and a worker's end while no step watched, unordered"
+	// explainedByLateFault: an exit or a disruption landed too close to
+	// the end (the workflow stopped, the deadline, a bound) for every order
+	// to have decided it.
+	explainedByLateFault = "a fault landed too close to the end for every order to decide it"
+)
+
+// waitAfterBlind reports whether the job ended on a bounded wait within
+// simDecisionSlack of its step taking the Lease back or starting.
+func (e simEnd) waitAfterBlind() bool {
+	return e.boundedWait() && !e.resumed.IsZero() && e.at.Sub(e.resumed) <= simDecisionSlack
+}
+
+// simComparisons tallies the order comparisons of a run of the tests: how
+// many matched strictly, and what explained each of the others.
+type simComparisons struct {
+	mu        sync.Mutex
+	strict    int
+	explained map[string]int
+}
+
+var simTally = &simComparisons{explained: map[string]int{}}
+
+func (c *simComparisons) add(why string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if why == "" {
+		c.strict++
+		return
 	}
-	if e.boundedWait() && o.boundedWait() && e.restarts == o.restarts && e.at.Sub(o.at).Abs() <= simWaitsRace {
-		return true
+	c.explained[why]++
+}
+
+func (c *simComparisons) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.strict, c.explained = 0, map[string]int{}
+}
+
+// String says how many comparisons were strict, in share, and what
+// explained the others, most first.
+func (c *simComparisons) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	total := c.strict
+	var whys []string
+	for why, n := range c.explained {
+		total += n
+		whys = append(whys, why)
 	}
-	if e.phase == string(result.PhaseFailed) && o.phase == e.phase && e.reason == o.reason && e.reason != result.ReasonInternalError {
-		// Failures a step saw one at a time cost a restart each; found at
-		// once with one the policy or backoffLimit does not retry, they end
-		// the job with the retryable ones unspent. What is charged is the same.
-		// (A panic ends the run wherever the handling of a failure stood.)
-		return e.charged == o.charged
+	slices.SortFunc(whys, func(a, b string) int { return cmp.Or(cmp.Compare(c.explained[b], c.explained[a]), cmp.Compare(a, b)) })
+	var parts []string
+	for _, why := range whys {
+		parts = append(parts, fmt.Sprintf("%d %s", c.explained[why], why))
 	}
-	return e.phase == o.phase && e.reason == o.reason && e.restarts == o.restarts
+	share := 100.0
+	if total > 0 {
+		share = 100 * float64(c.strict) / float64(total)
+	}
+	out := fmt.Sprintf("%d order comparisons, %d strict on phase, reason and restarts (%.2f%%)", total, c.strict, share)
+	if len(parts) > 0 {
+		out += "; the others explained by the script: " + strings.Join(parts, ", ")
+	}
+	return out
 }
 
 // boundedWait reports whether the job ended Transient because a wait for
@@ -475,11 +597,44 @@ type simRun struct {
 	ctx     context.Context
 	end     *simEnd
 	retries int
+	// cur is the step running now (nil between a kill or a retry and the
+	// next step's start); owners are the owner UIDs of every step so far.
+	cur    *simStep
+	owners []types.UID
+	// ended is how the schedule's last step ended; stopped: it was stopped.
+	ended   policy.Ending
+	stopped bool
+	// truth is what each exit that landed must cost (sim_truth_test.go).
+	truth []truthFailure
+	// unwatchedSince is when the last step stopped watching (killed, or
+	// ended for a retry); launcherAway: a step that re-attached found an
+	// MPI launcher's restart and a worker's end it could not order.
+	unwatchedSince time.Time
+	launcherAway   bool
+	// unreported: the workflow was stopped while no step ran; no run
+	// reported the end.
+	unreported bool
+	// lastDecided is when a step that held the Lease last synced; ledLast
+	// is when a started step last held it (at a renewal); ledgerLostAt is
+	// when a step died while the ledger's Service, removed from outside,
+	// was not created again: what only that step recorded is gone.
+	lastDecided, ledLast, ledgerLostAt time.Time
+	// gcTaken counts the replica pods the garbage collector deleted with
+	// an evicted step pod whose hand-over could not clear their owner.
+	gcTaken int32
+	// permanentPod is the instance whose exit is permanentExit, at job
+	// attempt permanentAttempt; permanentUnseen: no step saw it yet;
+	// permanentCollective: an error exit of a rank that fails with its
+	// peers.
+	permanentPod                         types.UID
+	permanentAttempt                     string
+	permanentUnseen, permanentCollective bool
 	// ctrlStarted is when the running controller started: one that
 	// re-attaches after the job's deadline passed must end it from there.
 	ctrlStarted time.Time
-	// violations are the invariants broken, each with when.
-	violations []string
+	// violations are the invariants broken, each with when; broken holds
+	// each one's text, so that it is said once.
+	violations, broken []string
 	// decided holds the last decision and its restarts, for the teardown.
 	teardown bool
 	plan     policy.CleanupPlan
@@ -512,283 +667,14 @@ type simRun struct {
 }
 
 func (r *simRun) violate(format string, args ...any) {
-	msg := fmt.Sprintf("t=%s: ", r.w.now().Sub(simEpoch)) + fmt.Sprintf(format, args...)
+	what := fmt.Sprintf(format, args...)
+	if slices.Contains(r.broken, what) {
+		return // said once, with when it first broke
+	}
+	r.broken = append(r.broken, what)
+	msg := fmt.Sprintf("t=%s: ", r.w.now().Sub(simEpoch)) + what
 	r.violations = append(r.violations, msg)
 	r.w.logf("VIOLATION %s", msg)
-}
-
-// runSchedule runs s under the delivery order orderSeed.
-func runSchedule(s schedule, orderSeed uint64, trace bool) *simRun {
-	job := s.job.DeepCopy()
-	w := newSimWorld(job, orderSeed, s.nodes)
-	w.traceOn = trace
-	w.roomFrom, w.load = simEpoch.Add(s.room), s.load
-	r := &simRun{s: s, w: w, faults: append([]fault(nil), s.faults...), ctx: context.Background(), instances: map[string]types.UID{}}
-	w.onPodCreated = r.podCreated
-	w.onPanic = func() { r.panicking = r.panicking || r.end == nil }
-	saved := apierr.WriteBackoff
-	apierr.WriteBackoff = wait.Backoff{Steps: 3}
-	defer func() { apierr.WriteBackoff = saved }()
-
-	for i := range r.faults {
-		f := &r.faults[i]
-		w.after(f.at, 0, "fault "+f.String(), func() { r.inject(f) })
-	}
-	lastFault := time.Duration(0)
-	for _, f := range s.faults {
-		lastFault = max(lastFault, f.at+f.lasts)
-	}
-	// Once the faults are over, every running replica finishes its work.
-	healthyFrom := lastFault + 30*time.Second
-	w.after(healthyFrom, 0, "success", r.successWave)
-	if !r.startController() {
-		return r
-	}
-	until := simEpoch.Add(healthyFrom + simHorizon)
-	for r.end == nil && !w.now().After(until) {
-		if !r.step(until) {
-			break
-		}
-	}
-	if r.end == nil {
-		r.violate("wedged: no outcome %s after the last fault; %s", simHorizon, r.stateLine())
-		return r
-	}
-	if r.abandoned {
-		return r // Argo's retries ran out: the objects are left for a later one
-	}
-	teardownEnd := w.now().Add(2*simTeardownPasses*time.Second + 10*time.Second)
-	for r.step(teardownEnd) {
-	}
-	r.checkTeardown()
-	return r
-}
-
-func (r *simRun) step(until time.Time) (ok bool) {
-	defer func() {
-		if p := recover(); p != nil {
-			r.violate("panic left the controller: %v", p)
-			ok = false
-		}
-	}()
-	if !r.w.nextStep(until, r.sync) {
-		return false
-	}
-	if c := r.w.ctrl; c != nil && r.end == nil {
-		// Run ends on a crash of a controller goroutine as on a sync's fatal error.
-		if err := c.crashError(); err != nil {
-			r.w.logf("crash: %v", err)
-			r.finish(string(result.PhaseFailed), result.ReasonInternalError, true)
-		}
-	}
-	r.checkInvariants()
-	return true
-}
-
-// startController starts a controller on the world, re-attaching to what
-// an earlier one left, as a new step pod does.
-func (r *simRun) startController() bool {
-	w := r.w
-	w.gen++
-	w.informers = map[schema.GroupVersionResource]*simInformer{}
-	w.inbox = map[schema.GroupVersionResource][]pendingEvent{}
-	w.syncPending = false
-	job := w.job
-	id := render.Identity{Namespace: ns, JobName: job.Name, OwnerID: testOwnerID}
-	renderer, err := render.NewRenderer(job, id)
-	if err != nil {
-		panic(err)
-	}
-	desired, err := render.Render(job, id, testKeys)
-	if err != nil {
-		panic(err)
-	}
-	var dyn dynamic.Interface
-	if k := gang.Kind(job); k == v1alpha1.GangKueue || k == v1alpha1.GangSchedulerPlugins {
-		dyn = w.dyn
-	}
-	c := New(Options{Core: w.client.CoreV1(), Dynamic: dyn, Job: job, Identity: id, Renderer: renderer, Desired: desired,
-		Rule: frameworks.SuccessRuleFor(job), Timeouts: simTimeouts, APITimeout: simAPITimeout,
-		Parallelism: 1, TeardownParallelism: 1, Logger: zap.NewNop(), Clock: w.clock,
-		OnPod: func(*corev1.Pod) {
-			if r.panicOnPod {
-				r.panicOnPod = false
-				r.panicking = r.end == nil
-				panic("injected in OnPod")
-			}
-		}})
-	c.makeInformer = w.newInformer
-	w.ctrl = c
-	c.queue = &simQueue{w: w, gen: w.gen}
-	w.logf("controller %d starts", w.gen)
-	r.ctrlStarted = w.now()
-	if err := c.Start(r.ctx); err != nil {
-		// Start re-attaches with writes that may fail: the step ends, and
-		// Argo retries it.
-		w.logf("controller %d: start failed: %v", w.gen, err)
-		return r.retryStep(time.Second, "start failed: "+err.Error())
-	}
-	w.initialAdds()
-	c.queue.Add(syncKey)
-	if frameworks.ScalesOnMetrics(job) {
-		r.runAutoscaler(c, w.gen)
-	}
-	return true
-}
-
-// retryStep ends the current controller without a teardown; its successor
-// starts after d, unless Argo's retries are used up.
-func (r *simRun) retryStep(d time.Duration, why string) bool {
-	w := r.w
-	w.ctrl, w.inbox = nil, nil
-	w.gen++
-	if r.retries >= simRetries {
-		r.end = &simEnd{phase: string(result.PhaseTransient), reason: "RetriesExhausted: " + why, restarts: r.restartsOnRecord(), reattached: r.retries, landed: r.landedFaults(), targets: slices.Clone(r.targets)}
-		r.abandoned = true
-		return false
-	}
-	r.retries++
-	w.after(d, 0, "step retried", func() { r.startController() })
-	return true
-}
-
-// restartsOnRecord is the counted restarts the job's pods carry: what a
-// new step would continue from.
-func (r *simRun) restartsOnRecord() int32 {
-	var n int32
-	for _, p := range r.w.jobPods() {
-		n = max(n, annotationCount(p, v1alpha1.AnnotationJobRestarts))
-	}
-	return n
-}
-
-// sync is one pass of the controller's worker, as Run does it.
-func (r *simRun) sync() {
-	w, c := r.w, r.w.ctrl
-	if c == nil || r.end != nil {
-		return // Run returned: only the teardown goes on
-	}
-	gen := w.gen
-	d, err := c.syncRecovered(r.ctx)
-	w.logf("sync: %s %s %s %v", d.Outcome, d.Reason, d.Message, err)
-	var re *result.Error
-	switch {
-	case err != nil && errors.As(err, &re):
-		if re.Reason == result.ReasonQuotaExceeded {
-			if v := c.View(); w.job.Spec.ElasticPolicy != nil {
-				if e, _ := policy.ElasticOf(&v); e.Running >= e.Min {
-					r.violate("an elastic job with %d of %d..%d workers running ended %s: workers waiting for room never end it", e.Running, e.Min, e.Max, re.Reason)
-				}
-			}
-		}
-		if re.Phase == result.PhaseTransient && (re.Reason == result.ReasonAPIUnreachable || re.Reason == result.ReasonQuotaExceeded) {
-			// The executor leaves the objects for the retry to re-attach to.
-			r.retryStep(time.Duration(1+w.rng.IntN(10))*time.Second, re.Reason)
-			return
-		}
-		r.finish(string(re.Phase), re.Reason, true)
-	case err != nil:
-		w.after(time.Duration(50+w.rng.IntN(1000))*time.Millisecond, gen, "requeue", func() { c.queue.Add(syncKey) })
-	case d.Outcome != policy.OutcomeRunning:
-		r.finish(string(d.Outcome), d.Reason, false)
-	default:
-		if limit := w.job.Spec.RunPolicy.BackoffLimit; limit != nil {
-			if v := c.View(); v.Restarts > *limit {
-				r.violate("the job goes on with %d counted restarts, past backoffLimit %d", v.Restarts, *limit)
-			}
-		}
-		if d.RecheckAfter > 0 {
-			w.after(d.RecheckAfter, gen, "recheck", func() { c.queue.Add(syncKey) })
-		}
-	}
-}
-
-// finish records the outcome and tears the job down as the executor does:
-// Cleanup, sent again while the job's objects are there, for the
-// teardown's time; faults clear a little into it.
-func (r *simRun) finish(phase, reason string, everything bool) {
-	w, c := r.w, r.w.ctrl
-	v := c.View()
-	r.end = &simEnd{phase: phase, reason: reason, restarts: v.Restarts, charged: v.Restarts + policy.CheckFailures(&v, c.opts.Timeouts).Counted(),
-		reattached: r.retries, at: w.now(), landed: r.landedFaults(), targets: slices.Clone(r.targets)}
-	if d := w.job.Spec.RunPolicy.ActiveDeadlineSeconds; d != nil {
-		r.end.deadline = c.startTime.Add(time.Duration(*d) * time.Second)
-	}
-	w.logf("outcome %s", r.end)
-	if phase == string(result.PhaseSucceeded) {
-		if limit := w.job.Spec.RunPolicy.BackoffLimit; limit != nil && v.Restarts > *limit {
-			r.violate("succeeded with %d counted restarts, past backoffLimit %d", v.Restarts, *limit)
-		}
-	}
-	if r.panicking && reason != result.ReasonInternalError {
-		r.violate("ended %s/%s although trainstep panicked: a panic ends the run Failed %s", phase, reason, result.ReasonInternalError)
-	}
-	if r.permanentExit != "" && phase != string(result.PhaseFailed) && !r.panicking {
-		r.violate("ended %s/%s although %s, which its restart policy does not retry", phase, reason, r.permanentExit)
-	}
-	r.teardown = everything
-	r.plan = policy.Cleanup(w.job.Spec.RunPolicy.CleanPodPolicyOrDefault(), everything, v.Replicas)
-	gen := w.gen
-	var pass func(left int)
-	pass = func(left int) {
-		if _, err := c.Cleanup(r.ctx, everything, false); err != nil {
-			w.logf("cleanup: %v", err)
-		}
-		// The executor's wait for the pods to go (Cleanup's waitGone, which
-		// polls in real time) drops Kueue's finalizer from each pod it lists.
-		if err := c.releaseKueueHoldsOf(r.ctx, w.jobPods(), nil); err != nil {
-			w.logf("cleanup: %v", err)
-		}
-		// What the policy keeps is decided on the replicas as they stand:
-		// a pod whose delete failed may have ended meanwhile.
-		r.plan = policy.Cleanup(w.job.Spec.RunPolicy.CleanPodPolicyOrDefault(), everything, c.View().Replicas)
-		if left > 0 {
-			w.after(2*time.Second, gen, "cleanup", func() { pass(left - 1) })
-		}
-	}
-	pass(simTeardownPasses)
-	w.after(10*time.Second, 0, "faults clear", func() {
-		w.apiFaults, w.quotaUntil = nil, time.Time{}
-		for _, n := range w.nodes {
-			if !n.up || n.deleted {
-				r.nodeUp(n)
-			}
-		}
-	})
-}
-
-// simTeardownPasses is how often the teardown sends its deletes, every 2 s:
-// the executor's teardown retries for its time (--cleanup-timeout, 5
-// minutes, when the job ended by itself). 150 s covers a node that stops
-// answering at the end: its grace period, then the node-lost timeout after
-// which the teardown deletes its pods with grace 0.
-const simTeardownPasses = 75
-
-// checkTeardown checks, once the teardown had its time, that nothing of the
-// job is left but what cleanPodPolicy keeps.
-func (r *simRun) checkTeardown() {
-	w := r.w
-	kept := map[string]bool{}
-	if !r.plan.Shared {
-		for _, name := range replicaNames(w.job) {
-			kept[name] = true
-		}
-		for _, id := range r.plan.Pods {
-			delete(kept, render.PodName(w.job.Name, id.Type, id.Index))
-		}
-	}
-	for _, p := range w.jobPods() {
-		if !kept[p.Name] {
-			r.violate("pod %s left after the teardown (%s, cleanPodPolicy %s)", describe(p), r.end, w.job.Spec.RunPolicy.CleanPodPolicyOrDefault())
-		}
-	}
-	if r.plan.Shared {
-		for _, gvr := range []schema.GroupVersionResource{servicesGVR, configMapsGVR, secretsGVR} {
-			for _, m := range w.jobObjects(gvr) {
-				r.violate("%s %s left after the teardown", gvr.Resource, m.GetName())
-			}
-		}
-	}
 }
 
 func (r *simRun) stateLine() string {
@@ -825,7 +711,7 @@ func (r *simRun) checkInvariants() {
 		if live[key] > 1 {
 			r.violate("two live pods for replica %s", key)
 		}
-		if c := w.ctrl; c != nil && c.Started() && c.restarting == nil && r.end == nil {
+		if c := w.ctrl; c != nil && c.Started() && c.restarting == nil && !r.over() {
 			if got := jobAttemptOf(p); got != c.jobAttempt {
 				r.violate("pod %s runs at job attempt %d while the job is at %d", describe(p), got, c.jobAttempt)
 			}
@@ -838,12 +724,12 @@ func (r *simRun) checkInvariants() {
 	if v := c.View(); int(v.Restarts) > r.s.counted {
 		r.violate("%d counted restarts, but only %d failures were injected", v.Restarts, r.s.counted)
 	}
-	if r.end != nil {
-		return
+	if r.over() || r.cur == nil || !r.cur.leading {
+		return // nothing is decided while the step does not hold the Lease
 	}
 	if d := w.job.Spec.RunPolicy.ActiveDeadlineSeconds; d != nil {
 		deadline := c.startTime.Add(time.Duration(*d) * time.Second)
-		if due := maxTime(deadline, r.ctrlStarted); w.now().Sub(due) > simDecisionSlack {
+		if due := maxTime(maxTime(deadline, r.ctrlStarted), r.cur.leadSince); w.now().Sub(due) > simDecisionSlack {
 			r.violate("running %s past activeDeadlineSeconds=%d", w.now().Sub(deadline), *d)
 		}
 	}
@@ -852,7 +738,7 @@ func (r *simRun) checkInvariants() {
 		r.restartingSince = time.Time{}
 	case r.restartingSince.IsZero():
 		r.restartingSince = w.now()
-	case w.now().Sub(r.restartingSince) > simTimeouts.NodeLost+2*time.Minute:
+	case w.now().Sub(maxTime(r.restartingSince, r.cur.leadSince)) > simTimeouts.NodeLost+2*time.Minute:
 		r.violate("a whole-job restart under way for %s: %s", w.now().Sub(r.restartingSince), r.stateLine())
 		r.restartingSince = w.now() // once per stretch
 	}
@@ -914,14 +800,16 @@ func (r *simRun) inject(f *fault) {
 		r.killStep(f.lasts)
 	case faultLoad:
 		w.load = int64(f.code)
+	case faultAPIRestart, faultCompact, faultThrottle, faultRemove, faultStop, faultDrainStep:
+		r.injectControlPlane(f)
 	case faultPanic:
-		if w.ctrl == nil || r.end != nil {
+		if w.ctrl == nil || r.over() {
 			return // no step runs to panic
 		}
 		// Armed as its disruption lands, not before: the next create or pod
 		// event is the disruption's, not whichever came first.
 		arm := func() {
-			if w.ctrl == nil || r.end != nil {
+			if w.ctrl == nil || r.over() {
 				return // no step runs to panic
 			}
 			if f.disruption == "a pod create" {
@@ -932,32 +820,6 @@ func (r *simRun) inject(f *fault) {
 		}
 		r.disruptWhenThere(&fault{replica: f.replica, disruption: "podgc", onLanding: arm}, r.queue(), 0)
 	}
-}
-
-// killStep ends the step's controller without a teardown (the step pod
-// was killed); its successor starts after d and re-attaches, but not before
-// the exit awaited (seq, -1 for none) of replica landed while its replica
-// runs: it happens while no step runs, however late its turn came.
-func (r *simRun) killStep(d time.Duration) {
-	w := r.w
-	if w.ctrl == nil || r.end != nil {
-		return
-	}
-	w.logf("the step is killed")
-	w.ctrl, w.inbox = nil, nil
-	w.gen++
-	var restart func()
-	restart = func() {
-		if r.end != nil {
-			return
-		}
-		if r.exitAwaited() {
-			w.after(time.Second, 0, "step restarted", restart)
-			return
-		}
-		r.startController()
-	}
-	w.after(d, 0, "step restarted", restart)
 }
 
 // awaitedExit is an exit that lands while no step runs: the successor
@@ -1040,7 +902,7 @@ func (r *simRun) landedFaults() string {
 // the script (queue).
 func (r *simRun) exitWhenRunning(name string, code int32, f *fault, seq, tries int) {
 	w := r.w
-	if r.end != nil {
+	if r.over() {
 		return
 	}
 	if d := r.waitsItsTurn(seq); d > 0 {
@@ -1059,11 +921,17 @@ func (r *simRun) exitWhenRunning(name string, code int32, f *fault, seq, tries i
 		return
 	}
 	r.landed(false, pod)
+	r.noteFailure(pod, code, restarting)
 	if !restarting && r.permanent(pod, code) && !r.followsPeersEnd(pod, code) {
 		// Not a peer stopped by a whole-job restart under way, nor one
 		// that failed after a peer of its attempt ended: a failure the
 		// policy cannot retry, whether or not a step saw it happen.
-		r.permanentExit = name + " exit " + strconv.Itoa(int(code))
+		r.permanentExit, r.permanentPod = name+" exit "+strconv.Itoa(int(code)), pod.UID
+		r.permanentUnseen = w.ctrl == nil || w.watchBroken
+		// An error exit of a collective rank: a peer lost without trace
+		// before any step saw either may be judged its cause.
+		r.permanentCollective = code < 128 && restartsAsWhole(w.job) && frameworks.FailsWithPeers(w.job, replicaTypeOf(w.job, pod))
+		r.permanentAttempt = pod.Labels[v1alpha1.LabelJobAttempt]
 	}
 	r.breakPeers(f)
 }
@@ -1097,7 +965,10 @@ func (r *simRun) followsPeersEnd(pod *corev1.Pod, code int32) bool {
 	// A peer removed after its end counts too: a step that re-attaches
 	// finds it gone, a loss that comes first.
 	for _, p := range append(w.jobPods(), w.removedEnded...) {
-		if p.UID == pod.UID || p.Labels[v1alpha1.LabelJobAttempt] != pod.Labels[v1alpha1.LabelJobAttempt] {
+		// A peer is another replica that restarts with the job (an MPI
+		// launcher's end breaks no worker), of the same job attempt.
+		if p.Name == pod.Name || p.Labels[v1alpha1.LabelJobAttempt] != pod.Labels[v1alpha1.LabelJobAttempt] ||
+			!frameworks.RestartsWithJob(w.job, replicaTypeOf(w.job, p)) {
 			continue
 		}
 		at, fromOutside, ended := simEnded(p)
@@ -1228,7 +1099,7 @@ func restartsAsWhole(job *v1alpha1.TrainJob) bool {
 // forced a moment later for the pod garbage collector.
 func (r *simRun) disruptWhenThere(f *fault, seq, tries int) {
 	w := r.w
-	if r.end != nil {
+	if r.over() {
 		return
 	}
 	gap := simSettle
@@ -1383,7 +1254,7 @@ func (r *simRun) nodeUp(n *simNode) {
 // work, again every 20 s while the job runs (replicas created later too).
 func (r *simRun) successWave() {
 	w := r.w
-	if r.end != nil {
+	if r.over() {
 		return
 	}
 	w.apiFaults, w.quotaUntil = nil, time.Time{}
@@ -1432,6 +1303,8 @@ func TestSimulation(t *testing.T) {
 	// Fixed seeds first, then fresh ones from a base printed for replays.
 	fixed := min(schedules/2, 1000)
 	t.Logf("simulation: %d fixed schedules (seeds 1..%d), %d fresh from seed %d", fixed, fixed, schedules-fixed, base)
+	simTally.reset()
+	defer func() { t.Logf("simulation: %s", simTally) }()
 	failed := 0
 	for i := range schedules {
 		seed := uint64(i + 1)
@@ -1478,10 +1351,12 @@ func runOrders(t *testing.T, s schedule, orders int, trace bool) *simEnd {
 			first = run.end
 			continue
 		}
-		if !run.end.same(*first) {
-			t.Errorf("%sorder 0 ended %s, order %d ended %s\nreplay: %s", s, first, order, run.end, s.replay())
+		why, ok := run.end.compare(*first)
+		if !ok {
+			t.Errorf("%sorder 0 ended %s, order %d ended %s, and nothing in the script explains the difference\nreplay: %s", s, first, order, run.end, s.replay())
 			return nil
 		}
+		simTally.add(why)
 	}
 	return first
 }

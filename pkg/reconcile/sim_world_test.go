@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"strconv"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -166,6 +169,9 @@ type apiFault struct {
 	// then the answer is lost (a timeout the client sees).
 	code    int
 	applied bool
+	// reads: reads are refused too (API Priority and Fairness throttles
+	// every request of the step's flow).
+	reads bool
 }
 
 func (f apiFault) error(verb string, gvr schema.GroupVersionResource, name string) error {
@@ -205,15 +211,27 @@ type simWorld struct {
 	inbox       map[schema.GroupVersionResource][]pendingEvent
 	syncPending bool
 
-	nodes      []*simNode
-	apiFaults  []apiFault
-	quotaUntil time.Time
-	quotaFrom  time.Time
-	uidSeq     int
-	trace      []string
-	traceOn    bool
-	// onPodCreated sees every pod the API server stored.
-	onPodCreated func(*corev1.Pod)
+	nodes     []*simNode
+	apiFaults []apiFault
+	// outageUntil is when kube-apiserver answers again after a restart:
+	// until then every request is refused, and every watch is broken.
+	outageUntil time.Time
+	// lease is the job's Lease (sim_step_test.go).
+	lease simLease
+	// watchBroken: the informers' watches ended (410 Gone, or
+	// kube-apiserver went away); nothing is delivered until they relist.
+	watchBroken bool
+	quotaUntil  time.Time
+	quotaFrom   time.Time
+	uidSeq      int
+	trace       []string
+	traceOn     bool
+	// onPodCreated sees every pod the API server stored, onPodRemoved
+	// every pod it removed.
+	onPodCreated, onPodRemoved func(*corev1.Pod)
+	// onBlind is called as the watches break, onRelist as the informers
+	// relist.
+	onBlind, onRelist func()
 	// panicOnPodCreate makes the next pod create panic in the client, and
 	// calls onPanic first.
 	panicOnPodCreate bool
@@ -287,8 +305,8 @@ func (w *simWorld) deliveryDelay() time.Duration {
 // emit queues an event for the current controller's informer of its
 // resource: in order within the resource, each after a drawn delay.
 func (w *simWorld) emit(gvr schema.GroupVersionResource, t watch.EventType, obj runtime.Object) {
-	if w.ctrl == nil || w.inbox == nil {
-		return
+	if w.ctrl == nil || w.inbox == nil || w.watchBroken {
+		return // no watch delivers it: a relist will
 	}
 	if m, ok := obj.(metav1.Object); ok && m.GetLabels()[v1alpha1.LabelJobName] != w.job.Name {
 		return // not selected by the job's informers
@@ -297,8 +315,7 @@ func (w *simWorld) emit(gvr schema.GroupVersionResource, t watch.EventType, obj 
 	if q := w.inbox[gvr]; len(q) > 0 && q[len(q)-1].due.After(due) {
 		due = q[len(q)-1].due
 	}
-	w.inbox[gvr] = append(w.inbox[gvr], pendingEvent{event: watch.Event{Type: t, Object: obj.DeepCopyObject()}, due: due,
-		tombstone: t == watch.Deleted && w.rng.IntN(10) == 0})
+	w.inbox[gvr] = append(w.inbox[gvr], pendingEvent{event: watch.Event{Type: t, Object: obj.DeepCopyObject()}, due: due})
 }
 
 // requestSync is the workqueue's Add: one sync a drawn moment later, into
@@ -450,6 +467,10 @@ func (w *simWorld) serve(action k8stesting.Action) (bool, runtime.Object, error)
 	if a, ok := action.(interface{ GetName() string }); ok {
 		name = a.GetName()
 	}
+	if w.outage() {
+		w.logf("refuse %s %s %s: kube-apiserver restarts", verb, gvr.Resource, name)
+		return true, nil, outageError()
+	}
 	fault := w.writeFault(verb)
 	if fault != nil && !fault.applied {
 		w.logf("refuse %s %s %s: %d", verb, gvr.Resource, name, fault.code)
@@ -475,6 +496,10 @@ func (w *simWorld) serve(action k8stesting.Action) (bool, runtime.Object, error)
 		return true, nil, apierrors.NewForbidden(gvr.GroupResource(), pod.GetName(),
 			fmt.Errorf("exceeded quota: team, requested: pods=1, used: pods=9, limited: pods=9"))
 	}
+	if err := w.staleUpdate(action, gvr); err != nil {
+		w.logf("refuse update %s %s: %v", gvr.Resource, name, err)
+		return true, nil, err
+	}
 	obj, err := w.handle(action, gvr, verb)
 	if fault != nil && err == nil {
 		w.logf("lost the answer to %s %s %s: %d", verb, gvr.Resource, name, fault.code)
@@ -483,18 +508,59 @@ func (w *simWorld) serve(action k8stesting.Action) (bool, runtime.Object, error)
 	return true, obj, err
 }
 
-// writeFault is the injected fault a request of verb meets now, if any.
-func (w *simWorld) writeFault(verb string) *apiFault {
-	if verb != "create" && verb != "update" && verb != "patch" && verb != "delete" {
+// staleUpdate is the API server's optimistic concurrency: an update made
+// from a read of an older resourceVersion than the stored one is refused
+// with a Conflict.
+func (w *simWorld) staleUpdate(action k8stesting.Action, gvr schema.GroupVersionResource) error {
+	a, ok := action.(k8stesting.UpdateAction)
+	if !ok {
 		return nil
 	}
+	m, ok := a.GetObject().(metav1.Object)
+	if !ok || m.GetResourceVersion() == "" {
+		return nil
+	}
+	stored, err := w.tracker.Get(gvr, action.GetNamespace(), m.GetName())
+	if err != nil {
+		return nil // the update's own NotFound
+	}
+	if rv := stored.(metav1.Object).GetResourceVersion(); rv != m.GetResourceVersion() {
+		return apierrors.NewConflict(gvr.GroupResource(), m.GetName(), fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again (stored %s, sent %s)", rv, m.GetResourceVersion()))
+	}
+	return nil
+}
+
+// writeFault is the injected fault a request of verb meets now, if any:
+// writes meet every fault, reads only API Priority and Fairness's 429s.
+func (w *simWorld) writeFault(verb string) *apiFault {
+	write := verb == "create" || verb == "update" || verb == "patch" || verb == "delete"
 	for i := range w.apiFaults {
+		f := &w.apiFaults[i]
+		if w.now().Before(f.from) || !w.now().Before(f.until) || !write && !f.reads {
+			continue
+		}
 		// A write meets 409 only as an update's or a patch's conflict.
-		if f := &w.apiFaults[i]; !w.now().Before(f.from) && w.now().Before(f.until) && (f.code != 409 || verb == "update" || verb == "patch") {
+		if f.code != 409 || verb == "update" || verb == "patch" {
 			return f
 		}
 	}
 	return nil
+}
+
+// outage reports whether kube-apiserver is away (restarting).
+func (w *simWorld) outage() bool { return w.now().Before(w.outageUntil) }
+
+// outageError is what a client meets while kube-apiserver restarts.
+func outageError() error {
+	return &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+}
+
+// leaseWritable reports whether a write of the job's Lease lands now. A
+// conflict window is another writer's changes to the job's objects: no
+// other writer touches the Lease.
+func (w *simWorld) leaseWritable() bool {
+	f := w.writeFault("update")
+	return (f == nil || f.code == 409) && !w.outage()
 }
 
 func (w *simWorld) quotaFull() bool {
@@ -590,10 +656,17 @@ func (w *simWorld) remove(gvr schema.GroupVersionResource, obj runtime.Object) e
 			w.emit(gvr, watch.Modified, pod)
 		}
 		w.logf("kept by its finalizers: %s", describe(pod))
+		if pod.Spec.NodeName != "" && (pod.Status.Phase == corev1.PodRunning || pod.Status.Phase == corev1.PodPending) {
+			// Deleted, even with grace 0: its kubelet stops what runs.
+			w.kubeletFinishesDeletion(pod)
+		}
 		return nil
 	}
 	if pod, ok := obj.(*corev1.Pod); ok {
 		delete(w.finalizing, pod.UID)
+		if w.onPodRemoved != nil {
+			w.onPodRemoved(pod)
+		}
 		if _, _, ended := simEnded(pod); ended {
 			w.removedEnded = append(w.removedEnded, pod.DeepCopy())
 		}
@@ -916,4 +989,19 @@ func (w *simWorld) initialAdds() {
 			}
 		}
 	}
+}
+
+// jobNetworkPolicies lists the job's NetworkPolicies.
+func (w *simWorld) jobNetworkPolicies() []metav1.Object {
+	list, err := w.dyn.Tracker().List(networkPolicies, networkPolicies.GroupVersion().WithKind("NetworkPolicy"), simNamespace)
+	if err != nil {
+		return nil
+	}
+	var out []metav1.Object
+	for _, item := range list.(*unstructured.UnstructuredList).Items {
+		if item.GetLabels()[v1alpha1.LabelJobName] == w.job.Name {
+			out = append(out, item.DeepCopy())
+		}
+	}
+	return out
 }

@@ -33,8 +33,12 @@ func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 	// them, and while the job restarts (success still comes first).
 	if d, ok := policy.DeadlineExceeded(&policy.View{Job: c.opts.Job, StartTime: c.startTime, Now: c.opts.Clock.Now()}); ok {
 		if c.view = c.observe(); !policy.Succeeded(&c.view, c.opts.Rule) {
-			return d, nil
+			return c.confirmedWait(ctx, d)
 		}
+	}
+	// A re-attach's writes come before any create.
+	if err := c.finishReattach(ctx); err != nil {
+		return policy.Decision{}, c.apiError(err)
 	}
 	if err := c.ensurePodGroup(ctx); err != nil {
 		return policy.Decision{}, c.apiError(err)
@@ -60,7 +64,10 @@ func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 		// No replica is judged while the job restarts (the deadline was above).
 		return c.syncJobRestart(ctx)
 	}
-	decision := policy.Decide(&c.view, c.opts.Rule, c.opts.Timeouts)
+	decision, err := c.confirmedWait(ctx, policy.Decide(&c.view, c.opts.Rule, c.opts.Timeouts))
+	if err != nil {
+		return policy.Decision{}, c.apiError(err)
+	}
 	if decision.Outcome == policy.OutcomeRunning && decision.RestartJob != nil {
 		c.startJobRestart(decision.RestartJob)
 		return c.syncJobRestart(ctx)
@@ -70,6 +77,9 @@ func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 		return decision, nil
 	}
 	c.reportWorldSize()
+	if err := c.recordInPlaceRestarts(ctx); err != nil {
+		return policy.Decision{}, c.apiError(err)
+	}
 	if err := c.removeAboveTarget(ctx); err != nil {
 		return policy.Decision{}, c.apiError(err)
 	}
@@ -274,7 +284,7 @@ func (c *Controller) createMissing(ctx context.Context) error {
 func (c *Controller) createJobWide(ctx context.Context, obj runtime.Object) error {
 	var uid types.UID
 	err := apierr.Retry(ctx, func() (err error) {
-		uid, err = createObject(ctx, c.opts.Core, c.opts.Dynamic, obj)
+		uid, err = createObject(ctx, c.opts.Core, c.opts.Dynamic, c.withRecords(obj, c.ledger))
 		if err == nil {
 			c.opts.Timeline.Created()
 		}
@@ -390,10 +400,11 @@ func (c *Controller) createReplica(ctx context.Context, p podCreate) error {
 		}
 		return err
 	})
-	attempt := p.attempt
+	attempt, carried := p.attempt, restarts
 	if apierrors.IsAlreadyExists(err) {
 		// Also a create retried after an answer that was lost: the first one landed.
 		uid, attempt, err = c.adoptExisting(ctx, p.st.name)
+		carried = 0 // not known: the ledger keeps what it holds for the replica
 	}
 	if err != nil || uid == "" {
 		return err
@@ -404,7 +415,11 @@ func (c *Controller) createReplica(ctx context.Context, p podCreate) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cached, _ := c.pods.Pods(c.opts.Identity.Namespace).Get(p.st.name)
-	return p.st.createAccepted(uid, attempt, c.opts.Clock.Now(), cached)
+	if err := p.st.createAccepted(uid, attempt, c.opts.Clock.Now(), cached); err != nil {
+		return err
+	}
+	p.st.jobAttempt, p.st.carried = c.jobAttempt, carried
+	return nil
 }
 
 // adoptExisting reads the pod that made a create fail with AlreadyExists.
@@ -462,49 +477,9 @@ func (c *Controller) recreate(ctx context.Context, ids []policy.ReplicaID, count
 	if len(ids) == 0 {
 		return nil
 	}
-	type plan struct {
-		st     *replicaState
-		doomed *corev1.Pod
-		cause  string
-	}
-	var plans []plan
-	entries := map[string]ledgerEntry{}
-	c.mu.Lock()
-	for _, id := range ids {
-		st := c.replicas[id]
-		doomed, err := st.doomedForRecreate()
-		if err != nil {
-			// The view this decision came from is stale: decide again.
-			c.opts.Logger.Debug("skipping a recreation", zap.Error(err))
-			continue
-		}
-		cause := "it ended"
-		if r := c.view.Replica(id); r != nil {
-			cause = describeEnd(*r)
-		}
-		if doomed != nil {
-			st.deleteSent()
-		}
-		plans = append(plans, plan{st: st, doomed: doomed, cause: cause})
-		// A free recreation still carries the instance's in-place restarts
-		// to its replacement, which a quota may keep from being created
-		// before this run ends.
-		if counted || st.last.Restarts > 0 {
-			restarts := st.restartsSoFar() + st.last.Restarts
-			if counted {
-				st.restartDecided = st.uid
-				restarts++
-			}
-			entries[st.name] = ledgerEntry{UID: st.uid, Restarts: restarts}
-		}
-	}
-	c.mu.Unlock()
-	if err := c.recordCounted(ctx, entries); err != nil {
-		c.mu.Lock()
-		for _, p := range plans {
-			p.st.deleteFailed()
-		}
-		c.mu.Unlock()
+	plans, entries := c.planRecreations(ids, counted)
+	if err := c.recordCounted(ctx, nil, entries); err != nil {
+		c.recreationsNotSent(plans)
 		return err
 	}
 	errs := c.parallel(ctx, len(plans), func(i int) error {
@@ -514,27 +489,7 @@ func (c *Controller) recreate(ctx context.Context, ids []policy.ReplicaID, count
 		}
 		return deletePodWith(ctx, c.opts.Core, d.Namespace, d.Name, d.UID, c.nodeLost(plans[i].st.id))
 	})
-	now := c.opts.Clock.Now()
-	replaceNow := false
-	var started []plan
-	c.mu.Lock()
-	for i, p := range plans {
-		if errs[i] != nil {
-			p.st.deleteFailed()
-			continue
-		}
-		p.st.recreateStarted(now, counted)
-		if counted {
-			c.restarts++
-		}
-		replaceNow = replaceNow || p.st.stage == stageAbsent
-		started = append(started, p)
-	}
-	c.mu.Unlock()
-	for _, p := range started {
-		c.event(corev1.EventTypeNormal, EventRestarted, "recreating replica %s (attempt %d): %s%s", p.st.id, p.st.nextAttempt, p.cause, countedNote(counted))
-		c.opts.Logger.Info("recreating replica", zap.Stringer("replica", p.st.id), zap.Int("attempt", p.st.nextAttempt), zap.String("cause", p.cause))
-	}
+	replaceNow := c.recreationsSent(plans, errs, counted)
 	if err := joinErrors(errs); err != nil {
 		return fmt.Errorf("deleting failed replicas: %w", err)
 	}

@@ -76,6 +76,8 @@ type Options struct {
 	// workflow controller and the executor image ArgoExecutorImage, from ArgoBinaries
 	// (make cluster-bin-argo), at the Argo version trainstep pins.
 	Argo bool
+	// APIServerArgs are added to kube-apiserver's flags (--watch-cache=false, say).
+	APIServerArgs []string
 }
 
 // Cluster is a running test cluster: etcd, kube-apiserver, kube-controller-manager,
@@ -110,6 +112,11 @@ type Cluster struct {
 	removeDir   bool
 	logsMu      sync.Mutex // serialises SetLogs' read-modify-write of Logs objects
 	stopOnce    sync.Once
+	// apiserverArgs are kube-apiserver's flags, to start it again
+	// (RestartAPIServer); etcdURL is etcd's client URL (CompactEtcd).
+	apiserverArgs, extraAPIServerArgs []string
+	etcdURL                           string
+	componentsMu                      sync.Mutex // guards components while kube-apiserver is replaced
 }
 
 // ports are the loopback ports of one cluster.
@@ -149,7 +156,8 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 				ErrRealNodeUnavailable, strings.Join(missing, ", "))
 		}
 	}
-	c := &Cluster{BinDir: opts.BinDir, Dir: opts.Dir, detached: opts.Detached, nodeGrace: opts.NodeMonitorGracePeriod, began: time.Now()}
+	c := &Cluster{BinDir: opts.BinDir, Dir: opts.Dir, detached: opts.Detached, nodeGrace: opts.NodeMonitorGracePeriod, began: time.Now(),
+		extraAPIServerArgs: opts.APIServerArgs}
 	if c.Dir == "" {
 		if c.Dir, err = os.MkdirTemp("", "trainstep-cluster-"); err != nil {
 			return nil, fmt.Errorf("creating cluster directory: %w", err)

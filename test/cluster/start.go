@@ -57,7 +57,8 @@ func (c *Cluster) startControlPlane(ctx context.Context, p ports, f clusterFiles
 	}
 	c.mark("etcd")
 
-	apiserver, err := c.start(logs, "kube-apiserver", detached, append([]string{
+	c.etcdURL = etcdClient
+	c.apiserverArgs = append([]string{
 		"--etcd-servers=" + etcdClient,
 		"--secure-port=" + strconv.Itoa(p.apiserver),
 		"--tls-cert-file=" + f.apiserverCert,
@@ -96,7 +97,9 @@ func (c *Cluster) startControlPlane(ctx context.Context, p ports, f clusterFiles
 		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
 		featureGates,
 		runtimeConfig,
-	}, c.apiserverAddressFlags()...)...)
+	}, c.apiserverAddressFlags()...)
+	c.apiserverArgs = append(c.apiserverArgs, c.extraAPIServerArgs...)
+	apiserver, err := c.start(logs, "kube-apiserver", detached, c.apiserverArgs...)
 	if err != nil {
 		return err
 	}

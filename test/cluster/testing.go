@@ -39,10 +39,16 @@ var (
 // `make cluster-bin` and lets every test that calls Get skip. A cluster that does not start
 // fails the run either way.
 func Main(m *testing.M) {
-	os.Exit(runMain(m))
+	os.Exit(runMain(m, Options{}))
 }
 
-func runMain(m *testing.M) int {
+// MainWith is Main with the shared cluster's options given (BinDir and, when
+// empty, Nodes are filled in).
+func MainWith(m *testing.M, opts Options) {
+	os.Exit(runMain(m, opts))
+}
+
+func runMain(m *testing.M, opts Options) int {
 	binDir := DefaultBinDir()
 	if missing := MissingBinaries(binDir); len(missing) > 0 {
 		msg := fmt.Sprintf("test cluster binaries missing in %s (%s); build them with `make cluster-bin`",
@@ -58,7 +64,11 @@ func runMain(m *testing.M) int {
 
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	started := time.Now()
-	c, err := Start(ctx, Options{BinDir: binDir, Nodes: DefaultNodes()})
+	opts.BinDir = binDir
+	if len(opts.Nodes) == 0 {
+		opts.Nodes = DefaultNodes()
+	}
+	c, err := Start(ctx, opts)
 	cancel()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: starting the test cluster: %v\n", err)

@@ -431,3 +431,43 @@ func (w submittedWorkflow) waitEnd(t *testing.T, c *cluster.Cluster, within time
 	t.Logf("Workflow %s ended %s in %s", w.name, phase, time.Since(started).Round(100*time.Millisecond))
 	return wf, phase
 }
+
+// followLogOnFailure streams container's log of pod from now on and prints it
+// if the test fails: a pod that a drain removes takes its log with it.
+func followLogOnFailure(t *testing.T, c *cluster.Cluster, ns, pod, container string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	var buf strings.Builder
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		stream, err := c.Client.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, Follow: true}).Stream(ctx)
+		if err != nil {
+			mu.Lock()
+			fmt.Fprintf(&buf, "(following the log: %v)", err)
+			mu.Unlock()
+			return
+		}
+		defer stream.Close()
+		chunk := make([]byte, 32<<10)
+		for {
+			n, err := stream.Read(chunk)
+			mu.Lock()
+			buf.Write(chunk[:n])
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		if t.Failed() {
+			mu.Lock()
+			defer mu.Unlock()
+			t.Logf("log of %s/%s (%s):\n%s", ns, pod, container, buf.String())
+		}
+	})
+}

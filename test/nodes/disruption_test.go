@@ -456,15 +456,36 @@ func TestRealNodesDrainOfTheStepsNodeHandsTheJobOver(t *testing.T) {
 		}
 		return len(replicas) == 2 && step != "", nil
 	}, func() string { return podsOf(c, ns) })
+	followLogOnFailure(t, c, ns, step, "main")
+	// Argo re-creates the pod of an attempt it still records Pending instead of
+	// retrying it: drained then, the job goes on in the same attempt. The drain
+	// comes once Argo records the attempt Running, so that it shows the retry.
+	testutil.Eventually(t, 2*time.Minute, "Argo to record the train attempt Running", func(ctx context.Context) (bool, error) {
+		live, err := run.workflows.Get(ctx, run.name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		nodes, err := cluster.WorkflowNodes(live)
+		if err != nil {
+			return false, err
+		}
+		for _, n := range nodes {
+			if n.DisplayName == "train(0)" && n.Phase == "Running" {
+				return true, nil
+			}
+		}
+		return false, nil
+	}, func() string { return podsOf(c, ns) })
 	time.Sleep(5 * time.Second) // the step holds the job's lease and watches
 	t.Cleanup(func() { _ = cluster.Cordon(context.Background(), c.Client, cluster.RealNodeName, false) })
 	drainCtx, cancelDrain := context.WithTimeout(ctx, 2*time.Minute)
+	drainStarted := time.Now()
 	evicted, err := cluster.Drain(drainCtx, c.Client, cluster.RealNodeName)
 	cancelDrain()
 	if err != nil {
 		t.Fatalf("draining %s: %v", cluster.RealNodeName, err)
 	}
-	t.Logf("drained %s: evicted %v", cluster.RealNodeName, evicted)
+	t.Logf("drained %s in %s: evicted %v", cluster.RealNodeName, time.Since(drainStarted).Round(100*time.Millisecond), evicted)
 	if !slices.Contains(evicted, ns+"/"+step) {
 		t.Fatalf("the drain did not evict the step pod %s: %v", step, evicted)
 	}

@@ -5,7 +5,7 @@
 // first check that fails. With -listen it then serves its pod name on a TCP port until
 // killed, for other pods to dial. It is a test tool only; nothing in the product calls it.
 //
-//	podcheck [-api] [-resolve NAME]... [-dial HOST:PORT]... [-listen PORT]
+//	podcheck [-api] [-resolve NAME]... [-dial HOST:PORT]... [-listen PORT | -exit-after DURATION]
 package main
 
 import (
@@ -36,7 +36,14 @@ func main() {
 	flag.Var(&resolve, "resolve", "look NAME up in DNS (repeatable)")
 	flag.Var(&dial, "dial", "connect to HOST:PORT, where another podcheck -listen answers (repeatable)")
 	listen := flag.Int("listen", 0, "after the checks, answer TCP connections on this port with the pod's name until killed")
+	exitAfter := flag.Duration("exit-after", 0, "check nothing: run this long, then exit 0 (a replica that trains, then finishes; replicas have no service-account token)")
 	flag.Parse()
+	if *exitAfter > 0 {
+		fmt.Printf("podcheck: pod %s/%s runs for %s\n", os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME"), *exitAfter)
+		time.Sleep(*exitAfter)
+		fmt.Println("podcheck: done")
+		return
+	}
 	if err := check(*api, resolve, dial); err != nil {
 		fmt.Println("podcheck: FAIL:", err)
 		os.Exit(1)

@@ -1,0 +1,61 @@
+package executor
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// A predecessor that releases the job's Lease between this run's create
+// (AlreadyExists) and its read leaves the create to the elector: the Lease
+// it makes carries the job's labels and owner all the same, so that the
+// admission policy admits it and the next run recognises it.
+func TestALeaseTheElectorCreatesIsTheJobs(t *testing.T) {
+	client := fake.NewClientset()
+	leases := client.CoordinationV1().Leases("ns")
+	labels := map[string]string{"trainstep.dev/job-name": "tf", "trainstep.dev/identity": "abc"}
+	owner := &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: "step", UID: "step-uid"}
+	// The predecessor's Lease is there at the create and gone at the read.
+	var answered atomic.Bool
+	client.PrependReactor("create", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if answered.Swap(true) {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewAlreadyExists(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "trainstep-tf")
+	})
+	l := &jobLease{conn: &connection{coordination: client.CoordinationV1(), namespace: "ns"}, name: "trainstep-tf",
+		identity: "me", duration: 4 * time.Second, owner: owner, labels: labels, log: zap.NewNop()}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := l.acquire(ctx, false, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	defer l.stop()
+	lease, err := leases.Get(ctx, "trainstep-tf", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range labels {
+		if lease.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q (labels %v)", k, lease.Labels[k], v, lease.Labels)
+		}
+	}
+	if len(lease.OwnerReferences) != 1 || lease.OwnerReferences[0].UID != owner.UID {
+		t.Errorf("owners %v, want the step's", lease.OwnerReferences)
+	}
+	if h := lease.Spec.HolderIdentity; h == nil || *h != "me" {
+		t.Errorf("holder %v, want this run", h)
+	}
+	if !l.held() {
+		t.Error("the run does not hold the Lease it created")
+	}
+}
