@@ -94,12 +94,14 @@ func (l *jobLease) acquire(ctx context.Context, takeBack bool, apiTimeout time.D
 	// retries, and creates the Lease itself if it went. A first run retries
 	// its create within the API timeout, then is Transient (a retried step
 	// meets the API server as it restarts as often as any other write).
+	var created bool
 	if takeBack {
-		if err := ensureLease(ctx, l.conn, l.name, l.labels, l.owner); err != nil && result.PhaseOf(err) == result.PhaseInvalid {
+		var err error
+		if created, err = ensureLease(ctx, l.conn, l.name, l.labels, l.owner); err != nil && result.PhaseOf(err) == result.PhaseInvalid {
 			return err
 		}
-	} else if err := retryTransient(ctx, apiTimeout, func() error {
-		err := ensureLease(ctx, l.conn, l.name, l.labels, l.owner)
+	} else if err := retryTransient(ctx, apiTimeout, func() (err error) {
+		created, err = ensureLease(ctx, l.conn, l.name, l.labels, l.owner)
 		var re *result.Error
 		if errors.As(err, &re) {
 			return backoff.Permanent(err)
@@ -129,8 +131,12 @@ func (l *jobLease) acquire(ctx context.Context, takeBack bool, apiTimeout time.D
 		select {
 		case <-started:
 			l.lost, l.stop = stopped, stop
-			if err := l.own(ctx); err != nil {
-				l.log.Warn("pointing the job's lease at this step", zap.Error(err))
+			// A Lease this run created has its owner already; one an earlier
+			// attempt created is pointed at this run's.
+			if !created {
+				if err := l.own(ctx); err != nil {
+					l.log.Warn("pointing the job's lease at this step", zap.Error(err))
+				}
 			}
 			l.log.Info("holding the job's lease", zap.String("holder", l.identity))
 			return nil
@@ -188,36 +194,37 @@ func (l *jobLease) newElector(started, stopped chan struct{}) (*leaderelection.L
 }
 
 // ensureLease creates the job's Lease, labelled and owned like the job's
-// other objects, so that the garbage collector removes it with its owner.
-// One of that name without the job's labels is not the job's: it is never
-// taken over, and the run ends Invalid naming it.
-func ensureLease(ctx context.Context, conn *connection, name string, labels map[string]string, owner *metav1.OwnerReference) error {
+// other objects, so that the garbage collector removes it with its owner;
+// created says this call made it. One of that name without the job's
+// labels is not the job's: it is never taken over, and the run ends Invalid
+// naming it.
+func ensureLease(ctx context.Context, conn *connection, name string, labels map[string]string, owner *metav1.OwnerReference) (created bool, err error) {
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: conn.namespace, Labels: labels}}
 	if owner != nil {
 		lease.OwnerReferences = []metav1.OwnerReference{*owner}
 	}
 	leases := conn.coordination.Leases(conn.namespace)
-	_, err := leases.Create(ctx, lease, metav1.CreateOptions{})
+	_, err = leases.Create(ctx, lease, metav1.CreateOptions{})
 	if !apierrors.IsAlreadyExists(err) {
 		if err != nil {
-			return fmt.Errorf("creating the job's lease %s: %w", name, err)
+			return false, fmt.Errorf("creating the job's lease %s: %w", name, err)
 		}
-		return nil
+		return true, nil
 	}
 	live, err := leases.Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil // released meanwhile: the elector creates it
+		return false, nil // released meanwhile: the elector creates it
 	case err != nil:
-		return fmt.Errorf("reading the job's lease %s: %w", name, err)
+		return false, fmt.Errorf("reading the job's lease %s: %w", name, err)
 	}
 	for key, value := range labels {
 		if live.Labels[key] != value {
-			return result.Invalid(result.ReasonNotOwned, fmt.Errorf("lease %s exists and is not this job's (%s): trainstep neither takes nor deletes it; rename the job (--name) or remove the lease",
+			return false, result.Invalid(result.ReasonNotOwned, fmt.Errorf("lease %s exists and is not this job's (%s): trainstep neither takes nor deletes it; rename the job (--name) or remove the lease",
 				name, reconcile.DescribeOwnership(live)))
 		}
 	}
-	return nil
+	return false, nil
 }
 
 // labelledLeaseLock is client-go's LeaseLock whose Create makes the Lease

@@ -201,17 +201,28 @@ func (e *statusEndpoint) serve(ctx context.Context, cfg *Config, conn *connectio
 		}
 	}
 	e.mu.Unlock()
+	labelled := make(chan struct{})
+	labelCtx, stopLabelling := context.WithCancel(ctx)
 	if e.listener != nil {
-		if err := labelStepPod(ctx, cfg, conn, e.podLabel, e.log); err != nil {
-			e.log.Warn("the progress endpoint's Service may not reach this step: labelling its pod failed", zap.Error(err))
-		}
+		// No replica reaches the endpoint before the job's pods exist: the
+		// step's pod is labelled while the job starts, not before it.
+		go func() {
+			defer close(labelled)
+			if err := labelStepPod(labelCtx, cfg, conn, e.podLabel, e.log); err != nil && labelCtx.Err() == nil {
+				e.log.Warn("the progress endpoint's Service may not reach this step: labelling its pod failed", zap.Error(err))
+			}
+		}()
 		if err := e.server.Serve(e.listener); err != nil {
 			e.log.Warn("not serving the progress endpoint", zap.Error(err))
 		} else {
 			e.log.Info("serving the progress endpoint", zap.String("url", render.TrainerStatusURL(e.namespace, e.jobName)), zap.Stringer("address", e.listener.Addr()))
 		}
+	} else {
+		close(labelled)
 	}
 	return func() {
+		stopLabelling()
+		<-labelled
 		e.shutdown()
 		if s := e.lastStatus(); s != nil && eventObject != nil {
 			events.recorder.Eventf(eventObject, corev1.EventTypeNormal, EventTrainerStatusFinal, "last training status: %s", eventText(s))

@@ -33,9 +33,20 @@ type roundTripper struct {
 }
 
 func (r roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
-	r.counter.add(Key(req))
-	return r.next.RoundTrip(req)
+	key := Key(req)
+	r.counter.add(key)
+	resp, err := r.next.RoundTrip(req)
+	if err == nil && resp.StatusCode == http.StatusTooManyRequests {
+		r.counter.add(ThrottledPrefix + key)
+	}
+	return resp, err
 }
+
+// ThrottledPrefix starts the key of a request the API server answered 429
+// Too Many Requests: its flow control turned the request away, and
+// client-go sends it again after the Retry-After (counted again as a
+// request). "throttled create pods" counts the creates turned away.
+const ThrottledPrefix = "throttled "
 
 func (c *Counter) add(key string) {
 	c.mu.Lock()
@@ -43,7 +54,8 @@ func (c *Counter) add(key string) {
 	c.mu.Unlock()
 }
 
-// Counts returns a copy of the counts, keyed "verb resource".
+// Counts returns a copy of the counts, keyed "verb resource", and the
+// requests turned away, keyed ThrottledPrefix + "verb resource".
 func (c *Counter) Counts() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

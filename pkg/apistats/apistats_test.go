@@ -44,3 +44,29 @@ func TestCounterCountsEveryRequestThatPassesThrough(t *testing.T) {
 		t.Errorf("Total(create, delete) = %d, want 3", got)
 	}
 }
+
+func TestCounterCountsThrottledRequestsApart(t *testing.T) {
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if calls++; calls == 1 {
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	}))
+	defer srv.Close()
+	c := New()
+	client := &http.Client{Transport: c.Wrap(http.DefaultTransport)}
+	for i := 0; i < 2; i++ {
+		resp, err := client.Post(srv.URL+"/api/v1/namespaces/x/pods", "application/json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	counts := c.Counts()
+	if counts["create pods"] != 2 || counts[ThrottledPrefix+"create pods"] != 1 {
+		t.Errorf("counts %v, want 2 creates of which 1 throttled", counts)
+	}
+	if got := Total(counts, "create"); got != 2 {
+		t.Errorf("Total(create) = %d, want 2: a throttled request is counted once as a request", got)
+	}
+}

@@ -50,6 +50,14 @@ type Admission struct {
 	UngatedAt time.Time
 	// RetryAt is when the next attempt may start (BackingOff).
 	RetryAt time.Time
+	// QuotaReleases counts the times this attempt's pods were given back
+	// because a ResourceQuota refused the rest. ForQuota: the backoff
+	// follows such a release, and the same attempt is tried again after it.
+	// PartialSince is when the quota was first seen refusing the rest of
+	// pods that exist (zero while it is not).
+	QuotaReleases int
+	ForQuota      bool
+	PartialSince  time.Time
 }
 
 // Start is the state of a job before its first pod exists.
@@ -64,6 +72,9 @@ type Pods struct {
 	// Created is when each existing pod was created (its
 	// creationTimestamp), in any order; empty when not known.
 	Created []time.Time
+	// QuotaRefuses says a ResourceQuota refused some of the job's creates
+	// the last time they were tried.
+	QuotaRefuses bool
 }
 
 // existedSince is when n of the pods existed: the n-th earliest creation,
@@ -90,6 +101,9 @@ type Params struct {
 	// clock starts once MinAvailable pods exist, and there is one attempt,
 	// since giving pods back that hold nothing frees nothing.
 	SchedulerHolds bool
+	// QuotaPatience is how long pods of the gang may hold part of a
+	// ResourceQuota that refuses the rest before they are given back.
+	QuotaPatience time.Duration
 }
 
 // Backoff bounds used when a job's own timeout does not suggest shorter ones.
@@ -116,6 +130,7 @@ func ParamsFor(job *v1alpha1.TrainJob) Params {
 	}
 	// Waiting much longer than an attempt itself only delays the job.
 	p.MaxBackoff = min(p.MaxBackoff, max(p.Timeout, p.BaseBackoff))
+	p.QuotaPatience = min(QuotaPatience, p.Timeout)
 	return p
 }
 
@@ -128,6 +143,8 @@ type Step struct {
 	RecheckAfter time.Duration
 	// Message explains ReleaseAll and GiveUp.
 	Message string
+	// QuotaRelease: the ReleaseAll gives back a gang a quota refused in part.
+	QuotaRelease bool
 }
 
 // recheckWhileReleasing is how often to look while released pods are still
@@ -145,7 +162,7 @@ func (p Params) Next(a Admission, pods Pods, now time.Time, jitter float64) Step
 			need = min(need, p.MinAvailable)
 		}
 		if pods.Existing < need {
-			return Step{Next: a}
+			return p.quotaRelease(a, pods, now, jitter)
 		}
 		next := a
 		next.Stage, next.UngatedAt = StageWaiting, now
@@ -190,6 +207,9 @@ func (p Params) Next(a Admission, pods Pods, now time.Time, jitter float64) Step
 		}
 		if pods.Existing > 0 {
 			return Step{Next: a, RecheckAfter: recheckWhileReleasing}
+		}
+		if a.ForQuota {
+			return Step{Action: ActionRetry, Next: Admission{Attempt: a.Attempt, Stage: StageCreating, QuotaReleases: a.QuotaReleases}}
 		}
 		return Step{Action: ActionRetry, Next: Admission{Attempt: a.Attempt + 1, Stage: StageCreating}}
 	}

@@ -14,7 +14,8 @@ const (
 	EventFailed = "Failed"
 	// EventGangAdmitted: the built-in gang saw enough pods bound together.
 	EventGangAdmitted = "GangAdmitted"
-	// EventGangRetry: an attempt of the built-in gang timed out; its pods were released.
+	// EventGangRetry: an attempt of the built-in gang timed out, or a
+	// ResourceQuota kept part of a gang out; its pods were released.
 	EventGangRetry = "GangRetry"
 	// EventUnschedulable: the built-in gang's last attempt timed out.
 	EventUnschedulable = "Unschedulable"

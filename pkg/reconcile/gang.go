@@ -87,8 +87,15 @@ func (c *Controller) admitGang(ctx context.Context) (time.Duration, error) {
 			return 0, c.apiError(fmt.Errorf("releasing the gang's pods: %w", err))
 		}
 		g.state = step.Next
-		c.event(corev1.EventTypeWarning, EventGangRetry, "%s", step.Message)
-		c.opts.Logger.Info("gang not schedulable; released its pods", zap.String("detail", step.Message))
+		if step.QuotaRelease {
+			// One text for every release, so that the recorder counts them on
+			// one Event instead of writing one each; the log has the detail.
+			c.event(corev1.EventTypeWarning, EventGangRetry, "a ResourceQuota refused part of the gang for %s; released its pods, to try again as a whole", g.params.QuotaPatience)
+			c.opts.Logger.Info("a ResourceQuota refused part of the gang; released its pods", zap.String("detail", step.Message))
+		} else {
+			c.event(corev1.EventTypeWarning, EventGangRetry, "%s", step.Message)
+			c.opts.Logger.Info("gang not schedulable; released its pods", zap.String("detail", step.Message))
+		}
 	case gang.ActionRetry:
 		// Creates are derived from the state: the next attempt's pods are
 		// created (gated) by this sync or, if some fail, by a later one.
@@ -133,8 +140,9 @@ func (c *Controller) gangPods() ([]*corev1.Pod, gang.Pods) {
 			ids = append(ids, id)
 		}
 	}
+	refused := c.quota.refusal != ""
 	c.mu.Unlock()
-	count := gang.Pods{Desired: len(ids)}
+	count := gang.Pods{Desired: len(ids), QuotaRefuses: refused}
 	var pods []*corev1.Pod
 	for _, id := range ids {
 		pod, err := c.pods.Pods(c.opts.Identity.Namespace).Get(c.replicas[id].name)

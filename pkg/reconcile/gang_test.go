@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/gang"
+	"github.com/trainstep/trainstep/pkg/policy"
 	"github.com/trainstep/trainstep/pkg/result"
 )
 
@@ -169,5 +171,64 @@ func TestGangOfAnElasticJobOnMetricsIsItsStartingWorkers(t *testing.T) {
 		if got := frameworks.GangSize(withoutMetrics); got != want {
 			t.Errorf("GangSize without metrics, growIntoCapacity %v = %d, want %d (every slot up to maxReplicas, or the Worker replicas)", grow, got, want)
 		}
+	}
+}
+
+// A built-in gang a ResourceQuota refuses in part gives back the pods it
+// created once the quota has refused the rest for its patience (here the
+// 2 s scheduling timeout), so that it holds no part of the quota while it
+// waits, and creates the whole gang again once the quota has room; the
+// gates are lifted only then, and nothing counts as a restart.
+func TestBuiltinGangAQuotaRefusesInPartIsReleasedAndTriedAgain(t *testing.T) {
+	t.Parallel()
+	job := tfJob(v1alpha1.RestartPolicyNever)
+	job.Spec.RunPolicy.SchedulingPolicy.Gang = v1alpha1.GangBuiltin
+	job.Spec.RunPolicy.SchedulingPolicy.ScheduleTimeoutSeconds = ptr.To[int32](2)
+	// The quota refuses worker 1 until the gang gave back what it created.
+	var refusing atomic.Bool
+	refusing.Store(true)
+	h := startWith(t, job, func(hh *harness, o *Options) {
+		hh.client.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+			if action.(k8stesting.CreateAction).GetObject().(metav1.Object).GetName() == "mnist-worker-1" && refusing.Load() {
+				return true, nil, quotaRefusal("mnist-worker-1")
+			}
+			return false, nil, nil
+		})
+		hh.client.PrependReactor("delete", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+			refusing.Store(false)
+			return false, nil, nil
+		})
+	})
+	names := []string{"mnist-ps-0", "mnist-worker-0", "mnist-worker-1"}
+	testutil.Eventually(h.t, waitTimeout, "every gate lifted", func() bool {
+		for _, n := range names {
+			if p := h.pod(n); p == nil || gang.HasGate(p) {
+				return false
+			}
+		}
+		return true
+	})
+	deletes, released, lifted := 0, map[string]bool{}, false
+	for _, a := range h.client.Actions() {
+		switch {
+		case a.GetVerb() == "delete" && a.GetResource().Resource == "pods":
+			deletes++
+			released[a.(k8stesting.DeleteAction).GetName()] = true
+			if lifted {
+				t.Errorf("a pod was released after the gates were lifted")
+			}
+		case a.GetVerb() == "patch" && a.GetResource().Resource == "pods":
+			lifted = true
+		}
+	}
+	if deletes == 0 || released["mnist-worker-1"] {
+		t.Errorf("released %v (%d deletes), want the pods the quota let in and not the one it refused", released, deletes)
+	}
+	h.setStatus("mnist-worker-0", corev1.PodSucceeded, 0)
+	if d := h.decision(); d.Outcome != policy.OutcomeSucceeded {
+		t.Fatalf("decision %+v, want Succeeded", d)
+	}
+	if r := h.ctrl.View().Restarts; r != 0 {
+		t.Errorf("restarts = %d, want 0: a release for quota is no restart", r)
 	}
 }

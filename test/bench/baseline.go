@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -25,9 +26,11 @@ import (
 const BaselineWorkers = 64
 
 // Objects are what `trainstep render -o json` prints for a job, in its order
-// (the NetworkPolicy, ConfigMaps, Services, then Pods).
+// (the NetworkPolicy, the PodDisruptionBudget of a job whose ranks restart as
+// a whole, ConfigMaps, Services, then Pods).
 type Objects struct {
 	NetworkPolicies []*networkingv1.NetworkPolicy
+	Budgets         []*policyv1.PodDisruptionBudget
 	ConfigMaps      []*corev1.ConfigMap
 	Services        []*corev1.Service
 	Pods            []*corev1.Pod
@@ -62,6 +65,12 @@ func Render(ctx context.Context, binary, jobFile, ns string) (Objects, error) {
 				return Objects{}, fmt.Errorf("decoding rendered NetworkPolicy %d: %w", i, err)
 			}
 			objs.NetworkPolicies = append(objs.NetworkPolicies, np)
+		case "PodDisruptionBudget":
+			pdb := &policyv1.PodDisruptionBudget{}
+			if err := json.Unmarshal(raw, pdb); err != nil {
+				return Objects{}, fmt.Errorf("decoding rendered PodDisruptionBudget %d: %w", i, err)
+			}
+			objs.Budgets = append(objs.Budgets, pdb)
 		case "ConfigMap":
 			cm := &corev1.ConfigMap{}
 			if err := json.Unmarshal(raw, cm); err != nil {
@@ -81,7 +90,7 @@ func Render(ctx context.Context, binary, jobFile, ns string) (Objects, error) {
 			}
 			objs.Pods = append(objs.Pods, pod)
 		default:
-			return Objects{}, fmt.Errorf("rendered item %d is a %s; the baseline creates only NetworkPolicies, ConfigMaps, Services and Pods", i, meta.Kind)
+			return Objects{}, fmt.Errorf("rendered item %d is a %s; the baseline creates only NetworkPolicies, PodDisruptionBudgets, ConfigMaps, Services and Pods", i, meta.Kind)
 		}
 	}
 	return objs, nil
@@ -126,11 +135,18 @@ func CreateBaselineTimed(ctx context.Context, cfg *rest.Config, objs Objects) (l
 func createBaseline(ctx context.Context, client kubernetes.Interface, objs Objects, created func()) error {
 	// The pods read the ConfigMaps (TF_CONFIG's cluster), and the
 	// NetworkPolicy must hold before any pod exists: like trainstep, the
-	// loop has them answered before it sends a Service or a pod.
-	sources := make([]func() error, 0, len(objs.NetworkPolicies)+len(objs.ConfigMaps))
+	// loop has them answered before it sends a Service or a pod, and the
+	// PodDisruptionBudget too, which trainstep creates before the pods.
+	sources := make([]func() error, 0, len(objs.NetworkPolicies)+len(objs.Budgets)+len(objs.ConfigMaps))
 	for _, np := range objs.NetworkPolicies {
 		sources = append(sources, func() error {
 			_, err := client.NetworkingV1().NetworkPolicies(np.Namespace).Create(ctx, np, metav1.CreateOptions{})
+			return err
+		})
+	}
+	for _, pdb := range objs.Budgets {
+		sources = append(sources, func() error {
+			_, err := client.PolicyV1().PodDisruptionBudgets(pdb.Namespace).Create(ctx, pdb, metav1.CreateOptions{})
 			return err
 		})
 	}

@@ -60,6 +60,10 @@ func TestBench(t *testing.T) {
 		t.Skipf("the benchmarks run with %s=1 (`make bench`)", benchEnv)
 	}
 	began := time.Now()
+	scenario := os.Getenv(scenarioEnv)
+	if scenario != "" && scenario != "all" && scenario != "sweep" {
+		t.Fatalf("%s=%q: want all or sweep", scenarioEnv, scenario)
+	}
 	sizes, runs := benchSizes(t), benchRuns(t)
 	c := cluster.Get(t)
 	h := newHarness(t, c)
@@ -69,6 +73,22 @@ func TestBench(t *testing.T) {
 	report.DefaultQPS, report.DefaultBurst = trainstepDefaults(t, h.binary)
 	if info, err := os.Stat(h.binary); err == nil {
 		report.BinaryBytes = info.Size()
+	}
+	if scenario == "sweep" {
+		// Logged, with the section BENCHMARKS.md would hold, and its plot
+		// written: BENCHMARKS.md is the whole run's.
+		h.measureSweepScenario(t, &report)
+		t.Logf("sweep results:\n%s", report.SweepTable())
+		section, err := report.SweepMarkdown()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("BENCHMARKS.md's sweep section:\n%s", section)
+		if err := report.WriteSweepPlot(root); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s", SweepPlotFile)
+		return
 	}
 	reference, largest := referenceSize(sizes), sizes[len(sizes)-1]
 
@@ -111,6 +131,7 @@ func TestBench(t *testing.T) {
 		report.Profiles = append(report.Profiles, h.measureProfile(t, n))
 	}
 	report.Polling = <-polling
+	h.measureSweepScenario(t, &report)
 	report.Took = time.Since(began)
 
 	t.Logf("results:\n%s", report.Table())
@@ -555,8 +576,6 @@ func pprofTop(t *testing.T, binary, profile string, options ...string) string {
 	}
 	return strings.Join(kept, "\n")
 }
-
-func ms(d time.Duration) string { return d.Round(time.Millisecond).String() }
 
 func benchSizes(t *testing.T) []int {
 	value := os.Getenv(sizesEnv)

@@ -36,6 +36,8 @@ type harness struct {
 	admin kubernetes.Interface
 	// serviceCollection: the API server offers deletecollection on Services.
 	serviceCollection bool
+	// stepEnv is added to the environment of the sweep's steps.
+	stepEnv []string
 }
 
 // namespacedJob is a fresh namespace and a job file for one run.

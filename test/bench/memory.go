@@ -18,12 +18,13 @@ const memorySampleInterval = 20 * time.Millisecond
 // its high-water mark.
 type residentPeaks struct{ hwm, anon, file int64 }
 
-// sampleResident reads /proc/<pid>/status until done is closed and returns the
-// largest VmHWM, RssAnon and RssFile seen (zero where /proc is not available).
-func sampleResident(pid int, done <-chan struct{}) residentPeaks {
+// sampleResident reads /proc/<pid>/status every interval until done is
+// closed and returns the largest VmHWM, RssAnon and RssFile seen (zero where
+// /proc is not available).
+func sampleResident(pid int, every time.Duration, done <-chan struct{}) residentPeaks {
 	var peaks residentPeaks
 	path := fmt.Sprintf("/proc/%d/status", pid)
-	ticker := time.NewTicker(memorySampleInterval)
+	ticker := time.NewTicker(every)
 	defer ticker.Stop()
 	for {
 		if data, err := os.ReadFile(path); err == nil {

@@ -59,6 +59,15 @@ func (r Report) WriteFiles(root string) error {
 			return err
 		}
 	}
+	sweep, err := SweepPlot(r)
+	if err != nil {
+		return err
+	}
+	if sweep != nil {
+		if err := savePlot(sweep, filepath.Join(root, SweepPlotFile)); err != nil {
+			return err
+		}
+	}
 	data, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encoding the results: %w", err)
@@ -87,6 +96,29 @@ func (r Report) Markdown() ([]byte, error) {
 		return nil, fmt.Errorf("rendering the report: %w", err)
 	}
 	return out.Bytes(), nil
+}
+
+// SweepMarkdown renders BENCHMARKS.md's sweep section alone, as the sweep
+// scenario run by itself logs it.
+func (r Report) SweepMarkdown() ([]byte, error) {
+	tmpl, err := template.New("benchmarks").Funcs(templateFuncs).Parse(benchmarksTemplate)
+	if err != nil {
+		return nil, fmt.Errorf("parsing the report template: %w", err)
+	}
+	var out bytes.Buffer
+	if err := tmpl.ExecuteTemplate(&out, "sweeps", r); err != nil {
+		return nil, fmt.Errorf("rendering the sweep section: %w", err)
+	}
+	return out.Bytes(), nil
+}
+
+// WriteSweepPlot writes the plot of trials running over time alone.
+func (r Report) WriteSweepPlot(root string) error {
+	sweep, err := SweepPlot(r)
+	if err != nil || sweep == nil {
+		return err
+	}
+	return savePlot(sweep, filepath.Join(root, SweepPlotFile))
 }
 
 var templateFuncs = template.FuncMap{
@@ -124,10 +156,15 @@ var templateFuncs = template.FuncMap{
 	"percent": func(part, whole time.Duration) string {
 		return fmt.Sprintf("%.0f%%", 100*part.Seconds()/whole.Seconds())
 	},
-	"bytesMiB":   func(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) },
-	"toMiB":      func(b float64) float64 { return b / (1 << 20) },
-	"layoutRows": func(r Report) []LayoutRow { return r.LayoutRows() },
+	"bytesMiB":    func(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) },
+	"toMiB":       func(b float64) float64 { return b / (1 << 20) },
+	"layoutRows":  func(r Report) []LayoutRow { return r.LayoutRows() },
+	"dec":         func(n int) int { return n - 1 },
+	"sweepTrials": func() int { return TargetSweepTrials },
 }
+
+// ms prints a duration to the millisecond.
+func ms(d time.Duration) string { return d.Round(time.Millisecond).String() }
 
 func formatSeconds(ds []time.Duration) string { return Summarize(Seconds(ds)).Format("%.2f") + " s" }
 func formatMillis(ds []time.Duration) string  { return Summarize(millis(ds)).Format("%.0f") + " ms" }

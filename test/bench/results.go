@@ -61,6 +61,15 @@ type Report struct {
 	Profiles   []ProfileResult
 	// MaxLaunch is the one launch at the documented maximum.
 	MaxLaunch MaxLaunchResult `json:",omitzero"`
+	// Sweeps are the sweep scenario's rounds, by size; Quotas its runs
+	// under a quota that fits a quarter of the trials, by gang kind;
+	// Isolation its check that no step takes another trial's objects.
+	Sweeps    []SweepResult    `json:",omitempty"`
+	Quotas    []QuotaResult    `json:",omitempty"`
+	Isolation *IsolationResult `json:",omitempty"`
+	// SweepProfile is one more run of the largest sweep, every step under
+	// --cpu-profile.
+	SweepProfile *SweepRun `json:",omitempty"`
 }
 
 // ProfileResult is one more trainstep run of a job of Replicas workers, profiled.
@@ -611,7 +620,8 @@ func (r Report) Targets() []Target {
 		}
 		targets = append(targets, medianTarget(name, mebibytes(s.PeakRSSBytes), float64(goal.bytes>>20), "%.0f", " MiB", r.memoryLimit(goal.n)))
 	}
-	return append(targets, r.flatnessTarget())
+	targets = append(targets, r.flatnessTarget())
+	return append(targets, r.sweepTargets()...)
 }
 
 // flatnessTarget checks that each replica from TargetReplicas to

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/trainstep/trainstep/hack/image/gobuild"
+	"github.com/trainstep/trainstep/pkg/apistats"
 )
 
 // outputsPollInterval is how often the bench looks for trainstep's outputs:
@@ -53,6 +54,9 @@ type RunOptions struct {
 	ExtraArgs []string
 	// Env is added to the process's environment ("GODEBUG=gctrace=1").
 	Env []string
+	// MemorySample is how often the resident set is read (default
+	// memorySampleInterval); many processes at once are read less often.
+	MemorySample time.Duration
 }
 
 // Process is a running `trainstep run`.
@@ -117,7 +121,11 @@ func StartTrainstep(o RunOptions) (*Process, error) {
 		p.Exited = time.Now()
 		close(p.done)
 	}()
-	go func() { p.memory <- sampleResident(p.cmd.Process.Pid, p.done) }()
+	every := o.MemorySample
+	if every <= 0 {
+		every = memorySampleInterval
+	}
+	go func() { p.memory <- sampleResident(p.cmd.Process.Pid, every, p.done) }()
 	return p, nil
 }
 
@@ -210,15 +218,31 @@ func LastCreate(table string) (time.Duration, error) {
 
 // APIRequests reads the run's request counts (written when trainstep exits).
 func (p *Process) APIRequests() (map[string]int, error) {
+	requests, _, err := p.APIStats()
+	return requests, err
+}
+
+// APIStats reads the run's request counts and, apart, the requests the API
+// server turned away with 429, by "verb resource" (each then sent again, and
+// counted again among the requests).
+func (p *Process) APIStats() (requests, throttled map[string]int, err error) {
 	data, err := os.ReadFile(p.StatsFile)
 	if err != nil {
-		return nil, fmt.Errorf("reading API request counts: %w", err)
+		return nil, nil, fmt.Errorf("reading API request counts: %w", err)
 	}
 	counts := map[string]int{}
 	if err := json.Unmarshal(data, &counts); err != nil {
-		return nil, fmt.Errorf("decoding API request counts %s: %w", p.StatsFile, err)
+		return nil, nil, fmt.Errorf("decoding API request counts %s: %w", p.StatsFile, err)
 	}
-	return counts, nil
+	requests, throttled = map[string]int{}, map[string]int{}
+	for key, n := range counts {
+		if kind, ok := strings.CutPrefix(key, apistats.ThrottledPrefix); ok {
+			throttled[kind] += n
+			continue
+		}
+		requests[key] = n
+	}
+	return requests, throttled, nil
 }
 
 // lockedBuffer is a bytes.Buffer safe for the process's concurrent writers.
@@ -248,3 +272,31 @@ func tail(s string, n int) string {
 
 // CPUSoFar is the CPU time the running process has used until now.
 func (p *Process) CPUSoFar() (time.Duration, error) { return processCPU(p.cmd.Process.Pid) }
+
+// LaunchStages are the stages of a step's start that its --timeline marks,
+// in order: what a step does before its first replica exists.
+var LaunchStages = []string{"job loaded", "preflight done", "rendered", "lease acquired", "informers synced", "first create", "last create"}
+
+// StageTimes reads, from a `trainstep run --timeline` table, when each of
+// stages was first reached, counted from the process's start; a stage not
+// in the table is left out.
+func StageTimes(table string, stages ...string) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for _, line := range strings.Split(table, "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 3 {
+			continue
+		}
+		rest := " " + strings.Join(fields[2:], " ") + " "
+		for _, stage := range stages {
+			if _, seen := out[stage]; seen || !strings.HasPrefix(rest, " "+stage+" ") {
+				continue
+			}
+			millis, err := strconv.ParseFloat(strings.TrimSuffix(fields[0], "ms"), 64)
+			if err == nil {
+				out[stage] = time.Duration(millis * float64(time.Millisecond))
+			}
+		}
+	}
+	return out
+}

@@ -31,3 +31,24 @@ func TestLastCreateReadsTrainstepsTimeline(t *testing.T) {
 		t.Errorf("a timeline without the line: error %v", err)
 	}
 }
+
+func TestStageTimesReadsTheTimeline(t *testing.T) {
+	table := `      at        +             stage  creates  requests  429s  limiter wait (sum)  longest wait  create round trip (mean since last)     CPU
+   3.1ms    3.1ms        job loaded        0         0     0               0.0ms         0.0ms                                    -   4.0ms
+  40.2ms   37.1ms    preflight done        0         2     0               0.0ms         0.0ms                               20.0ms  10.0ms
+  95.0ms   54.8ms      first create        1        12     0               0.0ms         0.0ms                                9.0ms  30.0ms
+ 130.5ms   35.5ms       last create        9        20     0               0.0ms         0.0ms                               11.0ms  40.0ms
+ 131.0ms    0.5ms  first get pods/log      9        21     0               0.0ms         0.0ms                                    -  40.0ms
+`
+	got := StageTimes(table, LaunchStages...)
+	want := map[string]time.Duration{"job loaded": 3100 * time.Microsecond, "preflight done": 40200 * time.Microsecond,
+		"first create": 95 * time.Millisecond, "last create": 130500 * time.Microsecond}
+	if len(got) != len(want) {
+		t.Fatalf("StageTimes = %v, want %v", got, want)
+	}
+	for stage, at := range want {
+		if (got[stage] - at).Abs() > time.Microsecond {
+			t.Errorf("%s at %s, want %s", stage, got[stage], at)
+		}
+	}
+}

@@ -309,6 +309,12 @@ func (c *Cluster) LogTails(n int) string {
 	return b.String()
 }
 
+// ComponentPIDs are the process IDs of the cluster's components by name
+// ("etcd", "kube-apiserver", …): a benchmark reads their CPU time from
+// them, apart from any other cluster's on the same machine. Each leads its
+// process group.
+func (c *Cluster) ComponentPIDs() map[string]int { return c.processGroups() }
+
 // processGroups lists the components' process groups (what a detached cluster records).
 func (c *Cluster) processGroups() map[string]int {
 	groups := map[string]int{}
