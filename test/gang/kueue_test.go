@@ -170,8 +170,10 @@ func TestRealGangKueuePreemptedJobIsRecreatedAsAGroup(t *testing.T) {
 	testutil.Eventually(t, time.Minute, "high running", func() bool {
 		return countPods(jobPods(t, c, ns, "high"), running) == replicas
 	})
-	testutil.Eventually(t, 30*time.Second, "Kueue to evict each of low's pods", func() bool {
-		return len(evicted.of("low")) == replicas
+	// Kueue marks low's pods evicted one by one; trainstep stops every rank
+	// on the first mark, so Kueue may find the others gone before it marks them.
+	testutil.Eventually(t, 30*time.Second, "Kueue to evict low", func() bool {
+		return len(evicted.of("low")) >= 1
 	})
 	// low's pods were evicted by Kueue, and trainstep made new ones, which
 	// Kueue holds while high has the quota.
