@@ -238,6 +238,13 @@ func TestWriteFilesWritesReportAndPlots(t *testing.T) {
 			t.Errorf("%s is not an SVG", name)
 		}
 	}
+	checkResultsFileHolds(t, root, sampleReport())
+}
+
+// checkResultsFileHolds checks that the results file WriteFiles wrote under
+// root reads back as want.
+func checkResultsFileHolds(t *testing.T, root string, want Report) {
+	t.Helper()
 	data, err := os.ReadFile(filepath.Join(root, ResultsFile))
 	if err != nil {
 		t.Fatal(err)
@@ -246,7 +253,7 @@ func TestWriteFilesWritesReportAndPlots(t *testing.T) {
 	if err := json.Unmarshal(data, &back); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(sampleReport(), back); diff != "" {
+	if diff := cmp.Diff(want, back); diff != "" {
 		t.Errorf("%s does not hold the report (-want +got):\n%s", ResultsFile, diff)
 	}
 }

@@ -1,14 +1,11 @@
 package bench
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/google/go-cmp/cmp"
 )
 
 // sweepRun is a made-up side of a sweep of trials trials, every one running
@@ -86,17 +83,7 @@ func TestWriteFilesPlotsTheSweepAndKeepsItsFigures(t *testing.T) {
 	if err != nil || !strings.Contains(string(svg), "<svg") {
 		t.Fatalf("%s: %v, not an SVG", SweepPlotFile, err)
 	}
-	data, err := os.ReadFile(filepath.Join(root, ResultsFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var back Report
-	if err := json.Unmarshal(data, &back); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(sampleSweepReport(), back); diff != "" {
-		t.Errorf("%s does not hold the sweeps (-want +got):\n%s", ResultsFile, diff)
-	}
+	checkResultsFileHolds(t, root, sampleSweepReport())
 }
 
 func TestRunningStepsCountTrialsRunningOverTime(t *testing.T) {

@@ -198,22 +198,11 @@ func (s *SweepTracker) countsLocked() SweepCounts {
 
 // WaitFor blocks until cond holds, ctx ends or the watch fails.
 func (s *SweepTracker) WaitFor(ctx context.Context, what string, cond func(SweepCounts) bool) error {
-	for {
+	return waitFor(ctx, what, func() (SweepCounts, <-chan struct{}, error) {
 		s.mu.Lock()
-		counts, changed, err := s.countsLocked(), s.changed, s.err
-		s.mu.Unlock()
-		if cond(counts) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("waiting for %s: %w", what, err)
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s (last seen %+v): %w", what, counts, context.Cause(ctx))
-		}
-	}
+		defer s.mu.Unlock()
+		return s.countsLocked(), s.changed, s.err
+	}, cond)
 }
 
 // AllRunningAt is when the last trial had every replica running at once;

@@ -205,10 +205,19 @@ func (t *Tracker) countsLocked() Counts {
 
 // WaitFor blocks until cond holds for the counts, ctx ends or a watch fails.
 func (t *Tracker) WaitFor(ctx context.Context, what string, cond func(Counts) bool) error {
-	for {
+	return waitFor(ctx, what, func() (Counts, <-chan struct{}, error) {
 		t.mu.Lock()
-		counts, changed, err := t.countsLocked(), t.changed, t.watchErr
-		t.mu.Unlock()
+		defer t.mu.Unlock()
+		return t.countsLocked(), t.changed, t.watchErr
+	}, cond)
+}
+
+// waitFor blocks until cond holds for what snapshot reads (the counts, the
+// channel closed on their next change and the watch's error, read together
+// under the tracker's lock), ctx ends or the watch fails.
+func waitFor[C any](ctx context.Context, what string, snapshot func() (C, <-chan struct{}, error), cond func(C) bool) error {
+	for {
+		counts, changed, err := snapshot()
 		if cond(counts) {
 			return nil
 		}
