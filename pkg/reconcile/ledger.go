@@ -25,10 +25,13 @@ import (
 // one whose instance restarted in place, and of every whole-job restart),
 // on the job's first Service, so that the count survives a step that dies
 // before the replacement (which carries it in its annotations) is created.
-// It holds one entry per replica slot, not per instance, and drops the
-// entries a replacement already carries: a job of the most replicas a job
-// may have, every one of them restarting at once, stays far below the API
-// server's 256 KiB for an object's annotations.
+// It holds one entry per replica slot, not per instance: a job of the most
+// replicas a job may have, every one of them restarted, stays below the
+// API server's 256 KiB for an object's annotations. An entry stays when a
+// replacement carries its restarts too: that replacement may go without
+// trace (a pod-GC disruption while no step runs) before another is made,
+// and the entry is then all that holds the count. Entries only ever grow,
+// and a run takes the larger of an entry and what a pod carries.
 type restartLedger struct {
 	// Job is the job's last whole-job restart (nil before any).
 	Job *jobLedgerEntry `json:"job,omitempty"`
@@ -161,8 +164,8 @@ func (c *Controller) recreateLedgerService(ctx context.Context, next restartLedg
 	return nil
 }
 
-// nextLedger is the ledger with job and entries written in, less the
-// entries whose replacement exists and carries their restarts.
+// nextLedger is the ledger with job and entries written in, for the
+// replica slots the job has now.
 func (c *Controller) nextLedger(job *jobLedgerEntry, entries map[policy.ReplicaID]ledgerEntry) restartLedger {
 	next := restartLedger{Job: c.ledger.Job, Replicas: map[string]ledgerEntry{}}
 	if job != nil {
@@ -173,23 +176,12 @@ func (c *Controller) nextLedger(job *jobLedgerEntry, entries map[policy.ReplicaI
 		slot := ledgerSlot(id)
 		if e, ok := entries[id]; ok {
 			next.Replicas[slot] = e
-		} else if e, ok := c.ledger.Replicas[slot]; ok && !c.replacementCarries(c.replicas[id], e) {
+		} else if e, ok := c.ledger.Replicas[slot]; ok {
 			next.Replicas[slot] = e
 		}
 	}
 	c.mu.Unlock()
 	return next
-}
-
-// replacementCarries reports whether st's current instance replaced the
-// one e was written for and carries its restarts: e is no longer needed.
-// Called with the controller's mutex held.
-func (c *Controller) replacementCarries(st *replicaState, e ledgerEntry) bool {
-	switch st.stage {
-	case stageCreated, stageObserved:
-		return st.carried >= e.Restarts && (st.attempt != e.Attempt || st.jobAttempt != e.JobAttempt)
-	}
-	return false
 }
 
 // annotateLedgerService sets one annotation of the ledger's Service. A

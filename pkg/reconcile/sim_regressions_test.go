@@ -774,6 +774,20 @@ func regressions() []regression {
 			{at: 47 * time.Second, kind: faultDisruption, replica: "mnist-worker-0", disruption: "preemption"},
 		},
 		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 1,
+	}, {
+		// Found by the simulation (seed 899364246): a replica's ledger entry
+		// was dropped once its replacement carried the restart; that
+		// replacement then went without trace (pod GC) while no step ran,
+		// and the next step found the restart nowhere. Entries stay.
+		name: "a counted restart outlives its replacement's pod GC while no step runs",
+		job:  tfJob(v1alpha1.RestartPolicyExitCode), nodes: 2,
+		faults: []fault{
+			{at: 26 * time.Second, kind: faultExit, replica: "mnist-worker-1", code: 137},
+			killDuringExit(57*time.Second, "mnist-ps-0", 143, 28*time.Second),
+			{at: 100 * time.Second, kind: faultKillStep, lasts: 60 * time.Second},
+			{at: 120 * time.Second, kind: faultDisruption, replica: "mnist-worker-1", disruption: "podgc"},
+		},
+		counted: 2, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 2,
 	}}
 }
 
