@@ -831,7 +831,7 @@ func TestSimulationRegressions(t *testing.T) {
 func TestPodGCBatchIsADisruption(t *testing.T) {
 	job := tfJob(v1alpha1.RestartPolicyExitCode)
 	s := schedule{seed: 1, name: "podgc batch", job: job, nodes: 2}
-	r := &simRun{s: s, ctx: context.Background(), instances: map[string]types.UID{}}
+	r := &simRun{s: s, ctx: context.Background(), instances: map[string]types.UID{}, instanceGen: map[types.UID]int{}}
 	r.w = newSimWorld(job.DeepCopy(), 1, s.nodes)
 	r.startStep()
 	if r.cur == nil || !r.cur.started {

@@ -102,7 +102,7 @@ func runSchedule(s schedule, orderSeed uint64, trace bool) *simRun {
 	w := newSimWorld(job, orderSeed, s.nodes)
 	w.traceOn = trace
 	w.roomFrom, w.load = simEpoch.Add(s.room), s.load
-	r := &simRun{s: s, w: w, faults: append([]fault(nil), s.faults...), ctx: context.Background(), instances: map[string]types.UID{}}
+	r := &simRun{s: s, w: w, faults: append([]fault(nil), s.faults...), ctx: context.Background(), instances: map[string]types.UID{}, instanceGen: map[types.UID]int{}}
 	w.onPodCreated, w.onPodRemoved = r.podCreated, r.removedUnwatched
 	w.onBlind, w.onRelist = r.goesBlind, func() { r.sees(); r.truthSeen() }
 	w.onPanic = func() { r.panicking = r.panicking || !r.over() }

@@ -660,6 +660,8 @@ type simRun struct {
 	// instances holds, per replica and job attempt, the first instance
 	// created: a job that restarts as a whole never replaces one alone.
 	instances map[string]types.UID
+	// instanceGen is the step generation that created each pod.
+	instanceGen map[types.UID]int
 	// panicOnPod makes the controller's next pod event panic in its
 	// handler (OnPod); panicking says an injected panic fired while the run
 	// went on: it must end Failed InternalError.
@@ -759,6 +761,9 @@ const simDecisionSlack = 15 * time.Second
 // podCreated checks, for a job that restarts as a whole, that no replica
 // gets a second instance at one job attempt.
 func (r *simRun) podCreated(pod *corev1.Pod) {
+	if r.instanceGen[pod.UID] == 0 {
+		r.instanceGen[pod.UID] = r.w.gen
+	}
 	if c := r.w.ctrl; c != nil && c.scaler != nil && pod.Labels[v1alpha1.LabelReplicaType] == "worker" {
 		// Called within the controller's create: its target stands still.
 		if i, _ := strconv.Atoi(pod.Labels[v1alpha1.LabelReplicaIndex]); i >= c.scaler.target {
@@ -769,11 +774,30 @@ func (r *simRun) podCreated(pod *corev1.Pod) {
 		return
 	}
 	key := pod.Name + "@" + pod.Labels[v1alpha1.LabelJobAttempt]
-	if first, ok := r.instances[key]; ok && first != pod.UID {
+	if first, ok := r.instances[key]; ok && first != pod.UID && !r.startsAfresh(pod) {
 		r.violate("replica %s has a second instance at job attempt %s (%s, then %s): a job that restarts as a whole moves every replica to the next attempt", pod.Name, pod.Labels[v1alpha1.LabelJobAttempt], first, pod.UID)
 		return
 	}
 	r.instances[key] = pod.UID
+}
+
+// startsAfresh reports a pod a step creates while no pod of its job
+// attempt that an earlier step made is left: every earlier instance went
+// while no step watched (pod GC, preemption), none recorded the attempt,
+// and the step starts the job again from nothing, where no rank of the old
+// instances can meet the new ones.
+func (r *simRun) startsAfresh(pod *corev1.Pod) bool {
+	created := r.instanceGen[pod.UID]
+	for _, p := range r.w.jobPods() {
+		if p.UID == pod.UID || p.Labels[v1alpha1.LabelJobAttempt] != pod.Labels[v1alpha1.LabelJobAttempt] {
+			continue
+		}
+		if gen, ok := r.instanceGen[p.UID]; !ok || gen < created {
+			return false
+		}
+	}
+	first := r.instances[pod.Name+"@"+pod.Labels[v1alpha1.LabelJobAttempt]]
+	return r.instanceGen[first] != 0 && r.instanceGen[first] < created
 }
 
 // inject carries out one fault of the script.
