@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	"github.com/trainstep/trainstep/pkg/apierr"
 	"github.com/trainstep/trainstep/pkg/reconcile"
 	"github.com/trainstep/trainstep/pkg/render"
 	"github.com/trainstep/trainstep/pkg/result"
@@ -274,29 +275,53 @@ func (l *jobLease) own(ctx context.Context) error {
 func (l *jobLease) held() bool { return l.leading.Load() }
 
 // release stops renewing, which gives the Lease up if this run still holds
-// it, then deletes the Lease if nobody holds it, so that the next run of
-// the job does not find a stale one. The delete is conditional on the
+// it, then deletes the Lease unless another run holds it, so that the next
+// run of the job does not find a stale one. The delete is conditional on the
 // version read: a run that took the Lease meanwhile keeps it.
 func (l *jobLease) release(ctx context.Context) {
 	if l.stop != nil {
 		l.stop()
 	}
+	// An API server restarting as the run ends is waited for, within ctx.
+	for {
+		err := l.deleteIfFree(ctx)
+		if err == nil {
+			return
+		}
+		if !apierr.IsTransient(err) || ctx.Err() != nil {
+			l.log.Warn("deleting the job's lease", zap.Error(err))
+			return
+		}
+		select {
+		case <-ctx.Done():
+			l.log.Warn("deleting the job's lease", zap.Error(err))
+			return
+		case <-time.After(leaseDeleteRetry):
+		}
+	}
+}
+
+// leaseDeleteRetry is how often release tries the Lease's delete again.
+const leaseDeleteRetry = 500 * time.Millisecond
+
+// deleteIfFree deletes the job's Lease unless another run holds it; nil
+// when it is gone or another run's.
+func (l *jobLease) deleteIfFree(ctx context.Context) error {
 	leases := l.conn.coordination.Leases(l.conn.namespace)
 	current, err := leases.Get(ctx, l.name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return
+		return nil
 	case err != nil:
-		l.log.Warn("reading the job's lease to delete it", zap.Error(err))
-		return
-	case current.Spec.HolderIdentity != nil && *current.Spec.HolderIdentity != "":
-		if *current.Spec.HolderIdentity != l.identity {
-			l.log.Info("the job's lease is held by another run; leaving it", zap.String("holder", *current.Spec.HolderIdentity))
-		}
-		return
+		return fmt.Errorf("reading the job's lease to delete it: %w", err)
+	case current.Spec.HolderIdentity != nil && *current.Spec.HolderIdentity != "" && *current.Spec.HolderIdentity != l.identity:
+		l.log.Info("the job's lease is held by another run; leaving it", zap.String("holder", *current.Spec.HolderIdentity))
+		return nil
 	}
+	// Free, or still this run's (its release did not land): deleted.
 	err = leases.Delete(ctx, l.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &current.UID, ResourceVersion: &current.ResourceVersion}})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		l.log.Warn("deleting the job's lease", zap.Error(err))
+		return err
 	}
+	return nil
 }

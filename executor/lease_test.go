@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -57,5 +58,31 @@ func TestALeaseTheElectorCreatesIsTheJobs(t *testing.T) {
 	}
 	if !l.held() {
 		t.Error("the run does not hold the Lease it created")
+	}
+}
+
+// An API server that restarts as the run ends (its Lease's delete answered
+// 503, then refused) is waited for: the Lease goes, also when the release
+// of the holder did not land and it still names this run.
+func TestReleaseDeletesTheLeaseThroughARestartingAPIServer(t *testing.T) {
+	client := fake.NewClientset()
+	holder := "me"
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "trainstep-tf", Namespace: "ns"}, Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder}}
+	if _, err := client.CoordinationV1().Leases("ns").Create(context.Background(), lease, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var refused atomic.Int32
+	client.PrependReactor("delete", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if refused.Add(1) <= 2 {
+			return true, nil, apierrors.NewServiceUnavailable("kube-apiserver is restarting")
+		}
+		return false, nil, nil
+	})
+	l := &jobLease{conn: &connection{coordination: client.CoordinationV1(), namespace: "ns"}, name: "trainstep-tf", identity: "me", log: zap.NewNop()}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l.release(ctx)
+	if _, err := client.CoordinationV1().Leases("ns").Get(ctx, "trainstep-tf", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the Lease is still there after %d deletes: %v", refused.Load(), err)
 	}
 }
