@@ -77,21 +77,29 @@ func TestHigherPriorityJobPreemptsAndTheLowerJobRestartsAsAWhole(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			preempted := map[string]bool{}
+			preempted := map[string]int{}
 			for _, e := range events.Items {
 				if strings.HasPrefix(e.InvolvedObject.Name, "low-") {
-					preempted[string(e.InvolvedObject.UID)] = true
+					preempted[string(e.InvolvedObject.UID)] += int(max(e.Count, 1))
 				}
 			}
-			t.Logf("low job: %d restarts, %d of its pods preempted", res.Restarts, len(preempted))
+			// kube-scheduler deletes a victim by name: a second preemption of
+			// a pod it already preempted, from a cache not yet showing it
+			// gone, removes the replacement of that name without marking it,
+			// a removal the policy must count. Only those may cost a restart.
+			again := 0
+			for _, n := range preempted {
+				again += n - 1
+			}
+			t.Logf("low job: %d restarts, %d of its pods preempted, %d preempted again by name", res.Restarts, len(preempted), again)
 			if len(preempted) == 0 {
 				t.Error("no pod of the low job was preempted: the test did not do what it claims")
 			}
 			switch {
 			case res.Phase != result.PhaseSucceeded:
 				t.Errorf("low ended %s/%s: %s", res.Phase, res.Reason, res.Message)
-			case !tc.noRules && res.Restarts != 0:
-				t.Errorf("low counted %d restarts for a preemption, want 0 under the default rule", res.Restarts)
+			case !tc.noRules && res.Restarts > int32(again):
+				t.Errorf("low counted %d restarts for a preemption, want 0 under the default rule (%d pods preempted again by name)", res.Restarts, again)
 			case tc.noRules && res.Restarts < 1:
 				t.Errorf("low counted %d restarts with the rules removed, want at least 1", res.Restarts)
 			}
