@@ -54,6 +54,11 @@ type connection struct {
 	namespace  string
 	// requests counts the run's API requests when Config.APIStatsFile is set.
 	requests *apistats.Counter
+	// absentSecrets are the Secrets of names the job uses that the
+	// preflight found absent: readOwnSecret does not ask again, moments
+	// later, before the run holds the Lease (a Secret created in between
+	// meets the run's own create).
+	absentSecrets map[string]bool
 }
 
 // connect builds the client as kubectl does: --kubeconfig, else the files

@@ -39,6 +39,7 @@ type namedObject struct {
 // choice; only the identity says whose an object is. Objects of the run's
 // own identity are an earlier attempt's, which the controller re-attaches.
 // Only metadata is read, so no other owner's Secret reaches this process.
+// The Secrets it finds absent are kept in conn.absentSecrets.
 func checkNoForeignObjects(ctx context.Context, conn *connection, id render.Identity, named []namedObject, apiTimeout time.Duration) error {
 	var foreign []string
 	keep := func(kind string, m metav1.Object) {
@@ -46,6 +47,7 @@ func checkNoForeignObjects(ctx context.Context, conn *connection, id render.Iden
 			foreign = append(foreign, fmt.Sprintf("%s %s (%s)", kind, m.GetName(), reconcile.DescribeOwnership(m)))
 		}
 	}
+	conn.absentSecrets = map[string]bool{}
 	selector := metav1.ListOptions{LabelSelector: v1alpha1.LabelJobName + "=" + id.JobName}
 	listed := map[string]bool{}
 	for _, kind := range []struct {
@@ -74,8 +76,13 @@ func checkNoForeignObjects(ctx context.Context, conn *connection, id render.Iden
 		err := retryTransient(ctx, apiTimeout, func() error {
 			m, err := conn.metadata.Resource(o.gvr).Namespace(conn.namespace).Get(ctx, o.name, metav1.GetOptions{})
 			switch {
-			case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
-				// Absent, or a kind the Role cannot read: its create meets it.
+			case apierrors.IsNotFound(err):
+				if o.kind == "secret" {
+					conn.absentSecrets[o.name] = true
+				}
+				return nil
+			case apierrors.IsForbidden(err):
+				// A kind the Role cannot read: its create meets it.
 				return nil
 			case err != nil:
 				return classify(err)
@@ -137,9 +144,12 @@ func namedObjects(job *v1alpha1.TrainJob, planned *render.Objects, endpoint, net
 }
 
 // readOwnSecret reads the Secret name when it carries the job's identity:
-// nil when there is none; an Invalid error naming it when it is another
+// nil when there is none (or the preflight found none); an Invalid error naming it when it is another
 // owner's, whose data is never read (its metadata is read first).
 func readOwnSecret(ctx context.Context, conn *connection, id render.Identity, name string, apiTimeout time.Duration) (*corev1.Secret, error) {
+	if conn.absentSecrets[name] {
+		return nil, nil
+	}
 	secrets := corev1.SchemeGroupVersion.WithResource("secrets")
 	var own *corev1.Secret
 	err := retryTransient(ctx, apiTimeout, func() error {

@@ -418,7 +418,10 @@ func newController(cfg *Config, job *v1alpha1.TrainJob, s *preparedRun, events *
 		OnProgress: progressReporter(cfg, s.log),
 		BeforeSync: cfg.BeforeSync,
 		Timeline:   cfg.Timeline,
-		OnLaunched: func() { writeTimeline(cfg) },
+		OnLaunched: func() {
+			writeTimeline(cfg)
+			cfg.status.jobLaunched()
+		},
 		PodMetrics: s.conn.podMetrics,
 		WatchNodes: s.watchNodes,
 		OnJobRestart: func(attempt int, reason string) {

@@ -64,6 +64,9 @@ type statusEndpoint struct {
 	listener     net.Listener // nil: statuses come from log lines only
 	material     trainerstatus.Material
 	leaders      map[string]bool // log prefixes of the leader replicas
+	// launched is closed once the job's objects are all created (jobLaunched).
+	launched     chan struct{}
+	launchedOnce sync.Once
 
 	stopOnce  sync.Once
 	mu        sync.Mutex
@@ -80,7 +83,7 @@ type statusEndpoint struct {
 }
 
 func newStatusEndpoint(cfg *Config, job *v1alpha1.TrainJob, namespace string, material trainerstatus.Material, log *zap.Logger) *statusEndpoint {
-	e := &statusEndpoint{jobName: job.Name, namespace: namespace, log: log, progressFile: cfg.ProgressFile, material: material, leaders: map[string]bool{}}
+	e := &statusEndpoint{jobName: job.Name, namespace: namespace, log: log, progressFile: cfg.ProgressFile, material: material, leaders: map[string]bool{}, launched: make(chan struct{})}
 	for _, ref := range frameworks.Leaders(job) {
 		e.leaders[logs.ReplicaPrefix(string(ref.Type), ref.Index)] = true
 	}
@@ -205,9 +208,19 @@ func (e *statusEndpoint) serve(ctx context.Context, cfg *Config, conn *connectio
 	labelCtx, stopLabelling := context.WithCancel(ctx)
 	if e.listener != nil {
 		// No replica reaches the endpoint before the job's pods exist: the
-		// step's pod is labelled while the job starts, not before it.
+		// step's pod is labelled once they are created (or, when some wait
+		// for room, soon after they were first sent), not while their creates
+		// queue behind it, as a sweep's steps' do behind each other's.
 		go func() {
 			defer close(labelled)
+			wait := time.NewTimer(labelAtLatest)
+			defer wait.Stop()
+			select {
+			case <-e.launched:
+			case <-wait.C:
+			case <-labelCtx.Done():
+				return
+			}
 			if err := labelStepPod(labelCtx, cfg, conn, e.podLabel, e.log); err != nil && labelCtx.Err() == nil {
 				e.log.Warn("the progress endpoint's Service may not reach this step: labelling its pod failed", zap.Error(err))
 			}
@@ -227,6 +240,18 @@ func (e *statusEndpoint) serve(ctx context.Context, cfg *Config, conn *connectio
 		if s := e.lastStatus(); s != nil && eventObject != nil {
 			events.recorder.Eventf(eventObject, corev1.EventTypeNormal, EventTrainerStatusFinal, "last training status: %s", eventText(s))
 		}
+	}
+}
+
+// labelAtLatest is how long the step's pod waits for the job's launch
+// before it is labelled anyway.
+const labelAtLatest = 5 * time.Second
+
+// jobLaunched says the job's objects are all created: the step's pod may
+// be labelled now.
+func (e *statusEndpoint) jobLaunched() {
+	if e != nil {
+		e.launchedOnce.Do(func() { close(e.launched) })
 	}
 }
 

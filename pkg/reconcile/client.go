@@ -92,9 +92,10 @@ func (c *Controller) parallel(ctx context.Context, n int, work func(i int) error
 	return errs
 }
 
-// parallelize runs n pieces of work, at most workers at once. A piece that
-// panics returns an InternalError.
+// parallelize runs n pieces of work, at most workers at once (at least
+// one). A piece that panics returns an InternalError.
 func parallelize(ctx context.Context, workers, n int, work func(i int) error) []error {
+	workers = max(workers, 1)
 	errs := make([]error, n)
 	started := make([]bool, n)
 	workqueue.ParallelizeUntil(ctx, workers, n, func(i int) { started[i], errs[i] = true, recovered(work, i) })

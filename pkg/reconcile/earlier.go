@@ -23,17 +23,29 @@ var secretsResource = corev1.SchemeGroupVersion.WithResource("secrets")
 // is not created again: the pods that mounted it keep its files.
 func (c *Controller) findEarlierSecrets(ctx context.Context) error {
 	c.earlierSecrets = nil
-	for _, s := range c.opts.Desired.Secrets {
+	desired := c.opts.Desired.Secrets
+	// Read together: a sweep's steps each wait one round trip, not one per Secret.
+	found := make([]*corev1.Secret, len(desired))
+	errs := c.parallel(ctx, len(desired), func(i int) error {
 		var live *corev1.Secret
 		err := apierr.Retry(ctx, func() (err error) {
-			live, err = c.secretMetadata(ctx, s.Name)
+			live, err = c.secretMetadata(ctx, desired[i].Name)
 			return err
 		})
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
-			return fmt.Errorf("reading secret %s: %w", s.Name, err)
+			return fmt.Errorf("reading secret %s: %w", desired[i].Name, err)
 		case c.ofThisJob(live.Labels):
+			found[i] = live
+		}
+		return nil
+	})
+	if err := joinErrors(errs); err != nil {
+		return err
+	}
+	for _, live := range found {
+		if live != nil {
 			_ = c.secrets.Add(live)
 			c.earlierSecrets = append(c.earlierSecrets, live)
 		}

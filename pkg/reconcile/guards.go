@@ -31,13 +31,19 @@ import (
 // replica is ever reachable from outside the job or evictable one rank at
 // a time. One an earlier attempt of the job left is re-attached to this
 // run's owner; one of the same name that is not the job's ends the run
-// Invalid: it is neither used nor, later, deleted.
+// Invalid: it is neither used nor, later, deleted. The guards go out
+// together: none depends on another, and a sweep's many steps each wait
+// one round trip for them, not one per guard.
 func (c *Controller) ensureGuards(ctx context.Context) error {
+	var missing []render.Guard
 	for _, g := range c.opts.Desired.Guards() {
-		key := g.Key()
-		if c.guardUIDs[key] != "" {
-			continue
+		if c.guardUIDs[g.Key()] == "" {
+			missing = append(missing, g)
 		}
+	}
+	uids := make([]types.UID, len(missing))
+	errs := c.parallel(ctx, len(missing), func(i int) error {
+		g := missing[i]
 		client, err := c.guardClient(g)
 		if err != nil {
 			return err
@@ -49,10 +55,16 @@ func (c *Controller) ensureGuards(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("creating %s %s: %w", g.Kind, g.Object.GetName(), err)
 		}
-		c.guardUIDs[key] = created.GetUID()
+		uids[i] = created.GetUID()
 		c.createdAny.Store(true)
+		return nil
+	})
+	for i, g := range missing {
+		if uids[i] != "" {
+			c.guardUIDs[g.Key()] = uids[i]
+		}
 	}
-	return nil
+	return joinErrors(errs)
 }
 
 // adoptGuard takes over the guard an earlier attempt of the job created:

@@ -43,9 +43,6 @@ func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 	if err := c.ensurePodGroup(ctx); err != nil {
 		return policy.Decision{}, c.apiError(err)
 	}
-	if err := c.ensureGuards(ctx); err != nil {
-		return policy.Decision{}, c.apiError(err)
-	}
 	if err := c.confirmExpectations(ctx); err != nil {
 		return policy.Decision{}, c.apiError(err)
 	}
@@ -227,6 +224,9 @@ func (c *Controller) createMissing(ctx context.Context) error {
 	}
 	pending := c.podsToCreate()
 	if len(objs)+len(pending) == 0 {
+		if err := c.ensureGuards(ctx); err != nil {
+			return err
+		}
 		if !c.gang.holdsCreates() && c.restarting == nil {
 			c.quotaNotNeeded()
 		}
@@ -236,10 +236,20 @@ func (c *Controller) createMissing(ctx context.Context) error {
 	// The pods read the ConfigMaps and Secrets (TF_CONFIG's cluster, MPI's
 	// hostfile and keys): a pod started before them would wait in
 	// CreateContainerConfigError.
+	// The guards go out with them, before any pod too (ensureGuards).
 	sources, objs := splitSources(objs)
+	errs := c.parallel(ctx, len(sources)+1, func(i int) error {
+		if i == len(sources) {
+			return c.ensureGuards(ctx)
+		}
+		return c.createJobWide(ctx, sources[i])
+	})
+	if err := errs[len(sources)]; err != nil {
+		return err
+	}
 	// Refusals are counted only on a failure: a count of none would restart
 	// the pods' own wait on the quota.
-	if errs := c.parallel(ctx, len(sources), func(i int) error { return c.createJobWide(ctx, sources[i]) }); joinErrors(errs) != nil {
+	if errs := errs[:len(sources)]; joinErrors(errs) != nil {
 		c.quotaRefusals(errs)
 		if err := joinErrors(errs); err != nil {
 			return fmt.Errorf("creating the job's objects: %w", err)
@@ -254,7 +264,7 @@ func (c *Controller) createMissing(ctx context.Context) error {
 		hostErr = c.createReplica(ctx, host)
 		pending = rest
 	}
-	errs := c.parallel(ctx, shared+len(pending), func(i int) error {
+	errs = c.parallel(ctx, shared+len(pending), func(i int) error {
 		if i < shared {
 			return c.createJobWide(ctx, objs[i])
 		}
