@@ -808,6 +808,26 @@ func regressions() []regression {
 			{at: 288 * time.Second, kind: faultLoad, code: 150},
 		},
 		counted: 3, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 1,
+	}, {
+		// Found by the simulation (seed 899287562), a defect of the
+		// simulation's world: an exit whose turn came while the step
+		// ended (a panic, its teardown refused by 429s) was dropped, yet
+		// Argo retried the step (Transient, the job's objects left); the
+		// work, which ends once every exit landed, never ended, and the
+		// retry waited on running replicas for ever. Replicas do not stop
+		// for a step's end: the exit lands under the retry.
+		name: "an exit due while a step ends lands under its retry",
+		job:  withCleanPodPolicy(withBackoffLimit(withKueue(tfJob(v1alpha1.RestartPolicyExitCode)), 0), v1alpha1.CleanPodPolicyNone), nodes: 2,
+		room: 80 * time.Second,
+		faults: []fault{
+			{at: 36 * time.Second, kind: faultThrottle, lasts: 58 * time.Second},
+			{at: 53 * time.Second, kind: faultRemove, replica: "the job's ConfigMap"},
+			{at: 54 * time.Second, kind: faultPanic, replica: "mnist-worker-0", disruption: "a pod event's handler"},
+			{at: 77 * time.Second, kind: faultExit, replica: "mnist-ps-0", code: 137,
+				peers: map[string]time.Duration{"mnist-worker-0": 316 * time.Millisecond, "mnist-worker-1": 813 * time.Millisecond}},
+			{at: 102 * time.Second, kind: faultAPI, code: 429, lasts: 32 * time.Second},
+		},
+		counted: 1, phase: result.PhaseFailed, reason: result.ReasonInternalError, restarts: 0,
 	}}
 }
 
