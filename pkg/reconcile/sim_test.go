@@ -1195,8 +1195,13 @@ var disruptionReasons = map[string]string{"preemption": "PreemptionByScheduler",
 
 func (r *simRun) disrupt(pod *corev1.Pod, how string) {
 	w := r.w
-	setCondition(pod, v1alpha1.PodConditionDisruptionTarget, corev1.ConditionTrue, disruptionReasons[how], w.now())
-	w.updatePod(pod, "disruption target")
+	ended := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+	if how != "podgc" || !ended {
+		// The pod garbage collector marks only a pod that has not ended,
+		// in the patch that ends it (Kubernetes' markFailedAndDeletePodWithCondition).
+		setCondition(pod, v1alpha1.PodConditionDisruptionTarget, corev1.ConditionTrue, disruptionReasons[how], w.now())
+		w.updatePod(pod, "disruption target")
+	}
 	if how == "podgc" {
 		name, uid := pod.Name, pod.UID
 		w.after(time.Millisecond, 0, "pod gc deletes "+name, func() {
