@@ -284,6 +284,10 @@ func (st *replicaState) confirmed(live *corev1.Pod, now time.Time) (deleteAgain 
 			st.noteEndedFirst(live)
 			return nil
 		}
+		// An instance the informer never delivered (a broken watch) went
+		// with nobody seeing why: a loss no run watched, free, as a
+		// relist's tombstone that shows no end is.
+		st.lostUnseen = st.lostUnseen || st.stage == stageCreated
 		st.stage, st.pod = stageLost, nil
 	case stageRemoving:
 		switch {
