@@ -268,6 +268,40 @@ func TestControllerReplacesALostReplica(t *testing.T) {
 	})
 }
 
+// A replica that succeeded and whose ended pod is then removed (the pod
+// garbage collector removes ended pods) is not run again: its success
+// stands, and its removal is no failure.
+func TestControllerKeepsASuccessWhosePodIsRemoved(t *testing.T) {
+	h := start(t, tfJob(v1alpha1.RestartPolicyExitCode))
+	h.setStatus("mnist-worker-1", corev1.PodSucceeded, 0)
+	testutil.Eventually(h.t, waitTimeout, "worker-1's success seen", func() bool {
+		h.ctrl.mu.Lock()
+		defer h.ctrl.mu.Unlock()
+		st := h.ctrl.byName["mnist-worker-1"]
+		return st.pod != nil && st.pod.Status.Phase == corev1.PodSucceeded
+	})
+	ended := h.pod("mnist-worker-1").UID
+	if err := h.client.CoreV1().Pods(ns).Delete(context.Background(), "mnist-worker-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(h.t, waitTimeout, "worker-1's removal judged", func() bool {
+		h.ctrl.mu.Lock()
+		defer h.ctrl.mu.Unlock()
+		st := h.ctrl.byName["mnist-worker-1"]
+		return st.stage == stageLost || st.uid != ended
+	})
+	h.setStatus("mnist-worker-0", corev1.PodSucceeded, 0)
+	if d := h.decision(); d.Outcome != policy.OutcomeSucceeded {
+		t.Fatalf("decision %+v, want Succeeded", d)
+	}
+	if _, err := h.client.CoreV1().Pods(ns).Get(context.Background(), "mnist-worker-1", metav1.GetOptions{}); err == nil {
+		t.Error("worker-1 was created again: the removal of its ended pod was taken for a loss")
+	}
+	if r := h.ctrl.View().Restarts; r != 0 {
+		t.Errorf("restarts = %d, want 0: worker-1 succeeded, and its pod's removal is no failure", r)
+	}
+}
+
 func ptrView(v policy.View) *policy.View { return &v }
 
 // stage reads a replica's stage as the controller holds it.

@@ -150,3 +150,43 @@ func TestElasticWorkerLostToADisruptionIsRecreatedForFree(t *testing.T) {
 		t.Errorf("restarts = %d, want 0: an eviction is not the job's fault", r)
 	}
 }
+
+// A worker the job carried on without (exit 1, minReplicas others
+// running) whose ended pod is then removed, as the pod garbage collector
+// removes ended pods (no DisruptionTarget on a pod that already ended), is
+// judged by its end: not brought back, and no restart counted.
+func TestElasticWorkerCarriedOnWithoutStaysSoWhenItsEndedPodIsRemoved(t *testing.T) {
+	h := start(t, elasticJob(3, 2, 3))
+	for i := range 3 {
+		h.setStatus(fmt.Sprintf("el-worker-%d", i), corev1.PodRunning, 0)
+	}
+	h.setStatus("el-worker-2", corev1.PodFailed, 1)
+	testutil.Eventually(h.t, waitTimeout, "worker-2's exit seen", func() bool {
+		h.ctrl.mu.Lock()
+		defer h.ctrl.mu.Unlock()
+		st := h.ctrl.byName["el-worker-2"]
+		return st.pod != nil && st.pod.Status.Phase == corev1.PodFailed
+	})
+	ended := h.pod("el-worker-2").UID
+	if err := h.client.CoreV1().Pods(ns).Delete(context.Background(), "el-worker-2", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(h.t, waitTimeout, "worker-2's removal judged", func() bool {
+		h.ctrl.mu.Lock()
+		defer h.ctrl.mu.Unlock()
+		st := h.ctrl.byName["el-worker-2"]
+		return st.stage == stageLost || st.uid != ended
+	})
+	// A sync after the removal decides on it; then the job ends.
+	h.setStatus("el-worker-1", corev1.PodRunning, 0)
+	h.setStatus("el-worker-0", corev1.PodSucceeded, 0)
+	if d := h.decision(); d.Outcome != policy.OutcomeSucceeded {
+		t.Fatalf("decision %+v, want Succeeded", d)
+	}
+	if _, err := h.client.CoreV1().Pods(ns).Get(context.Background(), "el-worker-2", metav1.GetOptions{}); err == nil {
+		t.Error("worker-2 was created again: the removal of its ended pod was taken for a loss")
+	}
+	if r := h.ctrl.View().Restarts; r != 0 {
+		t.Errorf("restarts = %d, want 0: the job carried on without worker-2, and its pod's removal is no failure", r)
+	}
+}

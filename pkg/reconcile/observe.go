@@ -44,6 +44,15 @@ func (c *Controller) observe() policy.View {
 			r = st.last
 			v.Restarts += r.Restarts
 		case stageLost:
+			if st.removedAfterEnd() && (st.last.Phase == policy.PhaseFailed || st.last.Phase == policy.PhaseSucceeded) {
+				// Removed after it ended (the pod garbage collector
+				// deletes ended pods): the policy judges the end it saw,
+				// as before the pod went. A worker an elastic job carried
+				// on without is not brought back, nor counted, for it.
+				r = st.last
+				v.Restarts += r.Restarts
+				break
+			}
 			// What was last seen tells why and when: a DisruptionTarget condition
 			// set before the pod was removed. Its in-place restarts still
 			// count until the recreation folds them into restartsBefore.

@@ -124,6 +124,11 @@ type replicaState struct {
 	// lostUnseen: lost while no run of the step watched (adopt), or its
 	// end went with a broken watch (a relist's tombstone).
 	lostUnseen bool
+	// endedFirst is the instance once seen ended (Failed or Succeeded)
+	// with no deletion under way: its removal after that (the pod garbage
+	// collector's, which marks no pod that already ended, or by hand) is
+	// no loss, and the policy goes on judging the end it saw.
+	endedFirst types.UID
 	// restartDecided is the failed instance whose counted restart was
 	// decided but is not carried out yet (its ledger entry or delete did
 	// not land): it counts from the decision on, once, so that what the
@@ -187,6 +192,7 @@ func (st *replicaState) podSeen(pod *corev1.Pod, now time.Time) bool {
 	if !podEnded(pod) {
 		st.aliveAt = now
 	}
+	st.noteEndedFirst(pod)
 	switch st.stage {
 	case stageCreated, stageObserved, stageVanished:
 		if pod.DeletionTimestamp != nil && st.unanswered == pod.UID && !st.deleting {
@@ -202,6 +208,23 @@ func (st *replicaState) podSeen(pod *corev1.Pod, now time.Time) bool {
 		return true
 	}
 	return false
+}
+
+// noteEndedFirst records that pod, the current instance, ended before
+// anything deleted it: a delete, from outside too, marks the pod
+// (deletionTimestamp) before its containers are stopped, or removes it
+// at once, so an end seen unmarked came first.
+func (st *replicaState) noteEndedFirst(pod *corev1.Pod) {
+	finished := pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded
+	if finished && pod.DeletionTimestamp == nil {
+		st.endedFirst = pod.UID
+	}
+}
+
+// removedAfterEnd reports whether the current instance, lost, had ended
+// before it went (see endedFirst).
+func (st *replicaState) removedAfterEnd() bool {
+	return st.stage == stageLost && st.uid != "" && st.endedFirst == st.uid
 }
 
 // podDeleted records a deletion the informer delivered. The deletion of
@@ -258,8 +281,13 @@ func (st *replicaState) confirmed(live *corev1.Pod, now time.Time) (deleteAgain 
 		if same {
 			// The informer will deliver it (again); until then, the live copy.
 			st.stage, st.pod, st.dirty, st.lostUnseen = stageObserved, live, true, false
+			st.noteEndedFirst(live)
 			return nil
 		}
+		// An instance the informer never delivered (a broken watch) went
+		// with nobody seeing why: a loss no run watched, free, as a
+		// relist's tombstone that shows no end is.
+		st.lostUnseen = st.lostUnseen || st.stage == stageCreated
 		st.stage, st.pod = stageLost, nil
 	case stageRemoving:
 		switch {

@@ -865,6 +865,20 @@ func (r *simRun) exitAwaited() bool {
 	return false
 }
 
+// stepEnding is how long an exit, a disruption or the work's end waits
+// because the running step is ending (0 when it is not): whether that
+// ending is the run's (a teardown) or Argo retries the step (Transient,
+// the job's objects left), which then goes on with the job, is not known
+// yet. The replicas do not stop for a step's end: dropped there, an exit
+// whose turn came never landed under the retry, and the work, which ends
+// once every one landed, never ended (seed 899287562).
+func (r *simRun) stepEnding() time.Duration {
+	if r.over() {
+		return time.Second
+	}
+	return 0
+}
+
 // queue numbers the next injected exit or disruption.
 func (r *simRun) queue() int {
 	r.queued++
@@ -926,10 +940,10 @@ func (r *simRun) landedFaults() string {
 // the script (queue).
 func (r *simRun) exitWhenRunning(name string, code int32, f *fault, seq, tries int) {
 	w := r.w
-	if r.over() {
+	if r.end != nil {
 		return
 	}
-	if d := r.waitsItsTurn(seq); d > 0 {
+	if d := max(r.stepEnding(), r.waitsItsTurn(seq)); d > 0 {
 		w.after(d, 0, "retry exit "+name, func() { r.exitWhenRunning(name, code, f, seq, tries) })
 		return
 	}
@@ -1123,7 +1137,7 @@ func restartsAsWhole(job *v1alpha1.TrainJob) bool {
 // forced a moment later for the pod garbage collector.
 func (r *simRun) disruptWhenThere(f *fault, seq, tries int) {
 	w := r.w
-	if r.over() {
+	if r.end != nil {
 		return
 	}
 	gap := simSettle
@@ -1132,7 +1146,7 @@ func (r *simRun) disruptWhenThere(f *fault, seq, tries int) {
 		// decision on the fault before it was taken, whatever the order.
 		gap = simSettle + simDecisionSlack
 	}
-	if d := r.waitsItsTurnAfter(seq, gap); d > 0 {
+	if d := max(r.stepEnding(), r.waitsItsTurnAfter(seq, gap)); d > 0 {
 		w.after(d, 0, "retry disruption "+f.replica, func() { r.disruptWhenThere(f, seq, tries) })
 		return
 	}
@@ -1181,8 +1195,13 @@ var disruptionReasons = map[string]string{"preemption": "PreemptionByScheduler",
 
 func (r *simRun) disrupt(pod *corev1.Pod, how string) {
 	w := r.w
-	setCondition(pod, v1alpha1.PodConditionDisruptionTarget, corev1.ConditionTrue, disruptionReasons[how], w.now())
-	w.updatePod(pod, "disruption target")
+	ended := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+	if how != "podgc" || !ended {
+		// The pod garbage collector marks only a pod that has not ended,
+		// in the patch that ends it (Kubernetes' markFailedAndDeletePodWithCondition).
+		setCondition(pod, v1alpha1.PodConditionDisruptionTarget, corev1.ConditionTrue, disruptionReasons[how], w.now())
+		w.updatePod(pod, "disruption target")
+	}
 	if how == "podgc" {
 		name, uid := pod.Name, pod.UID
 		w.after(time.Millisecond, 0, "pod gc deletes "+name, func() {
@@ -1278,7 +1297,11 @@ func (r *simRun) nodeUp(n *simNode) {
 // work, again every 20 s while the job runs (replicas created later too).
 func (r *simRun) successWave() {
 	w := r.w
-	if r.over() {
+	if r.end != nil {
+		return
+	}
+	if d := r.stepEnding(); d > 0 {
+		w.after(d, 0, "success", r.successWave)
 		return
 	}
 	w.apiFaults, w.quotaUntil = nil, time.Time{}
