@@ -90,6 +90,13 @@ func regressions() []regression {
 		delete(f.peers, f.replica)
 		return f
 	}
+	// jaxPeers makes the other JAX workers exit 1 after f's replica: their
+	// collective broke.
+	jaxPeers := func(f fault) fault {
+		f.peers = map[string]time.Duration{"jx-worker-0": 650 * time.Millisecond, "jx-worker-1": 1200 * time.Millisecond, "jx-worker-2": 1950 * time.Millisecond}
+		delete(f.peers, f.replica)
+		return f
+	}
 	// Of three nodes: one that hosts ddp-master-0, and one that hosts
 	// ddp-worker-1 but not the master.
 	masterNode := simNodeOf("ddp-master-0", 3)
@@ -786,6 +793,27 @@ func regressions() []regression {
 			killDuringExit(57*time.Second, "mnist-ps-0", 143, 28*time.Second),
 			{at: 100 * time.Second, kind: faultKillStep, lasts: 60 * time.Second},
 			{at: 120 * time.Second, kind: faultDisruption, replica: "mnist-worker-1", disruption: "podgc"},
+		},
+		counted: 2, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 2,
+	}, {
+		// Found by the simulation (seed 899286682): the step took its Lease
+		// back from a kube-apiserver restart before its informers relisted,
+		// and its cache, left as the watches broke, held a replica on a node
+		// that had not answered for the node-lost timeout. It restarted the
+		// job for free on that, though the node had come back and a worker
+		// had exited 137 meanwhile: a lost node is confirmed on a cache as
+		// new as the API server's, as a wait's bound is.
+		name: "a lost node is not judged on a cache a kube-apiserver restart left behind",
+		job: withCleanPodPolicy(withBackoffLimit(withKueue(simpleJob("jx", v1alpha1.FrameworkJAX, v1alpha1.RestartPolicyExitCode,
+			map[v1alpha1.ReplicaType]int32{v1alpha1.ReplicaTypeWorker: 3})), 2), v1alpha1.CleanPodPolicyAll),
+		nodes: 3,
+		faults: []fault{
+			jaxPeers(fault{at: 34 * time.Second, kind: faultExit, replica: "jx-worker-2", code: 137}),
+			jaxPeers(fault{at: 62 * time.Second, kind: faultDisruption, replica: "jx-worker-1", disruption: "preemption"}),
+			{at: 101 * time.Second, kind: faultNodeDown, node: simNodeOf("jx-worker-0", 3), lasts: 70 * time.Second},
+			{at: 136 * time.Second, kind: faultAPIRestart, lasts: 100 * time.Second},
+			jaxPeers(fault{at: 207 * time.Second, kind: faultExit, replica: "jx-worker-1", code: 137}),
+			{at: 233 * time.Second, kind: faultAPI, code: 409, lasts: 11 * time.Second},
 		},
 		counted: 2, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 2,
 	}}
