@@ -835,6 +835,24 @@ func regressions() []regression {
 			{at: 155 * time.Second, kind: faultDisruption, replica: "pi-launcher-0", disruption: "eviction"},
 		},
 		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 1,
+	}, {
+		// Found by the simulation (seed 952422502): mpirun failed with a
+		// worker the pod garbage collector removed; the run restarted the
+		// job before it saw that restart, and was killed while the
+		// launcher was being deleted. The retry counted the launcher's
+		// in-place restart, which its ledger entry did not hold, as its own.
+		name: "a launcher restart seen too late by a run that restarted the job costs nothing on the re-attach",
+		job: withCleanPodPolicy(withKueue(mpiSimJob(v1alpha1.LauncherCreationAtStartup, 3, v1alpha1.RestartPolicyNever)),
+			v1alpha1.CleanPodPolicyNone),
+		nodes: 3, room: 80 * time.Second,
+		faults: []fault{
+			breaksLauncher(fault{at: 48 * time.Second, kind: faultDisruption, replica: "pi-worker-2", disruption: "podgc"}, 650*time.Millisecond),
+			killDuringExit(83*time.Second, "pi-launcher-0", 1, 17*time.Second),
+			{at: 95 * time.Second, kind: faultAPIRestart, lasts: 3 * time.Second},
+			{at: 129 * time.Second, kind: faultDisruption, replica: "pi-launcher-0", disruption: "eviction"},
+			{at: 149 * time.Second, kind: faultAPI, code: 429, lasts: 53 * time.Second},
+		},
+		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 1,
 	}}
 }
 
