@@ -51,7 +51,7 @@ func (c *Controller) adopt() error {
 		return fmt.Errorf("listing the job's pods: %w", err)
 	}
 	ledger := c.continueRecords(pods, desired)
-	plan := c.adoptPods(pods, desired)
+	plan := c.adoptPods(pods, desired, ledger)
 	c.restarts += c.applyLedger(ledger)
 	if !plan.restartUnderWay && plan.adopted > 0 {
 		c.lostWhileAway(plan.found)
@@ -127,7 +127,7 @@ func (c *Controller) continueRecords(pods []*corev1.Pod, desired map[string]poli
 
 // adoptPods takes over each replica pod as it is, or marks it to be
 // replaced; called with the controller's mutex held.
-func (c *Controller) adoptPods(pods []*corev1.Pod, desired map[string]policy.ReplicaID) adoption {
+func (c *Controller) adoptPods(pods []*corev1.Pod, desired map[string]policy.ReplicaID, ledger restartLedger) adoption {
 	a := adoption{found: map[policy.ReplicaID]bool{}}
 	for _, pod := range pods {
 		id, ok := desired[pod.Name]
@@ -143,7 +143,9 @@ func (c *Controller) adoptPods(pods []*corev1.Pod, desired map[string]policy.Rep
 			st.adopted(pod, attemptOf(pod, 0), restartsOf(pod))
 			// Its counted in-place restarts live in its status only: the
 			// replacement carries them, or they go with the pod.
-			st.recreations += c.replicaFromPod(id, st, pod).Restarts
+			if !c.supersededLauncher(st, pod, ledger) {
+				st.recreations += c.replicaFromPod(id, st, pod).Restarts
+			}
 			c.restarts += st.recreations
 			st.stage, st.nextAttempt, st.expectSince = stageRemoving, st.attempt+1, c.opts.Clock.Now()
 			if pod.DeletionTimestamp == nil {
@@ -160,6 +162,17 @@ func (c *Controller) adoptPods(pods []*corev1.Pod, desired map[string]policy.Rep
 		}
 	}
 	return a
+}
+
+// supersededLauncher reports whether st, adopted as pod, is an MPI
+// launcher of a job attempt a recorded whole-job restart ended. That
+// restart's ledger entry holds the launcher's in-place restarts its run
+// counted (applyLedger); the pod's later ones are mpirun failing as the
+// restart stopped its workers, or with the worker whose end caused it,
+// seen too late: collateral, as a watching run judges them.
+func (c *Controller) supersededLauncher(st *replicaState, pod *corev1.Pod, ledger restartLedger) bool {
+	e, ok := ledger.job()
+	return ok && st == c.collateralLauncher() && jobAttemptOf(pod) < e.Attempt
 }
 
 // adoptJobWide takes over the job-wide objects the caches hold: the

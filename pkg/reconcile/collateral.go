@@ -52,9 +52,9 @@ func (c *Controller) noteCollateral(st *replicaState, pod *corev1.Pod) {
 	switch grew := inPlaceRestarts(pod) - before; {
 	case grew > 0 && c.workerEnded():
 		st.collateral += grew
-		st.collateralAt, st.batch = c.lastExitOf(st.id.Type, pod), 0
+		st.collateralAt, st.batch, st.batchRead = c.lastExitOf(st.id.Type, pod), 0, false
 	case grew > 0:
-		st.batch, st.batchBase, st.batchEnd = grew, st.collateral, time.Time{}
+		st.batch, st.batchBase, st.batchEnd, st.batchRead = grew, st.collateral, time.Time{}, false
 	}
 }
 
@@ -64,15 +64,25 @@ func (c *Controller) noteCollateral(st *replicaState, pod *corev1.Pod) {
 // when it shows none (a relist's tombstone), as of the last time the
 // worker was seen alive: it ended after that. Called with the
 // controller's mutex held.
+//
+// A restart a sync has read stands against an end unknown: it came while
+// the cache held every worker running, and that cache was as new as the
+// restart (a watch delivers in order, a list is one moment), so the worker
+// ended after it. Only a relist folds a worker's end it missed into the
+// same delivery as the restart, and its tombstones follow its updates at
+// once, before any sync.
 func (c *Controller) workerVanished(st *replicaState, cached, final *corev1.Pod) {
 	if st.id.Type != v1alpha1.ReplicaTypeWorker || podEnded(cached) {
 		return
 	}
-	ended := st.aliveAt
 	if podEnded(final) {
-		ended = c.endOf(st.id.Type, final)
+		c.collateralBefore(c.endOf(st.id.Type, final))
+		return
 	}
-	c.collateralBefore(ended)
+	if launcher := c.collateralLauncher(); launcher != nil && launcher.batchRead {
+		return
+	}
+	c.collateralBefore(st.aliveAt)
 }
 
 // collateralBefore judges, as the end of a worker is seen, the launcher's

@@ -196,8 +196,8 @@ type Controller struct {
 	// scaler is the metric-driven worker target (nil unless the job has
 	// elasticPolicy.metrics).
 	scaler *autoscaler
-	// behindSince is when an end found the pod cache lagging the API
-	// server (zero when it did not; freshness.go).
+	// behindSince is when a decision that must be current (freshness.go)
+	// found the pod cache lagging the API server (zero when it did not).
 	behindSince time.Time
 	// ledger is the restart ledger as this run last wrote or read it;
 	// touched only by the worker (and adopt, before it starts).

@@ -64,23 +64,42 @@ func (c *Controller) cacheBehind(ctx context.Context) (bool, error) {
 	return false, nil
 }
 
+// actsOnALostNode reports whether d acts (a restart, a recreation, an
+// end) while the view judges a replica lost because its node has not
+// answered for --node-lost-timeout. Like a wait's bound, that premise is
+// what the cache says now: a watch that broke meanwhile hides the node's
+// return, and the replica's real end (an exit that costs a restart).
+func (c *Controller) actsOnALostNode(d policy.Decision) bool {
+	if d.Outcome == policy.OutcomeRunning && d.RestartJob == nil && len(d.Recreate) == 0 && len(d.RecreateUncounted) == 0 {
+		return false
+	}
+	for i := range c.view.Replicas {
+		if policy.NodeLost(&c.view.Replicas[i], c.view.Now, c.opts.Timeouts.NodeLost) {
+			return true
+		}
+	}
+	return false
+}
+
 // confirmedWait returns d when it goes on, or when the cache it was
 // decided on is current; otherwise a decision to look again in a second,
 // once the informer caught up. An end decided on a cache a broken watch
 // left behind would miss what happened meanwhile: a replica that started
 // (a timeout would not have passed) or restarted in place (the restarts
-// reported would fall short). A decision that needs no read (the
-// deadline, a failure) is not held up by a List that fails, nor for longer
-// than freshnessBound.
+// reported would fall short). So would anything done about a lost node
+// (actsOnALostNode), the job's free restart above all. A decision that
+// needs no read (the deadline, a failure) is not held up by a List that
+// fails, nor for longer than freshnessBound.
 func (c *Controller) confirmedWait(ctx context.Context, d policy.Decision) (policy.Decision, error) {
-	if d.Outcome == policy.OutcomeRunning {
+	premiseNow := endsOnAWait(d) || c.actsOnALostNode(d)
+	if d.Outcome == policy.OutcomeRunning && !premiseNow {
 		c.behindSince = time.Time{}
 		return d, nil
 	}
 	behind, err := c.cacheBehind(ctx)
 	now := c.opts.Clock.Now()
 	switch {
-	case err != nil && endsOnAWait(d):
+	case err != nil && premiseNow:
 		return d, err
 	case err != nil || !behind:
 		c.behindSince = time.Time{}
@@ -91,7 +110,7 @@ func (c *Controller) confirmedWait(ctx context.Context, d policy.Decision) (poli
 		c.opts.Logger.Warn("the pod cache still lags the API server; deciding on it", zap.Duration("for", now.Sub(c.behindSince)))
 		return d, nil
 	}
-	c.opts.Logger.Info("the pod cache lags the API server; the job's end waits for it", zap.String("reason", d.Reason))
+	c.opts.Logger.Info("the pod cache lags the API server; the decision waits for it", zap.String("outcome", string(d.Outcome)), zap.String("reason", d.Reason))
 	return policy.Decision{Outcome: policy.OutcomeRunning, RecheckAfter: time.Second}, nil
 }
 

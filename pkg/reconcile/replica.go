@@ -107,9 +107,11 @@ type replicaState struct {
 	// batch is how many in-place restarts the last delivery that showed
 	// new ones brought, when they counted (0 once judged collateral);
 	// batchBase the collateral restarts before it, batchEnd the earliest
-	// worker's end it was judged against (collateralBefore).
+	// worker's end it was judged against (collateralBefore); batchRead
+	// says a sync has read it since (observe).
 	batch, batchBase int32
 	batchEnd         time.Time
+	batchRead        bool
 	// recreations counts replacements of this replica (its share of the
 	// job's restarts, with the in-place restarts).
 	recreations int32
@@ -164,6 +166,7 @@ func (st *replicaState) createAccepted(uid types.UID, attempt int, now time.Time
 	st.stage, st.uid, st.attempt, st.nextAttempt, st.createdAt, st.expectSince = stageCreated, uid, attempt, attempt, now, now
 	st.jobAttempt, st.carried = 0, 0
 	st.pod, st.collateral, st.collateralAt, st.batch, st.batchBase, st.batchEnd = nil, 0, time.Time{}, 0, 0, time.Time{}
+	st.batchRead = false
 	if cached != nil && cached.UID == uid {
 		st.podSeen(cached, now)
 	}
@@ -178,7 +181,7 @@ func (st *replicaState) adopted(pod *corev1.Pod, attempt int, restartsBefore int
 	st.jobAttempt, st.carried = jobAttemptOf(pod), restartsBefore
 	st.pod, st.dirty, st.createdAt = pod, true, pod.CreationTimestamp.Time
 	st.recreations, st.restartsBefore, st.collateral, st.collateralAt = restartsBefore, 0, 0, time.Time{}
-	st.batch, st.batchBase, st.batchEnd = 0, 0, time.Time{}
+	st.batch, st.batchBase, st.batchEnd, st.batchRead = 0, 0, time.Time{}, false
 }
 
 // podSeen records an instance the informer delivered. Only the current
