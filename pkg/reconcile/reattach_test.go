@@ -191,7 +191,9 @@ func TestTheRestartLedgerOfTheLargestJobFitsItsService(t *testing.T) {
 			}
 		})
 	})
-	testutil.Eventually(t, time.Minute, "every worker replaced, at attempt 1", func() bool {
+	// A bound on liveness, not on speed: 4096 recreations one write at a
+	// time take about 40 s alone under -race, and longer beside the rest.
+	testutil.Eventually(t, 5*time.Minute, "every worker replaced, at attempt 1", func() bool {
 		pods, err := h.client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: v1alpha1.LabelAttempt + "=1"})
 		return err == nil && len(pods.Items) == workers
 	})
