@@ -177,6 +177,31 @@ func (h *harness) setStatus(name string, phase corev1.PodPhase, exitCode int32) 
 
 // setStatusOf is setStatus for that instance of a pod: a Conflict or a
 // NotFound when it is no longer there.
+// endThenRemove ends the replica's pod with phase and exitCode, waits until
+// the controller saw that end, then deletes the pod (as the pod garbage
+// collector removes ended pods) and waits until the controller judged the
+// removal.
+func (h *harness) endThenRemove(name string, phase corev1.PodPhase, exitCode int32) {
+	h.t.Helper()
+	h.setStatus(name, phase, exitCode)
+	testutil.Eventually(h.t, waitTimeout, name+"'s end seen", func() bool {
+		h.ctrl.mu.Lock()
+		defer h.ctrl.mu.Unlock()
+		st := h.ctrl.byName[name]
+		return st.pod != nil && st.pod.Status.Phase == phase
+	})
+	ended := h.pod(name).UID
+	if err := h.client.CoreV1().Pods(ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+	testutil.Eventually(h.t, waitTimeout, name+"'s removal judged", func() bool {
+		h.ctrl.mu.Lock()
+		defer h.ctrl.mu.Unlock()
+		st := h.ctrl.byName[name]
+		return st.stage == stageLost || st.uid != ended
+	})
+}
+
 func (h *harness) setStatusOf(pod *corev1.Pod, phase corev1.PodPhase, exitCode int32) error {
 	pod = pod.DeepCopy()
 	pod.Status.Phase = phase
@@ -273,23 +298,7 @@ func TestControllerReplacesALostReplica(t *testing.T) {
 // stands, and its removal is no failure.
 func TestControllerKeepsASuccessWhosePodIsRemoved(t *testing.T) {
 	h := start(t, tfJob(v1alpha1.RestartPolicyExitCode))
-	h.setStatus("mnist-worker-1", corev1.PodSucceeded, 0)
-	testutil.Eventually(h.t, waitTimeout, "worker-1's success seen", func() bool {
-		h.ctrl.mu.Lock()
-		defer h.ctrl.mu.Unlock()
-		st := h.ctrl.byName["mnist-worker-1"]
-		return st.pod != nil && st.pod.Status.Phase == corev1.PodSucceeded
-	})
-	ended := h.pod("mnist-worker-1").UID
-	if err := h.client.CoreV1().Pods(ns).Delete(context.Background(), "mnist-worker-1", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	testutil.Eventually(h.t, waitTimeout, "worker-1's removal judged", func() bool {
-		h.ctrl.mu.Lock()
-		defer h.ctrl.mu.Unlock()
-		st := h.ctrl.byName["mnist-worker-1"]
-		return st.stage == stageLost || st.uid != ended
-	})
+	h.endThenRemove("mnist-worker-1", corev1.PodSucceeded, 0)
 	h.setStatus("mnist-worker-0", corev1.PodSucceeded, 0)
 	if d := h.decision(); d.Outcome != policy.OutcomeSucceeded {
 		t.Fatalf("decision %+v, want Succeeded", d)

@@ -160,23 +160,7 @@ func TestElasticWorkerCarriedOnWithoutStaysSoWhenItsEndedPodIsRemoved(t *testing
 	for i := range 3 {
 		h.setStatus(fmt.Sprintf("el-worker-%d", i), corev1.PodRunning, 0)
 	}
-	h.setStatus("el-worker-2", corev1.PodFailed, 1)
-	testutil.Eventually(h.t, waitTimeout, "worker-2's exit seen", func() bool {
-		h.ctrl.mu.Lock()
-		defer h.ctrl.mu.Unlock()
-		st := h.ctrl.byName["el-worker-2"]
-		return st.pod != nil && st.pod.Status.Phase == corev1.PodFailed
-	})
-	ended := h.pod("el-worker-2").UID
-	if err := h.client.CoreV1().Pods(ns).Delete(context.Background(), "el-worker-2", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	testutil.Eventually(h.t, waitTimeout, "worker-2's removal judged", func() bool {
-		h.ctrl.mu.Lock()
-		defer h.ctrl.mu.Unlock()
-		st := h.ctrl.byName["el-worker-2"]
-		return st.stage == stageLost || st.uid != ended
-	})
+	h.endThenRemove("el-worker-2", corev1.PodFailed, 1)
 	// A sync after the removal decides on it; then the job ends.
 	h.setStatus("el-worker-1", corev1.PodRunning, 0)
 	h.setStatus("el-worker-0", corev1.PodSucceeded, 0)
