@@ -112,6 +112,10 @@ type replicaState struct {
 	batch, batchBase int32
 	batchEnd         time.Time
 	batchRead        bool
+	// heldLive counts in-place restarts a live read showed before the
+	// informer delivered them (holdLiveRestarts): held as collateral until
+	// the informer brings them with the workers' ends of that moment.
+	heldLive int32
 	// recreations counts replacements of this replica (its share of the
 	// job's restarts, with the in-place restarts).
 	recreations int32
@@ -166,7 +170,7 @@ func (st *replicaState) createAccepted(uid types.UID, attempt int, now time.Time
 	st.stage, st.uid, st.attempt, st.nextAttempt, st.createdAt, st.expectSince = stageCreated, uid, attempt, attempt, now, now
 	st.jobAttempt, st.carried = 0, 0
 	st.pod, st.collateral, st.collateralAt, st.batch, st.batchBase, st.batchEnd = nil, 0, time.Time{}, 0, 0, time.Time{}
-	st.batchRead = false
+	st.batchRead, st.heldLive = false, 0
 	if cached != nil && cached.UID == uid {
 		st.podSeen(cached, now)
 	}
@@ -181,7 +185,7 @@ func (st *replicaState) adopted(pod *corev1.Pod, attempt int, restartsBefore int
 	st.jobAttempt, st.carried = jobAttemptOf(pod), restartsBefore
 	st.pod, st.dirty, st.createdAt = pod, true, pod.CreationTimestamp.Time
 	st.recreations, st.restartsBefore, st.collateral, st.collateralAt = restartsBefore, 0, 0, time.Time{}
-	st.batch, st.batchBase, st.batchEnd, st.batchRead = 0, 0, time.Time{}, false
+	st.batch, st.batchBase, st.batchEnd, st.batchRead, st.heldLive = 0, 0, time.Time{}, false, 0
 }
 
 // podSeen records an instance the informer delivered. Only the current
