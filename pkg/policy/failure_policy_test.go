@@ -128,13 +128,17 @@ func TestFailurePolicy(t *testing.T) {
 			j.Spec.RunPolicy.FailurePolicy = &v1alpha1.FailurePolicy{Restart: v1alpha1.FailureRestartJob, Rules: frameworks.DefaultFailureRules()}
 			return j
 		}(),
-			set(worker, 0, func(r *Replica) { r.Phase, r.Lost, r.LostUnseen, r.GoneBy = PhaseMissing, true, true, at.Add(-30*time.Second) }),
+			set(worker, 0, func(r *Replica) {
+				r.Phase, r.Lost, r.LostUnseen, r.GoneBy = PhaseMissing, true, true, at.Add(-30*time.Second)
+			}),
 			set(worker, 1, both(exited(3), finishedAt(at)))),
 		want: Decision{Outcome: OutcomeRunning, RestartJob: &JobRestart{Cause: ReplicaID{worker, 0}, Counted: false, Why: "worker-0 lost"}},
 	}, {
 		name: "a rank killed after a peer's deletion was delivered follows that loss",
 		view: viewOf(ddp(v1alpha1.RestartPolicyNever, 1),
-			set(master, 0, func(r *Replica) { r.Phase, r.Lost, r.LostUnseen, r.GoneBy = PhaseMissing, true, true, at.Add(-time.Second) }),
+			set(master, 0, func(r *Replica) {
+				r.Phase, r.Lost, r.LostUnseen, r.GoneBy = PhaseMissing, true, true, at.Add(-time.Second)
+			}),
 			set(worker, 1, both(exited(143), finishedAt(at)))),
 		want: Decision{Outcome: OutcomeRunning, RestartJob: &JobRestart{Cause: ReplicaID{master, 0}, Counted: false, Why: "master-0 lost"}},
 	}, {
