@@ -180,10 +180,13 @@ func decideJobRestart(v *View, js []judgement) (restart *JobRestart, permanent *
 		// Gone with no end on record (lost while no step watched): it
 		// may well be the cause of its peers' error exits, but not of a
 		// rank killed or disrupted at a known time, nor of an MPI worker's
-		// exit (the workers do not talk to each other: only mpirun does).
+		// exit (the workers do not talk to each other: only mpirun does)
+		// — unless a watch delivered its deletion before that end: the
+		// first end is the cause.
 		for _, j := range failed {
 			if !j.replica.FinishedAt.IsZero() {
-				if endedFromOutside(j.replica) || !frameworks.FailsWithPeers(v.Job, j.replica.Type) {
+				goneFirst := !cause.replica.GoneBy.IsZero() && cause.replica.GoneBy.Before(j.replica.FinishedAt)
+				if !goneFirst && (endedFromOutside(j.replica) || !frameworks.FailsWithPeers(v.Job, j.replica.Type)) {
 					cause = j
 				}
 				break

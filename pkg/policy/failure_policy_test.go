@@ -121,6 +121,27 @@ func TestFailurePolicy(t *testing.T) {
 			set(worker, 1, both(exited(3), finishedAt(at)))),
 		want: Decision{Outcome: OutcomeFailed, Reason: result.ReasonReplicaFailed, Message: "replica Worker/1 failed with exit code 3"},
 	}, {
+		name: "an MPI worker's error exit after a worker's deletion was delivered follows that loss",
+		view: viewOf(func() *v1alpha1.TrainJob {
+			j := jobWith(v1alpha1.FrameworkMPI, v1alpha1.RestartPolicyExitCode, map[v1alpha1.ReplicaType]int32{v1alpha1.ReplicaTypeLauncher: 1, worker: 2})
+			j.Spec.RunPolicy.BackoffLimit = ptr(int32(3))
+			j.Spec.RunPolicy.FailurePolicy = &v1alpha1.FailurePolicy{Restart: v1alpha1.FailureRestartJob, Rules: frameworks.DefaultFailureRules()}
+			return j
+		}(),
+			set(worker, 0, func(r *Replica) {
+				r.Phase, r.Lost, r.LostUnseen, r.GoneBy = PhaseMissing, true, true, at.Add(-30*time.Second)
+			}),
+			set(worker, 1, both(exited(3), finishedAt(at)))),
+		want: Decision{Outcome: OutcomeRunning, RestartJob: &JobRestart{Cause: ReplicaID{worker, 0}, Counted: false, Why: "worker-0 lost"}},
+	}, {
+		name: "a rank killed after a peer's deletion was delivered follows that loss",
+		view: viewOf(ddp(v1alpha1.RestartPolicyNever, 1),
+			set(master, 0, func(r *Replica) {
+				r.Phase, r.Lost, r.LostUnseen, r.GoneBy = PhaseMissing, true, true, at.Add(-time.Second)
+			}),
+			set(worker, 1, both(exited(143), finishedAt(at)))),
+		want: Decision{Outcome: OutcomeRunning, RestartJob: &JobRestart{Cause: ReplicaID{master, 0}, Counted: false, Why: "master-0 lost"}},
+	}, {
 		name: "a bug (exit 1 under ExitCode) fails the job without restarting anyone",
 		view: viewOf(ddp(v1alpha1.RestartPolicyExitCode, 1), set(master, 0, both(exited(1), finishedAt(at)))),
 		want: Decision{Outcome: OutcomeFailed, Reason: result.ReasonReplicaFailed, Message: "replica Master/0 failed with exit code 1"},

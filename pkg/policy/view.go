@@ -84,6 +84,10 @@ type Replica struct {
 	// the first replica of a collective job to die is the cause, the rest
 	// followed it.
 	FinishedAt time.Time
+	// GoneBy is, for a lost replica, when a watch delivered its pod's
+	// deletion (zero when none did): with no end on record, it ended
+	// before then.
+	GoneBy time.Time
 	// WorldSize is, for a worker of an elastic job, how many workers ran
 	// (or had finished) the last time this one was seen running: the
 	// number of nodes of the rendezvous it last trained in. 0 otherwise.

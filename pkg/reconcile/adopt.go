@@ -129,6 +129,7 @@ func (c *Controller) continueRecords(pods []*corev1.Pod, desired map[string]poli
 // replaced; called with the controller's mutex held.
 func (c *Controller) adoptPods(pods []*corev1.Pod, desired map[string]policy.ReplicaID, ledger restartLedger) adoption {
 	a := adoption{found: map[policy.ReplicaID]bool{}}
+	var removedLauncher *replicaState
 	for _, pod := range pods {
 		id, ok := desired[pod.Name]
 		a.found[id] = ok
@@ -143,7 +144,11 @@ func (c *Controller) adoptPods(pods []*corev1.Pod, desired map[string]policy.Rep
 			st.adopted(pod, attemptOf(pod, 0), restartsOf(pod))
 			// Its counted in-place restarts live in its status only: the
 			// replacement carries them, or they go with the pod.
-			if !c.supersededLauncher(st, pod, ledger) {
+			switch {
+			case c.supersededLauncher(st, pod, ledger):
+			case st == c.collateralLauncher():
+				removedLauncher = st // judged once every worker was taken over
+			default:
 				st.recreations += c.replicaFromPod(id, st, pod).Restarts
 			}
 			c.restarts += st.recreations
@@ -160,6 +165,15 @@ func (c *Controller) adoptPods(pods []*corev1.Pod, desired map[string]policy.Rep
 			a.owned = append(a.owned, pod)
 			a.adopted++
 		}
+	}
+	if st := removedLauncher; st != nil {
+		// An MPI launcher being deleted (evicted) or of an earlier attempt
+		// that restarted in place after a worker ended while no run
+		// watched: those restarts are collateral, as for one adopted.
+		st.collateral = c.collateralAway(st, ledger)
+		n := c.replicaFromPod(st.id, st, st.pod).Restarts
+		st.recreations += n
+		c.restarts += n
 	}
 	return a
 }

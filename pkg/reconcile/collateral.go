@@ -49,12 +49,40 @@ func (c *Controller) noteCollateral(st *replicaState, pod *corev1.Pod) {
 	if st.pod != nil && st.pod.UID == pod.UID {
 		before = inPlaceRestarts(st.pod)
 	}
+	// Restarts a live read held are judged now, as the informer brings
+	// them: with the workers' ends of their moment.
+	before -= st.heldLive
+	st.collateral -= st.heldLive
+	st.heldLive = 0
 	switch grew := inPlaceRestarts(pod) - before; {
 	case grew > 0 && c.workerEnded():
 		st.collateral += grew
 		st.collateralAt, st.batch, st.batchRead = c.lastExitOf(st.id.Type, pod), 0, false
 	case grew > 0:
 		st.batch, st.batchBase, st.batchEnd, st.batchRead = grew, st.collateral, time.Time{}, false
+	}
+}
+
+// holdLiveRestarts holds as collateral the in-place restarts a live read
+// of the launcher (confirmExpectations) shows beyond those the informer
+// delivered. The pod cache is behind when the informer has not delivered
+// the launcher: the workers' ends that came before those restarts may not
+// be in it yet, so a restart that only followed a worker's end would count
+// until the relist brought that end. The informer's delivery of them
+// judges them (noteCollateral); a run that ends before it does not count
+// them, as a run that was away does not count the restarts it never saw.
+// Called with the controller's mutex held, before st takes live.
+func (c *Controller) holdLiveRestarts(st *replicaState, live *corev1.Pod) {
+	if live == nil || live.UID != st.uid || st.uid == "" || st != c.collateralLauncher() {
+		return
+	}
+	var before int32
+	if st.pod != nil && st.pod.UID == live.UID {
+		before = inPlaceRestarts(st.pod)
+	}
+	if grew := inPlaceRestarts(live) - before; grew > 0 {
+		st.collateral += grew
+		st.heldLive += grew
 	}
 }
 
@@ -134,26 +162,36 @@ func (c *Controller) collateralWhileAway() {
 	if launcher == nil || launcher.stage != stageObserved || launcher.pod == nil {
 		return
 	}
+	if n := c.collateralAway(launcher, c.ledger); n > 0 {
+		launcher.collateral = n
+	}
+}
+
+// collateralAway is how many of the in-place restarts of launcher's pod,
+// taken over by a re-attach, are collateral (collateralWhileAway); those
+// ledger holds were judged by an earlier run. Called with the controller's
+// mutex held, once every pod was taken over.
+func (c *Controller) collateralAway(launcher *replicaState, ledger restartLedger) int32 {
 	judged := int32(0)
-	if e, ok := c.ledger.Replicas[ledgerSlot(launcher.id)]; ok && e.replaces(launcher) {
+	if e, ok := ledger.Replicas[ledgerSlot(launcher.id)]; ok && e.replaces(launcher) {
 		judged = max(0, e.Restarts-launcher.restartsSoFar())
 	}
 	unjudged := inPlaceRestarts(launcher.pod) - judged
 	if unjudged <= 0 {
-		return
+		return 0
 	}
 	exited, started := c.lastRunOf(launcher.id.Type, launcher.pod)
 	if exited.IsZero() {
-		return
+		return 0
 	}
 	first, ended := c.firstWorkerEnd()
 	if !ended || !cameAfter(exited, first) {
-		return
+		return 0
 	}
-	launcher.collateral = unjudged
 	if !started.IsZero() && !cameAfter(started, first) {
-		launcher.collateral = 1
+		return 1
 	}
+	return unjudged
 }
 
 // workerEnded reports whether a worker's current instance ended, is lost

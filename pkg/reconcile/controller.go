@@ -395,6 +395,7 @@ func (c *Controller) observePodDeleted(obj any) {
 					// went in a way nobody saw, judged as a loss no run
 					// watched (free), as a re-attach judges one.
 					st.lostUnseen = tombstone && !podEnded(pod)
+					st.goneAt = c.opts.Clock.Now()
 					c.workerVanished(st, cached, pod)
 				}
 				c.opts.Logger.Debug("replica's pod deleted", zap.Stringer("replica", st.id), zap.String("uid", string(pod.UID)),

@@ -58,6 +58,7 @@ func (c *Controller) observe() policy.View {
 			// set before the pod was removed. Its in-place restarts still
 			// count until the recreation folds them into restartsBefore.
 			r.Lost, r.Conditions, r.LostUnseen, r.FinishedAt = true, st.last.Conditions, st.lostUnseen, st.last.FinishedAt
+			r.GoneBy = st.goneAt
 			v.Restarts += st.last.Restarts
 		}
 		v.Restarts += st.restartsBefore

@@ -102,8 +102,9 @@ type replicaState struct {
 	collateral   int32
 	collateralAt time.Time
 	// aliveAt is when the current instance was last delivered not ended:
-	// it ended after that, if it went without trace.
-	aliveAt time.Time
+	// it ended after that, if it went without trace. goneAt is when its
+	// deletion was delivered: it ended before that.
+	aliveAt, goneAt time.Time
 	// batch is how many in-place restarts the last delivery that showed
 	// new ones brought, when they counted (0 once judged collateral);
 	// batchBase the collateral restarts before it, batchEnd the earliest
@@ -112,6 +113,10 @@ type replicaState struct {
 	batch, batchBase int32
 	batchEnd         time.Time
 	batchRead        bool
+	// heldLive counts in-place restarts a live read showed before the
+	// informer delivered them (holdLiveRestarts): held as collateral until
+	// the informer brings them with the workers' ends of that moment.
+	heldLive int32
 	// recreations counts replacements of this replica (its share of the
 	// job's restarts, with the in-place restarts).
 	recreations int32
@@ -166,7 +171,7 @@ func (st *replicaState) createAccepted(uid types.UID, attempt int, now time.Time
 	st.stage, st.uid, st.attempt, st.nextAttempt, st.createdAt, st.expectSince = stageCreated, uid, attempt, attempt, now, now
 	st.jobAttempt, st.carried = 0, 0
 	st.pod, st.collateral, st.collateralAt, st.batch, st.batchBase, st.batchEnd = nil, 0, time.Time{}, 0, 0, time.Time{}
-	st.batchRead = false
+	st.batchRead, st.heldLive, st.goneAt = false, 0, time.Time{}
 	if cached != nil && cached.UID == uid {
 		st.podSeen(cached, now)
 	}
@@ -181,7 +186,7 @@ func (st *replicaState) adopted(pod *corev1.Pod, attempt int, restartsBefore int
 	st.jobAttempt, st.carried = jobAttemptOf(pod), restartsBefore
 	st.pod, st.dirty, st.createdAt = pod, true, pod.CreationTimestamp.Time
 	st.recreations, st.restartsBefore, st.collateral, st.collateralAt = restartsBefore, 0, 0, time.Time{}
-	st.batch, st.batchBase, st.batchEnd, st.batchRead = 0, 0, time.Time{}, false
+	st.batch, st.batchBase, st.batchEnd, st.batchRead, st.heldLive, st.goneAt = 0, 0, time.Time{}, false, 0, time.Time{}
 }
 
 // podSeen records an instance the informer delivered. Only the current

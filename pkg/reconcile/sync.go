@@ -32,6 +32,11 @@ func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 	// The deadline needs no write: it holds while the API server refuses
 	// them, and while the job restarts (success still comes first).
 	if d, ok := policy.DeadlineExceeded(&policy.View{Job: c.opts.Job, StartTime: c.startTime, Now: c.opts.Clock.Now()}); ok {
+		// The end's view is what it reports and charges. Best effort: the
+		// deadline does not wait for an API server that does not answer.
+		if err := c.confirmVanished(ctx); err != nil {
+			c.opts.Logger.Debug("confirming replicas the informer saw deleted", zap.Error(err))
+		}
 		if c.view = c.observe(); !policy.Succeeded(&c.view, c.opts.Rule) {
 			return c.confirmedWait(ctx, d)
 		}
@@ -152,10 +157,25 @@ var expectationTimeout = 30 * time.Second
 // not take is sent again.
 func (c *Controller) confirmExpectations(ctx context.Context) error {
 	now := c.opts.Clock.Now()
+	return c.confirmLive(ctx, func(st *replicaState) bool { return st.expectationOverdue(now, expectationTimeout) })
+}
+
+// confirmVanished asks the API server about every replica whose instance
+// the informer saw deleted without trainstep removing it: an end decided
+// now (the deadline) judges a loss no run saw as the cause of its peers'
+// exits, as the next sync would. It writes nothing.
+func (c *Controller) confirmVanished(ctx context.Context) error {
+	return c.confirmLive(ctx, func(st *replicaState) bool { return st.stage == stageVanished })
+}
+
+// confirmLive reads the pod of every replica that asks for it live, and
+// moves each on as the API server answers.
+func (c *Controller) confirmLive(ctx context.Context, asks func(*replicaState) bool) error {
+	now := c.opts.Clock.Now()
 	c.mu.Lock()
 	var overdue []*replicaState
 	for _, id := range c.order {
-		if st := c.replicas[id]; st.expectationOverdue(now, expectationTimeout) {
+		if st := c.replicas[id]; asks(st) {
 			overdue = append(overdue, st)
 		}
 	}
@@ -174,6 +194,9 @@ func (c *Controller) confirmExpectations(ctx context.Context) error {
 		}
 		c.mu.Lock()
 		before := st.stage
+		if before == stageVanished || before == stageCreated {
+			c.holdLiveRestarts(st, live)
+		}
 		deleteAgain := st.confirmed(live, now)
 		after := st.stage
 		c.mu.Unlock()
