@@ -922,8 +922,8 @@ func regressions() []regression {
 		// ms before the workflow was stopped, 34 s after it landed. No step
 		// could decide it in between: its time to the end counts from when
 		// it was shown, and it may or may not count.
-		name: "an exit a relist showed just before the stop may go uncounted",
-		job:  withCleanPodPolicy(withBackoffLimit(tfJob(v1alpha1.RestartPolicyExitCode), 3), v1alpha1.CleanPodPolicyNone),
+		name:  "an exit a relist showed just before the stop may go uncounted",
+		job:   withCleanPodPolicy(withBackoffLimit(tfJob(v1alpha1.RestartPolicyExitCode), 3), v1alpha1.CleanPodPolicyNone),
 		nodes: 2, seed: 32875558,
 		faults: []fault{
 			{at: 33 * time.Second, kind: faultAPI, code: 503, lasts: 7 * time.Second},
