@@ -934,6 +934,49 @@ func regressions() []regression {
 			{at: 152 * time.Second, kind: faultStop},
 		},
 		counted: 2, phase: result.PhaseTerminated, reason: result.ReasonTerminated, restarts: -1,
+	}, {
+		// Found by the simulation (seed 32869878): the injected panic hit
+		// the step that had lost its Lease to a kube-apiserver restart in
+		// one order (it ended Transient, and its retry failed the job on
+		// pi-worker-1's exit 143, backoffLimit 0), and that retry in
+		// another (InternalError): which step handles the next pod event
+		// is the order's.
+		name:  "an injected panic in a step without the Lease leaves the job to its retry",
+		job:   withCleanPodPolicy(withBackoffLimit(mpiSimJob(v1alpha1.LauncherCreationAtStartup, 2, v1alpha1.RestartPolicyExitCode), 0), v1alpha1.CleanPodPolicyRunning),
+		nodes: 2, seed: 32869878,
+		faults: []fault{
+			{at: 41 * time.Second, kind: faultDisruption, replica: "pi-worker-0", disruption: "podgc",
+				peers: map[string]time.Duration{"pi-launcher-0": 1428 * time.Millisecond, "pi-worker-1": 2170 * time.Millisecond}},
+			{at: 71 * time.Second, kind: faultAPIRestart, lasts: 100 * time.Second},
+			{at: 77 * time.Second, kind: faultExit, replica: "pi-worker-1", code: 143,
+				peers: map[string]time.Duration{"pi-launcher-0": 1636 * time.Millisecond, "pi-worker-0": 1215 * time.Millisecond}},
+			{at: 122 * time.Second, kind: faultPanic, replica: "pi-launcher-0", disruption: "a pod event's handler"},
+			{at: 137 * time.Second, kind: faultThrottle, lasts: 55 * time.Second},
+			{at: 151 * time.Second, kind: faultQuota, lasts: 108 * time.Second},
+		},
+		counted: 1, phase: result.PhaseFailed, reason: result.ReasonBackoffLimitExceeded, restarts: 0,
+	}, {
+		// Found by the simulation (seed 32878817): the injected panic, in
+		// the re-attach's create of el-worker-3's replacement, came before
+		// the re-attach judged el-worker-2's exit 137 in one order and
+		// after it in another: InternalError either way, with 1 or 2
+		// counted restarts.
+		name:  "an injected panic cuts short the handling of a failure that landed before it",
+		job:   withCleanPodPolicy(withBackoffLimit(withKueue(onMetrics(elasticJob(3, 2, 4), 60)), 2), v1alpha1.CleanPodPolicyNone),
+		nodes: 3, load: 150, seed: 32878817,
+		faults: []fault{
+			{at: 30 * time.Second, kind: faultLoad, code: 150},
+			{at: 37 * time.Second, kind: faultKillStep, lasts: 29 * time.Second},
+			{at: 59 * time.Second, kind: faultCompact},
+			{at: 83 * time.Second, kind: faultExit, replica: "el-worker-1", code: 143,
+				peers: map[string]time.Duration{"el-worker-0": 1690 * time.Millisecond, "el-worker-2": 706 * time.Millisecond, "el-worker-3": 690 * time.Millisecond}},
+			{at: 84 * time.Second, kind: faultAPIRestart, lasts: 100 * time.Second},
+			{at: 105 * time.Second, kind: faultPanic, replica: "el-worker-3", disruption: "a pod create"},
+			{at: 141 * time.Second, kind: faultExit, replica: "el-worker-2", code: 137,
+				peers: map[string]time.Duration{"el-worker-0": 1001 * time.Millisecond, "el-worker-1": 355 * time.Millisecond, "el-worker-3": 1652 * time.Millisecond}},
+			{at: 166 * time.Second, kind: faultAPI, code: 504, lasts: 29 * time.Second},
+		},
+		counted: 2, phase: result.PhaseFailed, reason: result.ReasonInternalError, restarts: 1,
 	}}
 }
 
