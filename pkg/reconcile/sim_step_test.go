@@ -491,7 +491,8 @@ func (r *simRun) finishRun(s *simStep, out ending.Result) {
 	r.ended = e
 	end := &simEnd{phase: string(e.Phase), reason: e.Reason, reattached: r.retries, at: w.now(), landed: r.landedFaults(), targets: slices.Clone(r.targets),
 		resumed: maxTime(s.leadSince, s.startedAt), launcherAway: r.launcherAway, panicAway: r.panicAway, panicCut: r.panicCut,
-		lateFault: !r.lastLanded.IsZero() && w.now().Sub(r.lastLanded) < simSettle+simDecisionSlack}
+		goneUnseen: r.goneUnseen(),
+		lateFault:  !r.lastLanded.IsZero() && w.now().Sub(r.lastLanded) < simSettle+simDecisionSlack}
 	if r.abandoned {
 		end.reason = "RetriesExhausted: " + e.Reason
 	}

@@ -244,9 +244,24 @@ func (r *simRun) removedUnwatched(pod *corev1.Pod) {
 	}
 	for i := range r.truth {
 		if f := &r.truth[i]; f.pod == pod.UID && f.undecided == "" {
-			f.undecided = "its pod was removed before any step saw it"
+			f.undecided = undecidedGoneUnseen
 		}
 	}
+}
+
+// undecidedGoneUnseen: the failure's pod, restarted in place, went with its
+// restart count before any step saw it.
+const undecidedGoneUnseen = "its pod was removed before any step saw it"
+
+// goneUnseen names the failures whose pod went before any step saw them.
+func (r *simRun) goneUnseen() []string {
+	var out []string
+	for _, f := range r.truth {
+		if f.undecided == undecidedGoneUnseen {
+			out = append(out, f.what)
+		}
+	}
+	return out
 }
 
 // truthSeen marks every failure so far as seen: an informer listed the
