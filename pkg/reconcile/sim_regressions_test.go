@@ -40,8 +40,8 @@ type regression struct {
 	load int64
 	// room is when the cluster or Kueue's ClusterQueue has room for the gang.
 	room time.Duration
-	// seed, when set, is the drawn schedule's: its delivery orders are
-	// the ones that found the defect.
+	// seed, when set, draws the delivery orders as the soak's schedule of
+	// that seed did (a failure only some orders reach).
 	seed uint64
 }
 
@@ -996,6 +996,91 @@ func regressions() []regression {
 			breaksLauncher(fault{at: 95 * time.Second, kind: faultExit, replica: "pi-worker-1", code: 3}, 644*time.Millisecond),
 		},
 		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0, seed: 763211724,
+	}, {
+		// Found by the simulation (seed 32875558): ps-0's exit landed while
+		// a kube-apiserver restart broke the watches; a relist showed it 33
+		// ms before the workflow was stopped, 34 s after it landed. No step
+		// could decide it in between: its time to the end counts from when
+		// it was shown, and it may or may not count.
+		name:  "an exit a relist showed just before the stop may go uncounted",
+		job:   withCleanPodPolicy(withBackoffLimit(tfJob(v1alpha1.RestartPolicyExitCode), 3), v1alpha1.CleanPodPolicyNone),
+		nodes: 2, seed: 32875558,
+		faults: []fault{
+			{at: 33 * time.Second, kind: faultAPI, code: 503, lasts: 7 * time.Second},
+			{at: 50 * time.Second, kind: faultAPIRestart, lasts: 100 * time.Second},
+			{at: 79 * time.Second, kind: faultAPI, code: 500, lasts: 48 * time.Second, applied: true},
+			{at: 118 * time.Second, kind: faultExit, replica: "mnist-ps-0", code: 143, peers: map[string]time.Duration{}},
+			{at: 139 * time.Second, kind: faultExit, replica: "mnist-worker-1", code: 143, peers: map[string]time.Duration{}},
+			{at: 152 * time.Second, kind: faultStop},
+		},
+		counted: 2, phase: result.PhaseTerminated, reason: result.ReasonTerminated, restarts: -1,
+	}, {
+		// Found by the simulation (seed 32869878): the injected panic hit
+		// the step that had lost its Lease to a kube-apiserver restart in
+		// one order (it ended Transient, and its retry failed the job on
+		// pi-worker-1's exit 143, backoffLimit 0), and that retry in
+		// another (InternalError): which step handles the next pod event
+		// is the order's.
+		name:  "an injected panic in a step without the Lease leaves the job to its retry",
+		job:   withCleanPodPolicy(withBackoffLimit(mpiSimJob(v1alpha1.LauncherCreationAtStartup, 2, v1alpha1.RestartPolicyExitCode), 0), v1alpha1.CleanPodPolicyRunning),
+		nodes: 2, seed: 32869878,
+		faults: []fault{
+			{at: 41 * time.Second, kind: faultDisruption, replica: "pi-worker-0", disruption: "podgc",
+				peers: map[string]time.Duration{"pi-launcher-0": 1428 * time.Millisecond, "pi-worker-1": 2170 * time.Millisecond}},
+			{at: 71 * time.Second, kind: faultAPIRestart, lasts: 100 * time.Second},
+			{at: 77 * time.Second, kind: faultExit, replica: "pi-worker-1", code: 143,
+				peers: map[string]time.Duration{"pi-launcher-0": 1636 * time.Millisecond, "pi-worker-0": 1215 * time.Millisecond}},
+			{at: 122 * time.Second, kind: faultPanic, replica: "pi-launcher-0", disruption: "a pod event's handler"},
+			{at: 137 * time.Second, kind: faultThrottle, lasts: 55 * time.Second},
+			{at: 151 * time.Second, kind: faultQuota, lasts: 108 * time.Second},
+		},
+		counted: 1, phase: result.PhaseFailed, reason: result.ReasonBackoffLimitExceeded, restarts: 0,
+	}, {
+		// Found by the simulation (seed 32878817): the injected panic, in
+		// the re-attach's create of el-worker-3's replacement, came before
+		// the re-attach judged el-worker-2's exit 137 in one order and
+		// after it in another: InternalError either way, with 1 or 2
+		// counted restarts.
+		name:  "an injected panic cuts short the handling of a failure that landed before it",
+		job:   withCleanPodPolicy(withBackoffLimit(withKueue(onMetrics(elasticJob(3, 2, 4), 60)), 2), v1alpha1.CleanPodPolicyNone),
+		nodes: 3, load: 150, seed: 32878817,
+		faults: []fault{
+			{at: 30 * time.Second, kind: faultLoad, code: 150},
+			{at: 37 * time.Second, kind: faultKillStep, lasts: 29 * time.Second},
+			{at: 59 * time.Second, kind: faultCompact},
+			{at: 83 * time.Second, kind: faultExit, replica: "el-worker-1", code: 143,
+				peers: map[string]time.Duration{"el-worker-0": 1690 * time.Millisecond, "el-worker-2": 706 * time.Millisecond, "el-worker-3": 690 * time.Millisecond}},
+			{at: 84 * time.Second, kind: faultAPIRestart, lasts: 100 * time.Second},
+			{at: 105 * time.Second, kind: faultPanic, replica: "el-worker-3", disruption: "a pod create"},
+			{at: 141 * time.Second, kind: faultExit, replica: "el-worker-2", code: 137,
+				peers: map[string]time.Duration{"el-worker-0": 1001 * time.Millisecond, "el-worker-1": 355 * time.Millisecond, "el-worker-3": 1652 * time.Millisecond}},
+			{at: 166 * time.Second, kind: faultAPI, code: 504, lasts: 29 * time.Second},
+		},
+		counted: 2, phase: result.PhaseFailed, reason: result.ReasonInternalError, restarts: 1,
+	}, {
+		// Found by the simulation (seed 763211350): xg-master-0 exited 137
+		// and restarted in place while no step ran, then was preempted.
+		// Where its pod's deletion finished before the next step started,
+		// the restart went with it, unseen (0 restarts); where it had not,
+		// that step counted it (1). Each is within the truth; the orders
+		// differ by the failure gone unseen.
+		name: "an in-place restart no step saw counts only where its pod outlived the next step's start",
+		job: withCleanPodPolicy(withPodGroup(simpleJob("xg", v1alpha1.FrameworkXGBoost, v1alpha1.RestartPolicyOnFailure,
+			map[v1alpha1.ReplicaType]int32{v1alpha1.ReplicaTypeMaster: 1, v1alpha1.ReplicaTypeWorker: 2})), v1alpha1.CleanPodPolicyNone),
+		nodes: 3, room: 80 * time.Second, seed: 763211350,
+		faults: []fault{
+			{at: 44 * time.Second, kind: faultNodeDown, node: 0, lasts: 70 * time.Second, deleted: true},
+			{at: 146 * time.Second, kind: faultAPI, code: 504, lasts: 11 * time.Second, applied: true},
+			{at: 182 * time.Second, kind: faultDisruption, replica: "xg-worker-0", disruption: "preemption",
+				peers: map[string]time.Duration{"xg-master-0": 1348 * time.Millisecond, "xg-worker-1": 1344 * time.Millisecond}},
+			{at: 216 * time.Second, kind: faultThrottle, lasts: 9 * time.Second},
+			{at: 222 * time.Second, kind: faultKillDuringExit, replica: "xg-master-0", code: 137, lasts: 27 * time.Second,
+				peers: map[string]time.Duration{"xg-worker-0": 1145 * time.Millisecond, "xg-worker-1": 1297 * time.Millisecond}},
+			{at: 248 * time.Second, kind: faultDisruption, replica: "xg-master-0", disruption: "preemption",
+				peers: map[string]time.Duration{"xg-worker-0": 655 * time.Millisecond, "xg-worker-1": 1318 * time.Millisecond}},
+			{at: 251 * time.Second, kind: faultRemove, replica: "the job's ConfigMap"},
+		},
+		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
 	}}
 }
 

@@ -105,7 +105,7 @@ func runSchedule(s schedule, orderSeed uint64, trace bool) *simRun {
 	r := &simRun{s: s, w: w, faults: append([]fault(nil), s.faults...), ctx: context.Background(), instances: map[string]types.UID{}, instanceGen: map[types.UID]int{}}
 	w.onPodCreated, w.onPodRemoved = r.podCreated, r.removedUnwatched
 	w.onBlind, w.onRelist = r.goesBlind, func() { r.sees(); r.truthSeen() }
-	w.onPanic = func() { r.panicking = r.panicking || !r.over() }
+	w.onPanic = func() { r.notePanicCut(); r.panicking = r.panicking || !r.over() }
 	saved := apierr.WriteBackoff
 	apierr.WriteBackoff = wait.Backoff{Steps: 3}
 	defer func() { apierr.WriteBackoff = saved }()
@@ -299,6 +299,7 @@ func (s *simStep) newController() *Controller {
 		OnPod: func(*corev1.Pod) {
 			if r.panicOnPod {
 				r.panicOnPod = false
+				r.notePanicCut()
 				r.panicking = !r.over()
 				panic("injected in OnPod")
 			}
@@ -473,6 +474,7 @@ func (r *simRun) stepEnded(s *simStep, out ending.Result) {
 			// A panic whose run could not hold the Lease to tear down (it
 			// deletes nothing then, Transient) is that step's: its retry
 			// goes on with the job.
+			r.notePanicAway(s)
 			r.panicking = false
 			w.logf("step %d ended %s/%s leaving the job's objects; Argo retries it", s.gen, e.Phase, e.Reason)
 			w.after(time.Duration(1+w.rng.IntN(10))*time.Second, 0, "step retried", r.startStep)
@@ -488,8 +490,9 @@ func (r *simRun) finishRun(s *simStep, out ending.Result) {
 	w, e := r.w, out.Ending
 	r.ended = e
 	end := &simEnd{phase: string(e.Phase), reason: e.Reason, reattached: r.retries, at: w.now(), landed: r.landedFaults(), targets: slices.Clone(r.targets),
-		resumed: maxTime(s.leadSince, s.startedAt), launcherAway: r.launcherAway,
-		lateFault: !r.lastLanded.IsZero() && w.now().Sub(r.lastLanded) < simSettle+simDecisionSlack}
+		resumed: maxTime(s.leadSince, s.startedAt), launcherAway: r.launcherAway, panicAway: r.panicAway, panicCut: r.panicCut,
+		goneUnseen: r.goneUnseen(),
+		lateFault:  !r.lastLanded.IsZero() && w.now().Sub(r.lastLanded) < simSettle+simDecisionSlack}
 	if r.abandoned {
 		end.reason = "RetriesExhausted: " + e.Reason
 	}

@@ -426,6 +426,14 @@ type simEnd struct {
 	// targets lists the worker targets an elastic job's metrics moved it
 	// to before the end, in turn.
 	targets []int
+	// panicAway names the step without the Lease that the injected panic
+	// hit; panicCut, the failures whose handling it cut short
+	// (sim_panics_test.go).
+	panicAway string
+	panicCut  []string
+	// goneUnseen names the failures whose pod went, with its in-place
+	// restarts, before any step saw them.
+	goneUnseen []string
 }
 
 // compare compares two ends of one fault script, strictly on phase,
@@ -454,6 +462,15 @@ type simEnd struct {
 //     an exit or a disruption within the policy's settle and a decision's
 //     slack of an end that does not wait for it (the workflow stopped, the
 //     deadline, a bound);
+//   - the injected panic hit a step without the Lease in one order (it
+//     ended Transient, the retry went on without it) and the deciding
+//     step in another (InternalError);
+//   - the injected panic cut short the handling of failures that had
+//     landed: both orders end InternalError, the one that counted fewer
+//     restarts with at least as many failures still unhandled;
+//   - a failure no step saw went with its pod before the next step
+//     looked in one order (a deletion that finished sooner), not in
+//     another, which counted its in-place restart;
 //   - failures found at once charge as those seen one at a time: a step
 //     that found several failures at once (it was away, or could not
 //     write) ends the job with the retryable ones unspent; what they charge
@@ -481,6 +498,12 @@ func (e simEnd) compare(o simEnd) (explanation string, ok bool) {
 		return explainedByLauncherAway, true
 	case e.lateFault || o.lateFault:
 		return explainedByLateFault, true
+	case panicAwayExplains(e, o) || panicAwayExplains(o, e):
+		return explainedByPanicAway, true
+	case panicCutExplains(e, o):
+		return explainedByPanicCut, true
+	case e.phase == o.phase && e.reason == o.reason && goneUnseenExplains(e, o):
+		return explainedByGoneUnseen, true
 	}
 	return "", false
 }
@@ -501,7 +524,21 @@ const (
 	// the end (the workflow stopped, the deadline, a bound) for every order
 	// to have decided it.
 	explainedByLateFault = "a fault landed too close to the end for every order to decide it"
+	// explainedByGoneUnseen: a failure no step saw went with its pod (its
+	// in-place restart with it) before the next step looked in one order,
+	// not in another.
+	explainedByGoneUnseen = "a failure no step saw went with its pod before the next step looked"
 )
+
+// goneUnseenExplains reports whether the end that counted fewer restarts
+// lost at least as many failures, unseen, with their pods.
+func goneUnseenExplains(e, o simEnd) bool {
+	lo, hi := e, o
+	if lo.restarts > hi.restarts {
+		lo, hi = hi, lo
+	}
+	return int(hi.restarts-lo.restarts) <= len(lo.goneUnseen)
+}
 
 // waitAfterBlind reports whether the job ended on a bounded wait within
 // simDecisionSlack of its step taking the Lease back or starting.
@@ -666,6 +703,9 @@ type simRun struct {
 	// handler (OnPod); panicking says an injected panic fired while the run
 	// went on: it must end Failed InternalError.
 	panicOnPod, panicking bool
+	// panicAway and panicCut: what the injected panic hit (sim_panics_test.go).
+	panicAway string
+	panicCut  []string
 }
 
 func (r *simRun) violate(format string, args ...any) {

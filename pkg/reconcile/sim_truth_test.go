@@ -39,6 +39,18 @@ type truthFailure struct {
 	// unseen: no watch delivered it yet (no step ran, or the watches were
 	// broken); a relist or a step's start shows it.
 	unseen bool
+	// shownAt is when a relist or a step's start showed an unseen failure:
+	// no step can decide it before, so its time to the end counts from
+	// the later of this and the exit.
+	shownAt time.Time
+}
+
+// decidableFrom is the earliest time a step could have begun to decide f.
+func (f truthFailure) decidableFrom() time.Time {
+	if f.shownAt.After(f.at) {
+		return f.shownAt
+	}
+	return f.at
 }
 
 // noteFailure records what an exit of pod with code, which just landed,
@@ -111,7 +123,7 @@ func (r *simRun) checkTruth(end *simEnd) {
 	var undecided []string
 	for _, f := range r.truth {
 		switch {
-		case !f.at.Before(end.at.Add(-simSettle - simDecisionSlack)):
+		case !f.decidableFrom().Before(end.at.Add(-simSettle - simDecisionSlack)):
 			may++
 			undecided = append(undecided, f.what+" (too close to the end for a decision)")
 		case r.lastDecided.Before(f.at.Add(simSettle)) && r.ledLast.Before(f.at.Add(simSettle)):
@@ -232,9 +244,24 @@ func (r *simRun) removedUnwatched(pod *corev1.Pod) {
 	}
 	for i := range r.truth {
 		if f := &r.truth[i]; f.pod == pod.UID && f.undecided == "" {
-			f.undecided = "its pod was removed before any step saw it"
+			f.undecided = undecidedGoneUnseen
 		}
 	}
+}
+
+// undecidedGoneUnseen: the failure's pod, restarted in place, went with its
+// restart count before any step saw it.
+const undecidedGoneUnseen = "its pod was removed before any step saw it"
+
+// goneUnseen names the failures whose pod went before any step saw them.
+func (r *simRun) goneUnseen() []string {
+	var out []string
+	for _, f := range r.truth {
+		if f.undecided == undecidedGoneUnseen {
+			out = append(out, f.what)
+		}
+	}
+	return out
 }
 
 // truthSeen marks every failure so far as seen: an informer listed the
@@ -242,6 +269,8 @@ func (r *simRun) removedUnwatched(pod *corev1.Pod) {
 func (r *simRun) truthSeen() {
 	r.permanentUnseen = false
 	for i := range r.truth {
-		r.truth[i].unseen = false
+		if f := &r.truth[i]; f.unseen {
+			f.unseen, f.shownAt = false, r.w.now()
+		}
 	}
 }
