@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -91,6 +94,8 @@ type run struct {
 	res     result.Result
 	err     error
 	signals chan os.Signal
+	// log holds the run's log entries, beside the test's log.
+	log *observer.ObservedLogs
 }
 
 // startRun runs the executor in the background.
@@ -103,12 +108,14 @@ func startRun(t *testing.T, c *cluster.Cluster, ns string, job *v1alpha1.TrainJo
 // kind, say) in the background.
 func startManifest(t *testing.T, c *cluster.Cluster, ns, name string, manifest []byte, edits ...func(*executor.Config)) *run {
 	t.Helper()
-	r := &run{done: make(chan struct{}), signals: make(chan os.Signal, 1)}
+	observed, log := observer.New(zapcore.InfoLevel)
+	r := &run{done: make(chan struct{}), signals: make(chan os.Signal, 1), log: log}
+	tee := zaptest.WrapOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return zapcore.NewTee(c, observed) }))
 	cfg := executor.Config{
 		Spec: manifest, Kubeconfig: c.Kubeconfig, PodNamespace: ns,
 		QPS: 200, Burst: 400, OutputsDir: t.TempDir(),
 		APITimeout: 30 * time.Second, TerminationGrace: 30 * time.Second,
-		Logger: zaptest.NewLogger(t).Named(name), Signals: r.signals,
+		Logger: zaptest.NewLogger(t, tee).Named(name), Signals: r.signals,
 		// The tests' own priority classes, as a namespace's settings would allow them.
 		SpecOptions: spec.Options{Policy: replicapolicy.Policy{PriorityClasses: []string{"*"}}},
 	}

@@ -202,14 +202,7 @@ func TestRealNodesDrainOfARanksNodeCheckpointsEveryRankAtOnce(t *testing.T) {
 			if limit := checkpointGrace*time.Second + 30*time.Second; drained > limit {
 				t.Errorf("the drain took %s, want at most the ranks' grace period plus 30 s (%s)", drained, limit)
 			}
-			if len(times) != 2 {
-				t.Fatalf("SIGTERM heard by ranks %v, want both", times)
-			}
-			gap := times["0"].Sub(times["1"]).Abs()
-			t.Logf("the ranks heard SIGTERM %s apart", gap)
-			if gap > 2*time.Second {
-				t.Errorf("the ranks heard SIGTERM %s apart, want within 2 s", gap)
-			}
+			checkStoppedAtOnce(t, times, o)
 			for rank, at := range times {
 				if at.Before(began) {
 					t.Errorf("rank %s heard SIGTERM at %s, before the drain began at %s", rank, at, began)
@@ -295,14 +288,37 @@ func TestRealNodesPreemptionStopsEveryRankAtOnce(t *testing.T) {
 	if redone < 0 || redone > 1 {
 		t.Errorf("%d steps redone, want at most one", redone)
 	}
-	times := d.sigtermTimes(t)
-	if len(times) != 2 {
+	checkStoppedAtOnce(t, d.sigtermTimes(t), o)
+}
+
+// checkStoppedAtOnce checks that the ranks were stopped together: both heard SIGTERM within
+// 2 s of each other. A rank may miss its SIGTERM: the other's, shared through the all-reduce
+// of the training loop, stops it at the agreed step, and it exits before its kubelet
+// (slow on a loaded machine) delivers its own. Then trainstep's restart, which deletes every
+// rank, must have been decided within 2 s of the SIGTERM the other rank heard.
+func checkStoppedAtOnce(t *testing.T, times map[string]time.Time, o outcome) {
+	t.Helper()
+	switch len(times) {
+	case 2:
+		gap := times["0"].Sub(times["1"]).Abs()
+		t.Logf("the ranks heard SIGTERM %s apart", gap)
+		if gap > 2*time.Second {
+			t.Errorf("the ranks heard SIGTERM %s apart, want within 2 s", gap)
+		}
+	case 1:
+		decided := o.log.FilterMessage("restarting the job").All()
+		if len(decided) == 0 {
+			t.Fatalf("SIGTERM heard by ranks %v only, and no restart decided", times)
+		}
+		for rank, heard := range times {
+			gap := decided[0].Time.Sub(heard).Abs()
+			t.Logf("rank %s heard SIGTERM, the other exited at the agreed step first; the restart that stops every rank was decided %s from it", rank, gap)
+			if gap > 2*time.Second {
+				t.Errorf("the restart was decided %s from rank %s's SIGTERM, want within 2 s", gap, rank)
+			}
+		}
+	default:
 		t.Fatalf("SIGTERM heard by ranks %v, want both", times)
-	}
-	gap := times["0"].Sub(times["1"]).Abs()
-	t.Logf("the ranks heard SIGTERM %s apart", gap)
-	if gap > 2*time.Second {
-		t.Errorf("the ranks heard SIGTERM %s apart, want within 2 s", gap)
 	}
 }
 
