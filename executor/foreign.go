@@ -144,8 +144,9 @@ func namedObjects(job *v1alpha1.TrainJob, planned *render.Objects, endpoint, net
 }
 
 // readOwnSecret reads the Secret name when it carries the job's identity:
-// nil when there is none (or the preflight found none); an Invalid error naming it when it is another
-// owner's, whose data is never read (its metadata is read first).
+// nil when there is none (or the preflight found none); an Invalid error
+// naming it when it is another owner's, whose data is never read (its
+// metadata is read first).
 func readOwnSecret(ctx context.Context, conn *connection, id render.Identity, name string, apiTimeout time.Duration) (*corev1.Secret, error) {
 	if conn.absentSecrets[name] {
 		return nil, nil

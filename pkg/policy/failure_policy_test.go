@@ -111,23 +111,13 @@ func TestFailurePolicy(t *testing.T) {
 		want: Decision{Outcome: OutcomeFailed, Reason: result.ReasonReplicaFailed, Message: "replica Worker/1 failed with exit code 1"},
 	}, {
 		name: "an MPI worker's error exit is no collateral of a worker gone with no end on record",
-		view: viewOf(func() *v1alpha1.TrainJob {
-			j := jobWith(v1alpha1.FrameworkMPI, v1alpha1.RestartPolicyExitCode, map[v1alpha1.ReplicaType]int32{v1alpha1.ReplicaTypeLauncher: 1, worker: 2})
-			j.Spec.RunPolicy.BackoffLimit = ptr(int32(3))
-			j.Spec.RunPolicy.FailurePolicy = &v1alpha1.FailurePolicy{Restart: v1alpha1.FailureRestartJob, Rules: frameworks.DefaultFailureRules()}
-			return j
-		}(),
+		view: viewOf(mpiJobRestartingAsAWhole(),
 			set(worker, 0, func(r *Replica) { r.Phase, r.Lost, r.LostUnseen = PhaseMissing, true, true }),
 			set(worker, 1, both(exited(3), finishedAt(at)))),
 		want: Decision{Outcome: OutcomeFailed, Reason: result.ReasonReplicaFailed, Message: "replica Worker/1 failed with exit code 3"},
 	}, {
 		name: "an MPI worker's error exit after a worker's deletion was delivered follows that loss",
-		view: viewOf(func() *v1alpha1.TrainJob {
-			j := jobWith(v1alpha1.FrameworkMPI, v1alpha1.RestartPolicyExitCode, map[v1alpha1.ReplicaType]int32{v1alpha1.ReplicaTypeLauncher: 1, worker: 2})
-			j.Spec.RunPolicy.BackoffLimit = ptr(int32(3))
-			j.Spec.RunPolicy.FailurePolicy = &v1alpha1.FailurePolicy{Restart: v1alpha1.FailureRestartJob, Rules: frameworks.DefaultFailureRules()}
-			return j
-		}(),
+		view: viewOf(mpiJobRestartingAsAWhole(),
 			set(worker, 0, func(r *Replica) {
 				r.Phase, r.Lost, r.LostUnseen, r.GoneBy = PhaseMissing, true, true, at.Add(-30*time.Second)
 			}),
@@ -205,4 +195,13 @@ func TestFailurePolicy(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mpiJobRestartingAsAWhole is an MPI job of a launcher and two workers that
+// restarts as a whole under the default failure rules, backoffLimit 3.
+func mpiJobRestartingAsAWhole() *v1alpha1.TrainJob {
+	j := jobWith(v1alpha1.FrameworkMPI, v1alpha1.RestartPolicyExitCode, map[v1alpha1.ReplicaType]int32{v1alpha1.ReplicaTypeLauncher: 1, worker: 2})
+	j.Spec.RunPolicy.BackoffLimit = ptr(int32(3))
+	j.Spec.RunPolicy.FailurePolicy = &v1alpha1.FailurePolicy{Restart: v1alpha1.FailureRestartJob, Rules: frameworks.DefaultFailureRules()}
+	return j
 }
