@@ -1,6 +1,7 @@
 // Package procfs reads Linux's process table from /proc: each process's
 // state, parent and process group, as the local backend needs them to leave
-// no process behind. It only reads; it never signals or changes anything
+// no process behind, and a process's memory high-water mark, which a run's
+// timeline reports. It only reads; it never signals or changes anything
 // (LiveInGroup's signal 0, without /proc, delivers nothing).
 package procfs
 

@@ -1,9 +1,10 @@
 // Package timeline records when one run reaches each stage of its launch —
 // configuration, preflight, the Lease, the informers' first sync, the creates
 // — with what the client-side rate limiter made the requests wait by then,
-// so that a slow launch names its cause. It is a diagnostic: it never
-// changes a request or a decision, and a nil *Timeline records nothing at
-// the cost of a nil check, so callers use it unconditionally.
+// and the process's CPU time and peak memory, so that a slow launch names its
+// cause. It is a diagnostic: it never changes a request or a decision, and a
+// nil *Timeline records nothing at the cost of a nil check, so callers use it
+// unconditionally.
 package timeline
 
 import (
@@ -19,6 +20,7 @@ import (
 
 	"k8s.io/client-go/util/flowcontrol"
 
+	"github.com/trainstep/trainstep/internal/procfs"
 	"github.com/trainstep/trainstep/pkg/apistats"
 )
 
@@ -65,6 +67,9 @@ type Mark struct {
 	CreateLatency time.Duration
 	CreateAnswers int64
 	CPU           time.Duration
+	// PeakRSS is this process's resident memory high-water mark by then,
+	// in bytes (0 where the system does not say).
+	PeakRSS int64
 }
 
 // New starts a timeline whose times count from start (the process's start).
@@ -82,6 +87,7 @@ func (t *Timeline) Mark(stage string) {
 		Requests: t.requests.Load(), Throttled: t.throttled.Load(),
 		LimiterWait: time.Duration(t.limiterWait.Load()), LongestWait: time.Duration(t.maxWait.Load()),
 		CreateLatency: time.Duration(t.createLatency.Load()), CreateAnswers: t.answers.Load(), CPU: processCPU(),
+		PeakRSS: procfs.PeakResident(),
 	}
 	t.mu.Lock()
 	t.marks = append(t.marks, m)
@@ -191,15 +197,15 @@ func (r roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 func (t *Timeline) WriteTo(w io.Writer) (int64, error) {
 	cw := &countingWriter{w: w}
 	tw := tabwriter.NewWriter(cw, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "at\t+\tstage\tcreates\trequests\t429s\tlimiter wait (sum)\tlongest wait\tcreate round trip (mean since last)\tCPU\t")
+	fmt.Fprintln(tw, "at\t+\tstage\tcreates\trequests\t429s\tlimiter wait (sum)\tlongest wait\tcreate round trip (mean since last)\tCPU\tpeak RSS\t")
 	var prev Mark
 	for _, m := range t.Marks() {
 		latency := "-"
 		if n := m.CreateAnswers - prev.CreateAnswers; n > 0 {
 			latency = ms((m.CreateLatency - prev.CreateLatency) / time.Duration(n))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t\n", ms(m.At), ms(m.At-prev.At), m.Stage, m.Creates, m.Requests,
-			m.Throttled, ms(m.LimiterWait), ms(m.LongestWait), latency, ms(m.CPU))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", ms(m.At), ms(m.At-prev.At), m.Stage, m.Creates, m.Requests,
+			m.Throttled, ms(m.LimiterWait), ms(m.LongestWait), latency, ms(m.CPU), mib(m.PeakRSS))
 		prev = m
 	}
 	err := tw.Flush()
@@ -228,6 +234,14 @@ func (t *Timeline) WriteFile(path string) error {
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond)) }
+
+// mib formats bytes as mebibytes, "-" for unknown.
+func mib(bytes int64) string {
+	if bytes <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1fMiB", float64(bytes)/(1<<20))
+}
 
 type countingWriter struct {
 	w io.Writer

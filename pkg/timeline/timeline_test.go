@@ -145,6 +145,11 @@ func TestWriteFileTabulatesTheStages(t *testing.T) {
 	if !strings.Contains(lines[2], "150.0ms") || !strings.Contains(lines[2], "130.0ms") || !strings.Contains(lines[2], "lease acquired") {
 		t.Errorf("the lease's line %q should say it came at 150ms, 130ms after the one before", lines[2])
 	}
+	// The last column is the process's peak resident memory, where /proc says it.
+	fields := strings.Fields(lines[2])
+	if _, err := os.Stat("/proc/self/status"); err == nil && !strings.HasSuffix(fields[len(fields)-1], "MiB") {
+		t.Errorf("the lease's line %q should end with the peak RSS in MiB", lines[2])
+	}
 	var buf bytes.Buffer
 	if _, err := tl.WriteTo(&buf); err != nil || buf.String() != string(data) {
 		t.Errorf("WriteTo wrote %q (%v), WriteFile %q", buf.String(), err, data)

@@ -1,14 +1,14 @@
 package bench
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/trainstep/trainstep/internal/procfs"
 )
 
 // memorySampleInterval is how often a running trainstep's resident set is read.
@@ -28,9 +28,9 @@ func sampleResident(pid int, every time.Duration, done <-chan struct{}) resident
 	defer ticker.Stop()
 	for {
 		if data, err := os.ReadFile(path); err == nil {
-			peaks.hwm = max(peaks.hwm, statusKiB(data, "VmHWM")*1024)
-			peaks.anon = max(peaks.anon, statusKiB(data, "RssAnon")*1024)
-			peaks.file = max(peaks.file, statusKiB(data, "RssFile")*1024)
+			peaks.hwm = max(peaks.hwm, procfs.StatusKiB(data, "VmHWM")*1024)
+			peaks.anon = max(peaks.anon, procfs.StatusKiB(data, "RssAnon")*1024)
+			peaks.file = max(peaks.file, procfs.StatusKiB(data, "RssFile")*1024)
 		}
 		select {
 		case <-done:
@@ -38,23 +38,6 @@ func sampleResident(pid int, every time.Duration, done <-chan struct{}) resident
 		case <-ticker.C:
 		}
 	}
-}
-
-// statusKiB reads a "Name:   123 kB" line of /proc/<pid>/status.
-func statusKiB(status []byte, name string) int64 {
-	scanner := bufio.NewScanner(bytes.NewReader(status))
-	for scanner.Scan() {
-		key, value, ok := strings.Cut(scanner.Text(), ":")
-		if !ok || key != name {
-			continue
-		}
-		n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
-		if err != nil {
-			return 0
-		}
-		return n
-	}
-	return 0
 }
 
 // GCTrace summarises the Go runtime's GODEBUG=gctrace=1 lines of one run.

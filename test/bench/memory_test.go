@@ -19,19 +19,6 @@ not a gc 4 line, 1->2->3 MB, 4 MB goal`
 	}
 }
 
-func TestStatusKiBReadsOneField(t *testing.T) {
-	status := []byte("Name:\ttrainstep\nVmHWM:\t  160000 kB\nRssAnon:\t  120000 kB\nRssFile:\t   30000 kB\n")
-	tests := []struct {
-		field string
-		want  int64
-	}{{"RssAnon", 120000}, {"RssFile", 30000}, {"VmHWM", 160000}, {"RssShmem", 0}, {"Name", 0}}
-	for _, tc := range tests {
-		if got := statusKiB(status, tc.field); got != tc.want {
-			t.Errorf("statusKiB(%s) = %d, want %d", tc.field, got, tc.want)
-		}
-	}
-}
-
 func TestParseStatCPUAddsUserAndSystemTime(t *testing.T) {
 	// pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime …
 	stat := "4242 (train step (x)) S 1 4242 4242 0 -1 4194560 1000 0 0 0 123 45 0 0 20 0 12 0 100 0 0"

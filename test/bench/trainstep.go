@@ -277,6 +277,22 @@ func (p *Process) CPUSoFar() (time.Duration, error) { return processCPU(p.cmd.Pr
 // in order: what a step does before its first replica exists.
 var LaunchStages = []string{"job loaded", "preflight done", "rendered", "lease acquired", "informers synced", "first create", "last create"}
 
+// TimelinePeakRSS is the peak resident memory a `trainstep run --timeline`
+// table gives on its last line (the process's high-water mark then), in
+// bytes; 0 when it gives none.
+func TimelinePeakRSS(table string) int64 {
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	fields := strings.Fields(lines[len(lines)-1])
+	if len(fields) == 0 {
+		return 0
+	}
+	mib, err := strconv.ParseFloat(strings.TrimSuffix(fields[len(fields)-1], "MiB"), 64)
+	if err != nil || !strings.HasSuffix(fields[len(fields)-1], "MiB") {
+		return 0
+	}
+	return int64(mib * (1 << 20))
+}
+
 // StageTimes reads, from a `trainstep run --timeline` table, when each of
 // stages was first reached, counted from the process's start; a stage not
 // in the table is left out.

@@ -52,3 +52,28 @@ func TestStageTimesReadsTheTimeline(t *testing.T) {
 		}
 	}
 }
+
+func TestTimelinePeakRSSReadsTheLastLine(t *testing.T) {
+	table := `      at        +      stage  creates  requests  429s  limiter wait (sum)  longest wait  create round trip (mean since last)     CPU  peak RSS
+   3.1ms    3.1ms  job loaded        0         0     0               0.0ms         0.0ms                                    -   4.0ms   20.0MiB
+ 131.0ms    0.5ms   run ended        9        21     0               0.0ms         0.0ms                                    -  40.0ms   41.5MiB
+`
+	if got, want := TimelinePeakRSS(table), int64(41.5*(1<<20)); got != want {
+		t.Errorf("TimelinePeakRSS = %d, want %d", got, want)
+	}
+	// An older build's table has no such column: no peak, not its CPU.
+	older := "at + stage CPU\n 1.0ms 1.0ms run ended 40.0ms\n"
+	if got := TimelinePeakRSS(older); got != 0 {
+		t.Errorf("TimelinePeakRSS of a table without the column = %d, want 0", got)
+	}
+	// A real table: the process's own high-water mark, which is never 0 on Linux.
+	tl := timeline.New(time.Now())
+	tl.Mark("run ended")
+	var real strings.Builder
+	if _, err := tl.WriteTo(&real); err != nil {
+		t.Fatal(err)
+	}
+	if got := TimelinePeakRSS(real.String()); got <= 0 {
+		t.Errorf("TimelinePeakRSS of this process's timeline = %d, want > 0:\n%s", got, real.String())
+	}
+}
