@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
@@ -95,14 +96,14 @@ func (l *jobLease) acquire(ctx context.Context, takeBack bool, apiTimeout time.D
 	// retries, and creates the Lease itself if it went. A first run retries
 	// its create within the API timeout, then is Transient (a retried step
 	// meets the API server as it restarts as often as any other write).
-	var created bool
+	var created *coordinationv1.Lease
 	if takeBack {
 		var err error
-		if created, err = ensureLease(ctx, l.conn, l.name, l.labels, l.owner); err != nil && result.PhaseOf(err) == result.PhaseInvalid {
+		if created, err = l.ensure(ctx); err != nil && result.PhaseOf(err) == result.PhaseInvalid {
 			return err
 		}
 	} else if err := retryTransient(ctx, apiTimeout, func() (err error) {
-		created, err = ensureLease(ctx, l.conn, l.name, l.labels, l.owner)
+		created, err = l.ensure(ctx)
 		var re *result.Error
 		if errors.As(err, &re) {
 			return backoff.Permanent(err)
@@ -112,7 +113,7 @@ func (l *jobLease) acquire(ctx context.Context, takeBack bool, apiTimeout time.D
 		return err
 	}
 	started, stopped, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	elector, err := l.newElector(started, stopped)
+	elector, err := l.newElector(started, stopped, created)
 	if err != nil {
 		return fmt.Errorf("setting up the job's lease: %w", err)
 	}
@@ -134,7 +135,7 @@ func (l *jobLease) acquire(ctx context.Context, takeBack bool, apiTimeout time.D
 			l.lost, l.stop = stopped, stop
 			// A Lease this run created has its owner already; one an earlier
 			// attempt created is pointed at this run's.
-			if !created {
+			if created == nil {
 				if err := l.own(ctx); err != nil {
 					l.log.Warn("pointing the job's lease at this step", zap.Error(err))
 				}
@@ -162,18 +163,11 @@ func (l *jobLease) acquire(ctx context.Context, takeBack bool, apiTimeout time.D
 }
 
 // newElector sets up the elector of the job's Lease: started is closed
-// when this run holds it, stopped when it stops holding it.
-func (l *jobLease) newElector(started, stopped chan struct{}) (*leaderelection.LeaderElector, error) {
+// when this run holds it, stopped when it stops holding it. created is the
+// Lease this run just created, naming it the holder (nil if it did not).
+func (l *jobLease) newElector(started, stopped chan struct{}, created *coordinationv1.Lease) (*leaderelection.LeaderElector, error) {
 	return leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: &labelledLeaseLock{
-			LeaseLock: &resourcelock.LeaseLock{
-				LeaseMeta:  metav1.ObjectMeta{Name: l.name, Namespace: l.conn.namespace},
-				Client:     l.conn.coordination,
-				LockConfig: resourcelock.ResourceLockConfig{Identity: l.identity},
-			},
-			labels: l.labels,
-			owner:  l.owner,
-		},
+		Lock:          &jobLeaseLock{job: l, lease: created, fresh: created != nil},
 		LeaseDuration: l.duration,
 		RenewDeadline: l.duration * 2 / 3,
 		RetryPeriod:   LeaseRenewPeriod(l.duration),
@@ -194,66 +188,121 @@ func (l *jobLease) newElector(started, stopped chan struct{}) (*leaderelection.L
 	})
 }
 
-// ensureLease creates the job's Lease, labelled and owned like the job's
-// other objects, so that the garbage collector removes it with its owner;
-// created says this call made it. One of that name without the job's
-// labels is not the job's: it is never taken over, and the run ends Invalid
-// naming it.
-func ensureLease(ctx context.Context, conn *connection, name string, labels map[string]string, owner *metav1.OwnerReference) (created bool, err error) {
-	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: conn.namespace, Labels: labels}}
-	if owner != nil {
-		lease.OwnerReferences = []metav1.OwnerReference{*owner}
-	}
-	leases := conn.coordination.Leases(conn.namespace)
-	_, err = leases.Create(ctx, lease, metav1.CreateOptions{})
+// ensure creates the job's Lease with this run as its holder, labelled and
+// owned like the job's other objects, so that the garbage collector removes
+// it with its owner; it returns the Lease when this call made it. One of
+// that name without the job's labels is not the job's: it is never taken
+// over, and the run ends Invalid naming it.
+func (l *jobLease) ensure(ctx context.Context) (*coordinationv1.Lease, error) {
+	now := metav1.NewMicroTime(time.Now())
+	record := resourcelock.LeaderElectionRecord{HolderIdentity: l.identity, LeaseDurationSeconds: int(l.duration / time.Second),
+		AcquireTime: metav1.NewTime(now.Time), RenewTime: metav1.NewTime(now.Time)}
+	lease := l.labelled(resourcelock.LeaderElectionRecordToLeaseSpec(&record))
+	leases := l.conn.coordination.Leases(l.conn.namespace)
+	created, err := leases.Create(ctx, lease, metav1.CreateOptions{})
 	if !apierrors.IsAlreadyExists(err) {
 		if err != nil {
-			return false, fmt.Errorf("creating the job's lease %s: %w", name, err)
+			return nil, fmt.Errorf("creating the job's lease %s: %w", l.name, err)
 		}
-		return true, nil
+		return created, nil
 	}
-	live, err := leases.Get(ctx, name, metav1.GetOptions{})
+	live, err := leases.Get(ctx, l.name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return false, nil // released meanwhile: the elector creates it
+		return nil, nil // released meanwhile: the elector creates it
 	case err != nil:
-		return false, fmt.Errorf("reading the job's lease %s: %w", name, err)
+		return nil, fmt.Errorf("reading the job's lease %s: %w", l.name, err)
 	}
-	for key, value := range labels {
+	for key, value := range l.labels {
 		if live.Labels[key] != value {
-			return false, result.Invalid(result.ReasonNotOwned, fmt.Errorf("lease %s exists and is not this job's (%s): trainstep neither takes nor deletes it; rename the job (--name) or remove the lease",
-				name, reconcile.DescribeOwnership(live)))
+			return nil, result.Invalid(result.ReasonNotOwned, fmt.Errorf("lease %s exists and is not this job's (%s): trainstep neither takes nor deletes it; rename the job (--name) or remove the lease",
+				l.name, reconcile.DescribeOwnership(live)))
 		}
 	}
-	return false, nil
+	return nil, nil
 }
 
-// labelledLeaseLock is client-go's LeaseLock whose Create makes the Lease
-// as ensureLease does, labelled and owned like the job's objects: the
-// elector creates it when it went between ensureLease and the elector's
-// first read (a predecessor released it), and one without the job's labels
-// would be refused by the namespace's admission policy and by the next run.
-type labelledLeaseLock struct {
-	*resourcelock.LeaseLock
-	labels map[string]string
-	owner  *metav1.OwnerReference
+// labelled is the job's Lease with spec, labelled and owned like the job's
+// objects.
+func (l *jobLease) labelled(spec coordinationv1.LeaseSpec) *coordinationv1.Lease {
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: l.conn.namespace, Labels: l.labels}, Spec: spec}
+	if l.owner != nil {
+		lease.OwnerReferences = []metav1.OwnerReference{*l.owner}
+	}
+	return lease
 }
 
-// Create creates the Lease with the job's labels and owner and the
-// elector's record, then reads it back so that the lock's Update has it.
-func (ll *labelledLeaseLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
-	lease := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: ll.LeaseMeta.Name, Namespace: ll.LeaseMeta.Namespace, Labels: ll.labels},
-		Spec:       resourcelock.LeaderElectionRecordToLeaseSpec(&ler),
+// jobLeaseLock is the elector's lock on the job's Lease: client-go's
+// LeaseLock, but a Lease it creates is labelled and owned like the job's
+// objects (the elector creates it when it went between ensure and the
+// elector's first read; one without the labels would be refused by the
+// namespace's admission policy and by the next run), and the Lease ensure
+// just created naming this run is the elector's first read, not read again.
+type jobLeaseLock struct {
+	job *jobLease
+	// lease is the version last read or written; fresh says it is the one
+	// this run just created, which the first Get returns as it is.
+	lease *coordinationv1.Lease
+	fresh bool
+}
+
+var _ resourcelock.Interface = (*jobLeaseLock)(nil)
+
+// Get returns the Lease's election record.
+func (ll *jobLeaseLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	if !ll.fresh {
+		lease, err := ll.leases().Get(ctx, ll.job.name, metav1.GetOptions{})
+		if err != nil {
+			return nil, nil, err
+		}
+		ll.lease = lease
 	}
-	if ll.owner != nil {
-		lease.OwnerReferences = []metav1.OwnerReference{*ll.owner}
+	ll.fresh = false
+	record := resourcelock.LeaseSpecToLeaderElectionRecord(&ll.lease.Spec)
+	raw, err := json.Marshal(*record)
+	if err != nil {
+		return nil, nil, err
 	}
-	if _, err := ll.Client.Leases(ll.LeaseMeta.Namespace).Create(ctx, lease, metav1.CreateOptions{}); err != nil {
+	return record, raw, nil
+}
+
+// Create creates the Lease with the job's labels and owner and the record.
+func (ll *jobLeaseLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	created, err := ll.leases().Create(ctx, ll.job.labelled(resourcelock.LeaderElectionRecordToLeaseSpec(&ler)), metav1.CreateOptions{})
+	if err != nil {
 		return err
 	}
-	_, _, err := ll.Get(ctx)
-	return err
+	ll.lease = created
+	return nil
+}
+
+// Update writes the record over the version last read or written: one
+// another run wrote meanwhile makes it fail (a conflict).
+func (ll *jobLeaseLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	if ll.lease == nil {
+		return errors.New("the job's lease was neither read nor created before its update")
+	}
+	lease := ll.lease.DeepCopy()
+	lease.Spec = resourcelock.LeaderElectionRecordToLeaseSpec(&ler)
+	updated, err := ll.leases().Update(ctx, lease, metav1.UpdateOptions{})
+	if err != nil {
+		return err
+	}
+	ll.lease = updated
+	return nil
+}
+
+// RecordEvent records nothing: the run logs its hold on the Lease itself.
+func (ll *jobLeaseLock) RecordEvent(string) {}
+
+// Identity is this run's holder identity.
+func (ll *jobLeaseLock) Identity() string { return ll.job.identity }
+
+// Describe names the Lease.
+func (ll *jobLeaseLock) Describe() string { return ll.job.conn.namespace + "/" + ll.job.name }
+
+func (ll *jobLeaseLock) leases() coordinationv1client.LeaseInterface {
+	return ll.job.conn.coordination.Leases(ll.job.conn.namespace)
 }
 
 // own points the Lease's owner at this run's owner, so that it outlives the

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -84,5 +85,52 @@ func TestReleaseDeletesTheLeaseThroughARestartingAPIServer(t *testing.T) {
 	l.release(ctx)
 	if _, err := client.CoordinationV1().Leases("ns").Get(ctx, "trainstep-tf", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the Lease is still there after %d deletes: %v", refused.Load(), err)
+	}
+}
+
+// A first run holds the Lease from its create on: the create names it the
+// holder, so the elector starts from that version (no read) and a second
+// run of the job that looks meanwhile finds it held. Two requests, not three.
+func TestAFirstRunHoldsTheLeaseItCreatesWithoutReadingItBack(t *testing.T) {
+	client := fake.NewClientset()
+	labels := map[string]string{"trainstep.dev/job-name": "tf", "trainstep.dev/identity": "abc"}
+	newLease := func(identity string) *jobLease {
+		return &jobLease{conn: &connection{coordination: client.CoordinationV1(), namespace: "ns"}, name: "trainstep-tf",
+			identity: identity, duration: 4 * time.Second, labels: labels, log: zap.NewNop()}
+	}
+	first := newLease("first")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := first.acquire(ctx, false, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	defer first.stop()
+	var verbs []string
+	for _, a := range client.Actions() {
+		if a.GetResource().Resource == "leases" {
+			verbs = append(verbs, a.GetVerb())
+		}
+	}
+	// The elector renews once at once, after it started leading.
+	if want := []string{"create", "update"}; len(verbs) < 2 || !slices.Equal(verbs[:2], want) || slices.Contains(verbs, "get") {
+		t.Errorf("taking a new Lease sent %v, want %v, then only renewals", verbs, want)
+	}
+	lease, err := client.CoordinationV1().Leases("ns").Get(ctx, "trainstep-tf", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := lease.Spec.HolderIdentity; h == nil || *h != "first" || lease.Spec.AcquireTime == nil || lease.Spec.LeaseDurationSeconds == nil || *lease.Spec.LeaseDurationSeconds != 4 {
+		t.Errorf("the Lease's spec %+v should name the first run, since when, and for 4 s", lease.Spec)
+	}
+	// A second run waits while the first renews.
+	second := newLease("second")
+	waitCtx, waitCancel := context.WithTimeout(ctx, 3*time.Second)
+	defer waitCancel()
+	if err := second.acquire(waitCtx, false, time.Minute); err == nil {
+		second.stop()
+		t.Fatal("a second run took the Lease the first holds and renews")
+	}
+	if !first.held() {
+		t.Error("the first run no longer holds its Lease")
 	}
 }
