@@ -59,6 +59,9 @@ type connection struct {
 	// later, before the run holds the Lease (a Secret created in between
 	// meets the run's own create).
 	absentSecrets map[string]bool
+	// rules are the identity's rules the preflight's SelfSubjectRulesReview
+	// returned (nil before it).
+	rules *authorizationv1.SubjectRulesReviewStatus
 }
 
 // connect builds the client as kubectl does: --kubeconfig, else the files
@@ -289,6 +292,7 @@ func (c *connection) deniedPermissions(ctx context.Context, apiTimeout time.Dura
 		if err != nil {
 			return classify(err)
 		}
+		c.rules = &rules.Status
 		for _, p := range perms {
 			if allowedByRules(rules.Status.ResourceRules, p) {
 				continue
@@ -396,9 +400,19 @@ func (c *connection) accessReview(ctx context.Context, p permission) (bool, erro
 // (deploy/nodes/, cluster-wide), which lets it see a drain coming; any
 // error counts as no.
 func (c *connection) mayWatchNodes(ctx context.Context) bool {
+	verbs := []string{"get", "list", "watch"}
+	// The rules the preflight read hold every rule of a ClusterRoleBinding,
+	// which is what grants a cluster-wide resource: when they are complete
+	// and lack a verb on nodes, there is nothing to ask. Rules that have
+	// them may come from a RoleBinding, which grants none: each is asked.
+	if c.rules != nil && !c.rules.Incomplete && slices.ContainsFunc(verbs, func(verb string) bool {
+		return !allowedByRules(c.rules.ResourceRules, permission{verb: verb, resource: "nodes"})
+	}) {
+		return false
+	}
 	reqCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	for _, verb := range []string{"get", "list", "watch"} {
+	for _, verb := range verbs {
 		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
 			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Resource: "nodes"},
 		}}

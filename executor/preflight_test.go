@@ -304,3 +304,40 @@ func TestADeniedProgressEndpointLeavesItOut(t *testing.T) {
 		t.Errorf("the replicas would be told of an endpoint: identity %+v, inputs %+v", id.TrainerStatus, in.TrainerStatus)
 	}
 }
+
+// TestMayWatchNodesAsksOnlyWhenTheRulesCouldGrantIt: rules without nodes
+// (complete) answer no with no request; rules with them (a RoleBinding's
+// may not grant them) or incomplete rules leave it to access reviews.
+func TestMayWatchNodesAsksOnlyWhenTheRulesCouldGrantIt(t *testing.T) {
+	podRules := []authorizationv1.ResourceRule{{Verbs: []string{"*"}, APIGroups: []string{""}, Resources: []string{"pods"}}}
+	nodeRules := append(podRules, authorizationv1.ResourceRule{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{""}, Resources: []string{"nodes"}})
+	tests := []struct {
+		name       string
+		rules      *authorizationv1.SubjectRulesReviewStatus
+		reviewSays bool
+		want       bool
+		reviews    int
+	}{
+		{"no nodes in complete rules", &authorizationv1.SubjectRulesReviewStatus{ResourceRules: podRules}, true, false, 0},
+		{"get alone in complete rules", &authorizationv1.SubjectRulesReviewStatus{ResourceRules: append(podRules,
+			authorizationv1.ResourceRule{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"nodes"}})}, true, false, 0},
+		{"nodes in the rules, granted", &authorizationv1.SubjectRulesReviewStatus{ResourceRules: nodeRules}, true, true, 3},
+		{"nodes in the rules, by a RoleBinding", &authorizationv1.SubjectRulesReviewStatus{ResourceRules: nodeRules}, false, false, 1},
+		{"incomplete rules", &authorizationv1.SubjectRulesReviewStatus{Incomplete: true}, true, true, 3},
+		{"no rules read", nil, false, false, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			client := fake.NewClientset()
+			reviews := 0
+			client.PrependReactor("create", "selfsubjectaccessreviews", func(k8stesting.Action) (bool, runtime.Object, error) {
+				reviews++
+				return true, &authorizationv1.SelfSubjectAccessReview{Status: authorizationv1.SubjectAccessReviewStatus{Allowed: tc.reviewSays}}, nil
+			})
+			conn := &connection{authorization: client.AuthorizationV1(), namespace: "ns", rules: tc.rules}
+			if got := conn.mayWatchNodes(context.Background()); got != tc.want || reviews != tc.reviews {
+				t.Errorf("mayWatchNodes = %v after %d access reviews, want %v after %d", got, reviews, tc.want, tc.reviews)
+			}
+		})
+	}
+}
