@@ -3,6 +3,8 @@ package executor
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,5 +61,34 @@ func TestAllowedByRulesFollowsRBACWildcards(t *testing.T) {
 		if got := allowedByRules(rules, tc.p); got != tc.want {
 			t.Errorf("allowedByRules(%s) = %v, want %v", tc.p, got, tc.want)
 		}
+	}
+}
+
+func TestRunAtMostBoundsTheProbesInFlightAndKeepsTheirOrder(t *testing.T) {
+	var inFlight, most atomic.Int32
+	probes := make([]func() error, 10)
+	for i := range probes {
+		probes[i] = func() error {
+			n := inFlight.Add(1)
+			for {
+				m := most.Load()
+				if n <= m || most.CompareAndSwap(m, n) {
+					break
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+			inFlight.Add(-1)
+			if i == 7 || i == 4 {
+				return fmt.Errorf("probe %d", i)
+			}
+			return nil
+		}
+	}
+	errs := runAtMost(3, probes)
+	if most.Load() > 3 || most.Load() < 2 {
+		t.Errorf("at most %d probes were in flight at once, want up to 3", most.Load())
+	}
+	if err := firstInOrder(errs); err == nil || err.Error() != "probe 4" {
+		t.Errorf("first error in order = %v, want probe 4's", err)
 	}
 }

@@ -3,11 +3,14 @@ package executor
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -41,71 +44,120 @@ type namedObject struct {
 // Only metadata is read, so no other owner's Secret reaches this process.
 // The Secrets it finds absent are kept in conn.absentSecrets.
 func checkNoForeignObjects(ctx context.Context, conn *connection, id render.Identity, named []namedObject, apiTimeout time.Duration) error {
-	var foreign []string
+	var (
+		mu      sync.Mutex
+		foreign = map[string]bool{}
+	)
 	keep := func(kind string, m metav1.Object) {
 		if m.GetLabels()[v1alpha1.LabelIdentity] != id.OwnerID {
-			foreign = append(foreign, fmt.Sprintf("%s %s (%s)", kind, m.GetName(), reconcile.DescribeOwnership(m)))
+			mu.Lock()
+			foreign[fmt.Sprintf("%s %s (%s)", kind, m.GetName(), reconcile.DescribeOwnership(m))] = true
+			mu.Unlock()
 		}
 	}
 	conn.absentSecrets = map[string]bool{}
 	selector := metav1.ListOptions{LabelSelector: v1alpha1.LabelJobName + "=" + id.JobName}
-	listed := map[string]bool{}
-	for _, kind := range []struct {
-		name string
-		gvr  schema.GroupVersionResource
-	}{{"pod", corev1.SchemeGroupVersion.WithResource("pods")}, {"service", corev1.SchemeGroupVersion.WithResource("services")}} {
-		err := retryTransient(ctx, apiTimeout, func() error {
-			list, err := conn.metadata.Resource(kind.gvr).Namespace(conn.namespace).List(ctx, selector)
-			if err != nil {
-				return classify(err)
-			}
-			for i := range list.Items {
-				keep(kind.name, &list.Items[i])
-				listed[kind.name+"/"+list.Items[i].Name] = true
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("looking for other owners' objects of job %s: %w", id.JobName, err)
-		}
-	}
-	for _, o := range named {
-		if listed[o.kind+"/"+o.name] {
-			continue
-		}
-		err := retryTransient(ctx, apiTimeout, func() error {
-			m, err := conn.metadata.Resource(o.gvr).Namespace(conn.namespace).Get(ctx, o.name, metav1.GetOptions{})
-			switch {
-			case apierrors.IsNotFound(err):
-				if o.kind == "secret" {
-					conn.absentSecrets[o.name] = true
+	listByLabel := func(kind string, gvr schema.GroupVersionResource) func() error {
+		return func() error {
+			err := retryTransient(ctx, apiTimeout, func() error {
+				list, err := conn.metadata.Resource(gvr).Namespace(conn.namespace).List(ctx, selector)
+				if err != nil {
+					return classify(err)
+				}
+				for i := range list.Items {
+					keep(kind, &list.Items[i])
 				}
 				return nil
-			case apierrors.IsForbidden(err):
-				// A kind the Role cannot read: its create meets it.
-				return nil
-			case err != nil:
-				return classify(err)
+			})
+			if err != nil {
+				return fmt.Errorf("looking for other owners' objects of job %s: %w", id.JobName, err)
 			}
-			keep(o.kind, m)
 			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("reading %s %s: %w", o.kind, o.name, err)
 		}
+	}
+	getByName := func(o namedObject) func() error {
+		return func() error {
+			err := retryTransient(ctx, apiTimeout, func() error {
+				m, err := conn.metadata.Resource(o.gvr).Namespace(conn.namespace).Get(ctx, o.name, metav1.GetOptions{})
+				switch {
+				case apierrors.IsNotFound(err):
+					if o.kind == "secret" {
+						mu.Lock()
+						conn.absentSecrets[o.name] = true
+						mu.Unlock()
+					}
+					return nil
+				case apierrors.IsForbidden(err):
+					// A kind the Role cannot read: its create meets it.
+					return nil
+				case err != nil:
+					return classify(err)
+				}
+				keep(o.kind, m)
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("reading %s %s: %w", o.kind, o.name, err)
+			}
+			return nil
+		}
+	}
+	probes := []func() error{
+		listByLabel("pod", corev1.SchemeGroupVersion.WithResource("pods")),
+		listByLabel("service", corev1.SchemeGroupVersion.WithResource("services")),
+	}
+	for _, o := range named {
+		probes = append(probes, getByName(o))
+	}
+	if err := firstInOrder(runAtMost(foreignProbeWidth, probes)); err != nil {
+		return err
 	}
 	if len(foreign) == 0 {
 		return nil
 	}
-	sort.Strings(foreign)
+	names := slices.Sorted(maps.Keys(foreign))
 	more := ""
-	if len(foreign) > maxForeignNamed {
-		more = fmt.Sprintf(" and %d more", len(foreign)-maxForeignNamed)
-		foreign = foreign[:maxForeignNamed]
+	if len(names) > maxForeignNamed {
+		more = fmt.Sprintf(" and %d more", len(names)-maxForeignNamed)
+		names = names[:maxForeignNamed]
 	}
 	return result.Invalid(result.ReasonNotOwned, fmt.Errorf(
 		"job name %s is in use by another owner: %s%s; this run neither uses, reads nor deletes them: give the job another name (--name), or remove them if they are stale",
-		id.JobName, strings.Join(foreign, ", "), more))
+		id.JobName, strings.Join(names, ", "), more))
+}
+
+// foreignProbeWidth is how many of checkNoForeignObjects' reads a step has
+// in flight at once. One at a time, they were most of a step's way to its
+// first create; all at once (ten or so per step), 64 steps of one sweep
+// started together had the API server's flow control turn dozens away with
+// 429, each then retried after a second.
+const foreignProbeWidth = 3
+
+// runAtMost runs the probes, at most width at a time, and returns their
+// errors in the probes' order.
+func runAtMost(width int, probes []func() error) []error {
+	errs := make([]error, len(probes))
+	var g errgroup.Group
+	g.SetLimit(width)
+	for i, probe := range probes {
+		g.Go(func() error {
+			errs[i] = probe()
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return errs
+}
+
+// firstInOrder is the first error of errs, so that a failed check names the
+// same cause however the probes interleaved.
+func firstInOrder(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // namedObjects are the objects of fixed names the job creates besides its
