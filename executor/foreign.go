@@ -44,78 +44,22 @@ type namedObject struct {
 // Only metadata is read, so no other owner's Secret reaches this process.
 // The Secrets it finds absent are kept in conn.absentSecrets.
 func checkNoForeignObjects(ctx context.Context, conn *connection, id render.Identity, named []namedObject, apiTimeout time.Duration) error {
-	var (
-		mu      sync.Mutex
-		foreign = map[string]bool{}
-	)
-	keep := func(kind string, m metav1.Object) {
-		if m.GetLabels()[v1alpha1.LabelIdentity] != id.OwnerID {
-			mu.Lock()
-			foreign[fmt.Sprintf("%s %s (%s)", kind, m.GetName(), reconcile.DescribeOwnership(m))] = true
-			mu.Unlock()
-		}
-	}
 	conn.absentSecrets = map[string]bool{}
-	selector := metav1.ListOptions{LabelSelector: v1alpha1.LabelJobName + "=" + id.JobName}
-	listByLabel := func(kind string, gvr schema.GroupVersionResource) func() error {
-		return func() error {
-			err := retryTransient(ctx, apiTimeout, func() error {
-				list, err := conn.metadata.Resource(gvr).Namespace(conn.namespace).List(ctx, selector)
-				if err != nil {
-					return classify(err)
-				}
-				for i := range list.Items {
-					keep(kind, &list.Items[i])
-				}
-				return nil
-			})
-			if err != nil {
-				return fmt.Errorf("looking for other owners' objects of job %s: %w", id.JobName, err)
-			}
-			return nil
-		}
-	}
-	getByName := func(o namedObject) func() error {
-		return func() error {
-			err := retryTransient(ctx, apiTimeout, func() error {
-				m, err := conn.metadata.Resource(o.gvr).Namespace(conn.namespace).Get(ctx, o.name, metav1.GetOptions{})
-				switch {
-				case apierrors.IsNotFound(err):
-					if o.kind == "secret" {
-						mu.Lock()
-						conn.absentSecrets[o.name] = true
-						mu.Unlock()
-					}
-					return nil
-				case apierrors.IsForbidden(err):
-					// A kind the Role cannot read: its create meets it.
-					return nil
-				case err != nil:
-					return classify(err)
-				}
-				keep(o.kind, m)
-				return nil
-			})
-			if err != nil {
-				return fmt.Errorf("reading %s %s: %w", o.kind, o.name, err)
-			}
-			return nil
-		}
-	}
+	f := &foreignSearch{ctx: ctx, conn: conn, id: id, apiTimeout: apiTimeout, found: map[string]bool{}}
 	probes := []func() error{
-		listByLabel("pod", corev1.SchemeGroupVersion.WithResource("pods")),
-		listByLabel("service", corev1.SchemeGroupVersion.WithResource("services")),
+		f.listByLabel("pod", corev1.SchemeGroupVersion.WithResource("pods")),
+		f.listByLabel("service", corev1.SchemeGroupVersion.WithResource("services")),
 	}
 	for _, o := range named {
-		probes = append(probes, getByName(o))
+		probes = append(probes, f.getByName(o))
 	}
 	if err := firstInOrder(runAtMost(foreignProbeWidth, probes)); err != nil {
 		return err
 	}
-	if len(foreign) == 0 {
+	if len(f.found) == 0 {
 		return nil
 	}
-	names := slices.Sorted(maps.Keys(foreign))
+	names := slices.Sorted(maps.Keys(f.found))
 	more := ""
 	if len(names) > maxForeignNamed {
 		more = fmt.Sprintf(" and %d more", len(names)-maxForeignNamed)
@@ -124,6 +68,79 @@ func checkNoForeignObjects(ctx context.Context, conn *connection, id render.Iden
 	return result.Invalid(result.ReasonNotOwned, fmt.Errorf(
 		"job name %s is in use by another owner: %s%s; this run neither uses, reads nor deletes them: give the job another name (--name), or remove them if they are stale",
 		id.JobName, strings.Join(names, ", "), more))
+}
+
+// foreignSearch is one checkNoForeignObjects: its reads, and the other
+// owners' objects they found, described.
+type foreignSearch struct {
+	ctx        context.Context
+	conn       *connection
+	id         render.Identity
+	apiTimeout time.Duration
+
+	mu    sync.Mutex
+	found map[string]bool
+}
+
+// keep notes m when it is not of the job's identity.
+func (f *foreignSearch) keep(kind string, m metav1.Object) {
+	if m.GetLabels()[v1alpha1.LabelIdentity] == f.id.OwnerID {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.found[fmt.Sprintf("%s %s (%s)", kind, m.GetName(), reconcile.DescribeOwnership(m))] = true
+}
+
+// listByLabel reads the metadata of the objects of gvr labelled with the
+// job's name.
+func (f *foreignSearch) listByLabel(kind string, gvr schema.GroupVersionResource) func() error {
+	selector := metav1.ListOptions{LabelSelector: v1alpha1.LabelJobName + "=" + f.id.JobName}
+	return func() error {
+		err := retryTransient(f.ctx, f.apiTimeout, func() error {
+			list, err := f.conn.metadata.Resource(gvr).Namespace(f.conn.namespace).List(f.ctx, selector)
+			if err != nil {
+				return classify(err)
+			}
+			for i := range list.Items {
+				f.keep(kind, &list.Items[i])
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("looking for other owners' objects of job %s: %w", f.id.JobName, err)
+		}
+		return nil
+	}
+}
+
+// getByName reads the metadata of the object the job will create as o.
+func (f *foreignSearch) getByName(o namedObject) func() error {
+	return func() error {
+		err := retryTransient(f.ctx, f.apiTimeout, func() error {
+			m, err := f.conn.metadata.Resource(o.gvr).Namespace(f.conn.namespace).Get(f.ctx, o.name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+				if o.kind == "secret" {
+					f.mu.Lock()
+					f.conn.absentSecrets[o.name] = true
+					f.mu.Unlock()
+				}
+				return nil
+			case apierrors.IsForbidden(err):
+				// A kind the Role cannot read: its create meets it.
+				return nil
+			case err != nil:
+				return classify(err)
+			}
+			f.keep(o.kind, m)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("reading %s %s: %w", o.kind, o.name, err)
+		}
+		return nil
+	}
 }
 
 // foreignProbeWidth is how many of checkNoForeignObjects' reads a step has
