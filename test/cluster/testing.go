@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
@@ -319,5 +320,13 @@ func (c *Cluster) CreatePriorityClass(ctx context.Context, t testing.TB, name st
 	t.Cleanup(func() {
 		_ = c.Client.SchedulingV1().PriorityClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
-	return nil
+	// kube-apiserver's Priority admission reads classes from an informer: a
+	// pod created at once may meet "no PriorityClass with name". A dry run
+	// of such a pod says when admission sees it.
+	probe := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "priority-probe-"}, Spec: corev1.PodSpec{
+		PriorityClassName: name, Containers: []corev1.Container{{Name: "probe", Image: "probe"}}}}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := c.Client.CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err == nil || !strings.Contains(err.Error(), "no PriorityClass with name"), nil
+	})
 }
