@@ -1081,6 +1081,30 @@ func regressions() []regression {
 			{at: 251 * time.Second, kind: faultRemove, replica: "the job's ConfigMap"},
 		},
 		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
+	}, {
+		// Found by the simulation (seed 851367474): an eviction restarted
+		// the job as a whole (every pod made again), the quota held the
+		// launcher back until the step ended Transient, and the ledger's
+		// Service, removed from outside, had been made again. The retry
+		// took the job's start from those two alone, 116 s late: where the
+		// launcher had run before the quota, the job ended on its deadline;
+		// where it had not, the retry ran it 72 s past the deadline, to
+		// success. The job's other Service and its ConfigMap show the start.
+		name: "a retry counts the deadline from the job's start though every pod and the ledger's Service were made again",
+		job: withDeadline(withCleanPodPolicy(withBackoffLimit(mpiSimJob(v1alpha1.LauncherCreationWaitForWorkersReady, 3,
+			v1alpha1.RestartPolicyOnFailure), 0), v1alpha1.CleanPodPolicyAll), 330),
+		nodes: 3, seed: 851367474,
+		faults: []fault{
+			{at: 52 * time.Second, kind: faultAPI, code: 503, lasts: 55 * time.Second},
+			{at: 69 * time.Second, kind: faultThrottle, lasts: 15 * time.Second},
+			{at: 73 * time.Second, kind: faultAPI, code: 500, lasts: 36 * time.Second, applied: true},
+			{at: 98 * time.Second, kind: faultDisruption, replica: "pi-worker-1", disruption: "eviction",
+				peers: map[string]time.Duration{"pi-launcher-0": 708 * time.Millisecond, "pi-worker-0": 1091 * time.Millisecond, "pi-worker-2": 1528 * time.Millisecond}},
+			{at: 120 * time.Second, kind: faultQuota, lasts: 152 * time.Second},
+			{at: 221 * time.Second, kind: faultRemove, replica: "the ledger's Service"},
+			{at: 318 * time.Second, kind: faultAPI, code: 500, lasts: 54 * time.Second},
+		},
+		counted: 0, phase: result.PhaseFailed, reason: result.ReasonDeadlineExceeded, restarts: 0,
 	}}
 }
 

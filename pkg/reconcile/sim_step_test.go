@@ -258,7 +258,7 @@ func (s *simStep) start() {
 	s.ctrl, w.ctrl = c, c
 	c.queue = &simQueue{w: w, gen: s.gen}
 	w.logf("controller %d starts", s.gen)
-	r.ctrlStarted = w.now()
+	r.ctrlStarted, r.jobStarted = w.now(), w.jobStartShown()
 	if err := c.Start(r.ctx); err != nil {
 		w.logf("controller %d: start failed: %v", s.gen, err)
 		s.end(ending.Run{Decision: policy.Decision{Outcome: policy.OutcomeRunning}, Err: err})
@@ -509,7 +509,7 @@ func (r *simRun) finishRun(s *simStep, out ending.Result) {
 		end.charged = end.restarts
 	}
 	if d := w.job.Spec.RunPolicy.ActiveDeadlineSeconds; d != nil && s.ctrl != nil {
-		end.deadline = s.ctrl.startTime.Add(time.Duration(*d) * time.Second)
+		end.deadline = r.jobStarted.Add(time.Duration(*d) * time.Second)
 	}
 	r.end = end
 	w.logf("outcome %s (%s)", end, e.Message)

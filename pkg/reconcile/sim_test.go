@@ -668,7 +668,9 @@ type simRun struct {
 	permanentUnseen, permanentCollective bool
 	// ctrlStarted is when the running controller started: one that
 	// re-attaches after the job's deadline passed must end it from there.
-	ctrlStarted time.Time
+	// jobStarted is when the job started, as the API server's objects
+	// showed it then (jobStartShown): the deadline counts from there.
+	ctrlStarted, jobStarted time.Time
 	// violations are the invariants broken, each with when; broken holds
 	// each one's text, so that it is said once.
 	violations, broken []string
@@ -770,7 +772,7 @@ func (r *simRun) checkInvariants() {
 		return // nothing is decided while the step does not hold the Lease
 	}
 	if d := w.job.Spec.RunPolicy.ActiveDeadlineSeconds; d != nil {
-		deadline := c.startTime.Add(time.Duration(*d) * time.Second)
+		deadline := r.jobStarted.Add(time.Duration(*d) * time.Second)
 		if due := maxTime(maxTime(deadline, r.ctrlStarted), r.cur.leadSince); w.now().Sub(due) > simDecisionSlack {
 			r.violate("running %s past activeDeadlineSeconds=%d", w.now().Sub(deadline), *d)
 		}
