@@ -1105,6 +1105,25 @@ func regressions() []regression {
 			{at: 318 * time.Second, kind: faultAPI, code: 500, lasts: 54 * time.Second},
 		},
 		counted: 0, phase: result.PhaseFailed, reason: result.ReasonDeadlineExceeded, restarts: 0,
+	}, {
+		// Found by the simulation (seed 851465154): the world's pod garbage
+		// collector removed jx-worker-1, its Node deleted, while
+		// kube-apiserver was away; no controller can. The relist's
+		// tombstone then showed it gone with no end beside jx-worker-0's
+		// exit 1, which the policy took for its collateral (0 restarts,
+		// truth 1). The node's controllers now act once it answers.
+		name: "a node deleted while kube-apiserver is away loses its pods once it answers",
+		job: withCleanPodPolicy(simpleJob("jx", v1alpha1.FrameworkJAX, v1alpha1.RestartPolicyOnFailure,
+			map[v1alpha1.ReplicaType]int32{v1alpha1.ReplicaTypeWorker: 3}), v1alpha1.CleanPodPolicyAll),
+		nodes: 3, seed: 851465154,
+		faults: []fault{
+			{at: 20 * time.Second, kind: faultAPIRestart, lasts: 100 * time.Second},
+			{at: 34 * time.Second, kind: faultExit, replica: "jx-worker-0", code: 1,
+				peers: map[string]time.Duration{"jx-worker-1": 367 * time.Millisecond, "jx-worker-2": 996 * time.Millisecond}},
+			{at: 80 * time.Second, kind: faultNodeDown, node: 1, lasts: 10 * time.Minute, deleted: true},
+			{at: 602 * time.Second, kind: faultThrottle, lasts: 21 * time.Second},
+		},
+		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 1,
 	}}
 }
 

@@ -1192,6 +1192,12 @@ func (r *simRun) disruptWhenThere(f *fault, seq, tries int) {
 		w.after(d, 0, "retry disruption "+f.replica, func() { r.disruptWhenThere(f, seq, tries) })
 		return
 	}
+	if w.outage() {
+		// The scheduler, the drain and the pod garbage collector act
+		// through kube-apiserver, which refuses them while it restarts.
+		w.after(time.Second, 0, "retry disruption "+f.replica, func() { r.disruptWhenThere(f, seq, tries) })
+		return
+	}
 	pod := w.livePod(f.replica)
 	// Preemption, a drain's eviction and the pod garbage collector take
 	// a running pod: one bound but not started has no peers to break.
@@ -1271,7 +1277,9 @@ func (r *simRun) disrupt(pod *corev1.Pod, how string) {
 
 // nodeDown silences a node's kubelet: after the node monitor's grace its
 // running pods turn NotReady; it answers again after f.lasts, or its Node
-// object is deleted and the pod garbage collector removes its pods.
+// object is deleted and the pod garbage collector removes its pods. Each of
+// these is a controller's write, which waits for kube-apiserver to answer
+// (whenAnswering).
 func (r *simRun) nodeDown(f *fault) {
 	w := r.w
 	n := w.nodes[f.node]
@@ -1280,7 +1288,7 @@ func (r *simRun) nodeDown(f *fault) {
 	}
 	n.up = false
 	const monitorGrace = 20 * time.Second
-	w.after(monitorGrace, 0, "node lifecycle marks "+n.name, func() {
+	w.whenAnswering(monitorGrace, "node lifecycle marks "+n.name, func() {
 		if n.up {
 			return
 		}
@@ -1292,7 +1300,7 @@ func (r *simRun) nodeDown(f *fault) {
 		}
 	})
 	if f.deleted {
-		w.after(monitorGrace+5*time.Second, 0, "node deleted "+n.name, func() {
+		w.whenAnswering(monitorGrace+5*time.Second, "node deleted "+n.name, func() {
 			if n.up {
 				return // it answered again first
 			}
