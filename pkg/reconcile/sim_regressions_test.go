@@ -1082,6 +1082,33 @@ func regressions() []regression {
 		},
 		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
 	}, {
+		// Found by the simulation (seed 851371341): mpirun's exit 3 landed
+		// as kube-apiserver restarted, its event on its way; the broken
+		// watch lost it, and no step saw the launcher again before a
+		// worker's eviction and mpirun's exit 1, both while no step
+		// watched. The run that re-attached could not order the worker's
+		// loss and those restarts (1 restart, the one a step saw), but the
+		// truth held the exit 3 seen because the watch was whole when it
+		// landed, and required 2.
+		name: "a launcher's exit whose event a breaking watch lost is one no step watched",
+		job: withCleanPodPolicy(mpiSimJob(v1alpha1.LauncherCreationAtStartup, 2, v1alpha1.RestartPolicyOnFailure),
+			v1alpha1.CleanPodPolicyNone),
+		nodes: 3, seed: 851371341,
+		faults: []fault{
+			{at: 28 * time.Second, kind: faultExit, replica: "pi-launcher-0", code: 137,
+				peers: map[string]time.Duration{"pi-worker-0": 411 * time.Millisecond, "pi-worker-1": 1066 * time.Millisecond}},
+			{at: 70 * time.Second, kind: faultExit, replica: "pi-launcher-0", code: 3,
+				peers: map[string]time.Duration{"pi-worker-0": 1798 * time.Millisecond, "pi-worker-1": 746 * time.Millisecond}},
+			{at: 70 * time.Second, kind: faultAPIRestart, lasts: 100 * time.Second},
+			{at: 110 * time.Second, kind: faultKillStep, lasts: 13 * time.Second},
+			{at: 136 * time.Second, kind: faultDisruption, replica: "pi-worker-0", disruption: "eviction",
+				peers: map[string]time.Duration{"pi-launcher-0": 768 * time.Millisecond, "pi-worker-1": 2109 * time.Millisecond}},
+			{at: 166 * time.Second, kind: faultExit, replica: "pi-launcher-0", code: 1,
+				peers: map[string]time.Duration{"pi-worker-0": 880 * time.Millisecond, "pi-worker-1": 1234 * time.Millisecond}},
+			{at: 177 * time.Second, kind: faultCompact},
+		},
+		counted: 3, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 1,
+	}, {
 		// Found by the simulation (seed 851392270): a ResourceQuota refused
 		// the preempted launcher's replacement, and the re-attached step
 		// released the gang, its workers ending as they were deleted, then

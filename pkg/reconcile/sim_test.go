@@ -641,8 +641,10 @@ type simRun struct {
 	// ended is how the schedule's last step ended; stopped: it was stopped.
 	ended   policy.Ending
 	stopped bool
-	// truth is what each exit that landed must cost (sim_truth_test.go).
-	truth []truthFailure
+	// truth is what each exit that landed must cost (sim_truth_test.go);
+	// inFlight, what those a watch had yet to deliver cost if it ends first.
+	truth    []truthFailure
+	inFlight []inFlightFailure
 	// unwatchedSince is when the last step stopped watching (killed, or
 	// ended for a retry); launcherAway: a step that re-attached found an
 	// MPI launcher's restart and a worker's end it could not order.
