@@ -462,6 +462,7 @@ func (s *simStep) kill() {
 func (r *simRun) stepEnded(s *simStep, out ending.Result) {
 	w := r.w
 	s.dead = true
+	r.lostDeliveries()
 	w.ctrl, w.inbox, w.informers = nil, nil, nil
 	e := out.Ending
 	leaves := e.Action == policy.EndWithError || e.Action == policy.LeaveObjects
@@ -839,8 +840,10 @@ func (r *simRun) collectGarbage() {
 }
 
 // goesBlind records when no watch delivers any more (the step died, or
-// its watches broke), once until a step sees again.
+// its watches broke), once until a step sees again; the failures whose
+// events were on their way are lost with them.
 func (r *simRun) goesBlind() {
+	r.lostDeliveries()
 	if r.unwatchedSince.IsZero() {
 		r.unwatchedSince = r.w.now()
 	}

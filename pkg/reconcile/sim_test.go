@@ -641,8 +641,10 @@ type simRun struct {
 	// ended is how the schedule's last step ended; stopped: it was stopped.
 	ended   policy.Ending
 	stopped bool
-	// truth is what each exit that landed must cost (sim_truth_test.go).
-	truth []truthFailure
+	// truth is what each exit that landed must cost (sim_truth_test.go);
+	// inFlight, what those a watch had yet to deliver cost if it ends first.
+	truth    []truthFailure
+	inFlight []inFlightFailure
 	// unwatchedSince is when the last step stopped watching (killed, or
 	// ended for a retry); launcherAway: a step that re-attached found an
 	// MPI launcher's restart and a worker's end it could not order.
@@ -1035,7 +1037,9 @@ func (r *simRun) permanent(pod *corev1.Pod, code int32) bool {
 // restarts as a whole the first end is the cause and the later ones are
 // collateral (docs/failures.md). Ends compare in whole seconds, as pod
 // times do; within one, a peer ended from outside (a signal, a
-// disruption) comes first.
+// disruption) comes first. A peer's instance made again at the same
+// attempt (a gang's release, a step that started the job afresh) ended
+// before the collective pod belongs to was formed: it is no cause.
 func (r *simRun) followsPeersEnd(pod *corev1.Pod, code int32) bool {
 	w := r.w
 	if !restartsAsWhole(w.job) {
@@ -1052,10 +1056,27 @@ func (r *simRun) followsPeersEnd(pod *corev1.Pod, code int32) bool {
 			continue
 		}
 		at, fromOutside, ended := simEnded(p)
-		if !ended {
+		if !ended || w.superseded(p) {
 			continue
 		}
 		if at = at.Truncate(time.Second); at.Before(now) || at.Equal(now) && fromOutside && code < 128 {
+			return true
+		}
+	}
+	return false
+}
+
+// superseded reports whether a newer instance of p's replica was made at
+// p's job attempt: one live now, or one removed after p was.
+func (w *simWorld) superseded(p *corev1.Pod) bool {
+	attempt := p.Labels[v1alpha1.LabelJobAttempt]
+	if live := w.livePod(p.Name); live != nil && live.UID != p.UID && live.Labels[v1alpha1.LabelJobAttempt] == attempt {
+		return true
+	}
+	after := false
+	for _, q := range w.removedEnded {
+		after = after || q.UID == p.UID
+		if after && q.UID != p.UID && q.Name == p.Name && q.Labels[v1alpha1.LabelJobAttempt] == attempt {
 			return true
 		}
 	}
