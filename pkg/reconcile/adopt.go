@@ -255,9 +255,11 @@ func (c *Controller) disruptedRank(id policy.ReplicaID, pod *corev1.Pod) bool {
 }
 
 // jobStart is when an earlier run started the job: the earliest creation
-// of its first Service and of its replicas' pods, if before this run's
-// start. activeDeadlineSeconds counts from there, so that a retried step
-// does not start the job's deadline over.
+// of its replicas' pods, Services and ConfigMaps still there, if before
+// this run's start. activeDeadlineSeconds counts from there, so that a
+// retried step does not start the job's deadline over. Each of them
+// counts: a whole-job restart makes every pod again, and a Service removed
+// from outside (the ledger's) is made again, later than the job started.
 func (c *Controller) jobStart(pods []*corev1.Pod, desired map[string]policy.ReplicaID) time.Time {
 	start := c.startTime
 	earlier := func(t metav1.Time) {
@@ -270,8 +272,11 @@ func (c *Controller) jobStart(pods []*corev1.Pod, desired map[string]policy.Repl
 			earlier(pod.CreationTimestamp)
 		}
 	}
-	if svc := c.cachedLedgerService(); svc != nil {
+	for _, svc := range c.listServices() {
 		earlier(svc.CreationTimestamp)
+	}
+	for _, cm := range c.listConfigMaps() {
+		earlier(cm.CreationTimestamp)
 	}
 	return start
 }

@@ -129,7 +129,11 @@ func (c *Controller) admitGang(ctx context.Context) (time.Duration, error) {
 	return step.RecheckAfter, nil
 }
 
-// gangPods returns the job's live replica pods and counts them.
+// gangPods returns the job's live replica pods and counts them. While the
+// gang backs off from a release, a released pod still going counts as
+// existing: the next try waits for it (gang.Params.Next), so that no new
+// rank is made at the job attempt beside one that still runs, unless its
+// kubelet will not finish it.
 func (c *Controller) gangPods() ([]*corev1.Pod, gang.Pods) {
 	// The gang is the slots the job wants now: those above an elastic
 	// job's metric-driven target are not created.
@@ -142,11 +146,18 @@ func (c *Controller) gangPods() ([]*corev1.Pod, gang.Pods) {
 	}
 	refused := c.quota.refusal != ""
 	c.mu.Unlock()
+	releasing := c.gang != nil && c.gang.state.Stage == gang.StageBackingOff
 	count := gang.Pods{Desired: len(ids), QuotaRefuses: refused}
 	var pods []*corev1.Pod
 	for _, id := range ids {
 		pod, err := c.pods.Pods(c.opts.Identity.Namespace).Get(c.replicas[id].name)
-		if err != nil || pod.DeletionTimestamp != nil {
+		if err != nil {
+			continue
+		}
+		if pod.DeletionTimestamp != nil {
+			if releasing && !c.stranded(id.Type, pod) {
+				count.Existing++
+			}
 			continue
 		}
 		pods = append(pods, pod)

@@ -232,3 +232,68 @@ func TestBuiltinGangAQuotaRefusesInPartIsReleasedAndTriedAgain(t *testing.T) {
 		t.Errorf("restarts = %d, want 0: a release for quota is no restart", r)
 	}
 }
+
+// A gang given back for quota is made again only once every pod it gave
+// back went: a released rank still stopping (its grace period, a
+// finalizer) would otherwise run beside the new ranks of the same job
+// attempt, a collective the new ones cannot join (found by the
+// simulation, seed 851392270, under Kueue).
+func TestBuiltinGangTriesAgainOnlyOnceTheReleasedPodsWent(t *testing.T) {
+	t.Parallel()
+	job := tfJob(v1alpha1.RestartPolicyNever)
+	job.Spec.RunPolicy.SchedulingPolicy.Gang = v1alpha1.GangBuiltin
+	job.Spec.RunPolicy.SchedulingPolicy.ScheduleTimeoutSeconds = ptr.To[int32](2)
+	var refusing atomic.Bool
+	refusing.Store(true)
+	var stopping atomic.Int32
+	var beside atomic.Value // the name of a pod created while a released one stopped
+	h := startWith(t, job, func(hh *harness, o *Options) {
+		hh.client.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+			name := action.(k8stesting.CreateAction).GetObject().(metav1.Object).GetName()
+			if name == "mnist-worker-1" && refusing.Load() {
+				return true, nil, quotaRefusal(name)
+			}
+			if stopping.Load() > 0 {
+				beside.CompareAndSwap(nil, name)
+			}
+			return false, nil, nil
+		})
+		// Each released pod stops slowly: the delete marks it, as the API
+		// server does while its kubelet stops it.
+		hh.client.PrependReactor("delete", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+			refusing.Store(false)
+			obj, err := hh.client.Tracker().Get(podsGVR, ns, action.(k8stesting.DeleteAction).GetName())
+			if err != nil {
+				return true, nil, err
+			}
+			pod := obj.(*corev1.Pod).DeepCopy()
+			if pod.DeletionTimestamp == nil {
+				pod.DeletionTimestamp = ptr.To(metav1.Now())
+				stopping.Add(1)
+			}
+			return true, nil, hh.client.Tracker().Update(podsGVR, pod, ns)
+		})
+	})
+	testutil.Eventually(h.t, waitTimeout, "the pods the quota let in released", func() bool { return stopping.Load() == 2 })
+	// Longer than the backoff after a first release for quota (at most 1.5 s).
+	time.Sleep(3 * time.Second)
+	if name := beside.Load(); name != nil {
+		t.Errorf("%s was created while a released pod of the gang was still stopping", name)
+	}
+	for _, name := range []string{"mnist-ps-0", "mnist-worker-0"} {
+		stopping.Add(-1)
+		if err := h.client.Tracker().Delete(podsGVR, ns, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := []string{"mnist-ps-0", "mnist-worker-0", "mnist-worker-1"}
+	testutil.Eventually(h.t, waitTimeout, "the gang made again, every gate lifted", func() bool {
+		for _, n := range names {
+			obj, err := h.client.Tracker().Get(podsGVR, ns, n)
+			if err != nil || obj.(*corev1.Pod).DeletionTimestamp != nil || gang.HasGate(obj.(*corev1.Pod)) {
+				return false
+			}
+		}
+		return true
+	})
+}

@@ -92,6 +92,23 @@ func (r *simRun) removeFromOutside(what string) {
 	}
 }
 
+// whenAnswering runs do after grace, as a controller of
+// kube-controller-manager (or one outside it, deleting a Node) would: when
+// that comes while kube-apiserver is away, do waits until it answers, and
+// grace again from there. Nothing of theirs reaches the API server
+// meanwhile, and a kube-controller-manager whose lease lapsed starts over,
+// its node monitor's grace and the pod garbage collector's quarantine
+// counted from when it sees the nodes again.
+func (w *simWorld) whenAnswering(grace time.Duration, what string, do func()) {
+	w.after(grace, 0, what, func() {
+		if w.outage() {
+			w.after(w.outageUntil.Sub(w.now()), 0, what+" once kube-apiserver answers", func() { w.whenAnswering(grace, what, do) })
+			return
+		}
+		do()
+	})
+}
+
 // breakWatches ends every watch of the job's informers: the events on their
 // way are lost, and nothing is delivered until they relist, after d.
 func (w *simWorld) breakWatches(d time.Duration) {

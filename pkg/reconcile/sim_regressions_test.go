@@ -1081,6 +1081,106 @@ func regressions() []regression {
 			{at: 251 * time.Second, kind: faultRemove, replica: "the job's ConfigMap"},
 		},
 		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
+	}, {
+		// Found by the simulation (seed 851367474): an eviction restarted
+		// the job as a whole (every pod made again), the quota held the
+		// launcher back until the step ended Transient, and the ledger's
+		// Service, removed from outside, had been made again. The retry
+		// took the job's start from those two alone, 116 s late: where the
+		// launcher had run before the quota, the job ended on its deadline;
+		// where it had not, the retry ran it 72 s past the deadline, to
+		// success. The job's other Service and its ConfigMap show the start.
+		name: "a retry counts the deadline from the job's start though every pod and the ledger's Service were made again",
+		job: withDeadline(withCleanPodPolicy(withBackoffLimit(mpiSimJob(v1alpha1.LauncherCreationWaitForWorkersReady, 3,
+			v1alpha1.RestartPolicyOnFailure), 0), v1alpha1.CleanPodPolicyAll), 330),
+		nodes: 3, seed: 851367474,
+		faults: []fault{
+			{at: 52 * time.Second, kind: faultAPI, code: 503, lasts: 55 * time.Second},
+			{at: 69 * time.Second, kind: faultThrottle, lasts: 15 * time.Second},
+			{at: 73 * time.Second, kind: faultAPI, code: 500, lasts: 36 * time.Second, applied: true},
+			{at: 98 * time.Second, kind: faultDisruption, replica: "pi-worker-1", disruption: "eviction",
+				peers: map[string]time.Duration{"pi-launcher-0": 708 * time.Millisecond, "pi-worker-0": 1091 * time.Millisecond, "pi-worker-2": 1528 * time.Millisecond}},
+			{at: 120 * time.Second, kind: faultQuota, lasts: 152 * time.Second},
+			{at: 221 * time.Second, kind: faultRemove, replica: "the ledger's Service"},
+			{at: 318 * time.Second, kind: faultAPI, code: 500, lasts: 54 * time.Second},
+		},
+		counted: 0, phase: result.PhaseFailed, reason: result.ReasonDeadlineExceeded, restarts: 0,
+	}, {
+		// Found by the simulation (seed 851465154): the world's pod garbage
+		// collector removed jx-worker-1, its Node deleted, while
+		// kube-apiserver was away; no controller can. The relist's
+		// tombstone then showed it gone with no end beside jx-worker-0's
+		// exit 1, which the policy took for its collateral (0 restarts,
+		// truth 1). The node's controllers now act once it answers.
+		name: "a node deleted while kube-apiserver is away loses its pods once it answers",
+		job: withCleanPodPolicy(simpleJob("jx", v1alpha1.FrameworkJAX, v1alpha1.RestartPolicyOnFailure,
+			map[v1alpha1.ReplicaType]int32{v1alpha1.ReplicaTypeWorker: 3}), v1alpha1.CleanPodPolicyAll),
+		nodes: 3, seed: 851465154,
+		faults: []fault{
+			{at: 20 * time.Second, kind: faultAPIRestart, lasts: 100 * time.Second},
+			{at: 34 * time.Second, kind: faultExit, replica: "jx-worker-0", code: 1,
+				peers: map[string]time.Duration{"jx-worker-1": 367 * time.Millisecond, "jx-worker-2": 996 * time.Millisecond}},
+			{at: 80 * time.Second, kind: faultNodeDown, node: 1, lasts: 10 * time.Minute, deleted: true},
+			{at: 602 * time.Second, kind: faultThrottle, lasts: 21 * time.Second},
+		},
+		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 1,
+	}, {
+		// Found by the simulation (seed 851371341): mpirun's exit 3 landed
+		// as kube-apiserver restarted, its event on its way; the broken
+		// watch lost it, and no step saw the launcher again before a
+		// worker's eviction and mpirun's exit 1, both while no step
+		// watched. The run that re-attached could not order the worker's
+		// loss and those restarts (1 restart, the one a step saw), but the
+		// truth held the exit 3 seen because the watch was whole when it
+		// landed, and required 2.
+		name: "a launcher's exit whose event a breaking watch lost is one no step watched",
+		job: withCleanPodPolicy(mpiSimJob(v1alpha1.LauncherCreationAtStartup, 2, v1alpha1.RestartPolicyOnFailure),
+			v1alpha1.CleanPodPolicyNone),
+		nodes: 3, seed: 851371341,
+		faults: []fault{
+			{at: 28 * time.Second, kind: faultExit, replica: "pi-launcher-0", code: 137,
+				peers: map[string]time.Duration{"pi-worker-0": 411 * time.Millisecond, "pi-worker-1": 1066 * time.Millisecond}},
+			{at: 70 * time.Second, kind: faultExit, replica: "pi-launcher-0", code: 3,
+				peers: map[string]time.Duration{"pi-worker-0": 1798 * time.Millisecond, "pi-worker-1": 746 * time.Millisecond}},
+			{at: 70 * time.Second, kind: faultAPIRestart, lasts: 100 * time.Second},
+			{at: 110 * time.Second, kind: faultKillStep, lasts: 13 * time.Second},
+			{at: 136 * time.Second, kind: faultDisruption, replica: "pi-worker-0", disruption: "eviction",
+				peers: map[string]time.Duration{"pi-launcher-0": 768 * time.Millisecond, "pi-worker-1": 2109 * time.Millisecond}},
+			{at: 166 * time.Second, kind: faultExit, replica: "pi-launcher-0", code: 1,
+				peers: map[string]time.Duration{"pi-worker-0": 880 * time.Millisecond, "pi-worker-1": 1234 * time.Millisecond}},
+			{at: 177 * time.Second, kind: faultCompact},
+		},
+		counted: 3, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 1,
+	}, {
+		// Found by the simulation (seed 851392270): a ResourceQuota refused
+		// the preempted launcher's replacement, and the re-attached step
+		// released the gang, its workers ending as they were deleted, then
+		// made all three again at the same job attempt. mpirun's two exits
+		// and a worker's exit 137 on that new gang were taken, by the
+		// truth, for collateral of the released workers' ends: it required
+		// 0 where the run charged the 3 they cost. Under 8 orders the
+		// schedule showed the product's part too: the gang's next try made
+		// the launcher and a worker while the other released worker still
+		// stopped (Kueue's group still admitted), a second instance at one
+		// attempt beside a rank of the first.
+		name: "a gang released and made again at one attempt: its new ranks' failures are their own",
+		job: withBackoffLimit(withCleanPodPolicy(withKueue(mpiSimJob(v1alpha1.LauncherCreationAtStartup, 2, v1alpha1.RestartPolicyOnFailure)),
+			v1alpha1.CleanPodPolicyRunning), 2),
+		nodes: 3, room: 80 * time.Second, seed: 851392270,
+		faults: []fault{
+			{at: 26 * time.Second, kind: faultDisruption, replica: "pi-launcher-0", disruption: "preemption",
+				peers: map[string]time.Duration{"pi-worker-0": 1635 * time.Millisecond, "pi-worker-1": 1872 * time.Millisecond}},
+			{at: 62 * time.Second, kind: faultQuota, lasts: 161 * time.Second},
+			{at: 179 * time.Second, kind: faultRemove, replica: "the ledger's Service"},
+			{at: 230 * time.Second, kind: faultAPIRestart, lasts: 100 * time.Second},
+			{at: 259 * time.Second, kind: faultExit, replica: "pi-launcher-0", code: 3,
+				peers: map[string]time.Duration{"pi-worker-0": 564 * time.Millisecond, "pi-worker-1": 588 * time.Millisecond}},
+			{at: 296 * time.Second, kind: faultExit, replica: "pi-launcher-0", code: 3,
+				peers: map[string]time.Duration{"pi-worker-0": 482 * time.Millisecond, "pi-worker-1": 995 * time.Millisecond}},
+			{at: 318 * time.Second, kind: faultExit, replica: "pi-worker-0", code: 137,
+				peers: map[string]time.Duration{"pi-launcher-0": 1117 * time.Millisecond, "pi-worker-1": 1459 * time.Millisecond}},
+		},
+		counted: 3, phase: result.PhaseFailed, reason: result.ReasonBackoffLimitExceeded, restarts: 2,
 	}}
 }
 

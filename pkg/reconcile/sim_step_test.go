@@ -258,7 +258,7 @@ func (s *simStep) start() {
 	s.ctrl, w.ctrl = c, c
 	c.queue = &simQueue{w: w, gen: s.gen}
 	w.logf("controller %d starts", s.gen)
-	r.ctrlStarted = w.now()
+	r.ctrlStarted, r.jobStarted = w.now(), w.jobStartShown()
 	if err := c.Start(r.ctx); err != nil {
 		w.logf("controller %d: start failed: %v", s.gen, err)
 		s.end(ending.Run{Decision: policy.Decision{Outcome: policy.OutcomeRunning}, Err: err})
@@ -462,6 +462,7 @@ func (s *simStep) kill() {
 func (r *simRun) stepEnded(s *simStep, out ending.Result) {
 	w := r.w
 	s.dead = true
+	r.lostDeliveries()
 	w.ctrl, w.inbox, w.informers = nil, nil, nil
 	e := out.Ending
 	leaves := e.Action == policy.EndWithError || e.Action == policy.LeaveObjects
@@ -509,7 +510,7 @@ func (r *simRun) finishRun(s *simStep, out ending.Result) {
 		end.charged = end.restarts
 	}
 	if d := w.job.Spec.RunPolicy.ActiveDeadlineSeconds; d != nil && s.ctrl != nil {
-		end.deadline = s.ctrl.startTime.Add(time.Duration(*d) * time.Second)
+		end.deadline = r.jobStarted.Add(time.Duration(*d) * time.Second)
 	}
 	r.end = end
 	w.logf("outcome %s (%s)", end, e.Message)
@@ -839,8 +840,10 @@ func (r *simRun) collectGarbage() {
 }
 
 // goesBlind records when no watch delivers any more (the step died, or
-// its watches broke), once until a step sees again.
+// its watches broke), once until a step sees again; the failures whose
+// events were on their way are lost with them.
 func (r *simRun) goesBlind() {
+	r.lostDeliveries()
 	if r.unwatchedSince.IsZero() {
 		r.unwatchedSince = r.w.now()
 	}

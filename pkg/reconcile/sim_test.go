@@ -641,8 +641,10 @@ type simRun struct {
 	// ended is how the schedule's last step ended; stopped: it was stopped.
 	ended   policy.Ending
 	stopped bool
-	// truth is what each exit that landed must cost (sim_truth_test.go).
-	truth []truthFailure
+	// truth is what each exit that landed must cost (sim_truth_test.go);
+	// inFlight, what those a watch had yet to deliver cost if it ends first.
+	truth    []truthFailure
+	inFlight []inFlightFailure
 	// unwatchedSince is when the last step stopped watching (killed, or
 	// ended for a retry); launcherAway: a step that re-attached found an
 	// MPI launcher's restart and a worker's end it could not order.
@@ -668,7 +670,9 @@ type simRun struct {
 	permanentUnseen, permanentCollective bool
 	// ctrlStarted is when the running controller started: one that
 	// re-attaches after the job's deadline passed must end it from there.
-	ctrlStarted time.Time
+	// jobStarted is when the job started, as the API server's objects
+	// showed it then (jobStartShown): the deadline counts from there.
+	ctrlStarted, jobStarted time.Time
 	// violations are the invariants broken, each with when; broken holds
 	// each one's text, so that it is said once.
 	violations, broken []string
@@ -770,7 +774,7 @@ func (r *simRun) checkInvariants() {
 		return // nothing is decided while the step does not hold the Lease
 	}
 	if d := w.job.Spec.RunPolicy.ActiveDeadlineSeconds; d != nil {
-		deadline := c.startTime.Add(time.Duration(*d) * time.Second)
+		deadline := r.jobStarted.Add(time.Duration(*d) * time.Second)
 		if due := maxTime(maxTime(deadline, r.ctrlStarted), r.cur.leadSince); w.now().Sub(due) > simDecisionSlack {
 			r.violate("running %s past activeDeadlineSeconds=%d", w.now().Sub(deadline), *d)
 		}
@@ -1033,7 +1037,9 @@ func (r *simRun) permanent(pod *corev1.Pod, code int32) bool {
 // restarts as a whole the first end is the cause and the later ones are
 // collateral (docs/failures.md). Ends compare in whole seconds, as pod
 // times do; within one, a peer ended from outside (a signal, a
-// disruption) comes first.
+// disruption) comes first. A peer's instance made again at the same
+// attempt (a gang's release, a step that started the job afresh) ended
+// before the collective pod belongs to was formed: it is no cause.
 func (r *simRun) followsPeersEnd(pod *corev1.Pod, code int32) bool {
 	w := r.w
 	if !restartsAsWhole(w.job) {
@@ -1050,10 +1056,27 @@ func (r *simRun) followsPeersEnd(pod *corev1.Pod, code int32) bool {
 			continue
 		}
 		at, fromOutside, ended := simEnded(p)
-		if !ended {
+		if !ended || w.superseded(p) {
 			continue
 		}
 		if at = at.Truncate(time.Second); at.Before(now) || at.Equal(now) && fromOutside && code < 128 {
+			return true
+		}
+	}
+	return false
+}
+
+// superseded reports whether a newer instance of p's replica was made at
+// p's job attempt: one live now, or one removed after p was.
+func (w *simWorld) superseded(p *corev1.Pod) bool {
+	attempt := p.Labels[v1alpha1.LabelJobAttempt]
+	if live := w.livePod(p.Name); live != nil && live.UID != p.UID && live.Labels[v1alpha1.LabelJobAttempt] == attempt {
+		return true
+	}
+	after := false
+	for _, q := range w.removedEnded {
+		after = after || q.UID == p.UID
+		if after && q.UID != p.UID && q.Name == p.Name && q.Labels[v1alpha1.LabelJobAttempt] == attempt {
 			return true
 		}
 	}
@@ -1190,6 +1213,12 @@ func (r *simRun) disruptWhenThere(f *fault, seq, tries int) {
 		w.after(d, 0, "retry disruption "+f.replica, func() { r.disruptWhenThere(f, seq, tries) })
 		return
 	}
+	if w.outage() {
+		// The scheduler, the drain and the pod garbage collector act
+		// through kube-apiserver, which refuses them while it restarts.
+		w.after(time.Second, 0, "retry disruption "+f.replica, func() { r.disruptWhenThere(f, seq, tries) })
+		return
+	}
 	pod := w.livePod(f.replica)
 	// Preemption, a drain's eviction and the pod garbage collector take
 	// a running pod: one bound but not started has no peers to break.
@@ -1269,7 +1298,9 @@ func (r *simRun) disrupt(pod *corev1.Pod, how string) {
 
 // nodeDown silences a node's kubelet: after the node monitor's grace its
 // running pods turn NotReady; it answers again after f.lasts, or its Node
-// object is deleted and the pod garbage collector removes its pods.
+// object is deleted and the pod garbage collector removes its pods. Each of
+// these is a controller's write, which waits for kube-apiserver to answer
+// (whenAnswering).
 func (r *simRun) nodeDown(f *fault) {
 	w := r.w
 	n := w.nodes[f.node]
@@ -1278,7 +1309,7 @@ func (r *simRun) nodeDown(f *fault) {
 	}
 	n.up = false
 	const monitorGrace = 20 * time.Second
-	w.after(monitorGrace, 0, "node lifecycle marks "+n.name, func() {
+	w.whenAnswering(monitorGrace, "node lifecycle marks "+n.name, func() {
 		if n.up {
 			return
 		}
@@ -1290,7 +1321,7 @@ func (r *simRun) nodeDown(f *fault) {
 		}
 	})
 	if f.deleted {
-		w.after(monitorGrace+5*time.Second, 0, "node deleted "+n.name, func() {
+		w.whenAnswering(monitorGrace+5*time.Second, "node deleted "+n.name, func() {
 			if n.up {
 				return // it answered again first
 			}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
@@ -54,25 +55,45 @@ func (f truthFailure) decidableFrom() time.Time {
 }
 
 // noteFailure records what an exit of pod with code, which just landed,
-// costs. restarting says a whole-job restart was under way.
+// costs. restarting says a whole-job restart was under way. One that a
+// watch is to deliver is judged as seen; should the watch end before it
+// delivers it (it breaks, or its step goes), it is judged again as one
+// that landed unwatched (lostDeliveries).
 func (r *simRun) noteFailure(pod *corev1.Pod, code int32, restarting bool) {
 	if code == 0 {
 		return
 	}
+	unwatched := r.w.ctrl == nil || r.w.watchBroken
+	f, costs := r.judgeFailure(pod, code, restarting, unwatched)
+	at := -1
+	if costs {
+		at = len(r.truth)
+		r.truth = append(r.truth, f)
+	}
+	if unwatched {
+		return
+	}
+	blind, blindCosts := r.judgeFailure(pod, code, restarting, true)
+	r.inFlight = append(r.inFlight, inFlightFailure{pod: pod.UID, version: pod.ResourceVersion, at: at, unwatched: blind, costs: blindCosts})
+}
+
+// judgeFailure says what an exit of pod with code, landing now, costs, as
+// a step that watches (or, unwatched, none) would see it; costs is false
+// for one that costs nothing.
+func (r *simRun) judgeFailure(pod *corev1.Pod, code int32, restarting, unwatched bool) (f truthFailure, costs bool) {
 	w := r.w
-	f := truthFailure{at: w.now(), what: fmt.Sprintf("%s exit %d at %s", pod.Name, code, w.now().Sub(simEpoch)), pod: pod.UID,
-		unseen: w.ctrl == nil || w.watchBroken}
+	f = truthFailure{at: w.now(), what: fmt.Sprintf("%s exit %d at %s", pod.Name, code, w.now().Sub(simEpoch)), pod: pod.UID,
+		unseen: unwatched}
 	job := w.job
 	rt := replicaTypeOf(job, pod)
 	spec := job.Spec.ReplicaSpecs[rt]
-	unwatched := w.ctrl == nil || w.watchBroken
 	switch {
 	case spec == nil:
-		return
+		return f, false
 	case restarting:
-		return // collateral: the restart under way is the cause
+		return f, false // collateral: the restart under way is the cause
 	case r.followsPeersEnd(pod, code) && !unwatched:
-		return // collateral: the peer's end is the cause
+		return f, false // collateral: the peer's end is the cause
 	case r.followsPeersEnd(pod, code):
 		// The cause, a peer's end, may be gone without trace when a step
 		// next looks: a rank that failed at a known time then comes first.
@@ -80,11 +101,11 @@ func (r *simRun) noteFailure(pod *corev1.Pod, code int32, restarting bool) {
 	case job.Spec.ElasticPolicy != nil:
 		f.undecided = "an elastic job's worker: tolerated or replaced as the workers alive at the time decide"
 	case r.permanent(pod, code):
-		return // not retried: the job fails (permanentExit)
+		return f, false // not retried: the job fails (permanentExit)
 	}
 	if pod.Spec.RestartPolicy == corev1.RestartPolicyNever {
 		if action := policy.DecideRestart(spec, policy.Replica{Phase: policy.PhaseFailed, ExitCode: &code}); action != policy.Recreate {
-			return
+			return f, false
 		}
 	}
 	if unwatched && job.Spec.Framework == v1alpha1.FrameworkMPI && rt == v1alpha1.ReplicaTypeLauncher {
@@ -93,7 +114,51 @@ func (r *simRun) noteFailure(pod *corev1.Pod, code int32, restarting bool) {
 	if unwatched && r.restartBeingCarried() {
 		f.undecided = "while no step watched and a whole-job restart was being carried out"
 	}
-	r.truth = append(r.truth, f)
+	return f, true
+}
+
+// inFlightFailure is a failure that landed while a step watched, its
+// event on its way to the informer: what it costs if that event is lost.
+type inFlightFailure struct {
+	// pod and version identify the event that carries the exit.
+	pod     types.UID
+	version string
+	// at is its place in the truth (-1: as seen, it cost nothing).
+	at int
+	// unwatched is the failure judged as one no step watched; costs: it
+	// may cost a restart so.
+	unwatched truthFailure
+	costs     bool
+}
+
+// lostDeliveries judges again, as unwatched, each failure whose event is
+// still on its way as the watches end (they broke, or their step went):
+// the informer never delivers it, and no step saw it land. It is called
+// before the events on their way are dropped.
+func (r *simRun) lostDeliveries() {
+	pending := map[string]bool{}
+	for _, e := range r.w.inbox[podsGVR] {
+		if m, ok := e.event.Object.(metav1.Object); ok {
+			pending[string(m.GetUID())+"@"+m.GetResourceVersion()] = true
+		}
+	}
+	for _, l := range r.inFlight {
+		if !pending[string(l.pod)+"@"+l.version] {
+			continue
+		}
+		r.w.logf("%s: its event was lost with the watch, undelivered", l.unwatched.what)
+		// Whatever costs as seen costs as unseen too (or may).
+		switch {
+		case l.costs && l.at >= 0:
+			r.truth[l.at] = l.unwatched
+		case l.costs:
+			r.truth = append(r.truth, l.unwatched)
+		}
+		if r.permanentExit != "" && r.permanentPod == l.pod {
+			r.permanentUnseen = true // a permanent exit no step saw
+		}
+	}
+	r.inFlight = nil
 }
 
 // restartBeingCarried reports whether a pod of the job is being deleted:

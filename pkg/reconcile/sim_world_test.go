@@ -922,6 +922,23 @@ func (w *simWorld) jobObjects(gvr schema.GroupVersionResource) []metav1.Object {
 	return out
 }
 
+// jobStartShown is when the job started as the objects the API server
+// holds of it show a step starting now: the earliest creation of its pods,
+// Services and ConfigMaps (a whole-job restart makes the pods again, an
+// outside delete a Service or ConfigMap, never all at once), or now when
+// there are none and the step starts the job.
+func (w *simWorld) jobStartShown() time.Time {
+	start := w.now()
+	for _, gvr := range []schema.GroupVersionResource{podsGVR, servicesGVR, configMapsGVR} {
+		for _, m := range w.jobObjects(gvr) {
+			if t := m.GetCreationTimestamp().Time; t.Before(start) {
+				start = t
+			}
+		}
+	}
+	return start
+}
+
 func metaList(list runtime.Object) ([]metav1.Object, error) {
 	var out []metav1.Object
 	switch l := list.(type) {
