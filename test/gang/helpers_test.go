@@ -229,3 +229,28 @@ func names(pods []corev1.Pod) string {
 	}
 	return strings.Join(out, " ")
 }
+
+// preemptions counts the Preempted Events of a job's pods: how many pods
+// (by UID) the scheduler preempted, and how many times it preempted one of
+// them again. kube-scheduler (and the schedulers built on its framework)
+// deletes a victim by name: a second preemption of a pod it already
+// preempted, from a cache not yet showing it gone, removes the replacement
+// of that name without marking it, a removal the policy must count. Only
+// those may cost the job a restart.
+func preemptions(t *testing.T, c *cluster.Cluster, ns, job string) (pods, again int) {
+	t.Helper()
+	events, err := c.Client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=Preempted"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byUID := map[string]int{}
+	for _, e := range events.Items {
+		if strings.HasPrefix(e.InvolvedObject.Name, job+"-") {
+			byUID[string(e.InvolvedObject.UID)] += int(max(e.Count, 1))
+		}
+	}
+	for _, n := range byUID {
+		again += n - 1
+	}
+	return len(byUID), again
+}

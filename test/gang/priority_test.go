@@ -2,7 +2,6 @@ package gang_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -73,26 +72,9 @@ func TestHigherPriorityJobPreemptsAndTheLowerJobRestartsAsAWhole(t *testing.T) {
 			testutil.Eventually(t, time.Minute, "4 running pods of the low job again", func() bool { return countPods(jobPods(t, c, ns, "low"), running) == 4 })
 			exitAll(t, c, ns, "low")
 			res := low.wait(t)
-			events, err := c.Client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=Preempted"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			preempted := map[string]int{}
-			for _, e := range events.Items {
-				if strings.HasPrefix(e.InvolvedObject.Name, "low-") {
-					preempted[string(e.InvolvedObject.UID)] += int(max(e.Count, 1))
-				}
-			}
-			// kube-scheduler deletes a victim by name: a second preemption of
-			// a pod it already preempted, from a cache not yet showing it
-			// gone, removes the replacement of that name without marking it,
-			// a removal the policy must count. Only those may cost a restart.
-			again := 0
-			for _, n := range preempted {
-				again += n - 1
-			}
-			t.Logf("low job: %d restarts, %d of its pods preempted, %d preempted again by name", res.Restarts, len(preempted), again)
-			if len(preempted) == 0 {
+			preempted, again := preemptions(t, c, ns, "low")
+			t.Logf("low job: %d restarts, %d of its pods preempted, %d preempted again by name", res.Restarts, preempted, again)
+			if preempted == 0 {
 				t.Error("no pod of the low job was preempted: the test did not do what it claims")
 			}
 			switch {
