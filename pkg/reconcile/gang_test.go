@@ -181,9 +181,7 @@ func TestGangOfAnElasticJobOnMetricsIsItsStartingWorkers(t *testing.T) {
 // gates are lifted only then, and nothing counts as a restart.
 func TestBuiltinGangAQuotaRefusesInPartIsReleasedAndTriedAgain(t *testing.T) {
 	t.Parallel()
-	job := tfJob(v1alpha1.RestartPolicyNever)
-	job.Spec.RunPolicy.SchedulingPolicy.Gang = v1alpha1.GangBuiltin
-	job.Spec.RunPolicy.SchedulingPolicy.ScheduleTimeoutSeconds = ptr.To[int32](2)
+	job := builtinGangJob(2)
 	// The quota refuses worker 1 until the gang gave back what it created.
 	var refusing atomic.Bool
 	refusing.Store(true)
@@ -240,9 +238,7 @@ func TestBuiltinGangAQuotaRefusesInPartIsReleasedAndTriedAgain(t *testing.T) {
 // simulation, seed 851392270, under Kueue).
 func TestBuiltinGangTriesAgainOnlyOnceTheReleasedPodsWent(t *testing.T) {
 	t.Parallel()
-	job := tfJob(v1alpha1.RestartPolicyNever)
-	job.Spec.RunPolicy.SchedulingPolicy.Gang = v1alpha1.GangBuiltin
-	job.Spec.RunPolicy.SchedulingPolicy.ScheduleTimeoutSeconds = ptr.To[int32](2)
+	job := builtinGangJob(2)
 	var refusing atomic.Bool
 	refusing.Store(true)
 	var stopping atomic.Int32
@@ -296,4 +292,13 @@ func TestBuiltinGangTriesAgainOnlyOnceTheReleasedPodsWent(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// builtinGangJob is a TensorFlow job (RestartPolicy Never) in a built-in
+// gang that waits timeout seconds for its pods to be scheduled.
+func builtinGangJob(timeout int32) *v1alpha1.TrainJob {
+	job := tfJob(v1alpha1.RestartPolicyNever)
+	job.Spec.RunPolicy.SchedulingPolicy.Gang = v1alpha1.GangBuiltin
+	job.Spec.RunPolicy.SchedulingPolicy.ScheduleTimeoutSeconds = ptr.To(timeout)
+	return job
 }
