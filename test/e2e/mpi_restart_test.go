@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -68,12 +69,21 @@ func TestRealNodeMPIWorkerFailureCostsOneRestart(t *testing.T) {
 		t.Fatalf("worker-1's shell (pid %d) has no sshd; pods:\n%s", shells[0], e.podSummary(t))
 	}
 	launcher := e.launcherPod(ctx, t)
+	// A session process under sshd may end between the listing and its kill
+	// (ESRCH): gone is what the kill wants.
+	killed := 0
 	for _, pid := range sshd {
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		switch err := syscall.Kill(pid, syscall.SIGKILL); {
+		case err == nil:
+			killed++
+		case !errors.Is(err, syscall.ESRCH):
 			t.Fatalf("killing worker-1's sshd (pid %d): %v", pid, err)
 		}
 	}
-	t.Logf("killed worker-1's sshd and the processes under it %v from the node", sshd)
+	if killed == 0 {
+		t.Fatalf("every process of worker-1's sshd %v had ended before its kill; pods:\n%s", sshd, e.podSummary(t))
+	}
+	t.Logf("killed worker-1's sshd and the processes under it %v from the node (%d still there)", sshd, killed)
 
 	// The scenario needs mpirun to fail and be restarted in place before the job restart
 	// replaces the launcher: the decision on worker-1's exit 1 waits 10 s for its peers.
