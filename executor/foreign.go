@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
 	"github.com/trainstep/trainstep/pkg/reconcile"
@@ -150,19 +150,12 @@ func (f *foreignSearch) getByName(o namedObject) func() error {
 // 429, each then retried after a second.
 const foreignProbeWidth = 3
 
-// runAtMost runs the probes, at most width at a time, and returns their
-// errors in the probes' order.
+// runAtMost runs every probe, at most width at a time, and returns their
+// errors in the probes' order. Each probe heeds the run's context itself,
+// so none is skipped here (a skipped probe would pass for a clean one).
 func runAtMost(width int, probes []func() error) []error {
 	errs := make([]error, len(probes))
-	var g errgroup.Group
-	g.SetLimit(width)
-	for i, probe := range probes {
-		g.Go(func() error {
-			errs[i] = probe()
-			return nil
-		})
-	}
-	_ = g.Wait()
+	workqueue.ParallelizeUntil(context.Background(), width, len(probes), func(i int) { errs[i] = probes[i]() })
 	return errs
 }
 
