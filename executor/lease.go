@@ -194,9 +194,9 @@ func (l *jobLease) newElector(started, stopped chan struct{}, created *coordinat
 // that name without the job's labels is not the job's: it is never taken
 // over, and the run ends Invalid naming it.
 func (l *jobLease) ensure(ctx context.Context) (*coordinationv1.Lease, error) {
-	now := metav1.NewMicroTime(time.Now())
+	now := metav1.Now()
 	record := resourcelock.LeaderElectionRecord{HolderIdentity: l.identity, LeaseDurationSeconds: int(l.duration / time.Second),
-		AcquireTime: metav1.NewTime(now.Time), RenewTime: metav1.NewTime(now.Time)}
+		AcquireTime: now, RenewTime: now}
 	lease := l.labelled(resourcelock.LeaderElectionRecordToLeaseSpec(&record))
 	leases := l.conn.coordination.Leases(l.conn.namespace)
 	created, err := leases.Create(ctx, lease, metav1.CreateOptions{})
