@@ -95,7 +95,7 @@ func (f *foreignSearch) keep(kind string, m metav1.Object) {
 // listByLabel reads the metadata of the objects of gvr labelled with the
 // job's name.
 func (f *foreignSearch) listByLabel(kind string, gvr schema.GroupVersionResource) func() error {
-	selector := metav1.ListOptions{LabelSelector: v1alpha1.LabelJobName + "=" + f.id.JobName}
+	selector := metav1.ListOptions{LabelSelector: v1alpha1.LabelJobName + "=" + f.id.JobName, ResourceVersion: fromWatchCache}
 	return func() error {
 		err := retryTransient(f.ctx, f.apiTimeout, func() error {
 			list, err := f.conn.metadata.Resource(gvr).Namespace(f.conn.namespace).List(f.ctx, selector)
@@ -118,7 +118,13 @@ func (f *foreignSearch) listByLabel(kind string, gvr schema.GroupVersionResource
 func (f *foreignSearch) getByName(o namedObject) func() error {
 	return func() error {
 		err := retryTransient(f.ctx, f.apiTimeout, func() error {
-			m, err := f.conn.metadata.Resource(o.gvr).Namespace(f.conn.namespace).Get(f.ctx, o.name, metav1.GetOptions{})
+			opts := metav1.GetOptions{ResourceVersion: fromWatchCache}
+			if o.kind == "secret" {
+				// A Secret found absent is not read again (readOwnSecret):
+				// only a read from etcd may say so.
+				opts.ResourceVersion = ""
+			}
+			m, err := f.conn.metadata.Resource(o.gvr).Namespace(f.conn.namespace).Get(f.ctx, o.name, opts)
 			switch {
 			case apierrors.IsNotFound(err):
 				if o.kind == "secret" {
@@ -142,6 +148,16 @@ func (f *foreignSearch) getByName(o namedObject) func() error {
 		return nil
 	}
 }
+
+// fromWatchCache is the resource version that has kube-apiserver answer a
+// read from its watch cache, not from etcd: the check's reads of other
+// owners' objects, ten or so per step, at the moment a sweep's steps all
+// start. One created since the cache last heard from etcd (moments) is
+// missed here and met by the job's create of its name, which refuses what
+// is not the job's all the same; one of another name that carries the
+// job's label is never touched, since the job's informers select its
+// identity too.
+const fromWatchCache = "0"
 
 // foreignProbeWidth is how many of checkNoForeignObjects' reads a step has
 // in flight at once. One at a time, they were most of a step's way to its

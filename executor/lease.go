@@ -246,6 +246,23 @@ type jobLeaseLock struct {
 	fresh bool
 }
 
+// renewedJustNow reports whether the Lease as last read or written names
+// this run, renewed so recently that writing ler would only move its renew
+// time on by moments. The elector writes twice as it starts leading (its
+// acquisition, then its renewal loop's first turn): right after the create,
+// at the moment a sweep's steps all start, both are skipped. The elector
+// stops leading by its last renewal plus a period and its deadline,
+// duration/12 before the Lease expires for others; a skip keeps half of
+// that margin. Its regular renewals, a period apart, are all written.
+func (ll *jobLeaseLock) renewedJustNow(ler resourcelock.LeaderElectionRecord) bool {
+	spec := ll.lease.Spec
+	if spec.HolderIdentity == nil || *spec.HolderIdentity != ll.job.identity || ler.HolderIdentity != ll.job.identity || spec.RenewTime == nil {
+		return false
+	}
+	since := time.Since(spec.RenewTime.Time)
+	return since >= 0 && since < ll.job.duration/24
+}
+
 var _ resourcelock.Interface = (*jobLeaseLock)(nil)
 
 // Get returns the Lease's election record.
@@ -281,6 +298,9 @@ func (ll *jobLeaseLock) Create(ctx context.Context, ler resourcelock.LeaderElect
 func (ll *jobLeaseLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
 	if ll.lease == nil {
 		return errors.New("the job's lease was neither read nor created before its update")
+	}
+	if ll.renewedJustNow(ler) {
+		return nil
 	}
 	lease := ll.lease.DeepCopy()
 	lease.Spec = resourcelock.LeaderElectionRecordToLeaseSpec(&ler)
