@@ -1183,6 +1183,28 @@ func regressions() []regression {
 				peers: map[string]time.Duration{"pi-launcher-0": 1117 * time.Millisecond, "pi-worker-1": 1459 * time.Millisecond}},
 		},
 		counted: 3, phase: result.PhaseFailed, reason: result.ReasonBackoffLimitExceeded, restarts: 2,
+	}, {
+		// Found by the simulation (seed 520584624): ps-0 exited 3 and
+		// restarted in place while a kube-apiserver restart broke the
+		// watches; the relist showed it 156 ms before the workflow was
+		// stopped in one order (1 restart reported), 777 ms after in
+		// another (0). The truth let either count, but the order
+		// comparison took a fault for late only by when it landed, 68 s
+		// before the end: a failure no step saw land is late by when a
+		// relist or a step's start showed it.
+		name:  "an exit a relist showed just before the stop in one order only may count in that one",
+		job:   withCleanPodPolicy(tfJob(v1alpha1.RestartPolicyOnFailure), v1alpha1.CleanPodPolicyRunning),
+		nodes: 3, seed: 520584624,
+		faults: []fault{
+			{at: 11 * time.Second, kind: faultAPIRestart, lasts: 100 * time.Second},
+			{at: 44 * time.Second, kind: faultExit, replica: "mnist-ps-0", code: 3,
+				peers: map[string]time.Duration{"mnist-worker-0": 1837 * time.Millisecond, "mnist-worker-1": 1880 * time.Millisecond}},
+			{at: 76 * time.Second, kind: faultQuota, lasts: 118 * time.Second},
+			{at: 112 * time.Second, kind: faultStop},
+			{at: 243 * time.Second, kind: faultKillStep, lasts: 30 * time.Second},
+			{at: 273 * time.Second, kind: faultAPI, code: 504, lasts: 36 * time.Second},
+		},
+		counted: 1, phase: result.PhaseTerminated, reason: result.ReasonTerminated, restarts: -1,
 	}}
 }
 

@@ -493,7 +493,7 @@ func (r *simRun) finishRun(s *simStep, out ending.Result) {
 	end := &simEnd{phase: string(e.Phase), reason: e.Reason, reattached: r.retries, at: w.now(), landed: r.landedFaults(), targets: slices.Clone(r.targets),
 		resumed: maxTime(s.leadSince, s.startedAt), launcherAway: r.launcherAway, panicAway: r.panicAway, panicCut: r.panicCut,
 		goneUnseen: r.goneUnseen(),
-		lateFault:  !r.lastLanded.IsZero() && w.now().Sub(r.lastLanded) < simSettle+simDecisionSlack}
+		lateFault:  r.landedLate()}
 	if r.abandoned {
 		end.reason = "RetriesExhausted: " + e.Reason
 	}

@@ -416,8 +416,9 @@ type simEnd struct {
 	// launcherAway: a re-attach could not order an MPI launcher's restart
 	// and a worker's end (launcherJudgedAway).
 	launcherAway bool
-	// lateFault: an exit or a disruption landed within simSettle and
-	// simDecisionSlack of the end.
+	// lateFault: an exit or a disruption landed, or a relist or a step's
+	// start showed one no step saw land, within simSettle and
+	// simDecisionSlack of the end (landedLate).
 	lateFault bool
 	// landed names the script's exits and disruptions that took effect
 	// before the end: one whose replica never ran again, or that came
@@ -461,7 +462,8 @@ type simEnd struct {
 //   - a fault landed too close to the end for every order to decide it:
 //     an exit or a disruption within the policy's settle and a decision's
 //     slack of an end that does not wait for it (the workflow stopped, the
-//     deadline, a bound);
+//     deadline, a bound), or one no step saw land that a relist or a
+//     step's start showed that late;
 //   - the injected panic hit a step without the Lease in one order (it
 //     ended Transient, the retry went on without it) and the deciding
 //     step in another (InternalError);
@@ -520,9 +522,9 @@ const (
 	// worker ended or went while no step watched; the pods do not keep
 	// which came first (launcherJudgedAway).
 	explainedByLauncherAway = "an MPI launcher's restart and a worker's end while no step watched, unordered"
-	// explainedByLateFault: an exit or a disruption landed too close to
-	// the end (the workflow stopped, the deadline, a bound) for every order
-	// to have decided it.
+	// explainedByLateFault: an exit or a disruption landed, or a relist
+	// showed one no step saw land, too close to the end (the workflow
+	// stopped, the deadline, a bound) for every order to have decided it.
 	explainedByLateFault = "a fault landed too close to the end for every order to decide it"
 	// explainedByGoneUnseen: a failure no step saw went with its pod (its
 	// in-place restart with it) before the next step looked in one order,

@@ -329,6 +329,23 @@ func (r *simRun) goneUnseen() []string {
 	return out
 }
 
+// landedLate reports whether an exit or a disruption landed, or a relist or
+// a step's start showed a failure no step saw land, within simSettle and
+// simDecisionSlack of now: too close to the end for every order to decide
+// it, as checkTruth judges it (decidableFrom).
+func (r *simRun) landedLate() bool {
+	now := r.w.now()
+	if !r.lastLanded.IsZero() && now.Sub(r.lastLanded) < simSettle+simDecisionSlack {
+		return true
+	}
+	for _, f := range r.truth {
+		if !f.shownAt.IsZero() && !f.shownAt.Before(now.Add(-simSettle-simDecisionSlack)) {
+			return true
+		}
+	}
+	return false
+}
+
 // truthSeen marks every failure so far as seen: an informer listed the
 // job's pods (a step started, or its informers relisted).
 func (r *simRun) truthSeen() {
