@@ -29,7 +29,8 @@ import (
 // and backoffLimit, as it would for the run that created it. Pods being
 // deleted or of an earlier job attempt (what an earlier run had decided)
 // and surplus pods are replaced rather than adopted; in a job that
-// restarts as a whole, a pod being deleted means an earlier run was
+// restarts as a whole, a pod being deleted, or pods of an attempt before
+// the one the ledger records and none of it, mean an earlier run was
 // restarting the job, and the restart goes on (uncounted: its cause was
 // that run's to count).
 //
@@ -51,6 +52,7 @@ func (c *Controller) adopt() error {
 		return fmt.Errorf("listing the job's pods: %w", err)
 	}
 	ledger := c.continueRecords(pods, desired)
+	podsJobRestarts := c.jobRestarts
 	plan := c.adoptPods(pods, desired, ledger)
 	c.restarts += c.applyLedger(ledger)
 	if !plan.restartUnderWay && plan.adopted > 0 {
@@ -59,8 +61,16 @@ func (c *Controller) adopt() error {
 	if plan.adopted > 0 {
 		c.collateralWhileAway()
 	}
-	if plan.restartUnderWay {
+	switch {
+	case plan.restartUnderWay:
 		c.restarting = &jobRestart{next: c.jobAttempt + 1, why: "an earlier run of the step was restarting the job", committed: true}
+	case plan.restartRecorded:
+		// The ledger holds the restart and its count (the pods do not yet):
+		// it goes on to the attempt recorded, counted nothing more.
+		c.restarting = &jobRestart{next: c.jobAttempt, why: "an earlier run of the step recorded a restart of the job",
+			counted: c.jobRestarts > podsJobRestarts, committed: true, recorded: true}
+	}
+	if c.restarting != nil {
 		c.opts.Logger.Info("re-attached while the job was restarting; the restart goes on", zap.Int("attempt", c.restarting.next+1))
 	}
 	c.mu.Unlock()
@@ -77,6 +87,12 @@ type adoption struct {
 	reattachPlan
 	found           map[policy.ReplicaID]bool
 	restartUnderWay bool
+	// restartRecorded: the ledger records a whole-job restart to the job
+	// attempt whose pods an earlier run had yet to stop (killed between
+	// the record and the deletes, or before they were gone): pods of an
+	// earlier attempt are left, none of the recorded one. No new rank may
+	// be made beside them.
+	restartRecorded bool
 }
 
 // reattachPlan is what a re-attach leaves to the first syncs: writes.
@@ -130,6 +146,7 @@ func (c *Controller) continueRecords(pods []*corev1.Pod, desired map[string]poli
 func (c *Controller) adoptPods(pods []*corev1.Pod, desired map[string]policy.ReplicaID, ledger restartLedger) adoption {
 	a := adoption{found: map[policy.ReplicaID]bool{}}
 	var removedLauncher *replicaState
+	behind := false // a rank of an attempt before the job's
 	for _, pod := range pods {
 		id, ok := desired[pod.Name]
 		a.found[id] = ok
@@ -153,6 +170,7 @@ func (c *Controller) adoptPods(pods []*corev1.Pod, desired map[string]policy.Rep
 			}
 			c.restarts += st.recreations
 			st.stage, st.nextAttempt, st.expectSince = stageRemoving, st.attempt+1, c.opts.Clock.Now()
+			behind = behind || frameworks.RestartsWithJob(c.opts.Job, id.Type) && jobAttemptOf(pod) < c.jobAttempt
 			if pod.DeletionTimestamp == nil {
 				a.stale = append(a.stale, pod)
 			} else if frameworks.RestartsWithJob(c.opts.Job, id.Type) && jobAttemptOf(pod) == c.jobAttempt {
@@ -166,6 +184,7 @@ func (c *Controller) adoptPods(pods []*corev1.Pod, desired map[string]policy.Rep
 			a.adopted++
 		}
 	}
+	a.restartRecorded = behind && a.adopted == 0 && !a.restartUnderWay
 	if st := removedLauncher; st != nil {
 		// An MPI launcher being deleted (evicted) or of an earlier attempt
 		// that restarted in place after a worker ended while no run

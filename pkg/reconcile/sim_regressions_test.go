@@ -1205,6 +1205,28 @@ func regressions() []regression {
 			{at: 273 * time.Second, kind: faultAPI, code: 504, lasts: 36 * time.Second},
 		},
 		counted: 1, phase: result.PhaseTerminated, reason: result.ReasonTerminated, restarts: -1,
+	}, {
+		// Found by the simulation (seed 520616535): a worker's eviction
+		// restarted the job; its run recorded the restart in the ledger
+		// (the 429's answer lost, the write landed), then lost its Lease
+		// to kube-apiserver's restart and was killed before any delete.
+		// The run that re-attached took the job attempt from the ledger
+		// and replaced the launcher and the other worker, of the attempt
+		// before, as stale pods, not as a restart under way: it made the
+		// evicted worker's rank at the new attempt at once, while mpirun
+		// of the old one still ran.
+		name: "a whole-job restart the ledger recorded before its deletes goes on at the re-attach",
+		job: withDeadline(withCleanPodPolicy(withBackoffLimit(withKueue(mpiSimJob(v1alpha1.LauncherCreationAtStartup, 2, v1alpha1.RestartPolicyExitCode)), 0),
+			v1alpha1.CleanPodPolicyNone), 331),
+		nodes: 2, room: 80 * time.Second, seed: 520616535,
+		faults: []fault{
+			{at: 51 * time.Second, kind: faultDisruption, replica: "pi-worker-0", disruption: "eviction",
+				peers: map[string]time.Duration{"pi-launcher-0": 1768 * time.Millisecond, "pi-worker-1": 2049 * time.Millisecond}},
+			{at: 72 * time.Second, kind: faultAPI, code: 429, lasts: 43 * time.Second, applied: true},
+			{at: 84 * time.Second, kind: faultAPIRestart, lasts: 25 * time.Second},
+			{at: 112 * time.Second, kind: faultKillStep, lasts: 24 * time.Second},
+		},
+		counted: 0, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
 	}}
 }
 
