@@ -101,6 +101,12 @@ type Params struct {
 	// clock starts once MinAvailable pods exist, and there is one attempt,
 	// since giving pods back that hold nothing frees nothing.
 	SchedulerHolds bool
+	// BindsTogether says the scheduler binds no pod of the gang before
+	// MinAvailable of them fit at once (Kubernetes' gang, scheduler-plugins'
+	// coscheduling): one pod of the attempt bound shows the gang was placed,
+	// whatever became of its peers since (a preemption the step did not see
+	// land before its first look).
+	BindsTogether bool
 	// QuotaPatience is how long pods of the gang may hold part of a
 	// ResourceQuota that refuses the rest before they are given back.
 	QuotaPatience time.Duration
@@ -127,6 +133,8 @@ func ParamsFor(job *v1alpha1.TrainJob) Params {
 	switch Kind(job) {
 	case v1alpha1.GangKubernetes, v1alpha1.GangSchedulerPlugins, v1alpha1.GangKueue:
 		p.SchedulerHolds, p.MaxAttempts = true, 1
+		// Kueue admits the group; the default scheduler binds its pods one by one.
+		p.BindsTogether = Kind(job) != v1alpha1.GangKueue
 	}
 	// Waiting much longer than an attempt itself only delays the job.
 	p.MaxBackoff = min(p.MaxBackoff, max(p.Timeout, p.BaseBackoff))
@@ -155,6 +163,10 @@ const recheckWhileReleasing = time.Second
 // [0, 1) drawn by the caller; it spreads the backoff of jobs that failed
 // together so that they do not collide again.
 func (p Params) Next(a Admission, pods Pods, now time.Time, jitter float64) Step {
+	if p.BindsTogether && pods.Bound > 0 && (a.Stage == StageCreating || a.Stage == StageWaiting) {
+		a.Stage = StageAdmitted
+		return Step{Next: a}
+	}
 	switch a.Stage {
 	case StageCreating:
 		need := pods.Desired

@@ -151,19 +151,48 @@ func TestNextUnderKubernetesGangWaitsOnceWithoutGates(t *testing.T) {
 	}
 }
 
+// A scheduler that binds a gang all together has placed it once any of its
+// pods is bound: a peer preempted before the first look (its replacement
+// unbound, or not created yet) does not make the wait time out.
+func TestNextUnderASchedulerThatBindsTogetherAdmitsOnOnePodBound(t *testing.T) {
+	p := Params{MinAvailable: 3, Timeout: 10 * time.Second, MaxAttempts: 1, SchedulerHolds: true, BindsTogether: true}
+	t0 := time.Unix(1000, 0)
+	waiting := Admission{Attempt: 1, Stage: StageWaiting, UngatedAt: t0}
+	cases := []struct {
+		name  string
+		state Admission
+		pods  Pods
+		want  Step
+	}{
+		{"past the timeout, a peer's replacement unbound", waiting, Pods{Desired: 3, Existing: 3, Bound: 2},
+			Step{Next: Admission{Attempt: 1, Stage: StageAdmitted, UngatedAt: t0}}},
+		{"a first look with a peer's replacement not created", Start(), Pods{Desired: 3, Existing: 2, Bound: 2, QuotaRefuses: true},
+			Step{Next: Admission{Attempt: 1, Stage: StageAdmitted}}},
+		{"none bound at the timeout: give up", waiting, Pods{Desired: 3, Existing: 3},
+			Step{Action: ActionGiveUp, Next: waiting, Message: "0 of 3 pods bound within 10s, 3 needed"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, p.Next(tc.state, tc.pods, t0.Add(time.Minute), 0.5)); diff != "" {
+				t.Errorf("Next (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestParamsForASchedulerThatHoldsThePodsMakesOneAttempt(t *testing.T) {
 	job := testJob(&v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangKubernetes, ScheduleTimeoutSeconds: ptr.To[int32](45), MaxScheduleAttempts: ptr.To[int32](3)})
 	p := ParamsFor(job)
-	if !p.SchedulerHolds || p.MaxAttempts != 1 || p.Timeout != 45*time.Second || p.MinAvailable != 4 {
-		t.Errorf("ParamsFor = %+v, want the scheduler holding, 1 attempt of 45s for 4 pods", p)
+	if !p.SchedulerHolds || !p.BindsTogether || p.MaxAttempts != 1 || p.Timeout != 45*time.Second || p.MinAvailable != 4 {
+		t.Errorf("ParamsFor = %+v, want the scheduler holding and binding together, 1 attempt of 45s for 4 pods", p)
 	}
-	if sp := ParamsFor(testJob(&v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangSchedulerPlugins, MaxScheduleAttempts: ptr.To[int32](3)})); !sp.SchedulerHolds || sp.MaxAttempts != 1 {
-		t.Errorf("scheduler-plugins: %+v, want the scheduler holding, 1 attempt", sp)
+	if sp := ParamsFor(testJob(&v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangSchedulerPlugins, MaxScheduleAttempts: ptr.To[int32](3)})); !sp.SchedulerHolds || !sp.BindsTogether || sp.MaxAttempts != 1 {
+		t.Errorf("scheduler-plugins: %+v, want the scheduler holding and binding together, 1 attempt", sp)
 	}
-	if k := ParamsFor(testJob(&v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangKueue, Queue: "q", MaxScheduleAttempts: ptr.To[int32](3)})); !k.SchedulerHolds || k.MaxAttempts != 1 {
-		t.Errorf("kueue: %+v, want Kueue's gate holding, 1 attempt", k)
+	if k := ParamsFor(testJob(&v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangKueue, Queue: "q", MaxScheduleAttempts: ptr.To[int32](3)})); !k.SchedulerHolds || k.BindsTogether || k.MaxAttempts != 1 {
+		t.Errorf("kueue: %+v, want Kueue's gate holding, pods bound one by one, 1 attempt", k)
 	}
-	if b := ParamsFor(testJob(&v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangBuiltin, MaxScheduleAttempts: ptr.To[int32](3)})); b.SchedulerHolds || b.MaxAttempts != 3 {
+	if b := ParamsFor(testJob(&v1alpha1.SchedulingPolicy{Gang: v1alpha1.GangBuiltin, MaxScheduleAttempts: ptr.To[int32](3)})); b.SchedulerHolds || b.BindsTogether || b.MaxAttempts != 3 {
 		t.Errorf("builtin: %+v, want gates and 3 attempts", b)
 	}
 }

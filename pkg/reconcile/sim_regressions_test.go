@@ -1227,6 +1227,30 @@ func regressions() []regression {
 			{at: 112 * time.Second, kind: faultKillStep, lasts: 24 * time.Second},
 		},
 		counted: 0, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
+	}, {
+		// Found by the soak (seed 520635731): coscheduling bound the whole
+		// gang at 80 s while kube-apiserver was away; the preemption of
+		// xg-worker-0 landed as it answered, before the step's first look,
+		// and its replacement met the quota's refusal and the second
+		// restart. The gang's wait counted only the pods bound then (2 of
+		// 3) and ended the job Unschedulable at its timeout in one order,
+		// though the gang had been placed. A scheduler that binds a gang
+		// all together shows it placed by any one pod bound.
+		name: "a gang bound together is placed though a member was preempted before the step looked",
+		job: withCleanPodPolicy(withBackoffLimit(withPodGroup(simpleJob("xg", v1alpha1.FrameworkXGBoost, v1alpha1.RestartPolicyOnFailure,
+			map[v1alpha1.ReplicaType]int32{v1alpha1.ReplicaTypeMaster: 1, v1alpha1.ReplicaTypeWorker: 2})), 2), v1alpha1.CleanPodPolicyRunning),
+		nodes: 2, room: 80 * time.Second, seed: 520635731,
+		faults: []fault{
+			{at: 40 * time.Second, kind: faultExit, replica: "xg-worker-0", code: 3,
+				peers: map[string]time.Duration{"xg-master-0": 501 * time.Millisecond, "xg-worker-1": 703 * time.Millisecond}},
+			{at: 43 * time.Second, kind: faultAPIRestart, lasts: 100 * time.Second},
+			{at: 68 * time.Second, kind: faultDisruption, replica: "xg-worker-0", disruption: "preemption",
+				peers: map[string]time.Duration{"xg-master-0": 1807 * time.Millisecond, "xg-worker-1": 1148 * time.Millisecond}},
+			{at: 88 * time.Second, kind: faultAPI, code: 409, lasts: 32 * time.Second},
+			{at: 118 * time.Second, kind: faultQuota, lasts: 103 * time.Second},
+			{at: 203 * time.Second, kind: faultAPIRestart, lasts: 100 * time.Second},
+		},
+		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: -1,
 	}}
 }
 
