@@ -1251,6 +1251,33 @@ func regressions() []regression {
 			{at: 203 * time.Second, kind: faultAPIRestart, lasts: 100 * time.Second},
 		},
 		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: -1,
+	}, {
+		// Found by the simulation (seed 520644229): mpirun's exit 3 reached
+		// a step that had just lost its Lease to API Priority and
+		// Fairness's 429s, which refused every write until after that step
+		// was killed; it never decided on it, and the ledger never held it.
+		// The run that re-attached found the launcher restarted twice and
+		// pi-worker-1 gone without trace (the pod garbage collector), an
+		// order the pods do not keep (0 restarts), but the truth held the
+		// exit 3 seen because a watch delivered it, and required 1. A
+		// failure its step went without deciding on is one no step watched.
+		name: "a launcher's exit delivered to a step that could not write before it was killed is one no step watched",
+		job: func() *v1alpha1.TrainJob {
+			job := withCleanPodPolicy(mpiSimJob(v1alpha1.LauncherCreationAtStartup, 2, v1alpha1.RestartPolicyExitCode), v1alpha1.CleanPodPolicyAll)
+			job.Spec.RunPolicy.BackoffLimit = nil // unset, as the soak drew it
+			return job
+		}(),
+		nodes: 2, seed: 520644229,
+		faults: []fault{
+			{at: 41 * time.Second, kind: faultThrottle, lasts: 58 * time.Second},
+			{at: 48 * time.Second, kind: faultExit, replica: "pi-launcher-0", code: 3,
+				peers: map[string]time.Duration{"pi-worker-0": 1840 * time.Millisecond, "pi-worker-1": 1235 * time.Millisecond}},
+			{at: 71 * time.Second, kind: faultDisruption, replica: "pi-worker-1", disruption: "podgc",
+				peers: map[string]time.Duration{"pi-launcher-0": 834 * time.Millisecond, "pi-worker-0": 1286 * time.Millisecond}},
+			{at: 96 * time.Second, kind: faultKillStep, lasts: 20 * time.Second},
+			{at: 113 * time.Second, kind: faultCompact},
+		},
+		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
 	}}
 }
 

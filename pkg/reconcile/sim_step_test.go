@@ -348,6 +348,7 @@ func (r *simRun) sync() {
 	}
 	w, c := r.w, s.ctrl
 	r.lastDecided = w.now()
+	r.decideDeliveries()
 	d, err := c.syncRecovered(r.ctx)
 	w.logf("sync: %s %s %s %v", d.Outcome, d.Reason, d.Message, err)
 	if crash := c.crashError(); crash != nil {
@@ -471,6 +472,7 @@ func (r *simRun) stepEnded(s *simStep, out ending.Result) {
 			r.retries++
 			r.cur = nil
 			r.goesBlind()
+			r.undecidedLost(s)
 			r.noteLedgerLost(s)
 			// A panic whose run could not hold the Lease to tear down (it
 			// deletes nothing then, Transient) is that step's: its retry
@@ -660,6 +662,7 @@ func (r *simRun) killStep(d time.Duration) {
 	s.kill()
 	r.cur = nil
 	r.goesBlind()
+	r.undecidedLost(s)
 	r.noteLedgerLost(s)
 	w.ctrl, w.inbox, w.informers = nil, nil, nil
 	w.gen++

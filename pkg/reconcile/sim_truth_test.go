@@ -129,36 +129,87 @@ type inFlightFailure struct {
 	// may cost a restart so.
 	unwatched truthFailure
 	costs     bool
+	// decided: a sync of a step holding the Lease read it, delivered, at a
+	// moment the API server took writes (its count could be recorded);
+	// removed is its pod, should it go before.
+	decided bool
+	removed *corev1.Pod
 }
 
 // lostDeliveries judges again, as unwatched, each failure whose event is
 // still on its way as the watches end (they broke, or their step went):
 // the informer never delivers it, and no step saw it land. It is called
-// before the events on their way are dropped.
+// before the events on their way are dropped. Those delivered but not yet
+// decided stay with their step (undecidedLost).
 func (r *simRun) lostDeliveries() {
+	pending := r.pendingPodEvents()
+	var kept []inFlightFailure
+	for _, l := range r.inFlight {
+		switch {
+		case pending[string(l.pod)+"@"+l.version]:
+			r.w.logf("%s: its event was lost with the watch, undelivered", l.unwatched.what)
+			r.judgeUnwatched(l)
+		case !l.decided:
+			kept = append(kept, l)
+		}
+	}
+	r.inFlight = kept
+}
+
+// undecidedLost judges again, as unwatched, each failure whose event step
+// s was delivered but never decided on: s, going for a retry (killed, or
+// ended leaving the job), held no Lease or could not write from then on,
+// so what it saw goes with it, and the next step finds the failure only
+// as the pods keep it, like one that landed while no step watched.
+func (r *simRun) undecidedLost(s *simStep) {
+	for _, l := range r.inFlight {
+		r.w.logf("%s: step %d went without deciding on it (no Lease, or no write taken)", l.unwatched.what, s.gen)
+		r.judgeUnwatched(l)
+		if l.removed != nil {
+			r.goneUnwatched(l.removed) // it took the failure with it
+		}
+	}
+	r.inFlight = nil
+}
+
+// decideDeliveries marks the failures delivered so far as decided by the
+// sync about to run, when its step holds the Lease and the API server
+// takes writes: that sync counts them and may record them.
+func (r *simRun) decideDeliveries() {
+	if r.w.writeFault("patch") != nil || r.w.outage() {
+		return
+	}
+	pending := r.pendingPodEvents()
+	for i := range r.inFlight {
+		if l := &r.inFlight[i]; !pending[string(l.pod)+"@"+l.version] {
+			l.decided = true
+		}
+	}
+}
+
+// pendingPodEvents holds the pod events on their way, by UID@version.
+func (r *simRun) pendingPodEvents() map[string]bool {
 	pending := map[string]bool{}
 	for _, e := range r.w.inbox[podsGVR] {
 		if m, ok := e.event.Object.(metav1.Object); ok {
 			pending[string(m.GetUID())+"@"+m.GetResourceVersion()] = true
 		}
 	}
-	for _, l := range r.inFlight {
-		if !pending[string(l.pod)+"@"+l.version] {
-			continue
-		}
-		r.w.logf("%s: its event was lost with the watch, undelivered", l.unwatched.what)
-		// Whatever costs as seen costs as unseen too (or may).
-		switch {
-		case l.costs && l.at >= 0:
-			r.truth[l.at] = l.unwatched
-		case l.costs:
-			r.truth = append(r.truth, l.unwatched)
-		}
-		if r.permanentExit != "" && r.permanentPod == l.pod {
-			r.permanentUnseen = true // a permanent exit no step saw
-		}
+	return pending
+}
+
+// judgeUnwatched puts l's failure into the truth as one no step watched.
+func (r *simRun) judgeUnwatched(l inFlightFailure) {
+	// Whatever costs as seen costs as unseen too (or may).
+	switch {
+	case l.costs && l.at >= 0:
+		r.truth[l.at] = l.unwatched
+	case l.costs:
+		r.truth = append(r.truth, l.unwatched)
 	}
-	r.inFlight = nil
+	if r.permanentExit != "" && r.permanentPod == l.pod {
+		r.permanentUnseen = true // a permanent exit no step saw
+	}
 }
 
 // restartBeingCarried reports whether a pod of the job is being deleted:
@@ -290,8 +341,18 @@ func (r *simRun) launcherJudgedAway(since time.Time) bool {
 // no step could see: the pod took its in-place restarts with it.
 func (r *simRun) removedUnwatched(pod *corev1.Pod) {
 	if r.w.ctrl != nil && !r.w.watchBroken {
+		for i := range r.inFlight {
+			if r.inFlight[i].pod == pod.UID {
+				r.inFlight[i].removed = pod
+			}
+		}
 		return
 	}
+	r.goneUnwatched(pod)
+}
+
+// goneUnwatched marks the failures of pod, removed, as ones no step saw.
+func (r *simRun) goneUnwatched(pod *corev1.Pod) {
 	if r.permanentExit != "" && r.permanentUnseen && pod.UID == r.permanentPod {
 		// Its pod took the exit with it: no step can know of it.
 		r.w.logf("%s went with its pod before any step saw it", r.permanentExit)
