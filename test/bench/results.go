@@ -346,8 +346,9 @@ func (p PollingResult) Growth() int {
 
 // leaseUpdatesBesidePeriods counts the updates of the job's Lease that no
 // renewal period paces: client-go's elector takes the Lease with one, renews
-// it at once with another before its first period, and lets it go with a
-// third (ReleaseOnCancel).
+// it at once with another before its first period (both skipped when they
+// come moments after the run's create of it), and lets it go with a third
+// (ReleaseOnCancel).
 const leaseUpdatesBesidePeriods = 3
 
 // HeartbeatLimit is the most updates of the job's Lease a run of d may make:
