@@ -1278,6 +1278,31 @@ func regressions() []regression {
 			{at: 113 * time.Second, kind: faultCompact},
 		},
 		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
+	}, {
+		// Found by the simulation (seed 936912161): the launcher's exit 137
+		// reached a step that could not write (429s, then 503s) and lost
+		// its Lease; a kube-apiserver restart broke the watches, and the
+		// step went without deciding on it. The launcher, restarted in
+		// place, was then preempted: in one order its pod was gone before
+		// the retry listed (0 restarts: nothing kept the exit), in another
+		// the retry saw its restart count first (1). The truth let either
+		// count, but the order comparison listed a failure gone unseen
+		// with its pod only when nothing else left it undecided, and an
+		// MPI launcher's restart while no step watched already did.
+		name: "a launcher's unseen exit gone with its preempted pod before the retry looked, in one order only, may count in the other",
+		job: withCleanPodPolicy(withBackoffLimit(withBuiltinGang(mpiSimJob(v1alpha1.LauncherCreationAtStartup, 2, v1alpha1.RestartPolicyOnFailure)), 2),
+			v1alpha1.CleanPodPolicyNone),
+		nodes: 2, seed: 936912161,
+		faults: []fault{
+			{at: 27 * time.Second, kind: faultThrottle, lasts: 47 * time.Second},
+			{at: 50 * time.Second, kind: faultAPI, code: 503, lasts: 47 * time.Second},
+			{at: 72 * time.Second, kind: faultExit, replica: "pi-launcher-0", code: 137,
+				peers: map[string]time.Duration{"pi-worker-0": 351 * time.Millisecond, "pi-worker-1": 1867 * time.Millisecond}},
+			{at: 76 * time.Second, kind: faultAPIRestart, lasts: 100 * time.Second},
+			{at: 116 * time.Second, kind: faultDisruption, replica: "pi-launcher-0", disruption: "preemption",
+				peers: map[string]time.Duration{"pi-worker-0": 2039 * time.Millisecond, "pi-worker-1": 1701 * time.Millisecond}},
+		},
+		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 0,
 	}}
 }
 

@@ -472,7 +472,8 @@ type simEnd struct {
 //     restarts with at least as many failures still unhandled;
 //   - a failure no step saw went with its pod before the next step
 //     looked in one order (a deletion that finished sooner), not in
-//     another, which counted its in-place restart;
+//     another, which counted its in-place restart, whatever else left it
+//     undecided;
 //   - failures found at once charge as those seen one at a time: a step
 //     that found several failures at once (it was away, or could not
 //     write) ends the job with the retryable ones unspent; what they charge

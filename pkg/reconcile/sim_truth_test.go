@@ -44,6 +44,9 @@ type truthFailure struct {
 	// no step can decide it before, so its time to the end counts from
 	// the later of this and the exit.
 	shownAt time.Time
+	// gone: its pod, restarted in place, went with its restart count
+	// before any step saw it, whatever else leaves it undecided.
+	gone bool
 }
 
 // decidableFrom is the earliest time a step could have begun to decide f.
@@ -369,8 +372,17 @@ func (r *simRun) goneUnwatched(pod *corev1.Pod) {
 		r.permanentExit = ""
 	}
 	for i := range r.truth {
-		if f := &r.truth[i]; f.pod == pod.UID && f.undecided == "" {
-			f.undecided = undecidedGoneUnseen
+		f := &r.truth[i]
+		switch {
+		case f.pod != pod.UID:
+		case f.undecided == "":
+			f.undecided, f.gone = undecidedGoneUnseen, true
+		case f.unseen:
+			// Undecided for another reason already (an MPI launcher's
+			// restart while no step watched), it is gone all the same:
+			// no step can count it any more.
+			r.w.logf("%s went with its pod before any step saw it", f.what)
+			f.gone = true
 		}
 	}
 }
@@ -383,7 +395,7 @@ const undecidedGoneUnseen = "its pod was removed before any step saw it"
 func (r *simRun) goneUnseen() []string {
 	var out []string
 	for _, f := range r.truth {
-		if f.undecided == undecidedGoneUnseen {
+		if f.gone {
 			out = append(out, f.what)
 		}
 	}
