@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/trainstep/trainstep/pkg/apis/trainstep/v1alpha1"
+	"github.com/trainstep/trainstep/pkg/frameworks"
 	"github.com/trainstep/trainstep/pkg/gang"
 	"github.com/trainstep/trainstep/pkg/policy"
 )
@@ -215,4 +216,32 @@ func (c *Controller) nextNodeLost() time.Duration {
 		}
 	}
 	return next
+}
+
+// confirmUndelivered reads live, before a job that restarts as a whole
+// decides on a rank's failure, every rank whose create the informer has not
+// delivered. Such a rank may have run and gone already: a broken watch's
+// relist lists no pod the cache never held, so no tombstone says it went,
+// and the failure, a peer's that followed it, would be taken for the
+// cause. Gone, it is a loss no run saw, as a relist's tombstone is.
+func (c *Controller) confirmUndelivered(ctx context.Context) error {
+	job := c.opts.Job
+	if c.restarting != nil {
+		return nil // no rank is judged while the job restarts
+	}
+	c.mu.Lock()
+	failed := false
+	for _, id := range c.order {
+		st := c.replicas[id]
+		if st.stage == stageObserved && st.pod != nil && st.pod.Status.Phase == corev1.PodFailed && frameworks.RestartsWithJob(job, id.Type) {
+			failed = true
+		}
+	}
+	c.mu.Unlock()
+	if !failed {
+		return nil
+	}
+	return c.confirmLive(ctx, func(st *replicaState) bool {
+		return st.stage == stageCreated && frameworks.RestartsWithJob(job, st.id.Type)
+	})
 }

@@ -51,6 +51,9 @@ func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 	if err := c.confirmExpectations(ctx); err != nil {
 		return policy.Decision{}, c.apiError(err)
 	}
+	if err := c.confirmUndelivered(ctx); err != nil {
+		return policy.Decision{}, c.apiError(err)
+	}
 	if err := c.releaseKueueHolds(ctx); err != nil {
 		return policy.Decision{}, c.apiError(err)
 	}
