@@ -25,6 +25,21 @@ import (
 // newBucket is the overall rate limit of re-syncs after errors: 10 per second, bursts of 100.
 func newBucket() *rate.Limiter { return rate.NewLimiter(rate.Limit(10), 100) }
 
+// prepare does, in order, the writes and live reads that come before the
+// replicas are judged: a re-attach's writes (before any create), the
+// PodGroup, live reads of what the cache may lack, Kueue's holds released,
+// then the creates of what is missing.
+func (c *Controller) prepare(ctx context.Context) error {
+	for _, step := range []func(context.Context) error{
+		c.finishReattach, c.ensurePodGroup, c.confirmExpectations, c.confirmUndelivered, c.releaseKueueHolds, c.createMissing,
+	} {
+		if err := step(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // sync looks at the whole job once: close overdue expectations with live
 // reads, create what is missing, let the built-in gang admit the job,
 // observe the replicas, ask the policy, then carry out recreations.
@@ -41,23 +56,7 @@ func (c *Controller) sync(ctx context.Context) (policy.Decision, error) {
 			return c.confirmedWait(ctx, d)
 		}
 	}
-	// A re-attach's writes come before any create.
-	if err := c.finishReattach(ctx); err != nil {
-		return policy.Decision{}, c.apiError(err)
-	}
-	if err := c.ensurePodGroup(ctx); err != nil {
-		return policy.Decision{}, c.apiError(err)
-	}
-	if err := c.confirmExpectations(ctx); err != nil {
-		return policy.Decision{}, c.apiError(err)
-	}
-	if err := c.confirmUndelivered(ctx); err != nil {
-		return policy.Decision{}, c.apiError(err)
-	}
-	if err := c.releaseKueueHolds(ctx); err != nil {
-		return policy.Decision{}, c.apiError(err)
-	}
-	if err := c.createMissing(ctx); err != nil {
+	if err := c.prepare(ctx); err != nil {
 		return policy.Decision{}, c.apiError(err)
 	}
 	gangRecheck, err := c.admitGang(ctx)
