@@ -118,13 +118,13 @@ func (f *foreignSearch) listByLabel(kind string, gvr schema.GroupVersionResource
 func (f *foreignSearch) getByName(o namedObject) func() error {
 	return func() error {
 		err := retryTransient(f.ctx, f.apiTimeout, func() error {
-			opts := metav1.GetOptions{ResourceVersion: fromWatchCache}
+			version := fromWatchCache
 			if o.kind == "secret" {
 				// A Secret found absent is not read again (readOwnSecret):
 				// only a read from etcd may say so.
-				opts.ResourceVersion = ""
+				version = ""
 			}
-			m, err := f.conn.metadata.Resource(o.gvr).Namespace(f.conn.namespace).Get(f.ctx, o.name, opts)
+			m, err := f.conn.metadata.Resource(o.gvr).Namespace(f.conn.namespace).Get(f.ctx, o.name, metav1.GetOptions{ResourceVersion: version})
 			switch {
 			case apierrors.IsNotFound(err):
 				if o.kind == "secret" {

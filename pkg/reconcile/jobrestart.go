@@ -235,6 +235,7 @@ func (c *Controller) confirmUndelivered(ctx context.Context) error {
 		st := c.replicas[id]
 		if st.stage == stageObserved && st.pod != nil && st.pod.Status.Phase == corev1.PodFailed && frameworks.RestartsWithJob(job, id.Type) {
 			failed = true
+			break
 		}
 	}
 	c.mu.Unlock()
