@@ -60,6 +60,43 @@ func (c *Controller) noteCollateral(st *replicaState, pod *corev1.Pod) {
 		st.collateralAt, st.batch, st.batchRead = c.lastExitOf(st.id.Type, pod), 0, false
 	case grew > 0:
 		st.batch, st.batchBase, st.batchEnd, st.batchRead = grew, st.collateral, time.Time{}, false
+		if c.workerUndelivered() {
+			st.collateral += grew
+			st.heldUnseen += grew
+		}
+	}
+}
+
+// workerUndelivered reports whether a worker's instance was created but
+// never delivered by the informer; called with the controller's mutex held.
+func (c *Controller) workerUndelivered() bool {
+	for _, id := range c.order {
+		if id.Type == v1alpha1.ReplicaTypeWorker && c.replicas[id].stage == stageCreated {
+			return true
+		}
+	}
+	return false
+}
+
+// releaseHeldUnseen counts the launcher's restarts held while a worker was
+// undelivered, once every worker is delivered: none went unseen before
+// them. Called with the controller's mutex held, before the view is read.
+func (c *Controller) releaseHeldUnseen() {
+	st := c.collateralLauncher()
+	if st == nil || st.heldUnseen == 0 || c.workerUndelivered() {
+		return
+	}
+	st.collateral -= min(st.heldUnseen, st.collateral)
+	st.heldUnseen, st.dirty = 0, true
+}
+
+// undeliveredWorkerGone judges the launcher's held restarts when worker
+// st, never delivered, is found gone (a live read): it ended at a time
+// nobody knows, so they are judged as after a worker's end unknown.
+// Called with the controller's mutex held.
+func (c *Controller) undeliveredWorkerGone(st *replicaState) {
+	if launcher := c.collateralLauncher(); launcher != nil && launcher.heldUnseen > 0 && st.id.Type == v1alpha1.ReplicaTypeWorker {
+		c.collateralBefore(time.Time{})
 	}
 }
 
@@ -142,7 +179,7 @@ func (c *Controller) collateralBefore(ended time.Time) {
 		}
 	}
 	st.collateral = st.batchBase + min(n, inPlaceRestarts(st.pod)-st.batchBase)
-	st.collateralAt, st.dirty = exited, true
+	st.collateralAt, st.dirty, st.heldUnseen = exited, true, 0
 }
 
 // collateralWhileAway judges, as a run re-attaches, the adopted launcher's

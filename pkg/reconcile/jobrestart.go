@@ -223,14 +223,17 @@ func (c *Controller) nextNodeLost() time.Duration {
 // delivered. Such a rank may have run and gone already: a broken watch's
 // relist lists no pod the cache never held, so no tombstone says it went,
 // and the failure, a peer's that followed it, would be taken for the
-// cause. Gone, it is a loss no run saw, as a relist's tombstone is.
+// cause. Gone, it is a loss no run saw, as a relist's tombstone is. So
+// are they read while the MPI launcher's restarts are held for them
+// (heldUnseen): mpirun's failure may have followed one of them.
 func (c *Controller) confirmUndelivered(ctx context.Context) error {
 	job := c.opts.Job
 	if c.restarting != nil {
 		return nil // no rank is judged while the job restarts
 	}
 	c.mu.Lock()
-	failed := false
+	launcher := c.collateralLauncher()
+	failed := launcher != nil && launcher.heldUnseen > 0
 	for _, id := range c.order {
 		st := c.replicas[id]
 		if st.stage == stageObserved && st.pod != nil && st.pod.Status.Phase == corev1.PodFailed && frameworks.RestartsWithJob(job, id.Type) {

@@ -23,6 +23,7 @@ func (c *Controller) observe() policy.View {
 	v := policy.View{Job: c.opts.Job, StartTime: c.startTime, Now: now, Replicas: c.viewReplicas[:0]}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.releaseHeldUnseen()
 	v.Restarts = c.restarts
 	if c.scaler != nil {
 		v.WorkerTarget = c.scaler.target
@@ -37,7 +38,7 @@ func (c *Controller) observe() policy.View {
 			if st.dirty {
 				st.last, st.dirty = c.replicaFromPod(id, st, st.pod), false
 			}
-			st.batchRead = st.batch > 0
+			st.batchRead = st.batch > 0 && st.heldUnseen == 0
 			r = st.last
 			v.Restarts += r.Restarts
 		case stageVanished:

@@ -117,6 +117,12 @@ type replicaState struct {
 	// informer delivered them (holdLiveRestarts): held as collateral until
 	// the informer brings them with the workers' ends of that moment.
 	heldLive int32
+	// heldUnseen counts in-place restarts the launcher showed while a
+	// worker's create was not delivered yet: that worker may have run and
+	// gone unseen (a relist lists no pod the cache never held), so they are
+	// held as collateral until every worker is delivered (they count) or
+	// that one is found gone without trace (judged against an end unknown).
+	heldUnseen int32
 	// recreations counts replacements of this replica (its share of the
 	// job's restarts, with the in-place restarts).
 	recreations int32
@@ -171,7 +177,7 @@ func (st *replicaState) createAccepted(uid types.UID, attempt int, now time.Time
 	st.stage, st.uid, st.attempt, st.nextAttempt, st.createdAt, st.expectSince = stageCreated, uid, attempt, attempt, now, now
 	st.jobAttempt, st.carried = 0, 0
 	st.pod, st.collateral, st.collateralAt, st.batch, st.batchBase, st.batchEnd = nil, 0, time.Time{}, 0, 0, time.Time{}
-	st.batchRead, st.heldLive, st.goneAt = false, 0, time.Time{}
+	st.batchRead, st.heldLive, st.heldUnseen, st.goneAt = false, 0, 0, time.Time{}
 	if cached != nil && cached.UID == uid {
 		st.podSeen(cached, now)
 	}
@@ -187,6 +193,7 @@ func (st *replicaState) adopted(pod *corev1.Pod, attempt int, restartsBefore int
 	st.pod, st.dirty, st.createdAt = pod, true, pod.CreationTimestamp.Time
 	st.recreations, st.restartsBefore, st.collateral, st.collateralAt = restartsBefore, 0, 0, time.Time{}
 	st.batch, st.batchBase, st.batchEnd, st.batchRead, st.heldLive, st.goneAt = 0, 0, time.Time{}, false, 0, time.Time{}
+	st.heldUnseen = 0
 }
 
 // podSeen records an instance the informer delivered. Only the current

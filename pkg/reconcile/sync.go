@@ -201,6 +201,9 @@ func (c *Controller) confirmLive(ctx context.Context, asks func(*replicaState) b
 		}
 		deleteAgain := st.confirmed(live, now)
 		after := st.stage
+		if before == stageCreated && after == stageLost {
+			c.undeliveredWorkerGone(st)
+		}
 		c.mu.Unlock()
 		switch {
 		case before == stageVanished && after == stageLost:
