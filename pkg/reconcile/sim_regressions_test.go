@@ -1352,6 +1352,28 @@ func regressions() []regression {
 			{at: 108 * time.Second, kind: faultRemove, replica: "the job's ConfigMap"},
 		},
 		counted: 1, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 1,
+	}, {
+		// Found by the soak (seed 862123853): both exits landed while
+		// kube-apiserver was down; its relist showed them to a step that
+		// could not take its Lease back (429s) and went, and mnist-ps-0,
+		// evicted meanwhile, took its in-place restart with it. The
+		// simulation held that restart due (it judged a relist's failures
+		// seen and done with); no step could count it. A failure a relist
+		// shows is delivered and undecided, as one a watch delivered.
+		name:  "a failure a relist showed to a step that went without deciding goes with its pod",
+		job:   withCleanPodPolicy(withBackoffLimit(tfJob(v1alpha1.RestartPolicyOnFailure), 1), v1alpha1.CleanPodPolicyAll),
+		nodes: 3, seed: 862123853,
+		faults: []fault{
+			{at: 23 * time.Second, kind: faultAPIRestart, lasts: 100 * time.Second},
+			{at: 35 * time.Second, kind: faultExit, replica: "mnist-worker-0", code: 3,
+				peers: map[string]time.Duration{"mnist-ps-0": 2186 * time.Millisecond, "mnist-worker-1": 2288 * time.Millisecond}},
+			{at: 57 * time.Second, kind: faultExit, replica: "mnist-ps-0", code: 143,
+				peers: map[string]time.Duration{"mnist-worker-0": 1881 * time.Millisecond, "mnist-worker-1": 1500 * time.Millisecond}},
+			{at: 94 * time.Second, kind: faultThrottle, lasts: 41 * time.Second},
+			{at: 104 * time.Second, kind: faultDisruption, replica: "mnist-ps-0", disruption: "eviction",
+				peers: map[string]time.Duration{"mnist-worker-0": 1641 * time.Millisecond, "mnist-worker-1": 1941 * time.Millisecond}},
+		},
+		counted: 2, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 1,
 	}}
 }
 

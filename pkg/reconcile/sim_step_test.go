@@ -104,7 +104,7 @@ func runSchedule(s schedule, orderSeed uint64, trace bool) *simRun {
 	w.roomFrom, w.load = simEpoch.Add(s.room), s.load
 	r := &simRun{s: s, w: w, faults: append([]fault(nil), s.faults...), ctx: context.Background(), instances: map[string]types.UID{}, instanceGen: map[types.UID]int{}}
 	w.onPodCreated, w.onPodRemoved = r.podCreated, r.removedUnwatched
-	w.onBlind, w.onRelist = r.goesBlind, func() { r.sees(); r.truthSeen() }
+	w.onBlind, w.onRelist = r.goesBlind, func() { r.sees(); r.relistShows() }
 	w.onPanic = func() { r.notePanicCut(); r.panicking = r.panicking || !r.over() }
 	saved := apierr.WriteBackoff
 	apierr.WriteBackoff = wait.Backoff{Steps: 3}

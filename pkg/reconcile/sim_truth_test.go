@@ -419,6 +419,25 @@ func (r *simRun) landedLate() bool {
 	return false
 }
 
+// relistShows marks every failure so far as seen by a relist, each
+// delivered to its step but not yet decided on: should the step go
+// without deciding (no Lease, or no write taken), the next one finds it
+// only as the pods keep it, and not at all once its pod is removed
+// (undecidedLost), as for one a watch delivered.
+func (r *simRun) relistShows() {
+	for i, f := range r.truth {
+		if !f.unseen {
+			continue
+		}
+		for _, p := range r.w.jobPods() {
+			if p.UID == f.pod {
+				r.inFlight = append(r.inFlight, inFlightFailure{pod: f.pod, version: p.ResourceVersion, at: i, unwatched: f, costs: true})
+			}
+		}
+	}
+	r.truthSeen()
+}
+
 // truthSeen marks every failure so far as seen: an informer listed the
 // job's pods (a step started, or its informers relisted).
 func (r *simRun) truthSeen() {
