@@ -46,8 +46,10 @@ func (c *Controller) noteCollateral(st *replicaState, pod *corev1.Pod) {
 		return
 	}
 	var before int32
+	unchanged := false
 	if st.pod != nil && st.pod.UID == pod.UID {
 		before = inPlaceRestarts(st.pod)
+		unchanged = st.pod.ResourceVersion == pod.ResourceVersion
 	}
 	// Restarts a live read held are judged now, as the informer brings
 	// them: with the workers' ends of their moment.
@@ -64,6 +66,11 @@ func (c *Controller) noteCollateral(st *replicaState, pod *corev1.Pod) {
 			st.collateral += grew
 			st.heldUnseen += grew
 		}
+	case unchanged:
+		// Delivered again at the version last delivered: a later list
+		// (a watch never repeats a version), so the delivery that
+		// brought the restarts was no fold of that list's tombstones.
+		st.noteBatchRead()
 	}
 }
 
@@ -135,7 +142,9 @@ func (c *Controller) holdLiveRestarts(st *replicaState, live *corev1.Pod) {
 // restart (a watch delivers in order, a list is one moment), so the worker
 // ended after it. Only a relist folds a worker's end it missed into the
 // same delivery as the restart, and its tombstones follow its updates at
-// once, before any sync.
+// once, before any sync and before the launcher is delivered again. So a
+// restart the launcher's re-delivery unchanged followed stands too: no
+// sync need have run (a step that lost its Lease still watches).
 func (c *Controller) workerVanished(st *replicaState, cached, final *corev1.Pod) {
 	if st.id.Type != v1alpha1.ReplicaTypeWorker || podEnded(cached) {
 		return

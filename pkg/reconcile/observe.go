@@ -38,7 +38,7 @@ func (c *Controller) observe() policy.View {
 			if st.dirty {
 				st.last, st.dirty = c.replicaFromPod(id, st, st.pod), false
 			}
-			st.batchRead = st.batch > 0 && st.heldUnseen == 0
+			st.noteBatchRead()
 			r = st.last
 			v.Restarts += r.Restarts
 		case stageVanished:

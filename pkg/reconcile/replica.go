@@ -109,7 +109,8 @@ type replicaState struct {
 	// new ones brought, when they counted (0 once judged collateral);
 	// batchBase the collateral restarts before it, batchEnd the earliest
 	// worker's end it was judged against (collateralBefore); batchRead
-	// says a sync has read it since (observe).
+	// says a sync has read it since (observe), or the informer delivered
+	// the pod again unchanged (noteCollateral).
 	batch, batchBase int32
 	batchEnd         time.Time
 	batchRead        bool
@@ -194,6 +195,15 @@ func (st *replicaState) adopted(pod *corev1.Pod, attempt int, restartsBefore int
 	st.recreations, st.restartsBefore, st.collateral, st.collateralAt = restartsBefore, 0, 0, time.Time{}
 	st.batch, st.batchBase, st.batchEnd, st.batchRead, st.heldLive, st.goneAt = 0, 0, time.Time{}, false, 0, time.Time{}
 	st.heldUnseen = 0
+}
+
+// noteBatchRead records that the last batch of in-place restarts was
+// looked at again after the delivery that brought it (a sync read it, or
+// the pod came again unchanged): that delivery was no relist's with
+// tombstones still to come. Restarts held while a worker is undelivered
+// are judged as that worker is found, not so.
+func (st *replicaState) noteBatchRead() {
+	st.batchRead = st.batch > 0 && st.heldUnseen == 0
 }
 
 // podSeen records an instance the informer delivered. Only the current

@@ -1374,6 +1374,37 @@ func regressions() []regression {
 				peers: map[string]time.Duration{"mnist-worker-0": 1641 * time.Millisecond, "mnist-worker-1": 1941 * time.Millisecond}},
 		},
 		counted: 2, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 1,
+	}, {
+		// Found by the soak (seed 862120632): the launcher's exit 137 was
+		// delivered by a watch to a step that had lost its Lease to API
+		// Priority and Fairness's 429s, so no sync read it. A
+		// kube-apiserver restart broke the watches, and pi-worker-0 was
+		// preempted and gone before the relist: its tombstone, its end
+		// unknown, had the restart judged against when the worker was last
+		// delivered alive, long before, and taken for mpirun's collateral
+		// (1 restart; 2 in the orders whose relist showed the preemption).
+		// The relist delivered the launcher again unchanged before the
+		// tombstone: the restart came in a delivery before that list, while
+		// the cache held every worker running, and stands.
+		name: "a launcher restart no sync read stands against a worker gone without trace once a relist delivered the launcher unchanged",
+		job: func() *v1alpha1.TrainJob {
+			job := withDeadline(withCleanPodPolicy(withBuiltinGang(mpiSimJob(v1alpha1.LauncherCreationAtStartup, 2, v1alpha1.RestartPolicyExitCode)),
+				v1alpha1.CleanPodPolicyNone), 374)
+			job.Spec.RunPolicy.BackoffLimit = nil // unset, as the soak drew it
+			return job
+		}(),
+		nodes: 2, seed: 862120632,
+		faults: []fault{
+			{at: 32 * time.Second, kind: faultThrottle, lasts: 51 * time.Second},
+			{at: 46 * time.Second, kind: faultExit, replica: "pi-launcher-0", code: 137,
+				peers: map[string]time.Duration{"pi-worker-0": 1332 * time.Millisecond, "pi-worker-1": 1910 * time.Millisecond}},
+			{at: 69 * time.Second, kind: faultAPIRestart, lasts: 25 * time.Second},
+			{at: 89 * time.Second, kind: faultDisruption, replica: "pi-worker-0", disruption: "preemption",
+				peers: map[string]time.Duration{"pi-launcher-0": 2137 * time.Millisecond, "pi-worker-1": 605 * time.Millisecond}},
+			{at: 113 * time.Second, kind: faultKillDuringExit, replica: "pi-launcher-0", code: 1, lasts: 26 * time.Second,
+				peers: map[string]time.Duration{"pi-worker-0": 2025 * time.Millisecond, "pi-worker-1": 627 * time.Millisecond}},
+		},
+		counted: 2, phase: result.PhaseSucceeded, reason: result.ReasonSucceeded, restarts: 2,
 	}}
 }
 
