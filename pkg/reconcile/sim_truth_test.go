@@ -425,14 +425,13 @@ func (r *simRun) landedLate() bool {
 // only as the pods keep it, and not at all once its pod is removed
 // (undecidedLost), as for one a watch delivered.
 func (r *simRun) relistShows() {
+	listed := map[types.UID]string{}
+	for _, p := range r.w.jobPods() {
+		listed[p.UID] = p.ResourceVersion
+	}
 	for i, f := range r.truth {
-		if !f.unseen {
-			continue
-		}
-		for _, p := range r.w.jobPods() {
-			if p.UID == f.pod {
-				r.inFlight = append(r.inFlight, inFlightFailure{pod: f.pod, version: p.ResourceVersion, at: i, unwatched: f, costs: true})
-			}
+		if version, ok := listed[f.pod]; ok && f.unseen {
+			r.inFlight = append(r.inFlight, inFlightFailure{pod: f.pod, version: version, at: i, unwatched: f, costs: true})
 		}
 	}
 	r.truthSeen()
